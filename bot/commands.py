@@ -1,0 +1,153 @@
+"""Slash commands, the same on every channel: /start /help /profile /forget /language /level."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from bot import phrases
+from bot.languages import LEVELS, language_name, normalize_level
+from memory.profile import FIELDS, document
+from memory.store import LearnerInfo, Store
+
+
+@dataclass(frozen=True)
+class Command:
+    """A parsed slash command: `/Language@PamBot Spanish English` → ("language", [...])."""
+
+    name: str
+    args: list[str]
+
+
+def parse_command(text: str) -> Command | None:
+    """The command in `text`, or None when it is ordinary chat."""
+    text = text.strip()
+    if not text.startswith("/") or len(text) < 2 or text[1].isspace():
+        return None
+    head, *args = text.split()
+    name = head[1:].split("@", 1)[0].lower()
+    return Command(name, args)
+
+
+def _settings_line(learner: LearnerInfo) -> str:
+    if not learner.target_language:
+        return phrases.NEEDS_LANGUAGE
+    native = f", explained in {learner.native_language}" if learner.native_language else ""
+    level = f" at level {learner.level}" if learner.level else ""
+    return f"We're practising {learner.target_language}{level}{native}."
+
+
+LABELS = {
+    "who": "Who you are",
+    "style": "How you like to chat",
+    "focus": "What you're working on",
+    "interests": "Interests",
+    "misc": "Other things I remember",
+    "native_language": "Native language",
+    "target_language": "Practising",
+    "level": "Level (my estimate)",
+    "recurring_mistakes": "Mistakes you often make",
+}
+
+
+class Commands:
+    """Answers commands for one learner; `forget` is the only one that erases anything."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.handlers: dict[str, Callable[[LearnerInfo, list[str]], str]] = {
+            "start": self.start,
+            "help": self.help,
+            "profile": self.profile,
+            "forget": self.forget,
+            "language": self.language,
+            "level": self.level,
+        }
+
+    def handle(self, learner: LearnerInfo, command: Command) -> str:
+        """The answer to `command`."""
+        handler = self.handlers.get(command.name)
+        if handler is None:
+            return f"I don't know the command /{command.name}. {phrases.HELP}"
+        return handler(learner, command.args)
+
+    def start(self, learner: LearnerInfo, args: list[str]) -> str:
+        return phrases.WELCOME.format(settings=_settings_line(learner))
+
+    def help(self, learner: LearnerInfo, args: list[str]) -> str:
+        return phrases.HELP
+
+    def forget(self, learner: LearnerInfo, args: list[str]) -> str:
+        self.store.forget(learner.id)
+        return phrases.FORGOTTEN
+
+    def language(self, learner: LearnerInfo, args: list[str]) -> str:
+        usage = (
+            "Which language do you want to practise? Write it like this: "
+            "/language Spanish — or with your native language too: /language Spanish English"
+        )
+        if not args or len(args) > 2:
+            return usage
+        names = [language_name(arg) for arg in args]
+        for arg, name in zip(args, names, strict=True):
+            if name is None:
+                return f"I don't know the language “{arg[:40]}”. {usage}"
+        target = names[0]
+        native = names[1] if len(names) == 2 else learner.native_language
+        if native == target:
+            return "Your native language and the one you practise are the same — " + usage
+        updated = self.store.update_settings(
+            learner.id, target_language=target, native_language=native
+        )
+        return f"Great! {_settings_line(updated)} Say hi whenever you're ready!"
+
+    def level(self, learner: LearnerInfo, args: list[str]) -> str:
+        usage = (
+            f"Tell me your level as one of {', '.join(LEVELS)} — e.g. /level A2. "
+            "A1–A2 beginner, B1–B2 intermediate, C1–C2 advanced."
+        )
+        level = normalize_level(args[0]) if len(args) == 1 else None
+        if level is None:
+            return usage
+        updated = self.store.update_settings(learner.id, level=level)
+        return f"Got it. {_settings_line(updated)}"
+
+    def profile(self, learner: LearnerInfo, args: list[str]) -> str:
+        """Everything Pam keeps about the learner, in words."""
+        profile = self.store.profile(learner.id)
+        summary = self.store.summary(learner.id)
+        unfolded, _ = self.store.unfolded_tokens(learner.id)
+        corrections = self.store.corrections(learner.id, limit=5)
+        doc = document(profile)
+        lines = ["Here's what I know about you:", "", _settings_line(learner)]
+        learned = [
+            f"• {LABELS[key]}: {', '.join(value) if isinstance(value, list) else value}"
+            for key in FIELDS
+            if (value := doc.get(key))
+        ]
+        if learned:
+            meta = doc["_meta"]
+            lines += ["", *learned]
+            lines.append(
+                f"(learned from {meta['messages_processed']} of your messages, "
+                f"last updated {meta['last_learned_at']})"
+            )
+        else:
+            lines += ["", "I haven't learned anything about you yet — tell me about yourself!"]
+        lines.append("")
+        if summary.folds:
+            lines.append(
+                f"Our earlier conversation is kept as a summary (updated {summary.folds} times, "
+                f"last {summary.updated_at:%Y-%m-%d %H:%M} UTC):"
+                if summary.updated_at
+                else "Our earlier conversation is kept as a summary:"
+            )
+            lines.append(summary.text)
+        else:
+            lines.append("There's no summary yet: I still remember our whole chat word for word.")
+        lines.append(f"Messages I keep word for word right now: {unfolded}.")
+        if corrections:
+            lines += ["", "Recent corrections:"]
+            lines += [f"✏️ {c.original} → {c.corrected}" for c in corrections]
+        lines += ["", "Use /forget to erase all of this."]
+        return "\n".join(lines)

@@ -1,0 +1,104 @@
+"""The chat-model edge: one small interface, and its OpenAI-compatible implementation."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol, TypedDict
+
+import openai
+
+from memory.tokens import TokenCounter
+
+log = logging.getLogger(__name__)
+
+Purpose = Literal["reply", "summary", "profile"]
+
+
+class ChatMessage(TypedDict):
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+@dataclass(frozen=True)
+class Completion:
+    """What the model answered, and what the call cost."""
+
+    text: str
+    model: str
+    input_tokens: int
+    output_tokens: int
+
+
+class LLMError(Exception):
+    """The model gave no usable answer, after the client's own retries."""
+
+
+class ChatModel(Protocol):
+    """Anything that can complete a chat: the OpenAI client in production, fakes in tests."""
+
+    def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        model: str,
+        max_tokens: int,
+        purpose: Purpose,
+    ) -> Completion:
+        """Answer `messages` with `model`; raise LLMError when no answer can be had."""
+        ...
+
+
+class OpenAIChatModel:
+    """A ChatModel over the openai SDK: OpenAI itself or any compatible server (Ollama, vLLM,
+    LM Studio). The SDK retries connection errors, timeouts, 429 and 5xx with exponential
+    backoff and honours Retry-After; this class turns what still fails into LLMError."""
+
+    def __init__(self, client: openai.OpenAI, counter: TokenCounter) -> None:
+        self.client = client
+        self.counter = counter
+
+    def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        model: str,
+        max_tokens: int,
+        purpose: Purpose,
+    ) -> Completion:
+        try:
+            response = self.client.chat.completions.create(
+                model=model,
+                messages=list(messages),  # type: ignore[arg-type]
+                max_tokens=max_tokens,
+                temperature=0.7 if purpose == "reply" else 0.2,
+            )
+        except openai.OpenAIError as exc:
+            log.warning("LLM %s call failed: %s", purpose, type(exc).__name__)
+            raise LLMError(f"{type(exc).__name__}: {exc}") from exc
+        choices = getattr(response, "choices", None) or []
+        text = (choices[0].message.content or "").strip() if choices else ""
+        if not text:
+            raise LLMError(f"the model returned no text for the {purpose} call")
+        usage = getattr(response, "usage", None)
+        input_tokens = getattr(usage, "prompt_tokens", None)
+        output_tokens = getattr(usage, "completion_tokens", None)
+        if input_tokens is None:  # some compatible servers omit usage: count it ourselves
+            input_tokens = sum(self.counter.count_message(m["content"]) for m in messages)
+        if output_tokens is None:
+            output_tokens = self.counter.count(text)
+        return Completion(text, response.model or model, int(input_tokens), int(output_tokens))
+
+
+def openai_client(
+    api_key: str | None, base_url: str | None, timeout: float, max_retries: int
+) -> openai.OpenAI:
+    """The one place Pam constructs the OpenAI client."""
+    return openai.OpenAI(
+        # Local servers (Ollama, LM Studio) ignore the key but the SDK insists on one.
+        api_key=api_key or "not-needed",
+        base_url=base_url or None,
+        timeout=timeout,
+        max_retries=max_retries,
+    )

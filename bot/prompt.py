@@ -1,0 +1,45 @@
+"""The reply prompt: stable instructions first, then the learner's data, then the conversation."""
+
+from __future__ import annotations
+
+import json
+
+from bot.languages import LEVEL_DESCRIPTIONS, explains_in_native
+from bot.llm import ChatMessage
+from memory.profile import MAX_PROFILE_CHARS
+from memory.store import LEARNER, Context
+from prompts import as_data, render
+
+UNKNOWN = "not known yet"
+
+
+def reply_prompt(context: Context, summary_cap_chars: int) -> list[ChatMessage]:
+    """System prompt (persona, correction policy, settings, profile, summary) followed by every
+    message not yet folded into the summary, verbatim."""
+    learner, profile = context.learner, context.profile.data
+    target = learner.target_language or profile.get("target_language")
+    native = learner.native_language or profile.get("native_language")
+    level = learner.level or profile.get("level")
+    explanation_language = (native if explains_in_native(level) else target) or native or target
+    system = render(
+        "reply",
+        target_language=target
+        or "the language the learner writes in (not set yet; if they write in what looks like "
+        "their native language, ask which language they want to practise)",
+        native_language=native or UNKNOWN,
+        level=level or UNKNOWN,
+        level_description=LEVEL_DESCRIPTIONS.get(
+            level or "", "level not known yet: start simple and adapt to how they write"
+        ),
+        explanation_language=explanation_language
+        or "the learner's native language if you can tell, else English",
+        profile=as_data(json.dumps(profile, ensure_ascii=False, indent=1), MAX_PROFILE_CHARS)
+        if profile
+        else "(nothing learned yet)",
+        summary=as_data(context.summary.text, summary_cap_chars) or "(no earlier conversation yet)",
+    )[0]["content"]
+    messages: list[ChatMessage] = [{"role": "system", "content": system}]
+    for message in context.messages:
+        role = "user" if message.role == LEARNER else "assistant"
+        messages.append({"role": role, "content": message.content})
+    return messages

@@ -1,0 +1,111 @@
+"""A tutor turn: store the learner's message, answer it with corrections, trigger memory jobs."""
+
+from __future__ import annotations
+
+import logging
+import time
+import unicodedata
+
+from bot import corrections, phrases
+from bot.commands import Commands, parse_command
+from bot.llm import ChatModel, LLMError
+from bot.prompt import reply_prompt
+from bot.settings import Settings
+from memory.jobs import FOLD, PROFILE, JobRunner
+from memory.profile import profile_due
+from memory.store import LEARNER, PAM, LearnerGone, LearnerInfo, Store
+from memory.summary import fold_due
+from memory.tokens import TokenCounter
+
+log = logging.getLogger(__name__)
+
+MAX_MESSAGE_CHARS = 4000
+
+
+def clean_text(text: str) -> str:
+    """The learner's text with surrounding whitespace and invisible control characters removed
+    (newlines and tabs stay; RTL marks, CJK and emoji are kept as they are)."""
+    text = unicodedata.normalize("NFC", text)
+    kept = (ch for ch in text if ch in "\n\t" or unicodedata.category(ch) != "Cc")
+    return "".join(kept).strip()
+
+
+class Tutor:
+    """Pam's channel-agnostic core: one call per inbound text, returning the texts to send."""
+
+    def __init__(
+        self,
+        store: Store,
+        model: ChatModel,
+        counter: TokenCounter,
+        runner: JobRunner,
+        settings: Settings,
+    ) -> None:
+        self.store = store
+        self.model = model
+        self.counter = counter
+        self.runner = runner
+        self.settings = settings
+        self.memory = settings.memory_config()
+        self.commands = Commands(store)
+
+    def handle(self, external_id: str, text: str, display_name: str | None = None) -> list[str]:
+        """Answer one inbound text from the learner known as `external_id` on its channel."""
+        text = clean_text(text)
+        if not text:
+            return []
+        learner = self.store.learner(external_id, display_name)
+        command = parse_command(text)
+        if command is not None:
+            try:
+                return [self.commands.handle(learner, command)]
+            except LearnerGone:
+                return [phrases.FORGOTTEN]
+        if len(text) > MAX_MESSAGE_CHARS:
+            return [phrases.TOO_LONG.format(limit=MAX_MESSAGE_CHARS)]
+        try:
+            return self.turn(learner, text)
+        except LearnerGone:  # /forget won a race with this turn: say nothing, keep nothing
+            log.info("turn for learner %s dropped: forgotten mid-turn", learner.id)
+            return []
+
+    def turn(self, learner: LearnerInfo, text: str) -> list[str]:
+        """A conversational turn. The learner's message is stored first, so an LLM failure
+        loses nothing; the reply never waits for the memory jobs it triggers."""
+        started = time.monotonic()
+        stored = self.store.add_message(learner.id, LEARNER, text, self.counter.count_message(text))
+        context = self.store.context(learner.id)
+        prompt = reply_prompt(context, summary_cap_chars=self.memory.summary_max_tokens * 8)
+        try:
+            completion = self.model.complete(
+                prompt,
+                model=self.settings.model,
+                max_tokens=self.settings.reply_max_tokens,
+                purpose="reply",
+            )
+        except LLMError:
+            self._trigger_jobs(learner.id)
+            return [phrases.apology(context.learner.target_language)]
+        self.store.record_usage(
+            learner.id, completion.model, "reply", completion.input_tokens, completion.output_tokens
+        )
+        answer = corrections.parse_answer(completion.text)
+        shown = corrections.render(answer)
+        self.store.add_message(learner.id, PAM, shown, self.counter.count_message(shown))
+        self.store.add_corrections(learner.id, stored.id, answer.corrections)
+        self._trigger_jobs(learner.id)
+        log.info(
+            "turn learner=%s prompt_tokens=%s output_tokens=%s corrections=%s ms=%d",
+            learner.id,
+            completion.input_tokens,
+            completion.output_tokens,
+            len(answer.corrections),
+            (time.monotonic() - started) * 1000,
+        )
+        return [shown]
+
+    def _trigger_jobs(self, learner_id: int) -> None:
+        if fold_due(*self.store.unfolded_tokens(learner_id), self.memory):
+            self.runner.request(learner_id, FOLD)
+        if profile_due(self.store.learner_messages_since_profile(learner_id), self.memory):
+            self.runner.request(learner_id, PROFILE)

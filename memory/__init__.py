@@ -1,0 +1,1 @@
+"""Pam's memory: storage, the rolling summary, the learned profile and their background jobs."""

@@ -1,0 +1,20 @@
+"""The memory knobs, independent of where they were configured."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class MemoryConfig:
+    """Window size, fold trigger and cap, profile cadence, job lease, memory model."""
+
+    window_messages: int = 10
+    summary_trigger_tokens: int = 2000
+    summary_max_tokens: int = 500
+    profile_every: int = 5
+    job_lease_seconds: float = 300.0
+    memory_model: str = "gpt-4o-mini"
+    # The profile job reads at most this many new learner messages per run; older ones are
+    # skipped (the watermark still passes them) so a long backlog cannot blow up one prompt.
+    profile_max_batch: int = 40

@@ -1,0 +1,89 @@
+"""Database engines and migrations: one place that knows SQLite from Postgres."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+
+MIGRATIONS = Path(__file__).with_name("migrations")
+
+
+class DatabaseURLError(ValueError):
+    """A DATABASE_URL Pam cannot use; the message says how to fix it."""
+
+
+def normalize_url(url: str) -> str:
+    """Accept Heroku/Fly's `postgres://` and plain `postgresql://`, using the psycopg 3 driver."""
+    url = url.strip()
+    if not url:
+        raise DatabaseURLError("DATABASE_URL is empty; unset it to use the local SQLite file")
+    if url.startswith("postgres://"):
+        url = "postgresql://" + url[len("postgres://") :]
+    if url.startswith("postgresql://"):
+        url = "postgresql+psycopg://" + url[len("postgresql://") :]
+    try:
+        parsed = make_url(url)
+    except Exception as exc:
+        raise DatabaseURLError(
+            f"DATABASE_URL is not a database URL ({exc}); "
+            "expected e.g. postgresql://user:pass@host/db or sqlite:///pam.db"
+        ) from None
+    if parsed.get_backend_name() not in {"sqlite", "postgresql"}:
+        raise DatabaseURLError(
+            f"DATABASE_URL uses {parsed.get_backend_name()!r}; Pam supports sqlite and postgresql"
+        )
+    return url
+
+
+def _sqlite_pragmas(dbapi_connection: sqlite3.Connection, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    # WAL lets the reply path read while a background job writes; foreign keys make
+    # /forget's cascade real; secure_delete overwrites erased content in the file.
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA secure_delete=ON")
+    cursor.close()
+
+
+def make_engine(url: str, *, pool_size: int = 5, max_overflow: int = 5) -> Engine:
+    """Create an engine for `url` with Pam's connection settings for its backend."""
+    url = normalize_url(url)
+    if make_url(url).get_backend_name() == "sqlite":
+        engine = create_engine(
+            url,
+            connect_args={"check_same_thread": False, "timeout": 30},
+        )
+        event.listen(engine, "connect", _sqlite_pragmas)
+        return engine
+    return create_engine(
+        url,
+        pool_size=pool_size,
+        max_overflow=max_overflow,
+        pool_pre_ping=True,
+        pool_recycle=1800,
+    )
+
+
+def alembic_config(engine: Engine) -> Config:
+    """An Alembic configuration bound to `engine`, with no alembic.ini needed."""
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.attributes["engine"] = engine
+    return config
+
+
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    """Apply migrations up to `revision` (default: the newest)."""
+    command.upgrade(alembic_config(engine), revision)
+
+
+def downgrade(engine: Engine, revision: str) -> None:
+    """Roll migrations back to `revision`."""
+    command.downgrade(alembic_config(engine), revision)

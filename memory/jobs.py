@@ -1,0 +1,258 @@
+"""Background memory jobs, coordinated through the database so that any number of threads and
+processes agree: per learner at most one fold and one profile job run at a time, and a trigger
+that arrives during a run makes the job run again afterwards (running/dirty flags with a lease)."""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+import uuid
+from collections.abc import Callable
+from datetime import timedelta
+
+from sqlalchemy import Engine, and_, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import IntegrityError
+
+from memory.models import MemoryJob, utcnow
+from memory.store import LearnerGone
+
+log = logging.getLogger(__name__)
+
+FOLD = "fold"
+PROFILE = "profile"
+KINDS = (FOLD, PROFILE)
+
+
+class Finish(enum.Enum):
+    DONE = "done"  # released; nobody asked for another run
+    AGAIN = "again"  # a trigger arrived during the run: the claim is kept, run again
+    LOST = "lost"  # the row is gone (/forget) or the lease was taken over: stop, write nothing
+
+
+class Coordinator:
+    """The running/dirty/lease state of every learner's memory jobs, in the `memory_jobs` table."""
+
+    def __init__(self, engine: Engine, lease_seconds: float) -> None:
+        self.engine = engine
+        self.lease = timedelta(seconds=lease_seconds)
+
+    def mark(self, learner_id: int, kind: str) -> bool:
+        """Ask for a run of `kind` for the learner. False if the learner no longer exists."""
+        dialect = postgresql if self.engine.dialect.name == "postgresql" else sqlite
+        statement = dialect.insert(MemoryJob).values(
+            learner_id=learner_id, kind=kind, running=False, dirty=True, runs=0, failures=0
+        )
+        statement = statement.on_conflict_do_update(
+            index_elements=["learner_id", "kind"], set_={"dirty": True}
+        )
+        try:
+            with self.engine.begin() as connection:
+                connection.execute(statement)
+        except IntegrityError:  # the learner was forgotten: nothing to do
+            return False
+        return True
+
+    def claim(self, learner_id: int, kind: str) -> str | None:
+        """Take the job if it was asked for and nobody holds a live lease. The claim token, or
+        None when someone else runs it (they will see the dirty flag and run again)."""
+        token = str(uuid.uuid4())
+        now = utcnow()
+        with self.engine.begin() as connection:
+            result = connection.execute(
+                update(MemoryJob)
+                .where(
+                    MemoryJob.learner_id == learner_id,
+                    MemoryJob.kind == kind,
+                    MemoryJob.dirty.is_(True),
+                    or_(MemoryJob.running.is_(False), MemoryJob.lease_expires_at < now),
+                )
+                .values(
+                    running=True,
+                    dirty=False,
+                    claim_token=token,
+                    lease_expires_at=now + self.lease,
+                    runs=MemoryJob.runs + 1,
+                    updated_at=now,
+                )
+            )
+        return token if result.rowcount else None
+
+    def finish(self, learner_id: int, kind: str, token: str) -> Finish:
+        """End a successful run: release the job, or keep it for another run if it was asked
+        for meanwhile."""
+        now = utcnow()
+        mine = and_(
+            MemoryJob.learner_id == learner_id,
+            MemoryJob.kind == kind,
+            MemoryJob.claim_token == token,
+        )
+        with self.engine.begin() as connection:
+            released = connection.execute(
+                update(MemoryJob)
+                .where(mine, MemoryJob.dirty.is_(False))
+                .values(running=False, claim_token=None, lease_expires_at=None, updated_at=now)
+            )
+            if released.rowcount:
+                return Finish.DONE
+            renewed = connection.execute(
+                update(MemoryJob)
+                .where(mine)
+                .values(
+                    dirty=False,
+                    lease_expires_at=now + self.lease,
+                    runs=MemoryJob.runs + 1,
+                    updated_at=now,
+                )
+            )
+        return Finish.AGAIN if renewed.rowcount else Finish.LOST
+
+    def fail(self, learner_id: int, kind: str, token: str, error: str) -> None:
+        """End a failed run: release the job; the next trigger tries again."""
+        with self.engine.begin() as connection:
+            connection.execute(
+                update(MemoryJob)
+                .where(
+                    MemoryJob.learner_id == learner_id,
+                    MemoryJob.kind == kind,
+                    MemoryJob.claim_token == token,
+                )
+                .values(
+                    running=False,
+                    claim_token=None,
+                    lease_expires_at=None,
+                    failures=MemoryJob.failures + 1,
+                    last_error=error[:300],
+                    updated_at=utcnow(),
+                )
+            )
+
+    def abandon(self, learner_id: int, kind: str, token: str) -> None:
+        """Give a claimed job back unfinished (shutting down), asking for another run."""
+        with self.engine.begin() as connection:
+            connection.execute(
+                update(MemoryJob)
+                .where(
+                    MemoryJob.learner_id == learner_id,
+                    MemoryJob.kind == kind,
+                    MemoryJob.claim_token == token,
+                )
+                .values(running=False, dirty=True, claim_token=None, lease_expires_at=None)
+            )
+
+    def claimable(self, limit: int = 100) -> list[tuple[int, str]]:
+        """Jobs asked for and not running, or whose runner's lease expired (it crashed)."""
+        now = utcnow()
+        with self.engine.connect() as connection:
+            rows = connection.execute(
+                select(MemoryJob.learner_id, MemoryJob.kind)
+                .where(
+                    MemoryJob.dirty.is_(True) | MemoryJob.running.is_(True),
+                    or_(MemoryJob.running.is_(False), MemoryJob.lease_expires_at < now),
+                )
+                .limit(limit)
+            )
+            return [(int(learner_id), str(kind)) for learner_id, kind in rows]
+
+    def expire_lease_for_recovery(self, learner_id: int, kind: str) -> None:
+        """Mark a job whose runner died as asked-for again, so the next claim reruns it."""
+        with self.engine.begin() as connection:
+            connection.execute(
+                update(MemoryJob)
+                .where(
+                    MemoryJob.learner_id == learner_id,
+                    MemoryJob.kind == kind,
+                    MemoryJob.running.is_(True),
+                    MemoryJob.lease_expires_at < utcnow(),
+                )
+                .values(dirty=True)
+            )
+
+
+Job = Callable[[int], None]
+Submit = Callable[[Callable[[], None]], None]
+
+
+class JobRunner:
+    """Runs memory jobs on request without blocking the caller: `submit` hands the work to an
+    executor (APScheduler's thread pool in production, inline or a queue in tests)."""
+
+    def __init__(self, coordinator: Coordinator, jobs: dict[str, Job], submit: Submit) -> None:
+        self.coordinator = coordinator
+        self.jobs = jobs
+        self.submit = submit
+        self._active: dict[str, tuple[int, str]] = {}
+        self._idle = threading.Condition()
+
+    def request(self, learner_id: int, kind: str) -> None:
+        """Ask for a run of `kind`; start it unless one is running (which will then rerun)."""
+        if kind not in self.jobs:
+            raise ValueError(f"unknown job kind {kind!r}")
+        if self.coordinator.mark(learner_id, kind):
+            self._start(learner_id, kind)
+
+    def recover(self) -> int:
+        """Start every job that was asked for but is not running, or whose runner died.
+        Returns how many were started."""
+        started = 0
+        for learner_id, kind in self.coordinator.claimable():
+            if kind in self.jobs:
+                self.coordinator.expire_lease_for_recovery(learner_id, kind)
+                started += self._start(learner_id, kind)
+        return started
+
+    def _start(self, learner_id: int, kind: str) -> bool:
+        token = self.coordinator.claim(learner_id, kind)
+        if token is None:
+            return False
+        with self._idle:
+            self._active[token] = (learner_id, kind)
+        try:
+            self.submit(lambda: self._run(learner_id, kind, token))
+        except BaseException:
+            self._release(token)
+            self.coordinator.abandon(learner_id, kind, token)
+            raise
+        return True
+
+    def _run(self, learner_id: int, kind: str, token: str) -> None:
+        try:
+            while True:
+                try:
+                    self.jobs[kind](learner_id)
+                except LearnerGone:
+                    return  # forgotten: the job rows are gone too, nothing to release
+                except Exception as exc:
+                    log.warning(
+                        "memory job %s failed for learner %s: %s",
+                        kind,
+                        learner_id,
+                        type(exc).__name__,
+                    )
+                    self.coordinator.fail(learner_id, kind, token, f"{type(exc).__name__}: {exc}")
+                    return
+                if self.coordinator.finish(learner_id, kind, token) is not Finish.AGAIN:
+                    return
+        finally:
+            self._release(token)
+
+    def _release(self, token: str) -> None:
+        with self._idle:
+            self._active.pop(token, None)
+            self._idle.notify_all()
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for running jobs to finish. True if none is left."""
+        with self._idle:
+            return self._idle.wait_for(lambda: not self._active, timeout=timeout)
+
+    def abandon_active(self) -> int:
+        """Hand every job still running back to the database as asked-for (at shutdown), so
+        the next start picks it up at once. Returns how many there were."""
+        with self._idle:
+            active = dict(self._active)
+            self._active.clear()
+        for token, (learner_id, kind) in active.items():
+            self.coordinator.abandon(learner_id, kind, token)
+        return len(active)

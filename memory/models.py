@@ -1,0 +1,179 @@
+"""Pam's tables, as SQLAlchemy 2.0 typed models. Alembic migrations mirror this file."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+)
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+# Ids only ever grow (AUTOINCREMENT on SQLite too), so a forgotten learner's id or a
+# deleted message's id is never handed out again: watermarks and stale jobs stay safe.
+Id = BigInteger().with_variant(Integer(), "sqlite")
+
+NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+def utcnow() -> datetime:
+    """The current time, timezone-aware, in UTC."""
+    return datetime.now(UTC)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timestamp that is always timezone-aware UTC in Python, whatever the database keeps."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given; Pam stores UTC-aware timestamps only")
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+
+
+class Learner(Base):
+    """A person chatting with Pam on one channel, with their explicit settings."""
+
+    __tablename__ = "learners"
+    __table_args__ = {"sqlite_autoincrement": True}
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    external_id: Mapped[str] = mapped_column(String(200), unique=True)
+    display_name: Mapped[str | None] = mapped_column(String(100))
+    target_language: Mapped[str | None] = mapped_column(String(60))
+    native_language: Mapped[str | None] = mapped_column(String(60))
+    level: Mapped[str | None] = mapped_column(String(2))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class Message(Base):
+    """One message of the conversation, learner's or Pam's, with its token count."""
+
+    __tablename__ = "messages"
+    __table_args__ = (
+        Index("ix_messages_learner_id_id", "learner_id", "id"),
+        {"sqlite_autoincrement": True},
+    )
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    learner_id: Mapped[int] = mapped_column(ForeignKey("learners.id", ondelete="CASCADE"))
+    role: Mapped[str] = mapped_column(String(10))  # "learner" or "pam"
+    content: Mapped[str] = mapped_column(Text)
+    tokens: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class Summary(Base):
+    """The rolling summary: everything up to `watermark` (a message id) folded into `text`."""
+
+    __tablename__ = "summaries"
+
+    learner_id: Mapped[int] = mapped_column(
+        ForeignKey("learners.id", ondelete="CASCADE"), primary_key=True
+    )
+    text: Mapped[str] = mapped_column(Text, default="")
+    tokens: Mapped[int] = mapped_column(Integer, default=0)
+    watermark: Mapped[int] = mapped_column(Id, default=0)
+    folds: Mapped[int] = mapped_column(Integer, default=0)
+    version: Mapped[int] = mapped_column(Integer, default=0)
+    updated_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+
+class Profile(Base):
+    """The learned profile: learner messages up to `watermark` have been read into `data`."""
+
+    __tablename__ = "profiles"
+
+    learner_id: Mapped[int] = mapped_column(
+        ForeignKey("learners.id", ondelete="CASCADE"), primary_key=True
+    )
+    data: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    watermark: Mapped[int] = mapped_column(Id, default=0)
+    messages_processed: Mapped[int] = mapped_column(Integer, default=0)
+    version: Mapped[int] = mapped_column(Integer, default=0)
+    updated_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+
+class Correction(Base):
+    """One mistake Pam corrected: what the learner wrote, the fix, and why."""
+
+    __tablename__ = "corrections"
+    __table_args__ = {"sqlite_autoincrement": True}
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    learner_id: Mapped[int] = mapped_column(
+        ForeignKey("learners.id", ondelete="CASCADE"), index=True
+    )
+    message_id: Mapped[int | None] = mapped_column(ForeignKey("messages.id", ondelete="CASCADE"))
+    original: Mapped[str] = mapped_column(Text)
+    corrected: Mapped[str] = mapped_column(Text)
+    explanation: Mapped[str] = mapped_column(Text, default="")
+    category: Mapped[str] = mapped_column(String(40), default="other")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class Usage(Base):
+    """One LLM call's cost: model, purpose (reply / summary / profile) and tokens."""
+
+    __tablename__ = "llm_usage"
+    __table_args__ = {"sqlite_autoincrement": True}
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    learner_id: Mapped[int] = mapped_column(
+        ForeignKey("learners.id", ondelete="CASCADE"), index=True
+    )
+    model: Mapped[str] = mapped_column(String(100))
+    purpose: Mapped[str] = mapped_column(String(20))
+    input_tokens: Mapped[int] = mapped_column(Integer)
+    output_tokens: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class MemoryJob(Base):
+    """Coordination state of one learner's fold or profile job (running/dirty, with a lease)."""
+
+    __tablename__ = "memory_jobs"
+
+    learner_id: Mapped[int] = mapped_column(
+        ForeignKey("learners.id", ondelete="CASCADE"), primary_key=True
+    )
+    kind: Mapped[str] = mapped_column(String(20), primary_key=True)  # "fold" or "profile"
+    running: Mapped[bool] = mapped_column(Boolean, default=False)
+    dirty: Mapped[bool] = mapped_column(Boolean, default=False)
+    claim_token: Mapped[str | None] = mapped_column(String(36))
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    runs: Mapped[int] = mapped_column(Integer, default=0)
+    failures: Mapped[int] = mapped_column(Integer, default=0)
+    last_error: Mapped[str | None] = mapped_column(String(300))
+    updated_at: Mapped[datetime | None] = mapped_column(UTCDateTime())

@@ -1,0 +1,436 @@
+"""All of Pam's database reads and writes about learners, filtered by learner on every query."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Engine, delete, exists, func, insert, literal, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
+
+from memory.models import (
+    Correction,
+    Learner,
+    MemoryJob,
+    Message,
+    Profile,
+    Summary,
+    Usage,
+    utcnow,
+)
+
+LEARNER = "learner"
+PAM = "pam"
+
+# Every table holding something about a learner, children first: /forget walks this list.
+LEARNER_TABLES = (Correction, Usage, MemoryJob, Summary, Profile, Message)
+
+
+@dataclass(frozen=True)
+class LearnerInfo:
+    """A learner and their explicit settings."""
+
+    id: int
+    external_id: str
+    display_name: str | None
+    target_language: str | None
+    native_language: str | None
+    level: str | None
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    """One stored message of a conversation."""
+
+    id: int
+    role: str
+    content: str
+    tokens: int
+
+
+@dataclass(frozen=True)
+class SummaryState:
+    """The rolling summary as of `version`; messages up to `watermark` are folded into it."""
+
+    text: str
+    tokens: int
+    watermark: int
+    version: int
+    folds: int
+    updated_at: datetime | None
+
+
+@dataclass(frozen=True)
+class ProfileState:
+    """The learned profile as of `version`; learner messages up to `watermark` were read."""
+
+    data: dict[str, Any]
+    watermark: int
+    version: int
+    messages_processed: int
+    updated_at: datetime | None
+
+
+@dataclass(frozen=True)
+class CorrectionRecord:
+    """One structured correction."""
+
+    original: str
+    corrected: str
+    explanation: str = ""
+    category: str = "other"
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a reply prompt is built from: settings, profile, summary and every unfolded message."""
+
+    learner: LearnerInfo
+    profile: ProfileState
+    summary: SummaryState
+    messages: list[StoredMessage] = field(default_factory=list)
+
+
+def _learner_info(row: Learner) -> LearnerInfo:
+    return LearnerInfo(
+        id=row.id,
+        external_id=row.external_id,
+        display_name=row.display_name,
+        target_language=row.target_language,
+        native_language=row.native_language,
+        level=row.level,
+    )
+
+
+def _summary_state(row: Summary) -> SummaryState:
+    return SummaryState(row.text, row.tokens, row.watermark, row.version, row.folds, row.updated_at)
+
+
+def _profile_state(row: Profile) -> ProfileState:
+    return ProfileState(
+        dict(row.data or {}), row.watermark, row.version, row.messages_processed, row.updated_at
+    )
+
+
+class LearnerGone(Exception):
+    """The learner was forgotten (or never existed) while work about them was under way."""
+
+
+class Store:
+    """The message store: learners, messages, summary, profile, corrections, usage."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.sessions = sessionmaker(engine, expire_on_commit=False)
+
+    # -- learners -------------------------------------------------------------------------
+
+    def learner(self, external_id: str, display_name: str | None = None) -> LearnerInfo:
+        """The learner with `external_id`, created (with empty summary and profile) if new."""
+        found = self.find_learner(external_id)
+        if found is not None:
+            return found
+        try:
+            with self.sessions.begin() as session:
+                row = Learner(external_id=external_id, display_name=display_name)
+                session.add(row)
+                session.flush()
+                session.add(Summary(learner_id=row.id))
+                session.add(Profile(learner_id=row.id, data={}))
+                return _learner_info(row)
+        except IntegrityError:  # created concurrently by another turn or process
+            found = self.find_learner(external_id)
+            if found is None:
+                raise
+            return found
+
+    def find_learner(self, external_id: str) -> LearnerInfo | None:
+        """The learner with `external_id`, or None."""
+        with self.sessions() as session:
+            row = session.scalars(select(Learner).where(Learner.external_id == external_id)).first()
+            return _learner_info(row) if row else None
+
+    def get_learner(self, learner_id: int) -> LearnerInfo:
+        """The learner with id `learner_id`; raises LearnerGone if there is none."""
+        with self.sessions() as session:
+            row = session.get(Learner, learner_id)
+            if row is None:
+                raise LearnerGone(learner_id)
+            return _learner_info(row)
+
+    def update_settings(self, learner_id: int, **values: str | None) -> LearnerInfo:
+        """Set some of `target_language`, `native_language`, `level`, `display_name`."""
+        allowed = {"target_language", "native_language", "level", "display_name"}
+        if not set(values) <= allowed:
+            raise ValueError(f"unknown learner settings: {sorted(set(values) - allowed)}")
+        with self.sessions.begin() as session:
+            row = session.get(Learner, learner_id)
+            if row is None:
+                raise LearnerGone(learner_id)
+            for name, value in values.items():
+                setattr(row, name, value)
+            return _learner_info(row)
+
+    def forget(self, learner_id: int) -> None:
+        """Erase every row about the learner, in every table, in one transaction."""
+        with self.sessions.begin() as session:
+            for model in LEARNER_TABLES:
+                session.execute(delete(model).where(model.learner_id == learner_id))
+            session.execute(delete(Learner).where(Learner.id == learner_id))
+
+    # -- messages -------------------------------------------------------------------------
+
+    def add_message(self, learner_id: int, role: str, content: str, tokens: int) -> StoredMessage:
+        """Store one message; raises LearnerGone if the learner was forgotten meanwhile."""
+        if role not in (LEARNER, PAM):
+            raise ValueError(f"unknown role {role!r}")
+        try:
+            with self.sessions.begin() as session:
+                row = Message(learner_id=learner_id, role=role, content=content, tokens=tokens)
+                session.add(row)
+                session.flush()
+                return StoredMessage(row.id, row.role, row.content, row.tokens)
+        except IntegrityError as exc:
+            raise LearnerGone(learner_id) from exc
+
+    def messages(
+        self, learner_id: int, after: int = 0, role: str | None = None
+    ) -> list[StoredMessage]:
+        """The learner's messages (of `role`, if given) with id greater than `after`, oldest
+        first."""
+        with self.sessions() as session:
+            return self._messages(session, learner_id, after, role)
+
+    @staticmethod
+    def _messages(
+        session: Session, learner_id: int, after: int, role: str | None = None
+    ) -> list[StoredMessage]:
+        query = select(Message.id, Message.role, Message.content, Message.tokens).where(
+            Message.learner_id == learner_id, Message.id > after
+        )
+        if role is not None:
+            query = query.where(Message.role == role)
+        return [StoredMessage(*row) for row in session.execute(query.order_by(Message.id))]
+
+    def context(self, learner_id: int) -> Context:
+        """Settings, profile, summary and every message not yet folded into the summary."""
+        with self.sessions() as session:
+            learner = session.get(Learner, learner_id)
+            if learner is None:
+                raise LearnerGone(learner_id)
+            # The summary is read before the messages: a fold committing in between then only
+            # means some messages are in the prompt verbatim as well as folded, never missing.
+            summary = self._get(session, Summary, learner_id)
+            profile = self._get(session, Profile, learner_id)
+            messages = self._messages(session, learner_id, summary.watermark)
+            return Context(
+                _learner_info(learner),
+                _profile_state(profile),
+                _summary_state(summary),
+                messages,
+            )
+
+    def unfolded_tokens(self, learner_id: int) -> tuple[int, int]:
+        """(number, total tokens) of the learner's messages not yet folded into the summary."""
+        with self.sessions() as session:
+            watermark = select(Summary.watermark).where(Summary.learner_id == learner_id)
+            count, tokens = session.execute(
+                select(func.count(Message.id), func.coalesce(func.sum(Message.tokens), 0)).where(
+                    Message.learner_id == learner_id,
+                    Message.id > func.coalesce(watermark.scalar_subquery(), 0),
+                )
+            ).one()
+            return int(count), int(tokens)
+
+    def learner_messages_since_profile(self, learner_id: int) -> int:
+        """How many learner messages the profile has not read yet."""
+        with self.sessions() as session:
+            watermark = select(Profile.watermark).where(Profile.learner_id == learner_id)
+            return int(
+                session.scalar(
+                    select(func.count(Message.id)).where(
+                        Message.learner_id == learner_id,
+                        Message.role == LEARNER,
+                        Message.id > func.coalesce(watermark.scalar_subquery(), 0),
+                    )
+                )
+                or 0
+            )
+
+    # -- summary and profile, written compare-and-set -------------------------------------
+
+    @staticmethod
+    def _get(session: Session, model: type[Summary] | type[Profile], learner_id: int) -> Any:
+        row = session.get(model, learner_id)
+        if row is None:
+            raise LearnerGone(learner_id)
+        return row
+
+    def summary(self, learner_id: int) -> SummaryState:
+        """The learner's current rolling summary."""
+        with self.sessions() as session:
+            return _summary_state(self._get(session, Summary, learner_id))
+
+    def profile(self, learner_id: int) -> ProfileState:
+        """The learner's current learned profile."""
+        with self.sessions() as session:
+            return _profile_state(self._get(session, Profile, learner_id))
+
+    def save_summary(
+        self, learner_id: int, expected_version: int, text: str, tokens: int, watermark: int
+    ) -> bool:
+        """Write a new summary and its watermark together, only if nobody wrote since
+        `expected_version` and the learner still exists. True if written."""
+        with self.sessions.begin() as session:
+            result = session.execute(
+                update(Summary)
+                .where(Summary.learner_id == learner_id, Summary.version == expected_version)
+                .values(
+                    text=text,
+                    tokens=tokens,
+                    watermark=watermark,
+                    folds=Summary.folds + 1,
+                    version=Summary.version + 1,
+                    updated_at=utcnow(),
+                )
+            )
+            return bool(result.rowcount)
+
+    def save_profile(
+        self,
+        learner_id: int,
+        expected_version: int,
+        data: dict[str, Any] | None,
+        watermark: int,
+        processed: int,
+    ) -> bool:
+        """Advance the profile watermark (and replace the data unless `data` is None), only if
+        nobody wrote since `expected_version` and the learner still exists. True if written."""
+        values: dict[str, Any] = {
+            "watermark": watermark,
+            "messages_processed": Profile.messages_processed + processed,
+            "version": Profile.version + 1,
+            "updated_at": utcnow(),
+        }
+        if data is not None:
+            values["data"] = data
+        with self.sessions.begin() as session:
+            result = session.execute(
+                update(Profile)
+                .where(Profile.learner_id == learner_id, Profile.version == expected_version)
+                .values(**values)
+            )
+            return bool(result.rowcount)
+
+    # -- corrections and usage ------------------------------------------------------------
+
+    def add_corrections(
+        self, learner_id: int, message_id: int | None, corrections: Sequence[CorrectionRecord]
+    ) -> None:
+        """Store the corrections Pam made to one learner message."""
+        if not corrections:
+            return
+        try:
+            with self.sessions.begin() as session:
+                session.add_all(
+                    Correction(
+                        learner_id=learner_id,
+                        message_id=message_id,
+                        original=c.original,
+                        corrected=c.corrected,
+                        explanation=c.explanation,
+                        category=c.category,
+                    )
+                    for c in corrections
+                )
+        except IntegrityError as exc:
+            raise LearnerGone(learner_id) from exc
+
+    def corrections(self, learner_id: int, limit: int = 20) -> list[CorrectionRecord]:
+        """The learner's most recent corrections, newest last."""
+        with self.sessions() as session:
+            rows = session.scalars(
+                select(Correction)
+                .where(Correction.learner_id == learner_id)
+                .order_by(Correction.id.desc())
+                .limit(limit)
+            ).all()
+            return [
+                CorrectionRecord(r.original, r.corrected, r.explanation, r.category)
+                for r in reversed(rows)
+            ]
+
+    def record_usage(
+        self, learner_id: int, model: str, purpose: str, input_tokens: int, output_tokens: int
+    ) -> None:
+        """Record one LLM call's tokens — unless the learner has been forgotten meanwhile."""
+        # IntegrityError: forgotten while the insert ran (Postgres checks the key).
+        with contextlib.suppress(IntegrityError):
+            self._insert_usage(learner_id, model, purpose, input_tokens, output_tokens)
+
+    def _insert_usage(
+        self, learner_id: int, model: str, purpose: str, input_tokens: int, output_tokens: int
+    ) -> None:
+        with self.sessions.begin() as session:
+            session.execute(
+                insert(Usage).from_select(
+                    [
+                        "learner_id",
+                        "model",
+                        "purpose",
+                        "input_tokens",
+                        "output_tokens",
+                        "created_at",
+                    ],
+                    select(
+                        literal(learner_id),
+                        literal(model),
+                        literal(purpose),
+                        literal(input_tokens),
+                        literal(output_tokens),
+                        literal(utcnow(), Usage.created_at.type),
+                    ).where(exists().where(Learner.id == learner_id)),
+                )
+            )
+
+    def usage(self, learner_id: int) -> dict[str, tuple[int, int, int]]:
+        """Per purpose: (calls, input tokens, output tokens) for the learner."""
+        with self.sessions() as session:
+            rows = session.execute(
+                select(
+                    Usage.purpose,
+                    func.count(Usage.id),
+                    func.sum(Usage.input_tokens),
+                    func.sum(Usage.output_tokens),
+                )
+                .where(Usage.learner_id == learner_id)
+                .group_by(Usage.purpose)
+            )
+            return {purpose: (int(n), int(i), int(o)) for purpose, n, i, o in rows}
+
+    def rows_about(self, learner_id: int, external_id: str) -> dict[str, int]:
+        """How many rows in each table are about the learner (used to prove /forget)."""
+        counts: dict[str, int] = {}
+        with self.sessions() as session:
+            for model in LEARNER_TABLES:
+                counts[model.__tablename__] = int(
+                    session.scalar(
+                        select(func.count())
+                        .select_from(model)
+                        .where(model.learner_id == learner_id)
+                    )
+                    or 0
+                )
+            counts["learners"] = int(
+                session.scalar(
+                    select(func.count())
+                    .select_from(Learner)
+                    .where((Learner.id == learner_id) | (Learner.external_id == external_id))
+                )
+                or 0
+            )
+        return counts

@@ -1,0 +1,104 @@
+"""The rolling summary: fold everything but the last window of messages into it, atomically."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from bot.llm import ChatModel
+from memory.config import MemoryConfig
+from memory.store import LEARNER, Store, StoredMessage
+from memory.tokens import TokenCounter
+from prompts import as_data, render
+
+log = logging.getLogger(__name__)
+
+# One fold reads at most this many tokens of conversation; a longer backlog (after an outage)
+# is folded over several runs, oldest first, so one prompt never grows without bound.
+MAX_FOLD_INPUT_TOKENS = 8000
+
+
+@dataclass(frozen=True)
+class FoldPlan:
+    """Which messages one fold takes: the oldest unfolded ones, never the last window."""
+
+    messages: list[StoredMessage]
+
+    @property
+    def watermark(self) -> int:
+        return self.messages[-1].id
+
+
+def fold_due(unfolded_count: int, unfolded_tokens: int, config: MemoryConfig) -> bool:
+    """A fold is due when the unfolded conversation is over the token threshold and some of it
+    is older than the verbatim window."""
+    return (
+        unfolded_tokens > config.summary_trigger_tokens and unfolded_count > config.window_messages
+    )
+
+
+def plan_fold(unfolded: Sequence[StoredMessage], config: MemoryConfig) -> FoldPlan | None:
+    """The next fold over `unfolded` (oldest first), or None when no fold is due."""
+    if not fold_due(len(unfolded), sum(m.tokens for m in unfolded), config):
+        return None
+    foldable = list(unfolded[: max(0, len(unfolded) - config.window_messages)])
+    if not foldable:
+        return None
+    taken: list[StoredMessage] = []
+    budget = MAX_FOLD_INPUT_TOKENS
+    for message in foldable:
+        if taken and message.tokens > budget:
+            break
+        taken.append(message)
+        budget -= message.tokens
+    return FoldPlan(taken)
+
+
+def transcript(messages: Sequence[StoredMessage]) -> str:
+    """The messages as a plain `Learner: …` / `Pam: …` transcript."""
+    return "\n".join(f"{'Learner' if m.role == LEARNER else 'Pam'}: {m.content}" for m in messages)
+
+
+def fold(
+    learner_id: int,
+    *,
+    store: Store,
+    model: ChatModel,
+    counter: TokenCounter,
+    config: MemoryConfig,
+) -> bool:
+    """Fold the learner's older messages into the summary if a fold is due. The new summary and
+    its watermark are written together, compare-and-set on the summary's version, so a fold
+    that fails, or races another writer or /forget, writes nothing. True if a fold landed."""
+    state = store.summary(learner_id)
+    plan = plan_fold(store.messages(learner_id, after=state.watermark), config)
+    if plan is None:
+        return False
+    max_words = max(40, int(config.summary_max_tokens * 0.6))
+    prompt = render(
+        "summary",
+        max_words=str(max_words),
+        previous_summary=as_data(state.text, config.summary_max_tokens * 8) or "(none yet)",
+        transcript=as_data(transcript(plan.messages), MAX_FOLD_INPUT_TOKENS * 8),
+    )
+    completion = model.complete(
+        prompt,  # type: ignore[arg-type]
+        model=config.memory_model,
+        max_tokens=config.summary_max_tokens,
+        purpose="summary",
+    )
+    store.record_usage(
+        learner_id,
+        completion.model,
+        "summary",
+        completion.input_tokens,
+        completion.output_tokens,
+    )
+    text = counter.truncate(completion.text.strip(), config.summary_max_tokens)
+    written = store.save_summary(
+        learner_id, state.version, text, counter.count(text), plan.watermark
+    )
+    if not written:
+        log.info("fold for learner %s discarded: the summary changed meanwhile", learner_id)
+    return written

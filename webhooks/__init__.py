@@ -1,0 +1,1 @@
+"""Web entry points for the messaging channels; built in the service backbone issue."""
