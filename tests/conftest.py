@@ -1,0 +1,111 @@
+"""Shared fixtures: settings, databases (SQLite file, and Postgres when configured), store,
+fake model, an assembled Pam with inline jobs, and an isolated environment."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine, text
+
+from bot.runtime import Pam, build
+from bot.settings import Settings
+from memory import db
+from memory.store import Store
+from tests.fakes import FakeChatModel
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_TIKTOKEN = ROOT.parent / "shared" / "tiktoken-cache"
+PG_URL = os.environ.get("PAM_TEST_DATABASE_URL")
+ENV_PREFIXES = ("PAM_", "OPENAI_", "DATABASE_URL", "TELEGRAM_", "TWILIO_")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # tiktoken cannot download here: use the shared, hash-verified copy when it is there.
+    if "TIKTOKEN_CACHE_DIR" not in os.environ and SHARED_TIKTOKEN.is_dir():
+        os.environ["TIKTOKEN_CACHE_DIR"] = str(SHARED_TIKTOKEN)
+
+
+@pytest.fixture(autouse=True)
+def clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test sees the developer's own Pam, OpenAI or platform configuration."""
+    for name in list(os.environ):
+        if name.startswith(ENV_PREFIXES) and name != "PAM_TEST_DATABASE_URL":
+            monkeypatch.delenv(name)
+
+
+BACKENDS = ["sqlite"] + (["postgres"] if PG_URL else [])
+
+
+def _reset_postgres(url: str) -> None:
+    engine = db.make_engine(url)
+    with engine.begin() as connection:
+        connection.execute(text("DROP SCHEMA public CASCADE"))
+        connection.execute(text("CREATE SCHEMA public"))
+    engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> str:
+    """The test Postgres, wiped and migrated once per session."""
+    if not PG_URL:
+        pytest.skip("PAM_TEST_DATABASE_URL is not set")
+    _reset_postgres(PG_URL)
+    engine = db.make_engine(PG_URL)
+    db.upgrade(engine)
+    engine.dispose()
+    return PG_URL
+
+
+def sqlite_url(tmp_path: Path) -> str:
+    """A fresh SQLite file under `tmp_path`."""
+    return f"sqlite:///{tmp_path / f'pam-{uuid.uuid4().hex[:8]}.db'}"
+
+
+@pytest.fixture(params=BACKENDS)
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A migrated database: a new SQLite file, or the session's Postgres."""
+    if request.param == "postgres":
+        return str(request.getfixturevalue("postgres_url"))
+    url = sqlite_url(tmp_path)
+    engine = db.make_engine(url)
+    db.upgrade(engine)
+    engine.dispose()
+    return url
+
+
+@pytest.fixture
+def engine(database_url: str) -> Iterator[Engine]:
+    engine = db.make_engine(database_url)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def store(engine: Engine) -> Store:
+    return Store(engine)
+
+
+@pytest.fixture
+def fake_model() -> FakeChatModel:
+    return FakeChatModel()
+
+
+@pytest.fixture
+def settings(database_url: str) -> Settings:
+    """Settings for tests: the test database, defaults otherwise."""
+    return Settings(database_url=database_url, openai_api_key="test-key")
+
+
+@pytest.fixture
+def pam(settings: Settings, engine: Engine, fake_model: FakeChatModel) -> Pam:
+    """Pam with the fake model, running memory jobs inline (synchronously)."""
+    return build(settings, model=fake_model, submit=lambda work: work(), engine=engine)
+
+
+def unique_user(prefix: str = "user") -> str:
+    """An external id no other test uses (Postgres is shared across tests)."""
+    return f"test:{prefix}-{uuid.uuid4().hex[:10]}"

@@ -1,0 +1,101 @@
+"""Fakes at Pam's own interfaces: a scripted chat model and a manual job executor."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from bot.llm import ChatMessage, Completion, LLMError, Purpose
+
+Answer = str | Exception | Callable[[Sequence[ChatMessage]], str]
+
+
+def reply_json(reply: str, corrections: list[dict[str, str]] | None = None) -> str:
+    """A well-formed tutor answer."""
+    return json.dumps({"reply": reply, "corrections": corrections or []}, ensure_ascii=False)
+
+
+@dataclass
+class Call:
+    """One recorded call to the fake model."""
+
+    purpose: Purpose
+    model: str
+    max_tokens: int
+    messages: list[ChatMessage]
+
+    @property
+    def text(self) -> str:
+        """Every message's content, joined: for "is X anywhere in this prompt" checks."""
+        return "\n".join(m["content"] for m in self.messages)
+
+
+@dataclass
+class FakeChatModel:
+    """A ChatModel with queued answers per purpose and sensible defaults when a queue is empty.
+    Every call is recorded; a queued Exception is raised; a callable gets the messages."""
+
+    calls: list[Call] = field(default_factory=list)
+    queues: dict[str, deque[Answer]] = field(default_factory=dict)
+    defaults: dict[str, Answer] = field(
+        default_factory=lambda: {
+            "reply": reply_json("¡Qué bien! ¿Y qué más hiciste?"),
+            "summary": "The learner chatted about their week.",
+            "profile": '{"no_change": true}',
+        }
+    )
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def queue(self, purpose: Purpose, *answers: Answer) -> None:
+        """Answer the next `purpose` calls with `answers`, in order."""
+        with self.lock:
+            self.queues.setdefault(purpose, deque()).extend(answers)
+
+    def of(self, purpose: Purpose) -> list[Call]:
+        """The recorded calls for `purpose`."""
+        with self.lock:
+            return [c for c in self.calls if c.purpose == purpose]
+
+    def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        model: str,
+        max_tokens: int,
+        purpose: Purpose,
+    ) -> Completion:
+        with self.lock:
+            self.calls.append(Call(purpose, model, max_tokens, list(messages)))
+            pending = self.queues.get(purpose)
+            answer = pending.popleft() if pending else self.defaults[purpose]
+        if isinstance(answer, Exception):
+            raise answer
+        text = answer(messages) if callable(answer) else answer
+        input_tokens = sum(len(m["content"]) // 4 for m in messages)
+        return Completion(text, model, input_tokens, max(1, len(text) // 4))
+
+
+def failing(message: str = "LLM is down") -> LLMError:
+    """An LLMError to queue."""
+    return LLMError(message)
+
+
+class ManualExecutor:
+    """A job executor that holds submitted work until the test runs it: for interleavings."""
+
+    def __init__(self) -> None:
+        self.pending: list[Callable[[], None]] = []
+
+    def __call__(self, work: Callable[[], None]) -> None:
+        self.pending.append(work)
+
+    def run_all(self) -> int:
+        """Run everything queued, including work queued while running. How many ran."""
+        ran = 0
+        while self.pending:
+            self.pending.pop(0)()
+            ran += 1
+        return ran

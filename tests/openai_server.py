@@ -1,0 +1,155 @@
+"""A small OpenAI-compatible HTTP server on 127.0.0.1 for tests: the real openai SDK (and a real
+`pam chat` subprocess) talk to it. It records every request and answers each task with
+deterministic content, or with queued failures (status codes, delays, broken bodies)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+TASK = re.compile(r"^# Task: (\w+)", re.MULTILINE)
+
+
+@dataclass
+class Fault:
+    """One scripted misbehaviour: an HTTP status (with optional headers and body) or a delay."""
+
+    status: int = 500
+    delay: float = 0.0
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes | None = None
+
+
+def task_of(body: dict[str, Any]) -> str:
+    """Which Pam task a chat-completions request is for: reply, summary or profile."""
+    system = next((m["content"] for m in body.get("messages", []) if m["role"] == "system"), "")
+    match = TASK.search(system)
+    return match.group(1) if match else "unknown"
+
+
+def default_answer(task: str, body: dict[str, Any], count: int) -> str:
+    """Deterministic content per task."""
+    if task == "reply":
+        return json.dumps(
+            {
+                "reply": f"Respuesta {count}: ¡qué interesante! ¿Y luego qué hiciste?",
+                "corrections": [
+                    {
+                        "original": "yo es",
+                        "corrected": "yo soy",
+                        "explanation": "'ser' in first person is 'soy'",
+                        "category": "conjugation",
+                    }
+                ],
+            },
+            ensure_ascii=False,
+        )
+    if task == "summary":
+        return f"Summary #{count}: the learner talks about work, weekends and cooking."
+    if task == "profile":
+        return json.dumps({"who": "Lena, a nurse from Berlin", "interests": ["cooking"]})
+    return "?"
+
+
+class OpenAIServer:
+    """Serve /v1/chat/completions on 127.0.0.1 until `close()`; use as a context manager."""
+
+    def __init__(self, answer: Callable[[str, dict[str, Any], int], str] = default_answer):
+        self.answer = answer
+        self.requests: list[dict[str, Any]] = []
+        self.faults: deque[Fault] = deque()
+        self.lock = threading.Lock()
+        self.counts: dict[str, int] = {}
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                status, headers, payload = server.respond(self.path, body)
+                self.send_response(status)
+                for name, value in {"Content-Type": "application/json", **headers}.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                # A client that timed out has hung up: that is the point of a delay.
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    self.wfile.write(payload)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def fail_next(self, *faults: Fault) -> None:
+        """Misbehave on the next requests, one fault each, in order."""
+        with self.lock:
+            self.faults.extend(faults)
+
+    def of(self, task: str) -> list[dict[str, Any]]:
+        """The recorded request bodies for `task`."""
+        with self.lock:
+            return [r for r in self.requests if task_of(r) == task]
+
+    def respond(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, str], bytes]:
+        with self.lock:
+            self.requests.append(body)
+            fault = self.faults.popleft() if self.faults else None
+            task = task_of(body)
+            self.counts[task] = self.counts.get(task, 0) + 1
+            count = self.counts[task]
+        if fault is not None:
+            if fault.delay:
+                time.sleep(fault.delay)
+            if fault.status != 200 or fault.body is not None:
+                error = {"error": {"message": "scripted fault", "type": "server_error"}}
+                return fault.status, fault.headers, fault.body or json.dumps(error).encode()
+        if not path.endswith("/chat/completions"):
+            return 404, {}, b'{"error": {"message": "not found"}}'
+        content = self.answer(task, body, count)
+        prompt_chars = sum(len(m["content"]) for m in body.get("messages", []))
+        response = {
+            "id": f"chatcmpl-{count}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", "test-model"),
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {
+                "prompt_tokens": prompt_chars // 4,
+                "completion_tokens": len(content) // 4,
+                "total_tokens": prompt_chars // 4 + len(content) // 4,
+            },
+        }
+        return 200, {}, json.dumps(response).encode()
+
+    def __enter__(self) -> OpenAIServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
