@@ -10,6 +10,7 @@ import sys
 from collections.abc import Sequence
 
 from pydantic import ValidationError
+from sqlalchemy.exc import OperationalError
 
 from bot.settings import Settings
 from memory import db
@@ -38,6 +39,14 @@ def _settings() -> Settings:
         raise SystemExit(f"pam: invalid configuration: {problems}") from None
 
 
+def _cannot_open(exc: OperationalError) -> str:
+    return (
+        f"pam: cannot open the database in DATABASE_URL: {exc.orig}. "
+        "Check that the server is running, the credentials are right, or that a SQLite "
+        "file's folder exists."
+    )
+
+
 def cmd_chat(args: argparse.Namespace) -> int:
     from bot.runtime import build
     from bot.terminal import chat
@@ -50,6 +59,9 @@ def cmd_chat(args: argparse.Namespace) -> int:
         pam = build(settings, migrate=True)
     except db.DatabaseURLError as exc:
         print(f"pam: {exc}", file=sys.stderr)
+        return 2
+    except OperationalError as exc:
+        print(_cannot_open(exc), file=sys.stderr)
         return 2
     assert pam.scheduler is not None
     pam.scheduler.start()
@@ -73,10 +85,13 @@ def cmd_db_upgrade(args: argparse.Namespace) -> int:
     settings = _settings()
     try:
         engine = db.make_engine(settings.database_url)
+        db.upgrade(engine)
     except db.DatabaseURLError as exc:
         print(f"pam: {exc}", file=sys.stderr)
         return 2
-    db.upgrade(engine)
+    except OperationalError as exc:
+        print(_cannot_open(exc), file=sys.stderr)
+        return 2
     engine.dispose()
     print("pam: database is up to date")
     return 0

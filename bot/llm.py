@@ -74,21 +74,30 @@ class OpenAIChatModel:
                 max_tokens=max_tokens,
                 temperature=0.7 if purpose == "reply" else 0.2,
             )
-        except openai.OpenAIError as exc:
+        except (openai.OpenAIError, ValueError) as exc:  # ValueError: a body that is not JSON
             log.warning("LLM %s call failed: %s", purpose, type(exc).__name__)
             raise LLMError(f"{type(exc).__name__}: {exc}") from exc
-        choices = getattr(response, "choices", None) or []
-        text = (choices[0].message.content or "").strip() if choices else ""
+        try:
+            content = response.choices[0].message.content
+        except (AttributeError, IndexError, KeyError, TypeError):
+            content = None  # a 200 of the wrong shape from a "compatible" server
+        text = content.strip() if isinstance(content, str) else ""
         if not text:
             raise LLMError(f"the model returned no text for the {purpose} call")
         usage = getattr(response, "usage", None)
         input_tokens = getattr(usage, "prompt_tokens", None)
         output_tokens = getattr(usage, "completion_tokens", None)
-        if input_tokens is None:  # some compatible servers omit usage: count it ourselves
+        if not isinstance(input_tokens, int):  # some servers omit usage: count it ourselves
             input_tokens = sum(self.counter.count_message(m["content"]) for m in messages)
-        if output_tokens is None:
+        if not isinstance(output_tokens, int):
             output_tokens = self.counter.count(text)
-        return Completion(text, response.model or model, int(input_tokens), int(output_tokens))
+        answered_by = getattr(response, "model", None)
+        return Completion(
+            text,
+            answered_by if isinstance(answered_by, str) and answered_by else model,
+            input_tokens,
+            output_tokens,
+        )
 
 
 def openai_client(

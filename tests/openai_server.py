@@ -62,8 +62,15 @@ def default_answer(task: str, body: dict[str, Any], count: int) -> str:
 class OpenAIServer:
     """Serve /v1/chat/completions on 127.0.0.1 until `close()`; use as a context manager."""
 
-    def __init__(self, answer: Callable[[str, dict[str, Any], int], str] = default_answer):
+    def __init__(
+        self,
+        answer: Callable[[str, dict[str, Any], int], str] = default_answer,
+        *,
+        usage: bool = True,
+    ) -> None:
         self.answer = answer
+        # Some compatible servers (older Ollama, LM Studio) leave `usage` out of the response.
+        self.usage = usage
         self.requests: list[dict[str, Any]] = []
         self.faults: deque[Fault] = deque()
         self.lock = threading.Lock()
@@ -89,7 +96,10 @@ class OpenAIServer:
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        # A short poll interval makes `close()` quick (serve_forever checks for shutdown on it).
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
 
     @property
     def base_url(self) -> str:
@@ -123,7 +133,7 @@ class OpenAIServer:
             return 404, {}, b'{"error": {"message": "not found"}}'
         content = self.answer(task, body, count)
         prompt_chars = sum(len(m["content"]) for m in body.get("messages", []))
-        response = {
+        response: dict[str, Any] = {
             "id": f"chatcmpl-{count}",
             "object": "chat.completion",
             "created": int(time.time()),
@@ -141,6 +151,8 @@ class OpenAIServer:
                 "total_tokens": prompt_chars // 4 + len(content) // 4,
             },
         }
+        if not self.usage:
+            del response["usage"]
         return 200, {}, json.dumps(response).encode()
 
     def __enter__(self) -> OpenAIServer:
