@@ -110,7 +110,9 @@ class Commands:
         if level is None:
             return usage
         updated = self.store.update_settings(learner.id, level=level)
-        return f"Got it. {_settings_line(updated)}"
+        if updated.target_language:
+            return f"Got it. {_settings_line(updated)}"
+        return f"Got it: level {level}. {phrases.NEEDS_LANGUAGE}"
 
     def profile(self, learner: LearnerInfo, args: list[str]) -> str:
         """Everything Pam keeps about the learner, in words."""

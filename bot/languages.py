@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import functools
+
 import langcodes
+from language_data import names as language_names
 
 LEVELS = ("A1", "A2", "B1", "B2", "C1", "C2")
 
@@ -15,6 +18,28 @@ LEVEL_DESCRIPTIONS = {
     "C2": "C2, proficient: exactly as with a native-speaking friend",
 }
 
+# Codes that name no language a person could practise: undetermined, multiple, missing, no
+# linguistic content, and artificial-language groups.
+NOT_LANGUAGES = {"und", "mul", "mis", "zxx", "art"}
+MAX_NAME_CHARS = 60  # the width of the learner settings columns
+
+
+@functools.cache
+def _name_index() -> object:
+    return language_names.load_trie(
+        language_names.data_filename("trie/und/name_to_language.marisa")
+    )
+
+
+def _code_for_name(text: str) -> str | None:
+    # An exact match on a name in any language ("Spanish", "español", "brazilian portuguese").
+    # langcodes.find would also accept any word that merely starts like one ("frenchfries").
+    index = _name_index()
+    key = language_names.normalize_name(text)
+    if key in index:  # type: ignore[operator]
+        return str(language_names.get_trie_value(index, key))
+    return None
+
 
 def language_name(text: str) -> str | None:
     """The English name of the language `text` names ("español", "es", "German"), or None."""
@@ -22,14 +47,17 @@ def language_name(text: str) -> str | None:
     if not text or len(text) > 40:
         return None
     try:
-        return str(langcodes.find(text).display_name())
-    except LookupError:
-        pass
-    try:
-        language = langcodes.Language.get(text)
+        code = _code_for_name(text) or text
+        language = langcodes.Language.get(code)
     except (LookupError, ValueError):
         return None
-    return str(language.display_name()) if language.is_valid() else None
+    base = language.language or ""
+    if not language.is_valid() or not base or base in NOT_LANGUAGES or "qaa" <= base <= "qtz":
+        return None
+    name = str(language.display_name())
+    if len(name) > MAX_NAME_CHARS:  # "Chinese (Traditional, …, Pinyin)": keep the language
+        name = str(langcodes.Language.get(base).display_name())
+    return name if len(name) <= MAX_NAME_CHARS else None
 
 
 def normalize_level(text: str) -> str | None:

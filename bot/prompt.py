@@ -27,7 +27,6 @@ def reply_prompt(context: Context, summary_cap_chars: int) -> list[ChatMessage]:
         or "the language the learner writes in (not set yet; if they write in what looks like "
         "their native language, ask which language they want to practise)",
         native_language=native or UNKNOWN,
-        level=level or UNKNOWN,
         level_description=LEVEL_DESCRIPTIONS.get(
             level or "", "level not known yet: start simple and adapt to how they write"
         ),
@@ -40,6 +39,8 @@ def reply_prompt(context: Context, summary_cap_chars: int) -> list[ChatMessage]:
     )[0]["content"]
     messages: list[ChatMessage] = [{"role": "system", "content": system}]
     for message in context.messages:
-        role = "user" if message.role == LEARNER else "assistant"
-        messages.append({"role": role, "content": message.content})
+        if message.role == LEARNER:
+            messages.append({"role": "user", "content": message.content})
+        else:
+            messages.append({"role": "assistant", "content": message.content})
     return messages

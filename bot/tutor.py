@@ -25,6 +25,9 @@ MAX_MESSAGE_CHARS = 4000
 def clean_text(text: str) -> str:
     """The learner's text with surrounding whitespace and invisible control characters removed
     (newlines and tabs stay; RTL marks, CJK and emoji are kept as they are)."""
+    # Half an emoji (a lone surrogate, legal in JSON) cannot be stored: pair what pairs, and
+    # replace what cannot with U+FFFD.
+    text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
     text = unicodedata.normalize("NFC", text)
     kept = (ch for ch in text if ch in "\n\t" or unicodedata.category(ch) != "Cc")
     return "".join(kept).strip()

@@ -54,16 +54,17 @@ def extract_json_object(text: str) -> Any:
     """The first JSON object in `text`, tolerating code fences and chatter around it.
     Raises ValueError when there is none."""
     text = re.sub(r"^```[a-zA-Z]*\s*|\s*```\s*$", "", text.strip())
+    # RecursionError: a degenerate answer such as "[" * 3000 from a looping small model.
     try:
         return json.loads(text)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         pass
     start = text.find("{")
     while start != -1:
         try:
             value, _ = json.JSONDecoder().raw_decode(text, start)
             return value
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             start = text.find("{", start + 1)
     raise ValueError("no JSON object found")
 

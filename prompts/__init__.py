@@ -39,7 +39,7 @@ def render(task: str, **values: str) -> list[dict[str, str]]:
     return messages
 
 
-_TAG = re.compile(r"</?\s*[a-z_]+\s*>", re.IGNORECASE)
+_TAG = re.compile(r"<\s*/?\s*[a-z_]+\s*>", re.IGNORECASE)
 
 
 def as_data(text: str, max_chars: int) -> str:

@@ -1,0 +1,264 @@
+"""Slash commands through the tutor: answers, settings changes, /profile and /forget."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot import phrases
+from bot.commands import parse_command
+from bot.runtime import Pam
+from memory.store import LEARNER, CorrectionRecord, LearnerInfo
+from tests.conftest import unique_user
+from tests.fakes import FakeChatModel
+
+
+def ask(pam: Pam, user: str, text: str) -> str:
+    """The one answer Pam gives to `text`."""
+    answers = pam.tutor.handle(user, text)
+    assert len(answers) == 1, answers
+    return answers[0]
+
+
+def learner(pam: Pam, user: str) -> LearnerInfo:
+    found = pam.store.find_learner(user)
+    assert found is not None
+    return found
+
+
+def test_start_welcomes_and_asks_for_a_language(pam: Pam, fake_model: FakeChatModel) -> None:
+    answer = ask(pam, unique_user(), "/start")
+    assert "I'm Pam" in answer
+    assert phrases.NEEDS_LANGUAGE in answer
+    assert "/language" in answer and "/forget" in answer
+    assert fake_model.calls == []
+
+
+def test_start_shows_the_settings_once_known(pam: Pam, fake_model: FakeChatModel) -> None:
+    user = unique_user()
+    ask(pam, user, "/language Spanish English")
+    ask(pam, user, "/level b1")
+    answer = ask(pam, user, "/start")
+    assert "We're practising Spanish at level B1, explained in English." in answer
+    assert fake_model.calls == []
+
+
+def test_help_lists_every_command(pam: Pam, fake_model: FakeChatModel) -> None:
+    answer = ask(pam, unique_user(), "/help")
+    assert answer == phrases.HELP
+    for command in ("/language", "/level", "/profile", "/forget", "/help"):
+        assert command in answer
+    assert fake_model.calls == []
+
+
+@pytest.mark.parametrize("text", ["/help@PamBot", "/HELP", "/Help@pambot extra", "  /help  "])
+def test_command_names_are_case_insensitive_and_telegram_style(
+    pam: Pam, fake_model: FakeChatModel, text: str
+) -> None:
+    assert ask(pam, unique_user(), text) == phrases.HELP
+    assert fake_model.calls == []
+
+
+def test_parse_command() -> None:
+    command = parse_command("/Language@PamBot Spanish English")
+    assert command is not None and command.name == "language"
+    assert command.args == ["Spanish", "English"]
+    assert parse_command("hola /help") is None
+    assert parse_command("/") is None
+    assert parse_command("/ hola") is None
+
+
+def test_language_with_native(pam: Pam, fake_model: FakeChatModel) -> None:
+    user = unique_user()
+    answer = ask(pam, user, "/language Spanish English")
+    assert "Spanish" in answer and "English" in answer
+    info = learner(pam, user)
+    assert (info.target_language, info.native_language) == ("Spanish", "English")
+    assert fake_model.calls == []
+
+
+@pytest.mark.parametrize("name", ["español", "es", "ES", "SPANISH", "spanish"])
+def test_language_accepts_native_names_and_codes(
+    pam: Pam, fake_model: FakeChatModel, name: str
+) -> None:
+    user = unique_user()
+    answer = ask(pam, user, f"/language {name}")
+    assert "Spanish" in answer
+    assert learner(pam, user).target_language == "Spanish"
+    assert fake_model.calls == []
+
+
+def test_language_keeps_the_native_language_when_only_the_target_changes(pam: Pam) -> None:
+    user = unique_user()
+    ask(pam, user, "/language Spanish German")
+    ask(pam, user, "/LANGUAGE@PamBot fr")
+    info = learner(pam, user)
+    assert (info.target_language, info.native_language) == ("French", "German")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "/language",
+        "/language klingonx123",
+        "/language Spanish English French",
+        "/language Spanish klingonx123",
+        "/language Spanish Spanish",
+    ],
+)
+def test_bad_language_arguments_get_usage(pam: Pam, fake_model: FakeChatModel, text: str) -> None:
+    user = unique_user()
+    answer = ask(pam, user, text)
+    assert "/language Spanish" in answer  # the usage example
+    info = learner(pam, user)
+    assert (info.target_language, info.native_language) == (None, None)
+    assert fake_model.calls == []
+
+
+@pytest.mark.parametrize("word", ["klingonx123", "frenchfries", "JavaScript"])
+def test_a_word_that_merely_starts_like_a_language_is_unknown(pam: Pam, word: str) -> None:
+    """langcodes.find falls back to the longest known prefix ("frenchfries" → French)."""
+    user = unique_user()
+    answer = ask(pam, user, f"/language {word}")
+    assert "I don't know the language" in answer and word in answer
+    assert learner(pam, user).target_language is None
+
+
+@pytest.mark.parametrize("code", ["und", "zxx", "mul"])
+def test_codes_that_are_not_languages_are_refused(pam: Pam, code: str) -> None:
+    user = unique_user()
+    ask(pam, user, f"/language {code}")
+    assert learner(pam, user).target_language is None
+
+
+def test_a_valid_tag_with_a_long_name_is_answered_not_crashed(pam: Pam) -> None:
+    """langcodes names this 17-character tag in 61 characters; the column holds 60."""
+    user = unique_user()
+    answer = ask(pam, user, "/language zh-Hant-GS-pinyin")
+    assert answer
+    assert ask(pam, user, "/help") == phrases.HELP
+
+
+@pytest.mark.parametrize("text", ["/level b1", "/level B1", "/LEVEL  b1 ", "/level@PamBot b1"])
+def test_level(pam: Pam, fake_model: FakeChatModel, text: str) -> None:
+    user = unique_user()
+    ask(pam, user, "/language Spanish English")
+    answer = ask(pam, user, text)
+    assert answer == "Got it. We're practising Spanish at level B1, explained in English."
+    assert learner(pam, user).level == "B1"
+    assert fake_model.calls == []
+
+
+def test_level_before_a_language_is_kept(pam: Pam, fake_model: FakeChatModel) -> None:
+    user = unique_user()
+    answer = ask(pam, user, "/level c2")
+    assert answer.startswith("Got it: level C2.")
+    assert "/language" in answer
+    assert learner(pam, user).level == "C2"
+    assert fake_model.calls == []
+
+
+@pytest.mark.parametrize("text", ["/level Z9", "/level", "/level B1 B2", "/level beginner"])
+def test_bad_level_gets_usage(pam: Pam, fake_model: FakeChatModel, text: str) -> None:
+    user = unique_user()
+    answer = ask(pam, user, text)
+    assert "A1, A2, B1, B2, C1, C2" in answer
+    assert "/level A2" in answer
+    assert learner(pam, user).level is None
+    assert fake_model.calls == []
+
+
+@pytest.mark.parametrize("text", ["/foo", "/foo@PamBot bar", "/etc/passwd"])
+def test_unknown_command_is_helpful(pam: Pam, fake_model: FakeChatModel, text: str) -> None:
+    answer = ask(pam, unique_user(), text)
+    assert "I don't know the command" in answer
+    assert phrases.HELP in answer
+    assert fake_model.calls == []
+
+
+def test_profile_of_a_new_learner(pam: Pam, fake_model: FakeChatModel) -> None:
+    answer = ask(pam, unique_user(), "/profile")
+    assert "I haven't learned anything about you yet" in answer
+    assert "There's no summary yet" in answer
+    assert "Messages I keep word for word right now: 0." in answer
+    assert "/forget" in answer
+    assert fake_model.calls == []
+
+
+def test_profile_shows_what_pam_knows(pam: Pam, fake_model: FakeChatModel) -> None:
+    user = unique_user()
+    ask(pam, user, "/language Spanish English")
+    info = learner(pam, user)
+    first = pam.tutor.handle(user, "Hola, yo es Lena")
+    assert first
+    messages = pam.store.messages(info.id)
+    profile = {
+        "who": "Lena, a nurse from Berlin",
+        "interests": ["climbing", "jazz"],
+        "recurring_mistakes": ["ser/estar"],
+        "level": "A2",
+    }
+    assert pam.store.save_profile(info.id, 0, profile, messages[0].id, 1)
+    summary = "Lena is planning a trip to Valencia in May."
+    assert pam.store.save_summary(info.id, 0, summary, 12, messages[0].id)
+    pam.store.add_corrections(
+        info.id, messages[0].id, [CorrectionRecord("yo es", "yo soy", "ser", "conjugation")]
+    )
+    calls_before = len(fake_model.calls)
+
+    answer = ask(pam, user, "/profile")
+
+    assert "We're practising Spanish, explained in English." in answer
+    assert "• Who you are: Lena, a nurse from Berlin" in answer
+    assert "• Interests: climbing, jazz" in answer
+    assert "• Mistakes you often make: ser/estar" in answer
+    assert "• Level (my estimate): A2" in answer
+    assert "(learned from 1 of your messages, last updated 20" in answer  # _meta
+    assert "kept as a summary (updated 1 times" in answer
+    assert summary in answer
+    assert "Messages I keep word for word right now: 1." in answer
+    assert "Recent corrections:" in answer
+    assert "yo es → yo soy" in answer
+    assert len(fake_model.calls) == calls_before
+
+
+def test_forget_erases_every_row_and_confirms(pam: Pam, fake_model: FakeChatModel) -> None:
+    user, other = unique_user("forget"), unique_user("keep")
+    for who in (user, other):
+        ask(pam, who, "/language Spanish English")
+        for text in ("Hola, yo es Lena", "Yo tiene un perro", "Me gusta el jazz"):
+            fake_model.queue(
+                "reply",
+                '{"reply": "¡Qué bien!", "corrections": '
+                '[{"original": "yo es", "corrected": "yo soy", "category": "conjugation"}]}',
+            )
+            pam.tutor.handle(who, text)
+    info, other_info = learner(pam, user), learner(pam, other)
+    before = pam.store.rows_about(info.id, user)
+    assert before["messages"] == 6 and before["corrections"] == 3 and before["llm_usage"] == 3
+    other_before = pam.store.rows_about(other_info.id, other)
+    calls_before = len(fake_model.calls)
+
+    answer = ask(pam, user, "/forget")
+
+    assert answer == phrases.FORGOTTEN
+    assert set(pam.store.rows_about(info.id, user).values()) == {0}
+    assert pam.store.find_learner(user) is None
+    assert pam.store.rows_about(other_info.id, other) == other_before
+    assert len(fake_model.calls) == calls_before
+
+
+def test_after_forget_nothing_old_reaches_the_prompt(pam: Pam, fake_model: FakeChatModel) -> None:
+    user = unique_user()
+    pam.tutor.handle(user, "Mi secreto es PINEAPPLE42")
+    ask(pam, user, "/forget")
+    pam.tutor.handle(user, "Hola de nuevo")
+    assert "PINEAPPLE42" not in fake_model.of("reply")[-1].text
+    fresh = learner(pam, user)
+    assert [m.content for m in pam.store.messages(fresh.id, role=LEARNER)] == ["Hola de nuevo"]
+
+
+def test_forget_of_a_stranger_is_harmless(pam: Pam, fake_model: FakeChatModel) -> None:
+    user = unique_user()
+    assert ask(pam, user, "/forget") == phrases.FORGOTTEN
+    assert pam.store.find_learner(user) is None
+    assert fake_model.calls == []
