@@ -6,10 +6,11 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine, make_url, text
 
 from bot.runtime import Pam, build
 from bot.settings import Settings
@@ -40,24 +41,40 @@ def clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
 BACKENDS = ["sqlite"] + (["postgres"] if PG_URL else [])
 
 
-def _reset_postgres(url: str) -> None:
-    engine = db.make_engine(url)
-    with engine.begin() as connection:
-        connection.execute(text("DROP SCHEMA public CASCADE"))
-        connection.execute(text("CREATE SCHEMA public"))
-    engine.dispose()
+def postgres_schema_url(base_url: str, schema: str) -> str:
+    """`base_url` with every connection's search_path set to `schema`."""
+    url = make_url(db.normalize_url(base_url))
+    return url.update_query_dict({"options": f"-csearch_path={schema}"}).render_as_string(
+        hide_password=False
+    )
+
+
+@contextmanager
+def postgres_schema(base_url: str) -> Iterator[str]:
+    """A fresh, empty schema in the test Postgres, dropped afterwards: concurrent test runs
+    against one database never see each other's tables. Yields a URL that uses it."""
+    schema = f"pam_test_{uuid.uuid4().hex[:12]}"
+    admin = db.make_engine(base_url)
+    with admin.begin() as connection:
+        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
+    try:
+        yield postgres_schema_url(base_url, schema)
+    finally:
+        with admin.begin() as connection:
+            connection.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+        admin.dispose()
 
 
 @pytest.fixture(scope="session")
-def postgres_url() -> str:
-    """The test Postgres, wiped and migrated once per session."""
+def postgres_url() -> Iterator[str]:
+    """The test Postgres, in a schema of this run's own, migrated once per session."""
     if not PG_URL:
         pytest.skip("PAM_TEST_DATABASE_URL is not set")
-    _reset_postgres(PG_URL)
-    engine = db.make_engine(PG_URL)
-    db.upgrade(engine)
-    engine.dispose()
-    return PG_URL
+    with postgres_schema(PG_URL) as url:
+        engine = db.make_engine(url)
+        db.upgrade(engine)
+        engine.dispose()
+        yield url
 
 
 def sqlite_url(tmp_path: Path) -> str:
