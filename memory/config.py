@@ -13,7 +13,7 @@ class MemoryConfig:
     summary_trigger_tokens: int = 2000
     summary_max_tokens: int = 500
     profile_every: int = 5
-    job_lease_seconds: float = 300.0
+    job_lease_seconds: float = 60.0
     memory_model: str = "gpt-4o-mini"
     # The profile job reads at most this many new learner messages per run; older ones are
     # skipped (the watermark still passes them) so a long backlog cannot blow up one prompt.

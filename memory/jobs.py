@@ -15,6 +15,7 @@ from sqlalchemy import Engine, and_, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 
+from memory.heartbeat import Heartbeat
 from memory.models import MemoryJob, utcnow
 from memory.store import LearnerGone
 
@@ -108,6 +109,21 @@ class Coordinator:
             )
         return Finish.AGAIN if renewed.rowcount else Finish.LOST
 
+    def renew(self, learner_id: int, kind: str, token: str) -> bool:
+        """Extend a running job's lease (its runner is alive). False if the claim is gone."""
+        now = utcnow()
+        with self.engine.begin() as connection:
+            result = connection.execute(
+                update(MemoryJob)
+                .where(
+                    MemoryJob.learner_id == learner_id,
+                    MemoryJob.kind == kind,
+                    MemoryJob.claim_token == token,
+                )
+                .values(lease_expires_at=now + self.lease, updated_at=now)
+            )
+        return bool(result.rowcount)
+
     def fail(self, learner_id: int, kind: str, token: str, error: str) -> None:
         """End a failed run: release the job; the next trigger tries again."""
         with self.engine.begin() as connection:
@@ -150,7 +166,9 @@ class Coordinator:
                 .where(
                     MemoryJob.dirty.is_(True) | MemoryJob.running.is_(True),
                     or_(MemoryJob.running.is_(False), MemoryJob.lease_expires_at < now),
+                    MemoryJob.kind.in_(KINDS),
                 )
+                .order_by(MemoryJob.updated_at, MemoryJob.learner_id)
                 .limit(limit)
             )
             return [(int(learner_id), str(kind)) for learner_id, kind in rows]
@@ -217,25 +235,33 @@ class JobRunner:
         return True
 
     def _run(self, learner_id: int, kind: str, token: str) -> None:
+        heartbeat = Heartbeat(
+            self.coordinator.lease.total_seconds() / 3,
+            lambda: self.coordinator.renew(learner_id, kind, token),
+        )
         try:
-            while True:
-                try:
-                    self.jobs[kind](learner_id)
-                except LearnerGone:
-                    return  # forgotten: the job rows are gone too, nothing to release
-                except Exception as exc:
-                    log.warning(
-                        "memory job %s failed for learner %s: %s",
-                        kind,
-                        learner_id,
-                        type(exc).__name__,
-                    )
-                    self.coordinator.fail(learner_id, kind, token, f"{type(exc).__name__}: {exc}")
-                    return
-                if self.coordinator.finish(learner_id, kind, token) is not Finish.AGAIN:
-                    return
+            with heartbeat:
+                self._run_until_done(learner_id, kind, token)
         finally:
             self._release(token)
+
+    def _run_until_done(self, learner_id: int, kind: str, token: str) -> None:
+        while True:
+            try:
+                self.jobs[kind](learner_id)
+            except LearnerGone:
+                return  # forgotten: the job rows are gone too, nothing to release
+            except Exception as exc:
+                log.warning(
+                    "memory job %s failed for learner %s: %s",
+                    kind,
+                    learner_id,
+                    type(exc).__name__,
+                )
+                self.coordinator.fail(learner_id, kind, token, f"{type(exc).__name__}: {exc}")
+                return
+            if self.coordinator.finish(learner_id, kind, token) is not Finish.AGAIN:
+                return
 
     def _release(self, token: str) -> None:
         with self._idle:

@@ -19,7 +19,8 @@ from prompts import as_data, render
 log = logging.getLogger(__name__)
 
 MAX_PROFILE_CHARS = 4000
-PROFILE_MAX_TOKENS = 600
+# Room for a whole profile at the size cap, even in scripts that take more tokens per char.
+PROFILE_MAX_TOKENS = 1500
 
 ShortText = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=120)]
 LongText = Annotated[str, StringConstraints(strip_whitespace=True, max_length=300)]

@@ -18,8 +18,8 @@ _WORDISH = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 
 
 def approximate_tokens(text: str) -> int:
-    """A rough count for when tiktoken is unavailable: about one token per 4 characters of a
-    word, and one per punctuation mark or CJK character."""
+    """A rough count for when tiktoken is unavailable: one token per punctuation mark, and per
+    word one token for every 6 bytes of UTF-8 (about 6 Latin letters, or 2 CJK characters)."""
     count = 0
     for piece in _WORDISH.findall(text):
         count += max(1, math.ceil(len(piece.encode("utf-8")) / 6))

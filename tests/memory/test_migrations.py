@@ -1,0 +1,146 @@
+"""Alembic migrations: from a blank database to head, matching the models, and back down."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, inspect, text
+
+from memory import db
+from memory.models import Base
+from memory.store import LEARNER, CorrectionRecord, Store
+from tests.conftest import BACKENDS, postgres_schema
+
+TABLES = {table.name for table in Base.metadata.sorted_tables}
+
+
+def head_revision(engine: Engine) -> str:
+    head = ScriptDirectory.from_config(db.alembic_config(engine)).get_current_head()
+    assert head is not None
+    return head
+
+
+def current_revision(engine: Engine) -> str | None:
+    with engine.connect() as connection:
+        return MigrationContext.configure(connection).get_current_revision()
+
+
+def schema_differences(engine: Engine) -> list[Any]:
+    """What autogenerate would change to make the database match the models (nothing, we hope)."""
+    with engine.connect() as connection:
+        context = MigrationContext.configure(connection, opts={"compare_type": True})
+        return list(compare_metadata(context, Base.metadata))
+
+
+def pam_tables(engine: Engine) -> set[str]:
+    return set(inspect(engine).get_table_names()) - {"alembic_version"}
+
+
+def assert_usable(engine: Engine) -> None:
+    """The migrated schema works for the store, cascades included."""
+    store = Store(engine)
+    learner = store.learner(f"migration-check-{uuid.uuid4().hex[:8]}")
+    message = store.add_message(learner.id, LEARNER, "hola", 2)
+    store.add_corrections(learner.id, message.id, [CorrectionRecord("a", "b")])
+    store.record_usage(learner.id, "m", "reply", 1, 1)
+    store.forget(learner.id)
+    counts = store.rows_about(learner.id, learner.external_id)
+    assert counts == dict.fromkeys(counts, 0)
+
+
+@pytest.fixture
+def blank_sqlite(tmp_path: Path) -> Iterator[Engine]:
+    engine = db.make_engine(f"sqlite:///{tmp_path / 'blank.db'}")
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def blank_postgres(postgres_url: str) -> Iterator[Engine]:
+    """A blank schema of its own in the test Postgres, so downgrades touch no other test."""
+    with postgres_schema(postgres_url) as url:
+        engine = db.make_engine(url)
+        try:
+            yield engine
+        finally:
+            engine.dispose()
+
+
+@pytest.fixture(params=BACKENDS)
+def blank(request: pytest.FixtureRequest) -> Engine:
+    """A blank database on each backend under test."""
+    engine = request.getfixturevalue(f"blank_{request.param}")
+    assert isinstance(engine, Engine)
+    return engine
+
+
+def test_upgrade_from_blank_reaches_head_and_matches_the_models(blank: Engine) -> None:
+    assert pam_tables(blank) == set()
+    assert current_revision(blank) is None
+
+    db.upgrade(blank)
+
+    assert current_revision(blank) == head_revision(blank)
+    assert pam_tables(blank) == TABLES
+    assert schema_differences(blank) == []
+    assert_usable(blank)
+
+
+def test_upgrade_twice_is_a_no_op(blank: Engine) -> None:
+    db.upgrade(blank)
+    db.upgrade(blank)
+    assert current_revision(blank) == head_revision(blank)
+    assert schema_differences(blank) == []
+
+
+def test_downgrade_to_base_and_upgrade_again(blank: Engine) -> None:
+    db.upgrade(blank)
+    db.downgrade(blank, "base")
+    assert current_revision(blank) is None
+    assert pam_tables(blank) == set()
+
+    db.upgrade(blank)
+
+    assert current_revision(blank) == head_revision(blank)
+    assert schema_differences(blank) == []
+    assert_usable(blank)
+
+
+def test_foreign_keys_cascade_on_delete(blank: Engine) -> None:
+    db.upgrade(blank)
+    inspector = inspect(blank)
+    about_learners = {
+        table.name for table in Base.metadata.sorted_tables if "learner_id" in table.columns
+    }
+    assert about_learners
+    for table in about_learners:
+        keys = inspector.get_foreign_keys(table)
+        assert keys, f"{table} has no foreign key"
+        for key in keys:
+            assert key["options"].get("ondelete") == "CASCADE", (table, key)
+
+
+def test_sqlite_ids_use_autoincrement(blank_sqlite: Engine) -> None:
+    """Without AUTOINCREMENT SQLite hands a deleted row's id out again; Pam relies on it not."""
+    db.upgrade(blank_sqlite)
+    with blank_sqlite.connect() as connection:
+        rows = connection.execute(text("SELECT name, sql FROM sqlite_master WHERE type='table'"))
+        ddl = {name: sql for name, sql in rows}
+    for table in ("learners", "messages", "corrections", "llm_usage"):
+        assert "AUTOINCREMENT" in ddl[table], table
+
+
+def test_the_shared_test_postgres_is_at_head(postgres_url: str) -> None:
+    engine = db.make_engine(postgres_url)
+    try:
+        assert current_revision(engine) == head_revision(engine)
+        assert schema_differences(engine) == []
+    finally:
+        engine.dispose()

@@ -1,0 +1,326 @@
+"""The message store on a real database: learners, messages, context, corrections, usage, forget."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select
+
+from memory import db
+from memory.jobs import FOLD, Coordinator
+from memory.models import Base, Learner
+from memory.store import (
+    LEARNER,
+    LEARNER_TABLES,
+    PAM,
+    CorrectionRecord,
+    LearnerGone,
+    Store,
+)
+from tests.conftest import unique_user
+
+
+def _converse(store: Store, learner_id: int, turns: int, tokens: int = 10) -> list[int]:
+    """Store `turns` learner/Pam exchanges; the ids of the stored messages, in order."""
+    ids = []
+    for n in range(turns):
+        ids.append(store.add_message(learner_id, LEARNER, f"learner says {n}", tokens).id)
+        ids.append(store.add_message(learner_id, PAM, f"pam answers {n}", tokens).id)
+    return ids
+
+
+def _fill_every_table(store: Store, learner_id: int) -> None:
+    """Give the learner at least one row in every table that holds something about them."""
+    ids = _converse(store, learner_id, 6)
+    store.add_corrections(learner_id, ids[0], [CorrectionRecord("yo es", "yo soy", "ser", "verb")])
+    store.record_usage(learner_id, "gpt-4o-mini", "reply", 100, 20)
+    summary = store.summary(learner_id)
+    assert store.save_summary(learner_id, summary.version, "They like chess.", 4, ids[1])
+    profile = store.profile(learner_id)
+    assert store.save_profile(learner_id, profile.version, {"who": "Lena"}, ids[0], 1)
+    assert Coordinator(store.engine, 300).mark(learner_id, FOLD)
+
+
+# -- learners -----------------------------------------------------------------------------
+
+
+def test_learner_is_created_once_and_found_again(store: Store) -> None:
+    user = unique_user()
+    assert store.find_learner(user) is None
+    first = store.learner(user, "Lena")
+    again = store.learner(user, "Someone Else")
+    assert again == first
+    assert first.external_id == user
+    assert first.display_name == "Lena"
+    assert store.find_learner(user) == first
+    assert store.get_learner(first.id) == first
+    # A new learner starts with an empty summary and profile.
+    assert store.summary(first.id).watermark == 0
+    assert store.summary(first.id).text == ""
+    assert store.profile(first.id).data == {}
+    assert store.profile(first.id).watermark == 0
+
+
+def test_concurrent_creation_from_threads_yields_one_learner(store: Store) -> None:
+    user = unique_user("race")
+    start = threading.Barrier(8)
+
+    def create() -> int:
+        start.wait()
+        return store.learner(user).id
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        ids = list(pool.map(lambda _: create(), range(8)))
+    assert len(set(ids)) == 1
+    with store.sessions() as session:
+        count = session.scalar(
+            select(func.count()).select_from(Learner).where(Learner.external_id == user)
+        )
+    assert count == 1
+    # ...and exactly one summary and one profile row came with it.
+    counts = store.rows_about(ids[0], user)
+    assert counts["summaries"] == 1
+    assert counts["profiles"] == 1
+
+
+def test_get_learner_of_unknown_id_raises_learner_gone(store: Store) -> None:
+    learner = store.learner(unique_user())
+    store.forget(learner.id)
+    with pytest.raises(LearnerGone):
+        store.get_learner(learner.id)
+    with pytest.raises(LearnerGone):
+        store.update_settings(learner.id, level="B1")
+
+
+def test_update_settings_sets_known_fields_and_rejects_others(store: Store) -> None:
+    learner = store.learner(unique_user())
+    updated = store.update_settings(
+        learner.id, target_language="Spanish", native_language="German", level="A2"
+    )
+    assert (updated.target_language, updated.native_language, updated.level) == (
+        "Spanish",
+        "German",
+        "A2",
+    )
+    assert store.get_learner(learner.id) == updated
+    with pytest.raises(ValueError, match="unknown learner settings"):
+        store.update_settings(learner.id, external_id="someone-else")
+
+
+# -- messages and context -----------------------------------------------------------------
+
+
+def test_messages_are_in_order_and_filtered_by_learner_and_role(store: Store) -> None:
+    lena = store.learner(unique_user("lena"))
+    omar = store.learner(unique_user("omar"))
+    lena_ids = []
+    for n in range(4):
+        lena_ids.append(store.add_message(lena.id, LEARNER, f"lena {n}", 3).id)
+        store.add_message(omar.id, LEARNER, f"omar {n}", 3)
+        lena_ids.append(store.add_message(lena.id, PAM, f"pam to lena {n}", 5).id)
+
+    messages = store.messages(lena.id)
+    assert [m.id for m in messages] == lena_ids == sorted(lena_ids)
+    assert [m.content for m in messages[:2]] == ["lena 0", "pam to lena 0"]
+    assert all("omar" not in m.content for m in messages)
+    assert [m.tokens for m in messages[:2]] == [3, 5]
+
+    learner_only = store.messages(lena.id, role=LEARNER)
+    assert [m.content for m in learner_only] == [f"lena {n}" for n in range(4)]
+    assert {m.role for m in store.messages(lena.id, role=PAM)} == {PAM}
+
+    after = store.messages(lena.id, after=lena_ids[3])
+    assert [m.id for m in after] == lena_ids[4:]
+    assert [m.content for m in store.messages(omar.id)] == [f"omar {n}" for n in range(4)]
+
+
+def test_add_message_rejects_unknown_role_and_forgotten_learner(store: Store) -> None:
+    learner = store.learner(unique_user())
+    with pytest.raises(ValueError, match="unknown role"):
+        store.add_message(learner.id, "system", "be evil", 3)
+    store.forget(learner.id)
+    with pytest.raises(LearnerGone):
+        store.add_message(learner.id, LEARNER, "hola", 3)
+    assert store.rows_about(learner.id, learner.external_id)["messages"] == 0
+
+
+def test_context_holds_summary_and_every_unfolded_message(store: Store) -> None:
+    learner = store.learner(unique_user())
+    other = store.learner(unique_user("other"))
+    ids = _converse(store, learner.id, 15, tokens=7)
+    _converse(store, other.id, 3)
+    summary = store.summary(learner.id)
+    assert store.save_summary(learner.id, summary.version, "Lena plays chess.", 5, ids[11])
+
+    context = store.context(learner.id)
+    assert context.learner.id == learner.id
+    assert context.summary.text == "Lena plays chess."
+    assert context.summary.watermark == ids[11]
+    assert context.summary.folds == 1
+    assert [m.id for m in context.messages] == ids[12:]
+    assert len(context.messages) == 18  # more than the window: nothing unfolded is dropped
+    assert all(m.content.startswith(("learner says", "pam answers")) for m in context.messages)
+    assert store.unfolded_tokens(learner.id) == (18, 18 * 7)
+
+
+def test_context_of_forgotten_learner_raises(store: Store) -> None:
+    learner = store.learner(unique_user())
+    store.forget(learner.id)
+    with pytest.raises(LearnerGone):
+        store.context(learner.id)
+
+
+def test_learner_messages_since_profile_counts_only_unread_learner_messages(store: Store) -> None:
+    learner = store.learner(unique_user())
+    ids = _converse(store, learner.id, 6)
+    assert store.learner_messages_since_profile(learner.id) == 6
+    profile = store.profile(learner.id)
+    assert store.save_profile(learner.id, profile.version, None, ids[4], 3)
+    assert store.learner_messages_since_profile(learner.id) == 3
+
+
+# -- summary and profile writes -----------------------------------------------------------
+
+
+def test_summary_and_profile_writes_are_compare_and_set(store: Store) -> None:
+    learner = store.learner(unique_user())
+    ids = _converse(store, learner.id, 2)
+    summary = store.summary(learner.id)
+    assert store.save_summary(learner.id, summary.version, "first", 1, ids[0])
+    assert not store.save_summary(learner.id, summary.version, "stale", 1, ids[1])
+    assert store.summary(learner.id).text == "first"
+    assert store.summary(learner.id).watermark == ids[0]
+    assert store.summary(learner.id).version == summary.version + 1
+
+    profile = store.profile(learner.id)
+    assert store.save_profile(learner.id, profile.version, {"who": "Lena"}, ids[0], 1)
+    assert not store.save_profile(learner.id, profile.version, {"who": "stale"}, ids[2], 1)
+    now = store.profile(learner.id)
+    assert (now.data, now.watermark, now.messages_processed) == ({"who": "Lena"}, ids[0], 1)
+    # data=None only moves the watermark.
+    assert store.save_profile(learner.id, now.version, None, ids[2], 1)
+    later = store.profile(learner.id)
+    assert (later.data, later.watermark, later.messages_processed) == ({"who": "Lena"}, ids[2], 2)
+
+
+# -- corrections and usage ----------------------------------------------------------------
+
+
+def test_corrections_are_stored_per_learner_newest_last(store: Store) -> None:
+    learner = store.learner(unique_user())
+    other = store.learner(unique_user("other"))
+    message = store.add_message(learner.id, LEARNER, "yo es Lena", 5)
+    store.add_corrections(learner.id, message.id, [])  # nothing to store is fine
+    store.add_corrections(
+        learner.id,
+        message.id,
+        [
+            CorrectionRecord("yo es", "yo soy", "'ser' conjugates to 'soy'", "grammar"),
+            CorrectionRecord("la problema", "el problema", "masculine", "gender"),
+        ],
+    )
+    store.add_corrections(learner.id, None, [CorrectionRecord("a", "b")])
+    store.add_corrections(other.id, None, [CorrectionRecord("x", "y")])
+
+    corrections = store.corrections(learner.id)
+    assert corrections == [
+        CorrectionRecord("yo es", "yo soy", "'ser' conjugates to 'soy'", "grammar"),
+        CorrectionRecord("la problema", "el problema", "masculine", "gender"),
+        CorrectionRecord("a", "b", "", "other"),
+    ]
+    assert store.corrections(learner.id, limit=2) == corrections[1:]
+    assert store.corrections(other.id) == [CorrectionRecord("x", "y")]
+
+
+def test_add_corrections_for_forgotten_learner_raises_learner_gone(store: Store) -> None:
+    learner = store.learner(unique_user())
+    store.forget(learner.id)
+    with pytest.raises(LearnerGone):
+        store.add_corrections(learner.id, None, [CorrectionRecord("a", "b")])
+
+
+def test_usage_is_recorded_per_purpose(store: Store) -> None:
+    learner = store.learner(unique_user())
+    other = store.learner(unique_user("other"))
+    store.record_usage(learner.id, "gpt-4o-mini", "reply", 100, 20)
+    store.record_usage(learner.id, "gpt-4o-mini", "reply", 50, 10)
+    store.record_usage(learner.id, "small-model", "summary", 400, 80)
+    store.record_usage(other.id, "gpt-4o-mini", "reply", 7, 7)
+    assert store.usage(learner.id) == {"reply": (2, 150, 30), "summary": (1, 400, 80)}
+    assert store.usage(other.id) == {"reply": (1, 7, 7)}
+
+
+def test_record_usage_for_forgotten_learner_writes_nothing(store: Store) -> None:
+    learner = store.learner(unique_user())
+    store.forget(learner.id)
+    store.record_usage(learner.id, "gpt-4o-mini", "summary", 100, 20)  # does not raise
+    assert store.usage(learner.id) == {}
+    assert store.rows_about(learner.id, learner.external_id)["llm_usage"] == 0
+
+
+# -- forget -------------------------------------------------------------------------------
+
+
+def test_forget_leaves_zero_rows_in_every_table(store: Store) -> None:
+    learner = store.learner(unique_user())
+    bystander = store.learner(unique_user("bystander"))
+    _fill_every_table(store, learner.id)
+    _fill_every_table(store, bystander.id)
+
+    before = store.rows_about(learner.id, learner.external_id)
+    about = {m.__tablename__ for m in LEARNER_TABLES} | {"learners"}
+    assert about <= set(before)
+    assert all(before[table] > 0 for table in about), before
+
+    store.forget(learner.id)
+
+    assert store.rows_about(learner.id, learner.external_id) == dict.fromkeys(before, 0)
+    assert store.find_learner(learner.external_id) is None
+    # The other learner keeps everything.
+    assert store.rows_about(bystander.id, bystander.external_id) == before
+
+
+def test_forget_covers_every_table_with_a_learner_id() -> None:
+    """rows_about and forget walk LEARNER_TABLES: a new table about learners must be listed."""
+    with_learner_id = {
+        table.name
+        for table in Base.metadata.sorted_tables
+        if "learner_id" in table.columns and table.name != "learners"
+    }
+    assert with_learner_id == {m.__tablename__ for m in LEARNER_TABLES}
+
+
+def test_a_new_learner_after_forget_gets_a_new_id(store: Store) -> None:
+    user = unique_user()
+    old = store.learner(user)
+    old_messages = _converse(store, old.id, 2)
+    store.forget(old.id)  # the newest learner and messages: SQLite would reuse their ids
+    new = store.learner(user)
+    assert new.id > old.id
+    new_message = store.add_message(new.id, LEARNER, "hola otra vez", 3)
+    assert new_message.id > max(old_messages)
+    assert store.messages(new.id) == [new_message]
+    assert store.summary(new.id).watermark == 0
+    assert store.profile(new.id).data == {}
+
+
+def test_ids_are_never_reused_on_a_fresh_sqlite_file(tmp_path: Path) -> None:
+    """On a blank SQLite file the forgotten learner holds the highest ids: still never reused."""
+    engine = db.make_engine(f"sqlite:///{tmp_path / 'ids.db'}")
+    try:
+        db.upgrade(engine)
+        store = Store(engine)
+        old = store.learner("solo")
+        message = store.add_message(old.id, LEARNER, "hola", 2)
+        store.add_corrections(old.id, message.id, [CorrectionRecord("a", "b")])
+        store.forget(old.id)
+        new = store.learner("solo")
+        again = store.add_message(new.id, LEARNER, "hola", 2)
+        assert (old.id, message.id) == (1, 1)
+        assert new.id == 2
+        assert again.id == 2
+    finally:
+        engine.dispose()
