@@ -16,6 +16,7 @@ from sqlalchemy import (
     MetaData,
     String,
     Text,
+    UniqueConstraint,
 )
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -83,6 +84,8 @@ class Message(Base):
     __tablename__ = "messages"
     __table_args__ = (
         Index("ix_messages_learner_id_id", "learner_id", "id"),
+        Index("ix_messages_inbox_id", "inbox_id", unique=True),
+        Index("ix_messages_reply_to", "reply_to", unique=True),
         {"sqlite_autoincrement": True},
     )
 
@@ -92,6 +95,10 @@ class Message(Base):
     content: Mapped[str] = mapped_column(Text)
     tokens: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    # Idempotent turns: a learner message knows the inbox item it came from, and Pam's reply
+    # knows the learner message it answers, so a turn re-run after a crash stores nothing twice.
+    inbox_id: Mapped[int | None] = mapped_column(Id)
+    reply_to: Mapped[int | None] = mapped_column(Id)
 
 
 class Summary(Base):
@@ -177,3 +184,62 @@ class MemoryJob(Base):
     failures: Mapped[int] = mapped_column(Integer, default=0)
     last_error: Mapped[str | None] = mapped_column(String(300))
     updated_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+
+class QueueItem:
+    """Columns shared by the inbox and the outbox: a per-address queue with claims and leases.
+
+    status: pending → claimed → done/sent, or failed; a claim whose lease expired (its worker
+    died) can be claimed again. `available_at` delays a retry."""
+
+    address: Mapped[str] = mapped_column(String(200))
+    status: Mapped[str] = mapped_column(String(10), default="pending")
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    claim_token: Mapped[str | None] = mapped_column(String(36))
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    available_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    last_error: Mapped[str | None] = mapped_column(String(300))
+
+
+class InboxItem(QueueItem, Base):
+    """A message received from a channel, persisted before it is acknowledged. Unique per
+    channel and platform message id, so a redelivery is recognised."""
+
+    __tablename__ = "inbox"
+    __table_args__ = (
+        UniqueConstraint("channel", "platform_id"),
+        Index("ix_inbox_status_id", "status", "id"),
+        Index("ix_inbox_address_id", "address", "id"),
+        {"sqlite_autoincrement": True},
+    )
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    channel: Mapped[str] = mapped_column(String(20))
+    platform_id: Mapped[str] = mapped_column(String(100))
+    chat_id: Mapped[str] = mapped_column(String(100))
+    display_name: Mapped[str | None] = mapped_column(String(100))
+    text: Mapped[str] = mapped_column(Text)
+    received_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+
+class OutboxItem(QueueItem, Base):
+    """One reply text to deliver; `seq` orders the texts answering one inbox item."""
+
+    __tablename__ = "outbox"
+    __table_args__ = (
+        UniqueConstraint("inbox_id", "seq"),
+        Index("ix_outbox_status_id", "status", "id"),
+        Index("ix_outbox_address_id", "address", "id"),
+        {"sqlite_autoincrement": True},
+    )
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    inbox_id: Mapped[int | None] = mapped_column(Id)
+    seq: Mapped[int] = mapped_column(Integer, default=0)
+    channel: Mapped[str] = mapped_column(String(20))
+    chat_id: Mapped[str] = mapped_column(String(100))
+    text: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    platform_message_id: Mapped[str | None] = mapped_column(String(100))

@@ -14,9 +14,11 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from memory.models import (
     Correction,
+    InboxItem,
     Learner,
     MemoryJob,
     Message,
+    OutboxItem,
     Profile,
     Summary,
     Usage,
@@ -175,27 +177,81 @@ class Store:
                 setattr(row, name, value)
             return _learner_info(row)
 
-    def forget(self, learner_id: int) -> None:
-        """Erase every row about the learner, in every table, in one transaction."""
+    def forget(self, learner_id: int, keep_inbox_id: int | None = None) -> None:
+        """Erase every row about the learner, in every table, in one transaction: their
+        conversation, summary, profile, corrections, usage, memory jobs, and queued inbound
+        and outbound messages — except `keep_inbox_id`, the /forget being answered, whose
+        confirmation must still go out."""
         with self.sessions.begin() as session:
+            learner = session.get(Learner, learner_id)
+            if learner is None:
+                return
+            inbox = delete(InboxItem).where(InboxItem.address == learner.external_id)
+            outbox = delete(OutboxItem).where(OutboxItem.address == learner.external_id)
+            if keep_inbox_id is not None:
+                inbox = inbox.where(InboxItem.id != keep_inbox_id)
+                outbox = outbox.where(
+                    (OutboxItem.inbox_id.is_(None)) | (OutboxItem.inbox_id != keep_inbox_id)
+                )
+            session.execute(outbox)
+            session.execute(inbox)
             for model in LEARNER_TABLES:
                 session.execute(delete(model).where(model.learner_id == learner_id))
             session.execute(delete(Learner).where(Learner.id == learner_id))
 
     # -- messages -------------------------------------------------------------------------
 
-    def add_message(self, learner_id: int, role: str, content: str, tokens: int) -> StoredMessage:
-        """Store one message; raises LearnerGone if the learner was forgotten meanwhile."""
+    def add_message(
+        self,
+        learner_id: int,
+        role: str,
+        content: str,
+        tokens: int,
+        *,
+        inbox_id: int | None = None,
+        reply_to: int | None = None,
+    ) -> StoredMessage:
+        """Store one message; raises LearnerGone if the learner was forgotten meanwhile.
+        With `inbox_id` (a learner message) or `reply_to` (Pam's answer) the write is
+        idempotent: if that message is already stored, the stored one is returned."""
         if role not in (LEARNER, PAM):
             raise ValueError(f"unknown role {role!r}")
         try:
             with self.sessions.begin() as session:
-                row = Message(learner_id=learner_id, role=role, content=content, tokens=tokens)
+                row = Message(
+                    learner_id=learner_id,
+                    role=role,
+                    content=content,
+                    tokens=tokens,
+                    inbox_id=inbox_id,
+                    reply_to=reply_to,
+                )
                 session.add(row)
                 session.flush()
                 return StoredMessage(row.id, row.role, row.content, row.tokens)
         except IntegrityError as exc:
+            existing = self.message_for(learner_id, inbox_id=inbox_id, reply_to=reply_to)
+            if existing is not None:
+                return existing
             raise LearnerGone(learner_id) from exc
+
+    def message_for(
+        self, learner_id: int, *, inbox_id: int | None = None, reply_to: int | None = None
+    ) -> StoredMessage | None:
+        """The learner's message stored for inbox item `inbox_id`, or Pam's reply to message
+        `reply_to`; None if there is none (or neither key is given)."""
+        if inbox_id is None and reply_to is None:
+            return None
+        with self.sessions() as session:
+            query = select(Message.id, Message.role, Message.content, Message.tokens).where(
+                Message.learner_id == learner_id
+            )
+            if inbox_id is not None:
+                query = query.where(Message.inbox_id == inbox_id)
+            else:
+                query = query.where(Message.reply_to == reply_to)
+            row = session.execute(query).first()
+            return StoredMessage(*row) if row else None
 
     def messages(
         self, learner_id: int, after: int = 0, role: str | None = None
@@ -298,7 +354,7 @@ class Store:
                     updated_at=utcnow(),
                 )
             )
-            return bool(result.rowcount)
+            return bool(result.rowcount)  # type: ignore[attr-defined]
 
     def save_profile(
         self,
@@ -324,7 +380,7 @@ class Store:
                 .where(Profile.learner_id == learner_id, Profile.version == expected_version)
                 .values(**values)
             )
-            return bool(result.rowcount)
+            return bool(result.rowcount)  # type: ignore[attr-defined]
 
     # -- corrections and usage ------------------------------------------------------------
 
@@ -422,6 +478,13 @@ class Store:
                         select(func.count())
                         .select_from(model)
                         .where(model.learner_id == learner_id)
+                    )
+                    or 0
+                )
+            for queue in (InboxItem, OutboxItem):
+                counts[queue.__tablename__] = int(
+                    session.scalar(
+                        select(func.count()).select_from(queue).where(queue.address == external_id)
                     )
                     or 0
                 )

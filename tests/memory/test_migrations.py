@@ -144,3 +144,54 @@ def test_the_shared_test_postgres_is_at_head(postgres_url: str) -> None:
         assert schema_differences(engine) == []
     finally:
         engine.dispose()
+
+
+def test_upgrade_from_the_previous_revision_keeps_the_data(blank: Engine) -> None:
+    """0001 → head on a database holding a conversation: rows survive, new columns start
+    empty, ids keep growing, and the idempotent-turn indexes work."""
+    db.upgrade(blank, "0001")
+    with blank.begin() as connection:
+        connection.execute(
+            text(
+                "INSERT INTO learners (external_id, created_at) "
+                "VALUES ('terminal:old', CURRENT_TIMESTAMP)"
+            )
+        )
+        learner_id = connection.execute(
+            text("SELECT id FROM learners WHERE external_id = 'terminal:old'")
+        ).scalar_one()
+        for role, content in [("learner", "hola"), ("pam", "¡hola! ¿qué tal?")]:
+            connection.execute(
+                text(
+                    "INSERT INTO messages (learner_id, role, content, tokens, created_at) "
+                    "VALUES (:learner, :role, :content, 5, CURRENT_TIMESTAMP)"
+                ),
+                {"learner": learner_id, "role": role, "content": content},
+            )
+        connection.execute(
+            text(
+                "INSERT INTO summaries (learner_id, text, tokens, watermark, folds, version) "
+                "VALUES (:learner, 'old summary', 2, 0, 0, 0)"
+            ),
+            {"learner": learner_id},
+        )
+        connection.execute(
+            text(
+                "INSERT INTO profiles (learner_id, data, watermark, messages_processed, version) "
+                'VALUES (:learner, \'{"who": "Lena"}\', 0, 0, 0)'
+            ),
+            {"learner": learner_id},
+        )
+
+    db.upgrade(blank)
+
+    assert current_revision(blank) == head_revision(blank)
+    assert schema_differences(blank) == []
+    store = Store(blank)
+    context = store.context(learner_id)
+    assert [m.content for m in context.messages] == ["hola", "¡hola! ¿qué tal?"]
+    assert context.summary.text == "old summary"
+    assert context.profile.data == {"who": "Lena"}
+    new = store.add_message(learner_id, LEARNER, "otra vez", 3, inbox_id=1)
+    assert new.id > context.messages[-1].id
+    assert store.add_message(learner_id, LEARNER, "otra vez", 3, inbox_id=1) == new
