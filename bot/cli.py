@@ -6,14 +6,21 @@ import argparse
 import getpass
 import logging
 import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 from sqlalchemy.exc import OperationalError
 
 from bot.settings import Settings
 from memory import db
+
+if TYPE_CHECKING:
+    from bot.runtime import Pam
+    from bot.worker import Worker
 
 SETUP_HELP = """Pam needs a language model to talk to, and none is configured.
 
@@ -26,7 +33,7 @@ Or a local OpenAI-compatible server, e.g. Ollama (https://ollama.com):
     export PAM_MODEL=llama3.1
 
 (vLLM and LM Studio work the same way: point OPENAI_BASE_URL at their /v1 endpoint.)
-Then run `pam chat` again."""
+Then run the pam command again."""
 
 
 def _settings() -> Settings:
@@ -97,6 +104,115 @@ def cmd_db_upgrade(args: argparse.Namespace) -> int:
     return 0
 
 
+def _log_level(default: str) -> str:
+    level = (os.environ.get("PAM_LOG_LEVEL") or default).strip().upper()
+    if level not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
+        print(
+            f"pam: ignoring PAM_LOG_LEVEL={level!r}; use DEBUG, INFO, WARNING or ERROR",
+            file=sys.stderr,
+        )
+        return default
+    return level
+
+
+def _service_logging() -> None:
+    # Services log to stdout, one line per event, INFO by default (no bodies, no secrets).
+    logging.basicConfig(
+        level=_log_level("INFO"),
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+        stream=sys.stdout,
+        force=True,
+    )
+    for noisy in ("httpx", "httpx2", "httpcore", "openai", "urllib3", "apscheduler"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def _stop_on_sigterm() -> threading.Event:
+    stop = threading.Event()
+
+    def handler(signum: int, frame: object) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+    return stop
+
+
+def _start_worker(settings: Settings, migrate: bool) -> tuple[Pam, Worker]:
+    from bot.runtime import build
+    from bot.worker import Worker
+    from webhooks.outbound import senders
+
+    pam = build(settings, migrate=migrate)
+    worker = Worker(pam, senders(settings))
+    assert pam.scheduler is not None
+    worker.start(pam.scheduler, settings.worker_threads, settings.delivery_threads)
+    pam.scheduler.start()
+    pam.runner.recover()
+    return pam, worker
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    _service_logging()
+    settings = _settings()
+    if not settings.llm_configured:
+        print(SETUP_HELP, file=sys.stderr)
+        return 2
+    stop = _stop_on_sigterm()
+    try:
+        pam, worker = _start_worker(settings, migrate=False)
+    except db.DatabaseURLError as exc:
+        print(f"pam: {exc}", file=sys.stderr)
+        return 2
+    except OperationalError as exc:
+        print(_cannot_open(exc), file=sys.stderr)
+        return 2
+    logging.getLogger("pam.worker").info(
+        "worker started inbox_lanes=%d delivery_lanes=%d",
+        settings.worker_threads,
+        settings.delivery_threads,
+    )
+    stop.wait()
+    logging.getLogger("pam.worker").info("worker stopping")
+    worker.stop()
+    pam.close(settings.shutdown_wait_seconds)
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import waitress
+
+    from webhooks import create_app
+
+    _service_logging()
+    settings = _settings()
+    if not settings.llm_configured:
+        print(SETUP_HELP, file=sys.stderr)
+        return 2
+    try:
+        pam, worker = _start_worker(settings, migrate=True)
+    except db.DatabaseURLError as exc:
+        print(f"pam: {exc}", file=sys.stderr)
+        return 2
+    except OperationalError as exc:
+        print(_cannot_open(exc), file=sys.stderr)
+        return 2
+    app = create_app(settings, engine=pam.engine, on_inbound=worker.wake)
+
+    def terminate(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, terminate)
+    try:
+        waitress.serve(app, host=args.host, port=settings.port, threads=8, ident="pam")
+    except KeyboardInterrupt:
+        pass
+    finally:
+        worker.stop()
+        pam.close(settings.shutdown_wait_seconds)
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     """The `pam` argument parser."""
     top = argparse.ArgumentParser(
@@ -110,6 +226,17 @@ def parser() -> argparse.ArgumentParser:
     )
     chat.set_defaults(func=cmd_chat)
 
+    worker = commands.add_parser(
+        "worker", help="answer the inbox, run memory jobs, deliver replies (production)"
+    )
+    worker.set_defaults(func=cmd_worker)
+
+    serve = commands.add_parser(
+        "serve", help="web app and worker in one process (small, single-machine deployments)"
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    serve.set_defaults(func=cmd_serve)
+
     database = commands.add_parser("db", help="database maintenance")
     db_commands = database.add_subparsers(dest="db_command", required=True)
     upgrade = db_commands.add_parser("upgrade", help="apply migrations")
@@ -120,7 +247,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `pam` console script."""
     logging.basicConfig(
-        level=os.environ.get("PAM_LOG_LEVEL", "WARNING").upper(),
+        level=_log_level("WARNING"),
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
         stream=sys.stderr,
     )

@@ -13,10 +13,12 @@ from memory.store import LearnerInfo, Store
 
 @dataclass(frozen=True)
 class Command:
-    """A parsed slash command: `/Language@PamBot Spanish English` → ("language", [...])."""
+    """A parsed slash command: `/Language@PamBot Spanish English` → ("language", [...]).
+    `inbox_id` is the inbox item it arrived as, when it came through a channel's queue."""
 
     name: str
     args: list[str]
+    inbox_id: int | None = None
 
 
 def parse_command(text: str) -> Command | None:
@@ -55,7 +57,7 @@ class Commands:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self.handlers: dict[str, Callable[[LearnerInfo, list[str]], str]] = {
+        self.handlers: dict[str, Callable[[LearnerInfo, Command], str]] = {
             "start": self.start,
             "help": self.help,
             "profile": self.profile,
@@ -69,23 +71,24 @@ class Commands:
         handler = self.handlers.get(command.name)
         if handler is None:
             return f"I don't know the command /{command.name}. {phrases.HELP}"
-        return handler(learner, command.args)
+        return handler(learner, command)
 
-    def start(self, learner: LearnerInfo, args: list[str]) -> str:
+    def start(self, learner: LearnerInfo, command: Command) -> str:
         return phrases.WELCOME.format(settings=_settings_line(learner))
 
-    def help(self, learner: LearnerInfo, args: list[str]) -> str:
+    def help(self, learner: LearnerInfo, command: Command) -> str:
         return phrases.HELP
 
-    def forget(self, learner: LearnerInfo, args: list[str]) -> str:
-        self.store.forget(learner.id)
+    def forget(self, learner: LearnerInfo, command: Command) -> str:
+        self.store.forget(learner.id, keep_inbox_id=command.inbox_id)
         return phrases.FORGOTTEN
 
-    def language(self, learner: LearnerInfo, args: list[str]) -> str:
+    def language(self, learner: LearnerInfo, command: Command) -> str:
         usage = (
             "Which language do you want to practise? Write it like this: "
             "/language Spanish — or with your native language too: /language Spanish English"
         )
+        args = command.args
         if not args or len(args) > 2:
             return usage
         names = [language_name(arg) for arg in args]
@@ -101,11 +104,12 @@ class Commands:
         )
         return f"Great! {_settings_line(updated)} Say hi whenever you're ready!"
 
-    def level(self, learner: LearnerInfo, args: list[str]) -> str:
+    def level(self, learner: LearnerInfo, command: Command) -> str:
         usage = (
             f"Tell me your level as one of {', '.join(LEVELS)} — e.g. /level A2. "
             "A1–A2 beginner, B1–B2 intermediate, C1–C2 advanced."
         )
+        args = command.args
         level = normalize_level(args[0]) if len(args) == 1 else None
         if level is None:
             return usage
@@ -114,7 +118,7 @@ class Commands:
             return f"Got it. {_settings_line(updated)}"
         return f"Got it: level {level}. {phrases.NEEDS_LANGUAGE}"
 
-    def profile(self, learner: LearnerInfo, args: list[str]) -> str:
+    def profile(self, learner: LearnerInfo, command: Command) -> str:
         """Everything Pam keeps about the learner, in words."""
         profile = self.store.profile(learner.id)
         summary = self.store.summary(learner.id)

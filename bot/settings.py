@@ -56,12 +56,49 @@ class Settings(BaseSettings):
         default=5, ge=1, validation_alias=_env("PAM_PROFILE_EVERY", "profile_every")
     )
     job_lease_seconds: float = Field(
-        default=300.0, gt=0, validation_alias=_env("PAM_JOB_LEASE_SECONDS", "job_lease_seconds")
+        default=60.0, gt=0, validation_alias=_env("PAM_JOB_LEASE_SECONDS", "job_lease_seconds")
     )
     shutdown_wait_seconds: float = Field(
         default=60.0,
         ge=0,
         validation_alias=_env("PAM_SHUTDOWN_WAIT_SECONDS", "shutdown_wait_seconds"),
+    )
+
+    # -- the service: web, workers, queues ---------------------------------------------------
+    port: int = Field(default=8000, ge=1, le=65535, validation_alias=_env("PORT", "port"))
+    db_pool_size: int = Field(
+        default=5, ge=1, le=100, validation_alias=_env("PAM_DB_POOL_SIZE", "db_pool_size")
+    )
+    worker_threads: int = Field(
+        default=4, ge=1, le=64, validation_alias=_env("PAM_WORKER_THREADS", "worker_threads")
+    )
+    delivery_threads: int = Field(
+        default=2, ge=1, le=32, validation_alias=_env("PAM_DELIVERY_THREADS", "delivery_threads")
+    )
+    poll_seconds: float = Field(
+        default=0.25, gt=0, le=60, validation_alias=_env("PAM_POLL_SECONDS", "poll_seconds")
+    )
+    inbox_lease_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        validation_alias=_env("PAM_INBOX_LEASE_SECONDS", "inbox_lease_seconds"),
+    )
+    delivery_lease_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        validation_alias=_env("PAM_DELIVERY_LEASE_SECONDS", "delivery_lease_seconds"),
+    )
+    max_turn_attempts: int = Field(
+        default=5, ge=1, validation_alias=_env("PAM_MAX_TURN_ATTEMPTS", "max_turn_attempts")
+    )
+    max_send_attempts: int = Field(
+        default=8, ge=1, validation_alias=_env("PAM_MAX_SEND_ATTEMPTS", "max_send_attempts")
+    )
+
+    # -- the HTTP API channel (custom front-ends; also what the service tests drive) --------
+    api_token: str | None = Field(default=None, validation_alias=_env("PAM_API_TOKEN", "api_token"))
+    api_callback_url: str | None = Field(
+        default=None, validation_alias=_env("PAM_API_CALLBACK_URL", "api_callback_url")
     )
 
     @property

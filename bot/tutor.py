@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 import unicodedata
+from dataclasses import replace
 
 from bot import corrections, phrases
 from bot.commands import Commands, parse_command
@@ -52,14 +53,23 @@ class Tutor:
         self.memory = settings.memory_config()
         self.commands = Commands(store)
 
-    def handle(self, external_id: str, text: str, display_name: str | None = None) -> list[str]:
-        """Answer one inbound text from the learner known as `external_id` on its channel."""
+    def handle(
+        self,
+        external_id: str,
+        text: str,
+        display_name: str | None = None,
+        inbox_id: int | None = None,
+    ) -> list[str]:
+        """Answer one inbound text from the learner known as `external_id` on its channel.
+        With `inbox_id` (the message's durable inbox item) the turn is idempotent: run again
+        after a crash, it stores nothing twice and answers with the reply already made."""
         text = clean_text(text)
         if not text:
             return []
         learner = self.store.learner(external_id, display_name)
         command = parse_command(text)
         if command is not None:
+            command = replace(command, inbox_id=inbox_id)
             try:
                 return [self.commands.handle(learner, command)]
             except LearnerGone:
@@ -67,16 +77,22 @@ class Tutor:
         if len(text) > MAX_MESSAGE_CHARS:
             return [phrases.TOO_LONG.format(limit=MAX_MESSAGE_CHARS)]
         try:
-            return self.turn(learner, text)
+            return self.turn(learner, text, inbox_id)
         except LearnerGone:  # /forget won a race with this turn: say nothing, keep nothing
             log.info("turn for learner %s dropped: forgotten mid-turn", learner.id)
             return []
 
-    def turn(self, learner: LearnerInfo, text: str) -> list[str]:
+    def turn(self, learner: LearnerInfo, text: str, inbox_id: int | None = None) -> list[str]:
         """A conversational turn. The learner's message is stored first, so an LLM failure
         loses nothing; the reply never waits for the memory jobs it triggers."""
         started = time.monotonic()
-        stored = self.store.add_message(learner.id, LEARNER, text, self.counter.count_message(text))
+        stored = self.store.add_message(
+            learner.id, LEARNER, text, self.counter.count_message(text), inbox_id=inbox_id
+        )
+        if inbox_id is not None:
+            answered = self.store.message_for(learner.id, reply_to=stored.id)
+            if answered is not None:  # a re-run after a crash: the reply exists already
+                return [answered.content]
         context = self.store.context(learner.id)
         prompt = reply_prompt(context, summary_cap_chars=self.memory.summary_max_tokens * 8)
         try:
@@ -94,7 +110,11 @@ class Tutor:
         )
         answer = corrections.parse_answer(completion.text)
         shown = corrections.render(answer)
-        self.store.add_message(learner.id, PAM, shown, self.counter.count_message(shown))
+        reply = self.store.add_message(
+            learner.id, PAM, shown, self.counter.count_message(shown), reply_to=stored.id
+        )
+        if reply.content != shown:  # another worker answered this message first: theirs stands
+            return [reply.content]
         self.store.add_corrections(learner.id, stored.id, answer.corrections)
         self._trigger_jobs(learner.id)
         log.info(

@@ -180,8 +180,7 @@ class Store:
     def forget(self, learner_id: int, keep_inbox_id: int | None = None) -> None:
         """Erase every row about the learner, in every table, in one transaction: their
         conversation, summary, profile, corrections, usage, memory jobs, and queued inbound
-        and outbound messages — except `keep_inbox_id`, the /forget being answered, whose
-        confirmation must still go out."""
+        and outbound messages up to `keep_inbox_id` (the /forget being answered)."""
         with self.sessions.begin() as session:
             learner = session.get(Learner, learner_id)
             if learner is None:
@@ -189,9 +188,11 @@ class Store:
             inbox = delete(InboxItem).where(InboxItem.address == learner.external_id)
             outbox = delete(OutboxItem).where(OutboxItem.address == learner.external_id)
             if keep_inbox_id is not None:
-                inbox = inbox.where(InboxItem.id != keep_inbox_id)
+                # Only what came before the /forget: its confirmation must still go out, and
+                # messages sent after it belong to the fresh start.
+                inbox = inbox.where(InboxItem.id < keep_inbox_id)
                 outbox = outbox.where(
-                    (OutboxItem.inbox_id.is_(None)) | (OutboxItem.inbox_id != keep_inbox_id)
+                    OutboxItem.inbox_id.is_(None) | (OutboxItem.inbox_id < keep_inbox_id)
                 )
             session.execute(outbox)
             session.execute(inbox)

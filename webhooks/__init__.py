@@ -1,1 +1,83 @@
-"""Web entry points for the messaging channels; built in the service backbone issue."""
+"""Pam's web app: the channels' webhooks and the health check. It only authenticates,
+persists inbound messages in the durable inbox and acknowledges; workers do the rest."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from flask import Flask, current_app, jsonify
+from flask.typing import ResponseReturnValue
+from sqlalchemy import Engine
+from sqlalchemy.exc import DataError, SQLAlchemyError
+from werkzeug.exceptions import HTTPException
+
+from bot.settings import Settings
+from memory import db
+from memory.queue import Inbox
+
+log = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 256 * 1024
+
+
+@dataclass
+class WebContext:
+    """What the request handlers need: settings, the inbox, and a hook to wake a worker that
+    shares this process (`pam serve`)."""
+
+    settings: Settings
+    engine: Engine
+    inbox: Inbox
+    on_inbound: Callable[[], None]
+
+
+def web() -> WebContext:
+    """The current app's WebContext."""
+    context: WebContext = current_app.extensions["pam"]
+    return context
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    engine: Engine | None = None,
+    on_inbound: Callable[[], None] | None = None,
+) -> Flask:
+    """The Flask application. With no arguments, configuration comes from the environment."""
+    from webhooks import api, health
+
+    settings = settings or Settings()
+    engine = engine or db.make_engine(
+        settings.database_url, pool_size=settings.db_pool_size, max_overflow=settings.db_pool_size
+    )
+    app = Flask(__name__)
+    app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
+    app.extensions["pam"] = WebContext(
+        settings,
+        engine,
+        Inbox(engine, settings.inbox_lease_seconds),
+        on_inbound or (lambda: None),
+    )
+    app.register_blueprint(health.blueprint)
+    app.register_blueprint(api.blueprint)
+
+    @app.errorhandler(HTTPException)
+    def http_error(error: HTTPException) -> ResponseReturnValue:
+        return jsonify(error=error.name, detail=error.description), error.code or 500
+
+    @app.errorhandler(DataError)
+    def unstorable(error: DataError) -> ResponseReturnValue:
+        # The same input fails the same way every time: a retry cannot help, so no 503.
+        log.warning("inbound refused: the database cannot store it (%s)", type(error.orig).__name__)
+        return jsonify(error="Unprocessable Content", detail="the message cannot be stored"), 422
+
+    @app.errorhandler(SQLAlchemyError)
+    def database_error(error: SQLAlchemyError) -> ResponseReturnValue:
+        # The platform retries a 503: the message is not lost, it arrives again later.
+        log.error("database unavailable: %s", type(error).__name__)
+        body = jsonify(error="Service Unavailable", detail="the database is unavailable")
+        return body, 503, {"Retry-After": "5"}
+
+    return app

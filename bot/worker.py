@@ -1,0 +1,233 @@
+"""`pam worker`: answers the durable inbox and delivers the outbox. Runs inside APScheduler:
+a few inbox lanes and delivery lanes (self-rescheduling jobs that drain their queue, then
+poll), the memory jobs, and the recovery sweep. Any number of workers share one database."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime, timedelta
+
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.job import Job
+from apscheduler.jobstores.base import JobLookupError
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from bot import phrases
+from bot.channels import PermanentSendError, Sender, TransientSendError
+from bot.runtime import Pam
+from memory.heartbeat import Heartbeat
+from memory.queue import Claim, Inbox, Outbox
+
+log = logging.getLogger(__name__)
+
+MAX_BACKOFF_SECONDS = 300.0
+
+
+def backoff(attempts: int, retry_after: float | None = None) -> float:
+    """Seconds to wait before attempt `attempts + 1`: exponential with jitter, never less than
+    what the platform asked for."""
+    delay = min(MAX_BACKOFF_SECONDS, 2.0 ** max(0, attempts - 1)) * random.uniform(0.8, 1.2)
+    return max(delay, retry_after or 0.0)
+
+
+def _ms(since: float) -> int:
+    return int((time.monotonic() - since) * 1000)
+
+
+class Worker:
+    """Takes inbox messages, runs tutor turns, queues and delivers the replies."""
+
+    def __init__(self, pam: Pam, senders: Mapping[str, Sender]) -> None:
+        settings = pam.settings
+        self.pam = pam
+        self.senders = dict(senders)
+        self.inbox = Inbox(pam.engine, settings.inbox_lease_seconds)
+        self.outbox = Outbox(pam.engine, settings.delivery_lease_seconds)
+        self.max_turn_attempts = settings.max_turn_attempts
+        self.max_send_attempts = settings.max_send_attempts
+        self.poll_seconds = settings.poll_seconds
+        self._stopping = threading.Event()
+        self._next: dict[str, Job] = {}
+        self._lock = threading.Lock()
+        self._scheduler: BackgroundScheduler | None = None
+
+    # -- one step each ------------------------------------------------------------------
+
+    def answer_next(self) -> bool:
+        """Answer the next inbox message, if any. True if there was one."""
+        claim = self.inbox.claim_next()
+        if claim is None:
+            return False
+        started = time.monotonic()
+        if claim.attempts > self.max_turn_attempts:
+            # It crashed its worker every time: stop retrying, tell the learner, keep going.
+            learner = self.pam.store.find_learner(claim.address)
+            apology = phrases.apology(learner.target_language if learner else None)
+            self.inbox.complete(claim, [apology], failed=True)
+            log.warning("inbound gave up inbox=%s channel=%s", claim.id, claim.channel)
+            return True
+        # A slow LLM keeps the claim alive; a dead worker's claim lapses within one lease.
+        heartbeat = Heartbeat(self.inbox.lease.total_seconds() / 3, lambda: self.inbox.renew(claim))
+        try:
+            with heartbeat:
+                replies = self.pam.tutor.handle(
+                    claim.address, claim.text, display_name=claim.display_name, inbox_id=claim.id
+                )
+        except Exception as exc:
+            delay = backoff(claim.attempts)
+            self.inbox.retry_later(claim, delay, f"{type(exc).__name__}: {exc}")
+            log.exception(
+                "turn failed inbox=%s channel=%s retry_in=%.1fs", claim.id, claim.channel, delay
+            )
+            return True
+        if not self.inbox.complete(claim, replies):
+            log.warning("turn discarded inbox=%s: the claim was lost (lease expired)", claim.id)
+            return True
+        queued_ms = (
+            int((datetime.now(UTC) - claim.received_at).total_seconds() * 1000)
+            if claim.received_at
+            else -1
+        )
+        learner = self.pam.store.find_learner(claim.address)
+        log.info(
+            "inbound answered inbox=%s learner=%s channel=%s replies=%d since_received_ms=%d "
+            "turn_ms=%d attempt=%d",
+            claim.id,
+            learner.id if learner else "-",
+            claim.channel,
+            len(replies),
+            queued_ms,
+            _ms(started),
+            claim.attempts,
+        )
+        self.wake(deliveries_only=True)
+        return True
+
+    def deliver_next(self) -> bool:
+        """Deliver the next queued reply, if any. True if there was one."""
+        claim = self.outbox.claim_next()
+        if claim is None:
+            return False
+        started = time.monotonic()
+        sender = self.senders.get(claim.channel)
+        try:
+            if sender is None:
+                raise TransientSendError(f"no sender is configured for channel {claim.channel!r}")
+            key = f"pam-{claim.id}"
+            delivered = self.outbox.deliver(
+                claim, lambda: sender.send(claim.chat_id, claim.text, idempotency_key=key)
+            )
+        except PermanentSendError as exc:
+            self.outbox.fail(claim, str(exc))
+            log.warning(
+                "delivery failed for good outbox=%s channel=%s: %s", claim.id, claim.channel, exc
+            )
+            return True
+        except TransientSendError as exc:
+            self._retry_delivery(claim, str(exc), exc.retry_after)
+            return True
+        except Exception as exc:  # a sender bug must not stop the lane
+            log.exception("delivery crashed outbox=%s channel=%s", claim.id, claim.channel)
+            self._retry_delivery(claim, f"{type(exc).__name__}: {exc}", None)
+            return True
+        if not delivered:
+            log.warning("delivery skipped outbox=%s: the claim was lost", claim.id)
+            return True
+        log.info(
+            "reply delivered outbox=%s inbox=%s channel=%s send_ms=%d attempt=%d",
+            claim.id,
+            claim.inbox_id,
+            claim.channel,
+            _ms(started),
+            claim.attempts,
+        )
+        return True
+
+    def _retry_delivery(self, claim: Claim, error: str, retry_after: float | None) -> None:
+        if claim.attempts >= self.max_send_attempts:
+            self.outbox.fail(claim, f"gave up after {claim.attempts} attempts: {error}")
+            log.warning("delivery gave up outbox=%s channel=%s", claim.id, claim.channel)
+            return
+        delay = backoff(claim.attempts, retry_after)
+        self.outbox.retry_later(claim, delay, error)
+        log.info(
+            "delivery retry outbox=%s channel=%s in_s=%.1f attempt=%d",
+            claim.id,
+            claim.channel,
+            delay,
+            claim.attempts,
+        )
+
+    def drain(self) -> int:
+        """Answer and deliver until both queues are empty right now (tests, `pam serve`)."""
+        done = 0
+        while self.answer_next() or self.deliver_next():
+            done += 1
+        return done
+
+    # -- running inside APScheduler -----------------------------------------------------
+
+    def start(self, scheduler: BackgroundScheduler, inbox_lanes: int, delivery_lanes: int) -> None:
+        """Add the lanes to `scheduler` (started or not) on their own thread pool."""
+        self._scheduler = scheduler
+        scheduler.add_executor(
+            ThreadPoolExecutor(max_workers=inbox_lanes + delivery_lanes), alias="queues"
+        )
+        for n in range(inbox_lanes):
+            self._add_lane(f"inbox-{n}", self.answer_next)
+        for n in range(delivery_lanes):
+            self._add_lane(f"delivery-{n}", self.deliver_next)
+
+    def _add_lane(self, name: str, step: Callable[[], bool]) -> None:
+        self._schedule(name, step, datetime.now(UTC))
+
+    def _schedule(self, name: str, step: Callable[[], bool], when: datetime) -> None:
+        # A fresh job each time (no fixed id): the scheduler removes a fired date job on its
+        # own thread, which could otherwise race a lane re-adding itself under the same id.
+        assert self._scheduler is not None
+        job = self._scheduler.add_job(
+            self._lane, "date", run_date=when, args=(name, step), executor="queues"
+        )
+        with self._lock:
+            self._next[name] = job
+
+    def _lane(self, name: str, step: Callable[[], bool]) -> None:
+        try:
+            while not self._stopping.is_set() and step():
+                pass
+        except Exception:  # the database went away, say: log, and try again after a pause
+            log.exception("lane %s failed; retrying", name)
+        finally:
+            if not self._stopping.is_set():
+                self._schedule(name, step, datetime.now(UTC) + timedelta(seconds=self.poll_seconds))
+
+    def wake(self, deliveries_only: bool = False) -> None:
+        """Run idle lanes now instead of at their next poll (new work arrived in-process)."""
+        if self._scheduler is None or self._stopping.is_set():
+            return
+        now = datetime.now(UTC)
+        with self._lock:
+            waiting = [
+                job
+                for name, job in self._next.items()
+                if not deliveries_only or name.startswith("delivery")
+            ]
+        for job in waiting:
+            with contextlib.suppress(JobLookupError):  # running now: it drains the queue anyway
+                job.modify(next_run_time=now)
+
+    def stop(self) -> None:
+        """Stop taking new work; lanes finish the item they hold."""
+        self._stopping.set()
+
+
+def worker_scheduler(pam: Pam) -> BackgroundScheduler:
+    """The scheduler a worker runs: Pam's memory-job scheduler (built by runtime.build)."""
+    if pam.scheduler is None:
+        raise RuntimeError("build Pam without `submit` to run a worker")
+    return pam.scheduler

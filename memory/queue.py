@@ -1,0 +1,291 @@
+"""The durable inbox and outbox: per-address queues that any number of processes share through
+the database. A claim takes the oldest unfinished item of an address whose turn it is
+(`FOR UPDATE SKIP LOCKED` on Postgres, compare-and-set everywhere), under a lease; an item
+whose worker died is claimed again once the lease expires. Addresses are served in order:
+an item waits while an older one of the same address is unfinished."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Engine, and_, exists, func, or_, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import aliased, sessionmaker
+
+from bot.channels import Inbound, Sent
+from memory.models import InboxItem, OutboxItem, utcnow
+
+PENDING, CLAIMED, DONE, SENT, FAILED = "pending", "claimed", "done", "sent", "failed"
+UNFINISHED = (PENDING, CLAIMED)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A claimed queue item: the fields a worker needs, and the token that proves the claim."""
+
+    id: int
+    token: str
+    attempts: int
+    address: str
+    channel: str
+    chat_id: str
+    text: str
+    display_name: str | None = None
+    inbox_id: int | None = None
+    received_at: datetime | None = None
+
+
+def _claimable(model: type[InboxItem] | type[OutboxItem], now: datetime) -> Any:
+    return or_(
+        and_(model.status == PENDING, model.available_at <= now),
+        and_(model.status == CLAIMED, model.lease_expires_at < now),
+    )
+
+
+class _Queue:
+    model: type[InboxItem] | type[OutboxItem]
+
+    def __init__(self, engine: Engine, lease_seconds: float) -> None:
+        self.engine = engine
+        self.sessions = sessionmaker(engine, expire_on_commit=False)
+        self.lease = timedelta(seconds=lease_seconds)
+
+    def _claim_row(self) -> tuple[Any, str] | None:
+        model = self.model
+        now = utcnow()
+        older: Any = aliased(model)
+        query = (
+            select(model)
+            .where(
+                _claimable(model, now),
+                ~exists().where(
+                    older.address == model.address,
+                    older.id < model.id,
+                    older.status.in_(UNFINISHED),
+                ),
+            )
+            .order_by(model.id)
+            .limit(1)
+        )
+        if self.engine.dialect.name == "postgresql":
+            query = query.with_for_update(skip_locked=True, of=model)
+        token = str(uuid.uuid4())
+        with self.sessions.begin() as session:
+            row: Any = session.scalars(query).first()
+            if row is None:
+                return None
+            taken = session.execute(
+                update(model)
+                .where(model.id == row.id, _claimable(model, now))
+                .values(
+                    status=CLAIMED,
+                    claim_token=token,
+                    lease_expires_at=now + self.lease,
+                    attempts=model.attempts + 1,
+                )
+                .execution_options(synchronize_session=False)
+            )
+            if not taken.rowcount:  # type: ignore[attr-defined]
+                return None  # another process won this one (SQLite has no row locks)
+            session.refresh(row)
+            return row, token
+
+    def _release(self, item_id: int, token: str, **values: Any) -> bool:
+        model = self.model
+        with self.sessions.begin() as session:
+            result = session.execute(
+                update(model)
+                .where(model.id == item_id, model.claim_token == token, model.status == CLAIMED)
+                .values(claim_token=None, lease_expires_at=None, **values)
+            )
+            return bool(result.rowcount)  # type: ignore[attr-defined]
+
+    def renew(self, claim: Claim) -> bool:
+        """Extend a live claim's lease (its worker is alive). False if the claim is gone."""
+        model = self.model
+        with self.sessions.begin() as session:
+            result = session.execute(
+                update(model)
+                .where(
+                    model.id == claim.id, model.claim_token == claim.token, model.status == CLAIMED
+                )
+                .values(lease_expires_at=utcnow() + self.lease)
+            )
+            return bool(result.rowcount)  # type: ignore[attr-defined]
+
+    def retry_later(self, claim: Claim, delay_seconds: float, error: str) -> bool:
+        """Give the item back to be tried again after `delay_seconds`."""
+        return self._release(
+            claim.id,
+            claim.token,
+            status=PENDING,
+            available_at=utcnow() + timedelta(seconds=delay_seconds),
+            last_error=error[:300],
+        )
+
+    def counts(self) -> dict[str, int]:
+        """How many items are in each status."""
+        with self.sessions() as session:
+            rows = session.execute(
+                select(self.model.status, func.count()).group_by(self.model.status)
+            )
+            return {status: int(n) for status, n in rows}
+
+
+class Inbox(_Queue):
+    """Messages received from the channels, kept until a worker has answered them."""
+
+    model = InboxItem
+
+    def accept(self, message: Inbound) -> bool:
+        """Persist an inbound message. False if this channel delivered it before."""
+        # Postgres cannot store NUL in text; no learner means one, so it goes here, for every
+        # channel at once.
+        display_name = message.display_name.replace("\x00", "") if message.display_name else None
+        try:
+            with self.sessions.begin() as session:
+                session.add(
+                    InboxItem(
+                        channel=message.channel,
+                        platform_id=message.platform_id,
+                        address=message.address,
+                        chat_id=message.chat_id,
+                        display_name=display_name,
+                        text=message.text.replace("\x00", ""),
+                    )
+                )
+        except IntegrityError:
+            return False
+        return True
+
+    def claim_next(self) -> Claim | None:
+        """Claim the next message to answer, or None when there is none right now."""
+        claimed = self._claim_row()
+        if claimed is None:
+            return None
+        row, token = claimed
+        return Claim(
+            id=row.id,
+            token=token,
+            attempts=row.attempts,
+            address=row.address,
+            channel=row.channel,
+            chat_id=row.chat_id,
+            text=row.text,
+            display_name=row.display_name,
+            inbox_id=row.id,
+            received_at=row.received_at,
+        )
+
+    def complete(self, claim: Claim, replies: Sequence[str], *, failed: bool = False) -> bool:
+        """Mark the message answered and queue its replies, in one transaction. The message
+        text is cleared: it lives on in the conversation, not in the queue. False (and
+        nothing written) if the claim was lost meanwhile."""
+        now = utcnow()
+        with self.sessions.begin() as session:
+            result = session.execute(
+                update(InboxItem)
+                .where(
+                    InboxItem.id == claim.id,
+                    InboxItem.claim_token == claim.token,
+                    InboxItem.status == CLAIMED,
+                )
+                .values(
+                    status=FAILED if failed else DONE,
+                    text="",
+                    claim_token=None,
+                    lease_expires_at=None,
+                    finished_at=now,
+                )
+            )
+            if not result.rowcount:  # type: ignore[attr-defined]
+                return False
+            session.add_all(
+                OutboxItem(
+                    inbox_id=claim.id,
+                    seq=seq,
+                    channel=claim.channel,
+                    address=claim.address,
+                    chat_id=claim.chat_id,
+                    text=text,
+                )
+                for seq, text in enumerate(replies)
+            )
+        return True
+
+
+class Outbox(_Queue):
+    """Replies waiting to be delivered, in order per address."""
+
+    model = OutboxItem
+
+    def claim_next(self) -> Claim | None:
+        """Claim the next reply to deliver, or None when there is none right now."""
+        claimed = self._claim_row()
+        if claimed is None:
+            return None
+        row, token = claimed
+        return Claim(
+            id=row.id,
+            token=token,
+            attempts=row.attempts,
+            address=row.address,
+            channel=row.channel,
+            chat_id=row.chat_id,
+            text=row.text,
+            inbox_id=row.inbox_id,
+        )
+
+    def deliver(self, claim: Claim, send: Callable[[], Sent]) -> bool:
+        """Send a claimed reply and record it as sent, keeping the gap in which a crash would
+        make it go out twice as small as the database allows. False (nothing sent) if the
+        claim was lost. Exceptions from `send` propagate with nothing recorded.
+
+        On Postgres the row is marked sent in a transaction held open across the send: the
+        row lock keeps other workers off it even if the lease runs out mid-send, and after
+        the platform accepts, only the COMMIT remains. On SQLite that would hold the
+        database's single write lock for the whole HTTP call, so it sends, then records."""
+        if self.engine.dialect.name != "postgresql":
+            sent = send()
+            self.mark_sent(claim, sent.platform_id)
+            return True
+        now = utcnow()
+        with self.sessions.begin() as session:
+            marked = session.execute(
+                update(OutboxItem)
+                .where(
+                    OutboxItem.id == claim.id,
+                    OutboxItem.claim_token == claim.token,
+                    OutboxItem.status == CLAIMED,
+                )
+                .values(status=SENT, text="", sent_at=now, claim_token=None, lease_expires_at=None)
+            )
+            if not marked.rowcount:  # type: ignore[attr-defined]
+                return False
+            sent = send()
+            if sent.platform_id is not None:
+                session.execute(
+                    update(OutboxItem)
+                    .where(OutboxItem.id == claim.id)
+                    .values(platform_message_id=sent.platform_id)
+                )
+        return True
+
+    def mark_sent(self, claim: Claim, platform_message_id: str | None) -> bool:
+        """Record a delivery; the text is cleared, since the learner has it now."""
+        return self._release(
+            claim.id,
+            claim.token,
+            status=SENT,
+            text="",
+            sent_at=utcnow(),
+            platform_message_id=platform_message_id,
+        )
+
+    def fail(self, claim: Claim, error: str) -> bool:
+        """Record a delivery that can never succeed; it is not retried."""
+        return self._release(claim.id, claim.token, status=FAILED, text="", last_error=error[:300])

@@ -1,0 +1,108 @@
+"""Service fixtures: empty queues per test, a recording sender, message and settings helpers."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pytest
+from sqlalchemy import Engine, delete
+
+from bot.channels import Inbound, Sent
+from bot.settings import Settings
+from memory.models import InboxItem, OutboxItem
+from memory.queue import Claim
+
+WAIT = 20.0  # a safety bound for polling loops, never an expectation about speed
+API_TOKEN = "test-api-token-5f2c"
+
+
+@pytest.fixture
+def engine(engine: Engine) -> Engine:
+    """The test database with empty queues. A claim takes the oldest claimable item of any
+    address, so an item another test left pending would be claimed here. The Postgres schema
+    belongs to this run alone, and tests run one at a time, so emptying it is safe."""
+    with engine.begin() as connection:
+        connection.execute(delete(OutboxItem))
+        connection.execute(delete(InboxItem))
+    return engine
+
+
+def with_knobs(settings: Settings, **knobs: object) -> Settings:
+    """`settings` with some fields replaced (Settings is frozen)."""
+    return settings.model_copy(update=knobs)
+
+
+def inbound(address: str, text: str = "Hola", *, channel: str = "test", pid: str = "") -> Inbound:
+    """An inbound message for `address` with a fresh platform id (unless `pid` is given)."""
+    return Inbound(
+        channel=channel,
+        platform_id=pid or uuid.uuid4().hex,
+        address=address,
+        chat_id=address.split(":", 1)[-1],
+        text=text,
+    )
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout: float = WAIT) -> None:
+    """Poll `condition` until it holds; fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.01)
+
+
+def claim_eventually(take: Callable[[], Claim | None]) -> Claim:
+    """The next claim from `take` (a queue's claim_next), waiting (bounded) for a lease to
+    expire."""
+    taken: list[Claim] = []
+
+    def claimed() -> bool:
+        item = take()
+        if item is not None:
+            taken.append(item)
+        return item is not None
+
+    wait_until(claimed, "an expired lease to be claimed again")
+    return taken[0]
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One reply a RecordingSender was asked to send."""
+
+    chat_id: str
+    text: str
+    idempotency_key: str
+
+
+@dataclass
+class RecordingSender:
+    """A Sender that records every call; queued exceptions are raised by the next calls."""
+
+    calls: list[Delivery] = field(default_factory=list)
+    failures: deque[Exception] = field(default_factory=deque)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def send(self, chat_id: str, text: str, *, idempotency_key: str) -> Sent:
+        with self.lock:
+            self.calls.append(Delivery(chat_id, text, idempotency_key))
+            failure = self.failures.popleft() if self.failures else None
+        if failure is not None:
+            raise failure
+        return Sent(platform_id=f"p-{idempotency_key}")
+
+    def texts_to(self, chat_id: str) -> list[str]:
+        """The texts sent to `chat_id`, in order."""
+        with self.lock:
+            return [d.text for d in self.calls if d.chat_id == chat_id]
+
+
+@pytest.fixture
+def sender() -> RecordingSender:
+    return RecordingSender()
