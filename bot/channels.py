@@ -13,7 +13,8 @@ class Inbound:
 
     `address` identifies the learner across the whole system (e.g. "telegram:12345"); it is
     the learner's external id. `chat_id` is where replies go on the channel. `platform_id`
-    is the platform's own message id, unique per channel, used to recognise redeliveries."""
+    is the platform's own message id, unique per channel, used to recognise redeliveries.
+    `kind` is "text", or what was sent instead (one of NOT_TEXT) for a friendly answer."""
 
     channel: str
     platform_id: str
@@ -21,6 +22,13 @@ class Inbound:
     chat_id: str
     text: str
     display_name: str | None = None
+    kind: str = "text"
+
+
+# What learners send that Pam cannot read yet: each gets a friendly answer in their language.
+VOICE = "voice"
+MEDIA = "media"
+NOT_TEXT = (VOICE, MEDIA)
 
 
 @dataclass(frozen=True)
@@ -44,7 +52,10 @@ class PermanentSendError(Exception):
 
 
 class Sender(Protocol):
-    """Delivers one reply text to one chat on one channel."""
+    """Delivers one reply text to one chat on one channel. `max_chars` is the platform's
+    limit per message: longer replies are split before they are queued."""
+
+    max_chars: int
 
     def send(self, chat_id: str, text: str, *, idempotency_key: str) -> Sent:
         """Send `text`; raise TransientSendError or PermanentSendError on failure."""

@@ -176,6 +176,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     logging.getLogger("pam.worker").info("worker stopping")
     worker.stop()
     pam.close(settings.shutdown_wait_seconds)
+    worker.close_senders()
     return 0
 
 
@@ -210,7 +211,98 @@ def cmd_serve(args: argparse.Namespace) -> int:
     finally:
         worker.stop()
         pam.close(settings.shutdown_wait_seconds)
+        worker.close_senders()
+        app.extensions["pam"].close()
     return 0
+
+
+TELEGRAM_SETUP = """Telegram needs TELEGRAM_BOT_TOKEN (from @BotFather).
+For the webhook, also set TELEGRAM_WEBHOOK_SECRET (letters, digits, _ and -; e.g. the output
+of `python3 -c "import secrets; print(secrets.token_urlsafe(32))"`)."""
+
+
+def cmd_telegram(args: argparse.Namespace) -> int:
+    from webhooks.telegram_bot import TelegramClient
+
+    _service_logging()
+    settings = _settings()
+    if not settings.telegram_bot_token:
+        print(TELEGRAM_SETUP, file=sys.stderr)
+        return 2
+    action = args.telegram_command
+    if action == "set-webhook":
+        url = args.url or (
+            f"{settings.public_url.rstrip('/')}/telegram/webhook" if settings.public_url else None
+        )
+        if not url or not settings.telegram_webhook_secret:
+            print(
+                "pam: give the webhook URL (or set PAM_PUBLIC_URL) and set "
+                "TELEGRAM_WEBHOOK_SECRET.\n" + TELEGRAM_SETUP,
+                file=sys.stderr,
+            )
+            return 2
+        client = TelegramClient(settings.telegram_bot_token, settings.telegram_api_url)
+        try:
+            client.set_webhook(url, settings.telegram_webhook_secret)
+        except Exception as exc:
+            print(f"pam: Telegram refused the webhook: {exc}", file=sys.stderr)
+            return 1
+        finally:
+            client.close()
+        print(f"pam: Telegram now sends updates to {url}")
+        return 0
+    if action == "delete-webhook":
+        client = TelegramClient(settings.telegram_bot_token, settings.telegram_api_url)
+        try:
+            client.delete_webhook()
+        except Exception as exc:
+            print(f"pam: Telegram refused to remove the webhook: {exc}", file=sys.stderr)
+            return 1
+        finally:
+            client.close()
+        print("pam: webhook removed; `pam telegram` can poll now")
+        return 0
+    return _poll_telegram(settings)
+
+
+def _poll_telegram(settings: Settings) -> int:
+    from memory.queue import Inbox
+    from webhooks.telegram_bot import TelegramClient, WebhookIsSet
+    from webhooks.telegram_poll import poll
+
+    if not settings.llm_configured:
+        print(SETUP_HELP, file=sys.stderr)
+        return 2
+    stop = _stop_on_sigterm()
+    try:
+        pam, worker = _start_worker(settings, migrate=True)
+    except db.DatabaseURLError as exc:
+        print(f"pam: {exc}", file=sys.stderr)
+        return 2
+    except OperationalError as exc:
+        print(_cannot_open(exc), file=sys.stderr)
+        return 2
+    client = worker.senders["telegram"]
+    assert isinstance(client, TelegramClient)
+    inbox = Inbox(pam.engine, settings.inbox_lease_seconds)
+    logging.getLogger("pam.telegram").info("polling Telegram for updates")
+    code = 0
+    try:
+        poll(client, inbox, stop, worker.wake)
+    except WebhookIsSet:
+        print(
+            "pam: Telegram refuses polling because a webhook is set for this bot (409 "
+            "Conflict). Run `pam telegram delete-webhook` first, or keep the webhook and run "
+            "the web app and `pam worker` instead.",
+            file=sys.stderr,
+        )
+        code = 2
+    finally:
+        stop.set()
+        worker.stop()
+        pam.close(settings.shutdown_wait_seconds)
+        worker.close_senders()
+    return code
 
 
 def parser() -> argparse.ArgumentParser:
@@ -236,6 +328,19 @@ def parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     serve.set_defaults(func=cmd_serve)
+
+    telegram = commands.add_parser(
+        "telegram", help="Telegram: long polling (default), or set-webhook / delete-webhook"
+    )
+    telegram.set_defaults(func=cmd_telegram, telegram_command=None)
+    telegram_commands = telegram.add_subparsers(dest="telegram_command")
+    set_webhook = telegram_commands.add_parser(
+        "set-webhook", help="register the webhook, its secret token and the command menu"
+    )
+    set_webhook.add_argument(
+        "url", nargs="?", help="the public webhook URL (default: $PAM_PUBLIC_URL/telegram/webhook)"
+    )
+    telegram_commands.add_parser("delete-webhook", help="remove the webhook (to poll instead)")
 
     database = commands.add_parser("db", help="database maintenance")
     db_commands = database.add_subparsers(dest="db_command", required=True)

@@ -49,5 +49,38 @@ APOLOGIES = {
 
 def apology(target_language: str | None) -> str:
     """A short apology, in the learner's target language when Pam knows it."""
-    base = (target_language or "English").split(" (")[0]
-    return APOLOGIES.get(base, APOLOGIES["English"])
+    return _in(target_language, APOLOGIES)
+
+
+# Answers to what Pam cannot read yet, in the target language: voice notes, and other media
+# (photos, stickers, documents, locations, contacts, polls).
+NOT_TEXT = {
+    "voice": {
+        "English": "I can only read text for now — could you write that to me? 🙂",
+        "Spanish": "Por ahora solo puedo leer texto — ¿me lo escribes? 🙂",
+        "French": "Pour l'instant je ne lis que le texte — tu peux me l'écrire ? 🙂",
+        "German": "Ich kann im Moment nur Text lesen — schreibst du es mir? 🙂",
+        "Italian": "Per ora leggo solo il testo — me lo scrivi? 🙂",
+        "Portuguese": "Por enquanto só consigo ler texto — você me escreve? 🙂",
+        "Dutch": "Ik kan voorlopig alleen tekst lezen — schrijf je het me? 🙂",
+    },
+    "media": {
+        "English": "I can't see that — I only read text for now. Tell me about it in words? 🙂",
+        "Spanish": "No puedo verlo — por ahora solo leo texto. ¿Me lo cuentas con palabras? 🙂",
+        "French": "Je ne peux pas le voir — je ne lis que le texte. Tu me le décris ? 🙂",
+        "German": "Das kann ich nicht sehen — ich lese nur Text. Beschreibst du es mir? 🙂",
+        "Italian": "Non riesco a vederlo — leggo solo testo. Me lo descrivi a parole? 🙂",
+        "Portuguese": "Não consigo ver isso — só leio texto. Me conta com palavras? 🙂",
+        "Dutch": "Dat kan ik niet zien — ik lees alleen tekst. Vertel je het in woorden? 🙂",
+    },
+}
+
+
+def _in(language: str | None, texts: dict[str, str]) -> str:
+    base = (language or "English").split(" (")[0]
+    return texts.get(base, texts["English"])
+
+
+def not_text(kind: str, target_language: str | None) -> str:
+    """The friendly answer to a voice note or other media, in the target language."""
+    return _in(target_language, NOT_TEXT["voice" if kind == "voice" else "media"])

@@ -101,6 +101,22 @@ class Settings(BaseSettings):
         default=None, validation_alias=_env("PAM_API_CALLBACK_URL", "api_callback_url")
     )
 
+    # -- Telegram ---------------------------------------------------------------------------
+    telegram_bot_token: str | None = Field(
+        default=None, validation_alias=_env("TELEGRAM_BOT_TOKEN", "telegram_bot_token")
+    )
+    telegram_webhook_secret: str | None = Field(
+        default=None,
+        validation_alias=_env("TELEGRAM_WEBHOOK_SECRET", "telegram_webhook_secret"),
+        pattern=r"^[A-Za-z0-9_-]{1,256}$",  # what Telegram allows in a secret token
+    )
+    telegram_api_url: str | None = Field(
+        default=None, validation_alias=_env("TELEGRAM_API_URL", "telegram_api_url")
+    )
+    public_url: str | None = Field(
+        default=None, validation_alias=_env("PAM_PUBLIC_URL", "public_url")
+    )
+
     @property
     def memory_model(self) -> str:
         """The model for summary and profile jobs: `PAM_MEMORY_MODEL`, else `PAM_MODEL`."""

@@ -59,10 +59,15 @@ class Tutor:
         text: str,
         display_name: str | None = None,
         inbox_id: int | None = None,
+        kind: str = "text",
     ) -> list[str]:
         """Answer one inbound text from the learner known as `external_id` on its channel.
         With `inbox_id` (the message's durable inbox item) the turn is idempotent: run again
-        after a crash, it stores nothing twice and answers with the reply already made."""
+        after a crash, it stores nothing twice and answers with the reply already made.
+        A `kind` other than "text" (a voice note, a photo) gets a friendly answer."""
+        if kind != "text":
+            known = self.store.find_learner(external_id)
+            return [phrases.not_text(kind, known.target_language if known else None)]
         text = clean_text(text)
         if not text:
             return []

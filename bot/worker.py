@@ -20,12 +20,14 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from bot import phrases
 from bot.channels import PermanentSendError, Sender, TransientSendError
 from bot.runtime import Pam
+from bot.splitting import split_message
 from memory.heartbeat import Heartbeat
 from memory.queue import Claim, Inbox, Outbox
 
 log = logging.getLogger(__name__)
 
 MAX_BACKOFF_SECONDS = 300.0
+TYPING_EVERY_SECONDS = 4.0  # Telegram shows "typing…" for 5 s per call
 
 
 def backoff(attempts: int, retry_after: float | None = None) -> float:
@@ -71,12 +73,17 @@ class Worker:
             self.inbox.complete(claim, [apology], failed=True)
             log.warning("inbound gave up inbox=%s channel=%s", claim.id, claim.channel)
             return True
+        sender = self.senders.get(claim.channel)
         # A slow LLM keeps the claim alive; a dead worker's claim lapses within one lease.
         heartbeat = Heartbeat(self.inbox.lease.total_seconds() / 3, lambda: self.inbox.renew(claim))
         try:
-            with heartbeat:
+            with heartbeat, self._typing(sender, claim):
                 replies = self.pam.tutor.handle(
-                    claim.address, claim.text, display_name=claim.display_name, inbox_id=claim.id
+                    claim.address,
+                    claim.text,
+                    display_name=claim.display_name,
+                    inbox_id=claim.id,
+                    kind=claim.kind,
                 )
         except Exception as exc:
             delay = backoff(claim.attempts)
@@ -85,6 +92,13 @@ class Worker:
                 "turn failed inbox=%s channel=%s retry_in=%.1fs", claim.id, claim.channel, delay
             )
             return True
+        if sender is not None:
+            replies = [
+                part
+                for reply in replies
+                for part in split_message(reply, sender.max_chars)
+                if part.strip()
+            ]
         if not self.inbox.complete(claim, replies):
             log.warning("turn discarded inbox=%s: the claim was lost (lease expired)", claim.id)
             return True
@@ -107,6 +121,22 @@ class Worker:
         )
         self.wake(deliveries_only=True)
         return True
+
+    def _typing(
+        self, sender: Sender | None, claim: Claim
+    ) -> contextlib.AbstractContextManager[object]:
+        """Show "typing…" on channels that have it, renewed while the turn runs."""
+        typing = getattr(sender, "typing", None)
+        if typing is None or claim.kind != "text":
+            return contextlib.nullcontext()
+
+        def show() -> bool:
+            typing(claim.chat_id)
+            return True
+
+        with contextlib.suppress(Exception):  # a missing "typing…" must never cost the reply
+            show()
+        return Heartbeat(TYPING_EVERY_SECONDS, show)
 
     def deliver_next(self) -> bool:
         """Deliver the next queued reply, if any. True if there was one."""
@@ -224,6 +254,13 @@ class Worker:
     def stop(self) -> None:
         """Stop taking new work; lanes finish the item they hold."""
         self._stopping.set()
+
+    def close_senders(self) -> None:
+        """Close senders that hold connections or threads (after the lanes stopped)."""
+        for sender in self.senders.values():
+            close = getattr(sender, "close", None)
+            if close is not None:
+                close()
 
 
 def worker_scheduler(pam: Pam) -> BackgroundScheduler:

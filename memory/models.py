@@ -219,6 +219,8 @@ class InboxItem(QueueItem, Base):
     chat_id: Mapped[str] = mapped_column(String(100))
     display_name: Mapped[str | None] = mapped_column(String(100))
     text: Mapped[str] = mapped_column(Text)
+    # "text", or what the learner sent instead (voice, photo, …) for a friendly answer.
+    kind: Mapped[str] = mapped_column(String(20), default="text", server_default="text")
     received_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
 

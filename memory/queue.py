@@ -37,6 +37,7 @@ class Claim:
     display_name: str | None = None
     inbox_id: int | None = None
     received_at: datetime | None = None
+    kind: str = "text"
 
 
 def _claimable(model: type[InboxItem] | type[OutboxItem], now: datetime) -> Any:
@@ -156,6 +157,7 @@ class Inbox(_Queue):
                         chat_id=message.chat_id,
                         display_name=display_name,
                         text=message.text.replace("\x00", ""),
+                        kind=message.kind,
                     )
                 )
         except IntegrityError:
@@ -179,6 +181,7 @@ class Inbox(_Queue):
             display_name=row.display_name,
             inbox_id=row.id,
             received_at=row.received_at,
+            kind=row.kind,
         )
 
     def complete(self, claim: Claim, replies: Sequence[str], *, failed: bool = False) -> bool:

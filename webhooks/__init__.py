@@ -4,8 +4,9 @@ persists inbound messages in the durable inbox and acknowledges; workers do the 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from flask import Flask, current_app, jsonify
 from flask.typing import ResponseReturnValue
@@ -16,6 +17,7 @@ from werkzeug.exceptions import HTTPException
 from bot.settings import Settings
 from memory import db
 from memory.queue import Inbox
+from webhooks.telegram_bot import TelegramClient
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +33,26 @@ class WebContext:
     engine: Engine
     inbox: Inbox
     on_inbound: Callable[[], None]
+    _telegram: TelegramClient | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def telegram(self) -> TelegramClient:
+        """The Telegram client of this process, made on first use (only its identity is
+        needed here: the bot id, and the username for mentions in groups)."""
+        with self._lock:
+            if self._telegram is None:
+                assert self.settings.telegram_bot_token
+                self._telegram = TelegramClient(
+                    self.settings.telegram_bot_token, self.settings.telegram_api_url
+                )
+            return self._telegram
+
+    def close(self) -> None:
+        """Release what this process opened (the Telegram client's loop thread)."""
+        with self._lock:
+            if self._telegram is not None:
+                self._telegram.close()
+                self._telegram = None
 
 
 def web() -> WebContext:
@@ -46,7 +68,7 @@ def create_app(
     on_inbound: Callable[[], None] | None = None,
 ) -> Flask:
     """The Flask application. With no arguments, configuration comes from the environment."""
-    from webhooks import api, health
+    from webhooks import api, health, telegram
 
     settings = settings or Settings()
     engine = engine or db.make_engine(
@@ -62,6 +84,7 @@ def create_app(
     )
     app.register_blueprint(health.blueprint)
     app.register_blueprint(api.blueprint)
+    app.register_blueprint(telegram.blueprint)
 
     @app.errorhandler(HTTPException)
     def http_error(error: HTTPException) -> ResponseReturnValue:

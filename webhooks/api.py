@@ -105,6 +105,8 @@ def signature(token: str, body: bytes) -> str:
 class ApiCallbackSender:
     """Delivers replies of the API channel to the operator's callback URL."""
 
+    max_chars = 20000  # the callback takes whole replies; the same cap as inbound text
+
     def __init__(self, url: str, token: str, timeout: float = 10.0) -> None:
         self.url = url
         self.token = token
@@ -133,3 +135,7 @@ class ApiCallbackSender:
         if response.status_code >= 400:
             raise PermanentSendError(f"callback refused the reply: {response.status_code}")
         return Sent(platform_id=None)
+
+    def close(self) -> None:
+        """Close the pooled connections."""
+        self.session.close()

@@ -7,6 +7,8 @@ import logging
 from bot.channels import Sender
 from bot.settings import Settings
 from webhooks import api
+from webhooks.telegram import CHANNEL as TELEGRAM
+from webhooks.telegram_bot import TelegramClient
 
 log = logging.getLogger(__name__)
 
@@ -21,4 +23,6 @@ def senders(settings: Settings) -> dict[str, Sender]:
             "PAM_API_TOKEN is set but PAM_API_CALLBACK_URL is not: API replies will wait "
             "in the outbox until it is"
         )
+    if settings.telegram_bot_token:
+        built[TELEGRAM] = TelegramClient(settings.telegram_bot_token, settings.telegram_api_url)
     return built

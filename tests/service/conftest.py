@@ -88,6 +88,7 @@ class RecordingSender:
     calls: list[Delivery] = field(default_factory=list)
     failures: deque[Exception] = field(default_factory=deque)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    max_chars: int = 4096
 
     def send(self, chat_id: str, text: str, *, idempotency_key: str) -> Sent:
         with self.lock:

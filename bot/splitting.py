@@ -1,0 +1,43 @@
+"""Splitting a long reply into messages a platform accepts (Telegram: 4,096 characters,
+WhatsApp through Twilio: 1,600), at the most natural boundary that fits."""
+
+from __future__ import annotations
+
+import re
+
+# Boundaries, best first: a paragraph break, a line break, the end of a sentence, a space.
+BOUNDARIES = (
+    re.compile(r"\n\s*\n"),
+    re.compile(r"\n"),
+    re.compile(r"(?<=[.!?…。！？])[\"'»”)]*\s+"),
+    re.compile(r"\s+"),
+)
+
+
+def _cut(text: str, limit: int) -> int:
+    """Where to end the first part of `text` (longer than `limit`): just after the last
+    boundary that keeps the part within `limit`, trying the best kind of boundary first."""
+    window = text[: limit + 1]
+    for boundary in BOUNDARIES:
+        ends = [m.end() for m in boundary.finditer(window) if 0 < m.end() <= limit]
+        # A boundary in the first third would leave a stub; prefer a finer boundary instead.
+        good = [end for end in ends if end > limit // 3]
+        if good:
+            return good[-1]
+    return limit  # one unbroken run of text: cut it hard
+
+
+def split_message(text: str, limit: int) -> list[str]:
+    """`text` as consecutive parts of at most `limit` characters that join back to `text`
+    exactly; parts end at paragraph, line, sentence or word boundaries where possible."""
+    if limit < 1:
+        raise ValueError("limit must be positive")
+    parts: list[str] = []
+    rest = text
+    while len(rest) > limit:
+        cut = _cut(rest, limit)
+        parts.append(rest[:cut])
+        rest = rest[cut:]
+    if rest or not parts:
+        parts.append(rest)
+    return parts
