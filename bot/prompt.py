@@ -27,6 +27,7 @@ def reply_prompt(context: Context, summary_cap_chars: int) -> list[ChatMessage]:
         or "the language the learner writes in (not set yet; if they write in what looks like "
         "their native language, ask which language they want to practise)",
         native_language=native or UNKNOWN,
+        learner_name=as_data(learner.display_name or UNKNOWN, 100),
         level_description=LEVEL_DESCRIPTIONS.get(
             level or "", "level not known yet: start simple and adapt to how they write"
         ),

@@ -113,6 +113,20 @@ class Settings(BaseSettings):
     telegram_api_url: str | None = Field(
         default=None, validation_alias=_env("TELEGRAM_API_URL", "telegram_api_url")
     )
+    # -- WhatsApp through Twilio ------------------------------------------------------------
+    twilio_account_sid: str | None = Field(
+        default=None, validation_alias=_env("TWILIO_ACCOUNT_SID", "twilio_account_sid")
+    )
+    twilio_auth_token: str | None = Field(
+        default=None, validation_alias=_env("TWILIO_AUTH_TOKEN", "twilio_auth_token")
+    )
+    twilio_whatsapp_number: str | None = Field(
+        default=None, validation_alias=_env("TWILIO_WHATSAPP_NUMBER", "twilio_whatsapp_number")
+    )
+    twilio_api_url: str | None = Field(
+        default=None, validation_alias=_env("TWILIO_API_URL", "twilio_api_url")
+    )
+
     public_url: str | None = Field(
         default=None, validation_alias=_env("PAM_PUBLIC_URL", "public_url")
     )

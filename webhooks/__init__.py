@@ -68,7 +68,7 @@ def create_app(
     on_inbound: Callable[[], None] | None = None,
 ) -> Flask:
     """The Flask application. With no arguments, configuration comes from the environment."""
-    from webhooks import api, health, telegram
+    from webhooks import api, health, telegram, whatsapp
 
     settings = settings or Settings()
     engine = engine or db.make_engine(
@@ -85,6 +85,7 @@ def create_app(
     app.register_blueprint(health.blueprint)
     app.register_blueprint(api.blueprint)
     app.register_blueprint(telegram.blueprint)
+    app.register_blueprint(whatsapp.blueprint)
 
     @app.errorhandler(HTTPException)
     def http_error(error: HTTPException) -> ResponseReturnValue:
