@@ -1,4 +1,5 @@
-"""The `pam` command."""
+"""The `pam` command: argument parsing, `pam chat` and `pam db upgrade`. The service commands
+(worker, serve, telegram) live in bot/services.py."""
 
 from __future__ import annotations
 
@@ -6,11 +7,9 @@ import argparse
 import getpass
 import logging
 import os
-import signal
 import sys
-import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from pydantic import ValidationError
 from sqlalchemy.exc import OperationalError
@@ -20,7 +19,6 @@ from memory import db
 
 if TYPE_CHECKING:
     from bot.runtime import Pam
-    from bot.worker import Worker
 
 SETUP_HELP = """Pam needs a language model to talk to, and none is configured.
 
@@ -36,40 +34,60 @@ Or a local OpenAI-compatible server, e.g. Ollama (https://ollama.com):
 Then run the pam command again."""
 
 
-def _settings() -> Settings:
+def fail(message: str) -> NoReturn:
+    """Say what is wrong and what to do, on stderr, and exit with status 2."""
+    print(message, file=sys.stderr)
+    raise SystemExit(2)
+
+
+def load_settings(*, needs_llm: bool = False) -> Settings:
+    """The settings from the environment, or a clear exit when they are unusable."""
     try:
-        return Settings()
+        settings = Settings()
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
         )
-        raise SystemExit(f"pam: invalid configuration: {problems}") from None
+        fail(f"pam: invalid configuration: {problems}")
+    if needs_llm and not settings.llm_configured:
+        fail(SETUP_HELP)
+    return settings
 
 
-def _cannot_open(exc: OperationalError) -> str:
-    return (
-        f"pam: cannot open the database in DATABASE_URL: {exc.orig}. "
-        "Check that the server is running, the credentials are right, or that a SQLite "
-        "file's folder exists."
-    )
+def build_or_exit(settings: Settings, *, migrate: bool) -> Pam:
+    """Pam assembled from `settings` (with its scheduler), or a clear exit when the database
+    cannot be used."""
+    from bot.runtime import build
+
+    try:
+        return build(settings, migrate=migrate)
+    except db.DatabaseURLError as exc:
+        fail(f"pam: {exc}")
+    except OperationalError as exc:
+        fail(
+            f"pam: cannot open the database in DATABASE_URL: {exc.orig}. Check that the "
+            "server is running, the credentials are right, or that a SQLite file's folder "
+            "exists."
+        )
+
+
+def log_level(default: str) -> str:
+    """PAM_LOG_LEVEL, or `default` when it is unset or not a level."""
+    level = (os.environ.get("PAM_LOG_LEVEL") or default).strip().upper()
+    if level not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
+        print(
+            f"pam: ignoring PAM_LOG_LEVEL={level!r}; use DEBUG, INFO, WARNING or ERROR",
+            file=sys.stderr,
+        )
+        return default
+    return level
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
-    from bot.runtime import build
     from bot.terminal import chat
 
-    settings = _settings()
-    if not settings.llm_configured:
-        print(SETUP_HELP, file=sys.stderr)
-        return 2
-    try:
-        pam = build(settings, migrate=True)
-    except db.DatabaseURLError as exc:
-        print(f"pam: {exc}", file=sys.stderr)
-        return 2
-    except OperationalError as exc:
-        print(_cannot_open(exc), file=sys.stderr)
-        return 2
+    settings = load_settings(needs_llm=True)
+    pam = build_or_exit(settings, migrate=True)
     assert pam.scheduler is not None
     pam.scheduler.start()
     pam.runner.recover()
@@ -89,224 +107,23 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
 
 def cmd_db_upgrade(args: argparse.Namespace) -> int:
-    settings = _settings()
+    settings = load_settings()
     try:
         engine = db.make_engine(settings.database_url)
         db.upgrade(engine)
     except db.DatabaseURLError as exc:
-        print(f"pam: {exc}", file=sys.stderr)
-        return 2
+        fail(f"pam: {exc}")
     except OperationalError as exc:
-        print(_cannot_open(exc), file=sys.stderr)
-        return 2
+        fail(f"pam: cannot open the database in DATABASE_URL: {exc.orig}")
     engine.dispose()
     print("pam: database is up to date")
     return 0
 
 
-def _log_level(default: str) -> str:
-    level = (os.environ.get("PAM_LOG_LEVEL") or default).strip().upper()
-    if level not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
-        print(
-            f"pam: ignoring PAM_LOG_LEVEL={level!r}; use DEBUG, INFO, WARNING or ERROR",
-            file=sys.stderr,
-        )
-        return default
-    return level
-
-
-def _service_logging() -> None:
-    # Services log to stdout, one line per event, INFO by default (no bodies, no secrets).
-    logging.basicConfig(
-        level=_log_level("INFO"),
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-        stream=sys.stdout,
-        force=True,
-    )
-    for noisy in ("httpx", "httpx2", "httpcore", "openai", "urllib3", "apscheduler"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-
-
-def _stop_on_sigterm() -> threading.Event:
-    stop = threading.Event()
-
-    def handler(signum: int, frame: object) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGINT, handler)
-    return stop
-
-
-def _start_worker(settings: Settings, migrate: bool) -> tuple[Pam, Worker]:
-    from bot.runtime import build
-    from bot.worker import Worker
-    from webhooks.outbound import senders
-
-    pam = build(settings, migrate=migrate)
-    worker = Worker(pam, senders(settings))
-    assert pam.scheduler is not None
-    worker.start(pam.scheduler, settings.worker_threads, settings.delivery_threads)
-    pam.scheduler.start()
-    pam.runner.recover()
-    return pam, worker
-
-
-def cmd_worker(args: argparse.Namespace) -> int:
-    _service_logging()
-    settings = _settings()
-    if not settings.llm_configured:
-        print(SETUP_HELP, file=sys.stderr)
-        return 2
-    stop = _stop_on_sigterm()
-    try:
-        pam, worker = _start_worker(settings, migrate=False)
-    except db.DatabaseURLError as exc:
-        print(f"pam: {exc}", file=sys.stderr)
-        return 2
-    except OperationalError as exc:
-        print(_cannot_open(exc), file=sys.stderr)
-        return 2
-    logging.getLogger("pam.worker").info(
-        "worker started inbox_lanes=%d delivery_lanes=%d",
-        settings.worker_threads,
-        settings.delivery_threads,
-    )
-    stop.wait()
-    logging.getLogger("pam.worker").info("worker stopping")
-    worker.stop()
-    pam.close(settings.shutdown_wait_seconds)
-    worker.close_senders()
-    return 0
-
-
-def cmd_serve(args: argparse.Namespace) -> int:
-    import waitress
-
-    from webhooks import create_app
-
-    _service_logging()
-    settings = _settings()
-    if not settings.llm_configured:
-        print(SETUP_HELP, file=sys.stderr)
-        return 2
-    try:
-        pam, worker = _start_worker(settings, migrate=True)
-    except db.DatabaseURLError as exc:
-        print(f"pam: {exc}", file=sys.stderr)
-        return 2
-    except OperationalError as exc:
-        print(_cannot_open(exc), file=sys.stderr)
-        return 2
-    app = create_app(settings, engine=pam.engine, on_inbound=worker.wake)
-
-    def terminate(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, terminate)
-    try:
-        waitress.serve(app, host=args.host, port=settings.port, threads=8, ident="pam")
-    except KeyboardInterrupt:
-        pass
-    finally:
-        worker.stop()
-        pam.close(settings.shutdown_wait_seconds)
-        worker.close_senders()
-        app.extensions["pam"].close()
-    return 0
-
-
-TELEGRAM_SETUP = """Telegram needs TELEGRAM_BOT_TOKEN (from @BotFather).
-For the webhook, also set TELEGRAM_WEBHOOK_SECRET (letters, digits, _ and -; e.g. the output
-of `python3 -c "import secrets; print(secrets.token_urlsafe(32))"`)."""
-
-
-def cmd_telegram(args: argparse.Namespace) -> int:
-    from webhooks.telegram_bot import TelegramClient
-
-    _service_logging()
-    settings = _settings()
-    if not settings.telegram_bot_token:
-        print(TELEGRAM_SETUP, file=sys.stderr)
-        return 2
-    action = args.telegram_command
-    if action == "set-webhook":
-        url = args.url or (
-            f"{settings.public_url.rstrip('/')}/telegram/webhook" if settings.public_url else None
-        )
-        if not url or not settings.telegram_webhook_secret:
-            print(
-                "pam: give the webhook URL (or set PAM_PUBLIC_URL) and set "
-                "TELEGRAM_WEBHOOK_SECRET.\n" + TELEGRAM_SETUP,
-                file=sys.stderr,
-            )
-            return 2
-        client = TelegramClient(settings.telegram_bot_token, settings.telegram_api_url)
-        try:
-            client.set_webhook(url, settings.telegram_webhook_secret)
-        except Exception as exc:
-            print(f"pam: Telegram refused the webhook: {exc}", file=sys.stderr)
-            return 1
-        finally:
-            client.close()
-        print(f"pam: Telegram now sends updates to {url}")
-        return 0
-    if action == "delete-webhook":
-        client = TelegramClient(settings.telegram_bot_token, settings.telegram_api_url)
-        try:
-            client.delete_webhook()
-        except Exception as exc:
-            print(f"pam: Telegram refused to remove the webhook: {exc}", file=sys.stderr)
-            return 1
-        finally:
-            client.close()
-        print("pam: webhook removed; `pam telegram` can poll now")
-        return 0
-    return _poll_telegram(settings)
-
-
-def _poll_telegram(settings: Settings) -> int:
-    from memory.queue import Inbox
-    from webhooks.telegram_bot import TelegramClient, WebhookIsSet
-    from webhooks.telegram_poll import poll
-
-    if not settings.llm_configured:
-        print(SETUP_HELP, file=sys.stderr)
-        return 2
-    stop = _stop_on_sigterm()
-    try:
-        pam, worker = _start_worker(settings, migrate=True)
-    except db.DatabaseURLError as exc:
-        print(f"pam: {exc}", file=sys.stderr)
-        return 2
-    except OperationalError as exc:
-        print(_cannot_open(exc), file=sys.stderr)
-        return 2
-    client = worker.senders["telegram"]
-    assert isinstance(client, TelegramClient)
-    inbox = Inbox(pam.engine, settings.inbox_lease_seconds)
-    logging.getLogger("pam.telegram").info("polling Telegram for updates")
-    code = 0
-    try:
-        poll(client, inbox, stop, worker.wake)
-    except WebhookIsSet:
-        print(
-            "pam: Telegram refuses polling because a webhook is set for this bot (409 "
-            "Conflict). Run `pam telegram delete-webhook` first, or keep the webhook and run "
-            "the web app and `pam worker` instead.",
-            file=sys.stderr,
-        )
-        code = 2
-    finally:
-        stop.set()
-        worker.stop()
-        pam.close(settings.shutdown_wait_seconds)
-        worker.close_senders()
-    return code
-
-
 def parser() -> argparse.ArgumentParser:
     """The `pam` argument parser."""
+    from bot import services
+
     top = argparse.ArgumentParser(
         prog="pam", description="Pam, a friend who speaks the language you are learning."
     )
@@ -321,18 +138,18 @@ def parser() -> argparse.ArgumentParser:
     worker = commands.add_parser(
         "worker", help="answer the inbox, run memory jobs, deliver replies (production)"
     )
-    worker.set_defaults(func=cmd_worker)
+    worker.set_defaults(func=services.cmd_worker)
 
     serve = commands.add_parser(
         "serve", help="web app and worker in one process (small, single-machine deployments)"
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    serve.set_defaults(func=cmd_serve)
+    serve.set_defaults(func=services.cmd_serve)
 
     telegram = commands.add_parser(
         "telegram", help="Telegram: long polling (default), or set-webhook / delete-webhook"
     )
-    telegram.set_defaults(func=cmd_telegram, telegram_command=None)
+    telegram.set_defaults(func=services.cmd_telegram, telegram_command=None)
     telegram_commands = telegram.add_subparsers(dest="telegram_command")
     set_webhook = telegram_commands.add_parser(
         "set-webhook", help="register the webhook, its secret token and the command menu"
@@ -352,7 +169,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `pam` console script."""
     logging.basicConfig(
-        level=_log_level("WARNING"),
+        level=log_level("WARNING"),
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
         stream=sys.stderr,
     )

@@ -95,6 +95,27 @@ class _Queue:
             session.refresh(row)
             return row, token
 
+    def claim_next(self) -> Claim | None:
+        """Claim the next item whose turn it is, or None when there is none right now."""
+        claimed = self._claim_row()
+        if claimed is None:
+            return None
+        row, token = claimed
+        inbox = isinstance(row, InboxItem)
+        return Claim(
+            id=row.id,
+            token=token,
+            attempts=row.attempts,
+            address=row.address,
+            channel=row.channel,
+            chat_id=row.chat_id,
+            text=row.text,
+            display_name=row.display_name if inbox else None,
+            inbox_id=row.id if inbox else row.inbox_id,
+            received_at=row.received_at if inbox else None,
+            kind=row.kind if inbox else "text",
+        )
+
     def _release(self, item_id: int, token: str, **values: Any) -> bool:
         model = self.model
         with self.sessions.begin() as session:
@@ -164,26 +185,6 @@ class Inbox(_Queue):
             return False
         return True
 
-    def claim_next(self) -> Claim | None:
-        """Claim the next message to answer, or None when there is none right now."""
-        claimed = self._claim_row()
-        if claimed is None:
-            return None
-        row, token = claimed
-        return Claim(
-            id=row.id,
-            token=token,
-            attempts=row.attempts,
-            address=row.address,
-            channel=row.channel,
-            chat_id=row.chat_id,
-            text=row.text,
-            display_name=row.display_name,
-            inbox_id=row.id,
-            received_at=row.received_at,
-            kind=row.kind,
-        )
-
     def complete(self, claim: Claim, replies: Sequence[str], *, failed: bool = False) -> bool:
         """Mark the message answered and queue its replies, in one transaction. The message
         text is cleared: it lives on in the conversation, not in the queue. False (and
@@ -225,23 +226,6 @@ class Outbox(_Queue):
     """Replies waiting to be delivered, in order per address."""
 
     model = OutboxItem
-
-    def claim_next(self) -> Claim | None:
-        """Claim the next reply to deliver, or None when there is none right now."""
-        claimed = self._claim_row()
-        if claimed is None:
-            return None
-        row, token = claimed
-        return Claim(
-            id=row.id,
-            token=token,
-            attempts=row.attempts,
-            address=row.address,
-            channel=row.channel,
-            chat_id=row.chat_id,
-            text=row.text,
-            inbox_id=row.inbox_id,
-        )
 
     def deliver(self, claim: Claim, send: Callable[[], Sent]) -> bool:
         """Send a claimed reply and record it as sent, keeping the gap in which a crash would

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -14,6 +15,7 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import DataError, SQLAlchemyError
 from werkzeug.exceptions import HTTPException
 
+from bot.channels import Inbound
 from bot.settings import Settings
 from memory import db
 from memory.queue import Inbox
@@ -59,6 +61,23 @@ def web() -> WebContext:
     """The current app's WebContext."""
     context: WebContext = current_app.extensions["pam"]
     return context
+
+
+def accept(inbound: Inbound, started: float) -> bool:
+    """Persist an inbound message in the inbox, wake an in-process worker, and log the event
+    (channel, kind, timing; never the text). False for a redelivery."""
+    context = web()
+    new = context.inbox.accept(inbound)
+    if new:
+        context.on_inbound()
+    log.info(
+        "inbound %s channel=%s kind=%s ms=%d",
+        "accepted" if new else "duplicate",
+        inbound.channel,
+        inbound.kind,
+        (time.monotonic() - started) * 1000,
+    )
+    return new
 
 
 def create_app(

@@ -23,7 +23,7 @@ from flask.typing import ResponseReturnValue
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from bot.channels import Inbound, PermanentSendError, Sent, TransientSendError
-from webhooks import web
+from webhooks import accept, web
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ def receive() -> ResponseReturnValue:
     except ValidationError as exc:
         fields = sorted({".".join(map(str, e["loc"])) for e in exc.errors()})
         return jsonify(error="Bad Request", detail=f"invalid fields: {', '.join(fields)}"), 400
-    new = context.inbox.accept(
+    new = accept(
         Inbound(
             channel=CHANNEL,
             platform_id=message.id,
@@ -84,15 +84,8 @@ def receive() -> ResponseReturnValue:
             chat_id=message.user,
             text=message.text,
             display_name=message.name,
-        )
-    )
-    if new:
-        context.on_inbound()
-    log.info(
-        "inbound %s channel=%s ms=%d",
-        "accepted" if new else "duplicate",
-        CHANNEL,
-        (time.monotonic() - started) * 1000,
+        ),
+        started,
     )
     return jsonify(status="accepted" if new else "duplicate"), 202 if new else 200
 

@@ -13,7 +13,7 @@ from flask import Blueprint, jsonify, request
 from flask.typing import ResponseReturnValue
 
 from bot.channels import MEDIA, VOICE, Inbound
-from webhooks import web
+from webhooks import accept, web
 
 log = logging.getLogger(__name__)
 
@@ -138,14 +138,5 @@ def webhook() -> ResponseReturnValue:
     if inbound is None:
         log.info("inbound ignored channel=%s update=%s", CHANNEL, update.update_id)
         return jsonify(status="ignored"), 200
-    new = context.inbox.accept(inbound)
-    if new:
-        context.on_inbound()
-    log.info(
-        "inbound %s channel=%s kind=%s ms=%d",
-        "accepted" if new else "duplicate",
-        CHANNEL,
-        inbound.kind,
-        (time.monotonic() - started) * 1000,
-    )
+    new = accept(inbound, started)
     return jsonify(status="accepted" if new else "duplicate"), 200

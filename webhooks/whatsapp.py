@@ -13,7 +13,7 @@ from sqlalchemy import update
 
 from bot.channels import MEDIA, VOICE, Inbound, PermanentSendError, Sent, TransientSendError
 from memory.models import OutboxItem
-from webhooks import web
+from webhooks import accept, web
 
 log = logging.getLogger(__name__)
 
@@ -112,21 +112,11 @@ def webhook() -> ResponseReturnValue:
     refused = _guard()
     if refused is not None:
         return refused
-    context = web()
     inbound = inbound_from_form(request.form)
     if inbound is None:
         log.info("inbound ignored channel=%s: nothing to answer", CHANNEL)
         return _twiml()
-    new = context.inbox.accept(inbound)
-    if new:
-        context.on_inbound()
-    log.info(
-        "inbound %s channel=%s kind=%s ms=%d",
-        "accepted" if new else "duplicate",
-        CHANNEL,
-        inbound.kind,
-        (time.monotonic() - started) * 1000,
-    )
+    accept(inbound, started)
     return _twiml()
 
 

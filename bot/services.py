@@ -1,0 +1,176 @@
+"""The long-running `pam` commands: `pam worker`, `pam serve` and `pam telegram`. Each logs to
+stdout, one line per event, and stops cleanly on SIGTERM (what Heroku and Fly send)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from typing import TYPE_CHECKING
+
+from bot.cli import SETUP_HELP, build_or_exit, fail, load_settings, log_level
+from bot.settings import Settings
+
+if TYPE_CHECKING:
+    from bot.runtime import Pam
+    from bot.worker import Worker
+
+log = logging.getLogger("pam.services")
+
+TELEGRAM_SETUP = """Telegram needs TELEGRAM_BOT_TOKEN (from @BotFather).
+For the webhook, also set TELEGRAM_WEBHOOK_SECRET (letters, digits, _ and -; e.g. the output
+of `python3 -c "import secrets; print(secrets.token_urlsafe(32))"`)."""
+
+
+def service_logging() -> None:
+    """Services log to stdout, INFO by default (no message bodies, no secrets)."""
+    logging.basicConfig(
+        level=log_level("INFO"),
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+        stream=sys.stdout,
+        force=True,
+    )
+    for noisy in ("httpx", "httpx2", "httpcore", "openai", "urllib3", "apscheduler"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def stop_on_sigterm() -> threading.Event:
+    """An event set by SIGTERM or SIGINT."""
+    stop = threading.Event()
+
+    def handler(signum: int, frame: object) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+    return stop
+
+
+def start_worker(settings: Settings, *, migrate: bool) -> tuple[Pam, Worker]:
+    """Pam with a running worker (its lanes and memory jobs on Pam's scheduler)."""
+    from bot.worker import Worker
+    from webhooks.outbound import senders
+
+    pam = build_or_exit(settings, migrate=migrate)
+    worker = Worker(pam, senders(settings))
+    assert pam.scheduler is not None
+    worker.start(pam.scheduler, settings.worker_threads, settings.delivery_threads)
+    pam.scheduler.start()
+    pam.runner.recover()
+    log.info(
+        "worker started inbox_lanes=%d delivery_lanes=%d",
+        settings.worker_threads,
+        settings.delivery_threads,
+    )
+    return pam, worker
+
+
+def stop_worker(pam: Pam, worker: Worker) -> None:
+    """Stop taking work, let what runs finish (bounded), close the senders."""
+    worker.stop()
+    pam.close(pam.settings.shutdown_wait_seconds)
+    worker.close_senders()
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    service_logging()
+    settings = load_settings(needs_llm=True)
+    stop = stop_on_sigterm()
+    pam, worker = start_worker(settings, migrate=False)
+    stop.wait()
+    log.info("worker stopping")
+    stop_worker(pam, worker)
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import waitress
+
+    from webhooks import create_app
+
+    service_logging()
+    settings = load_settings(needs_llm=True)
+    pam, worker = start_worker(settings, migrate=True)
+    app = create_app(settings, engine=pam.engine, on_inbound=worker.wake)
+
+    def terminate(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, terminate)
+    try:
+        waitress.serve(app, host=args.host, port=settings.port, threads=8, ident="pam")
+    except KeyboardInterrupt:
+        pass
+    finally:
+        stop_worker(pam, worker)
+        app.extensions["pam"].close()
+    return 0
+
+
+def cmd_telegram(args: argparse.Namespace) -> int:
+    from webhooks.telegram_bot import TelegramClient
+
+    service_logging()
+    settings = load_settings()
+    if not settings.telegram_bot_token:
+        fail(TELEGRAM_SETUP)
+    action = args.telegram_command
+    if action is None:
+        return poll_telegram(settings)
+    client = TelegramClient(settings.telegram_bot_token, settings.telegram_api_url)
+    try:
+        if action == "set-webhook":
+            url = args.url or (
+                f"{settings.public_url.rstrip('/')}/telegram/webhook"
+                if settings.public_url
+                else None
+            )
+            if not url or not settings.telegram_webhook_secret:
+                fail(
+                    "pam: give the webhook URL (or set PAM_PUBLIC_URL) and set "
+                    "TELEGRAM_WEBHOOK_SECRET.\n" + TELEGRAM_SETUP
+                )
+            client.set_webhook(url, settings.telegram_webhook_secret)
+            print(f"pam: Telegram now sends updates to {url}")
+        else:
+            client.delete_webhook()
+            print("pam: webhook removed; `pam telegram` can poll now")
+    except SystemExit:
+        raise
+    except Exception as exc:
+        print(f"pam: Telegram refused: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        client.close()
+    return 0
+
+
+def poll_telegram(settings: Settings) -> int:
+    """Long-poll Telegram with an in-process worker, until SIGTERM."""
+    from memory.queue import Inbox
+    from webhooks.telegram_bot import TelegramClient, WebhookIsSet
+    from webhooks.telegram_poll import poll
+
+    if not settings.llm_configured:
+        fail(SETUP_HELP)
+    stop = stop_on_sigterm()
+    pam, worker = start_worker(settings, migrate=True)
+    client = worker.senders["telegram"]
+    assert isinstance(client, TelegramClient)
+    log.info("polling Telegram for updates")
+    try:
+        poll(client, Inbox(pam.engine, settings.inbox_lease_seconds), stop, worker.wake)
+    except WebhookIsSet:
+        print(
+            "pam: Telegram refuses polling because a webhook is set for this bot (409 "
+            "Conflict). Run `pam telegram delete-webhook` first, or keep the webhook and run "
+            "the web app and `pam worker` instead.",
+            file=sys.stderr,
+        )
+        return 2
+    finally:
+        stop.set()
+        stop_worker(pam, worker)
+    return 0
