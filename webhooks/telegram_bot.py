@@ -73,12 +73,17 @@ class TelegramClient:
 
         self.bot_id = int(token.split(":", 1)[0]) if token.split(":", 1)[0].isdigit() else None
         self.timeout = timeout
+        self._requests = (
+            HTTPXRequest(connect_timeout=timeout, read_timeout=timeout),
+            HTTPXRequest(connect_timeout=timeout, read_timeout=timeout + 35),
+        )
         self.bot = Bot(
             token,
             base_url=base_url or "https://api.telegram.org/bot",
-            request=HTTPXRequest(connect_timeout=timeout, read_timeout=timeout),
-            get_updates_request=HTTPXRequest(connect_timeout=timeout, read_timeout=timeout + 35),
+            request=self._requests[0],
+            get_updates_request=self._requests[1],
         )
+        self._closed = False
         self._username: str | None = None
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
@@ -109,16 +114,11 @@ class TelegramClient:
                 log.info("telegram refused the formatting; sending plain text")
                 message = self._run(self.bot.send_message(chat_id, text))
         except ChatMigrated as exc:  # a group became a supergroup: its id changed
-            message = self._deliver_plain(str(exc.new_chat_id), text)
+            log.info("telegram group migrated; delivering to its new id")
+            return self.send(str(exc.new_chat_id), text, idempotency_key=idempotency_key)
         except Exception as exc:
             raise self._send_error(exc) from exc
         return Sent(platform_id=str(message.message_id))
-
-    def _deliver_plain(self, chat_id: str, text: str) -> Any:
-        try:
-            return self._run(self.bot.send_message(chat_id, text))
-        except Exception as exc:
-            raise self._send_error(exc) from exc
 
     @staticmethod
     def _send_error(exc: Exception) -> Exception:
@@ -174,9 +174,17 @@ class TelegramClient:
             raise WebhookIsSet(str(exc)) from exc
 
     def close(self) -> None:
-        """Close the HTTP clients and stop the loop thread."""
+        """Close the HTTP clients and stop the loop thread (once; later calls do nothing)."""
+        if self._closed:
+            return
+        self._closed = True
+
+        async def shut() -> None:
+            # Bot.shutdown() skips a Bot that was never initialize()d: close the clients.
+            await asyncio.gather(*(request.shutdown() for request in self._requests))
+
         try:
-            self._run(self.bot.shutdown())
+            self._run(shut())
         except Exception as exc:  # closing quietly matters less than shutting down
             log.debug("telegram shutdown: %s", exc)
         self._loop.call_soon_threadsafe(self._loop.stop)
