@@ -53,9 +53,14 @@ class PermanentSendError(Exception):
 
 class Sender(Protocol):
     """Delivers one reply text to one chat on one channel. `max_chars` is the platform's
-    limit per message: longer replies are split before they are queued."""
+    limit per message, as its `length` measures text: longer replies are split before they
+    are queued."""
 
     max_chars: int
+
+    def length(self, text: str) -> int:
+        """The size of `text` as the platform counts it against `max_chars`."""
+        ...
 
     def send(self, chat_id: str, text: str, *, idempotency_key: str) -> Sent:
         """Send `text`; raise TransientSendError or PermanentSendError on failure."""

@@ -32,7 +32,7 @@ def service_logging() -> None:
         stream=sys.stdout,
         force=True,
     )
-    for noisy in ("httpx", "httpx2", "httpcore", "openai", "urllib3", "apscheduler"):
+    for noisy in ("httpx", "httpx2", "httpcore", "openai", "urllib3", "apscheduler", "twilio"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 

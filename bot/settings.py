@@ -123,6 +123,10 @@ class Settings(BaseSettings):
     twilio_whatsapp_number: str | None = Field(
         default=None, validation_alias=_env("TWILIO_WHATSAPP_NUMBER", "twilio_whatsapp_number")
     )
+    twilio_webhook_shared_key: str | None = Field(
+        default=None,
+        validation_alias=_env("TWILIO_WEBHOOK_SHARED_KEY_SECRET", "twilio_webhook_shared_key"),
+    )
     twilio_api_url: str | None = Field(
         default=None, validation_alias=_env("TWILIO_API_URL", "twilio_api_url")
     )

@@ -96,7 +96,7 @@ class Worker:
             replies = [
                 part
                 for reply in replies
-                for part in split_message(reply, sender.max_chars)
+                for part in split_message(reply, sender.max_chars, sender.length)
                 if part.strip()
             ]
         if not self.inbox.complete(claim, replies):

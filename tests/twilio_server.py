@@ -58,7 +58,7 @@ class TwilioServer:
     def base_url(self) -> str:
         """The value for TWILIO_API_URL."""
         host, port = self.httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://{host!s}:{port}"
 
     def fail_next(self, *failures: Failure) -> None:
         with self.lock:

@@ -64,6 +64,11 @@ class TelegramClient:
 
     max_chars = 4096
 
+    @staticmethod
+    def length(text: str) -> int:
+        """Characters, as the platform counts them."""
+        return len(text)
+
     def __init__(self, token: str, base_url: str | None = None, timeout: float = 15.0) -> None:
         # Opt in to python-telegram-bot's timedelta durations now, instead of its
         # deprecation warnings; Pam reads them through _seconds either way.

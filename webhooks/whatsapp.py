@@ -12,6 +12,7 @@ from flask.typing import ResponseReturnValue
 from sqlalchemy import update
 
 from bot.channels import MEDIA, VOICE, Inbound, PermanentSendError, Sent, TransientSendError
+from bot.splitting import utf16_length
 from memory.models import OutboxItem
 from webhooks import accept, web
 
@@ -42,11 +43,17 @@ def called_url() -> str:
 def _signed() -> bool:
     from twilio.request_validator import RequestValidator, get_signature_algorithm
 
-    token = web().settings.twilio_auth_token
+    settings = web().settings
     signature = request.headers.get(SIGNATURE_HEADER, "")
+    signature_settings = request.headers.get("X-Twilio-Webhooks-Signature-Settings")
+    # With signature settings, Twilio signs with the webhook SharedKey secret; otherwise with
+    # the account's auth token.
+    token = (
+        settings.twilio_webhook_shared_key if signature_settings else settings.twilio_auth_token
+    )
     if not token or not signature:
         return False
-    algorithm = get_signature_algorithm(request.headers.get("X-Twilio-Webhooks-Signature-Settings"))
+    algorithm = get_signature_algorithm(signature_settings)
     validator = RequestValidator(token)
     return bool(validator.validate(called_url(), request.form, signature, algorithm=algorithm))
 
@@ -145,6 +152,11 @@ class TwilioSender:
     """Sends WhatsApp replies through Twilio's REST API, from TWILIO_WHATSAPP_NUMBER."""
 
     max_chars = 1600  # Twilio's limit for one WhatsApp message body
+
+    @staticmethod
+    def length(text: str) -> int:
+        """Twilio counts emoji and other astral characters double (UTF-16 code units)."""
+        return utf16_length(text)
 
     def __init__(
         self,

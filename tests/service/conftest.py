@@ -90,6 +90,9 @@ class RecordingSender:
     lock: threading.Lock = field(default_factory=threading.Lock)
     max_chars: int = 4096
 
+    def length(self, text: str) -> int:
+        return len(text)
+
     def send(self, chat_id: str, text: str, *, idempotency_key: str) -> Sent:
         with self.lock:
             self.calls.append(Delivery(chat_id, text, idempotency_key))
