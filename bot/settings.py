@@ -95,6 +95,10 @@ class Settings(BaseSettings):
         default=8, ge=1, validation_alias=_env("PAM_MAX_SEND_ATTEMPTS", "max_send_attempts")
     )
 
+    admin_token: str | None = Field(
+        default=None, validation_alias=_env("PAM_ADMIN_TOKEN", "admin_token")
+    )
+
     # -- the HTTP API channel (custom front-ends; also what the service tests drive) --------
     api_token: str | None = Field(default=None, validation_alias=_env("PAM_API_TOKEN", "api_token"))
     api_callback_url: str | None = Field(

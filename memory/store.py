@@ -469,6 +469,26 @@ class Store:
             )
             return {purpose: (int(n), int(i), int(o)) for purpose, n, i, o in rows}
 
+    def job_states(self, learner_id: int) -> list[dict[str, Any]]:
+        """The learner's memory-job coordination rows (for operators)."""
+        with self.sessions() as session:
+            rows = session.scalars(
+                select(MemoryJob).where(MemoryJob.learner_id == learner_id).order_by(MemoryJob.kind)
+            )
+            return [
+                {
+                    "kind": row.kind,
+                    "running": row.running,
+                    "dirty": row.dirty,
+                    "lease_expires_at": row.lease_expires_at,
+                    "runs": row.runs,
+                    "failures": row.failures,
+                    "last_error": row.last_error,
+                    "updated_at": row.updated_at,
+                }
+                for row in rows
+            ]
+
     def rows_about(self, learner_id: int, external_id: str) -> dict[str, int]:
         """How many rows in each table are about the learner (used to prove /forget)."""
         counts: dict[str, int] = {}

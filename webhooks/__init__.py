@@ -87,7 +87,7 @@ def create_app(
     on_inbound: Callable[[], None] | None = None,
 ) -> Flask:
     """The Flask application. With no arguments, configuration comes from the environment."""
-    from webhooks import api, health, telegram, whatsapp
+    from webhooks import admin, api, health, telegram, whatsapp
 
     settings = settings or Settings()
     engine = engine or db.make_engine(
@@ -105,6 +105,7 @@ def create_app(
     app.register_blueprint(api.blueprint)
     app.register_blueprint(telegram.blueprint)
     app.register_blueprint(whatsapp.blueprint)
+    app.register_blueprint(admin.blueprint)
 
     @app.errorhandler(HTTPException)
     def http_error(error: HTTPException) -> ResponseReturnValue:

@@ -1,0 +1,102 @@
+"""Operator endpoints: inspect a learner's memory, or erase it. Bearer PAM_ADMIN_TOKEN,
+compared in constant time; while the token is unset the endpoints do not exist (404)."""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from datetime import datetime
+from typing import Any
+
+from flask import Blueprint, jsonify, request
+from flask.typing import ResponseReturnValue
+
+from memory.profile import document
+from memory.store import LearnerGone, Store
+from webhooks import web
+
+log = logging.getLogger(__name__)
+
+blueprint = Blueprint("admin", __name__, url_prefix="/admin")
+
+
+def _iso(value: Any) -> Any:
+    return value.isoformat(timespec="seconds") if isinstance(value, datetime) else value
+
+
+@blueprint.before_request
+def authenticate() -> ResponseReturnValue | None:
+    """404 while disabled, 401 without the right bearer token."""
+    token = web().settings.admin_token
+    if not token:
+        return jsonify(error="Not Found", detail="no such endpoint"), 404
+    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(
+        given.strip().encode(), token.encode()
+    ):
+        return jsonify(error="Unauthorized", detail="a valid bearer token is required"), 401
+    return None
+
+
+@blueprint.get("/learners/<int:learner_id>/memory")
+def memory(learner_id: int) -> ResponseReturnValue:
+    """Everything Pam keeps about one learner: window, summary, profile, corrections, usage,
+    and the state of their memory jobs."""
+    store = Store(web().engine)
+    try:
+        learner = store.get_learner(learner_id)
+        context = store.context(learner_id)
+    except LearnerGone:
+        return jsonify(error="Not Found", detail="no such learner"), 404
+    summary = context.summary
+    return jsonify(
+        learner={
+            "id": learner.id,
+            "external_id": learner.external_id,
+            "display_name": learner.display_name,
+            "target_language": learner.target_language,
+            "native_language": learner.native_language,
+            "level": learner.level,
+        },
+        window=[
+            {"id": m.id, "role": m.role, "content": m.content, "tokens": m.tokens}
+            for m in context.messages
+        ],
+        summary={
+            "text": summary.text,
+            "tokens": summary.tokens,
+            "watermark": summary.watermark,
+            "folds": summary.folds,
+            "version": summary.version,
+            "updated_at": _iso(summary.updated_at),
+        },
+        profile=document(context.profile),
+        profile_watermark=context.profile.watermark,
+        corrections=[
+            {
+                "original": c.original,
+                "corrected": c.corrected,
+                "explanation": c.explanation,
+                "category": c.category,
+            }
+            for c in store.corrections(learner_id, limit=20)
+        ],
+        usage={
+            purpose: {"calls": calls, "input_tokens": tokens_in, "output_tokens": tokens_out}
+            for purpose, (calls, tokens_in, tokens_out) in store.usage(learner_id).items()
+        },
+        jobs=[{k: _iso(v) for k, v in job.items()} for job in store.job_states(learner_id)],
+    )
+
+
+@blueprint.post("/learners/<int:learner_id>/forget")
+def forget(learner_id: int) -> ResponseReturnValue:
+    """Erase every row about the learner, as /forget does."""
+    store = Store(web().engine)
+    try:
+        store.get_learner(learner_id)
+    except LearnerGone:
+        return jsonify(error="Not Found", detail="no such learner"), 404
+    store.forget(learner_id)
+    log.info("learner forgotten by an operator learner=%s", learner_id)
+    return jsonify(status="forgotten", learner=learner_id), 200
