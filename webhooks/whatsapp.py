@@ -48,9 +48,7 @@ def _signed() -> bool:
     signature_settings = request.headers.get("X-Twilio-Webhooks-Signature-Settings")
     # With signature settings, Twilio signs with the webhook SharedKey secret; otherwise with
     # the account's auth token.
-    token = (
-        settings.twilio_webhook_shared_key if signature_settings else settings.twilio_auth_token
-    )
+    token = settings.twilio_webhook_shared_key if signature_settings else settings.twilio_auth_token
     if not token or not signature:
         return False
     algorithm = get_signature_algorithm(signature_settings)
