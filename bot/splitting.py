@@ -10,7 +10,8 @@ from collections.abc import Callable
 BOUNDARIES = (
     re.compile(r"\n\s*\n"),
     re.compile(r"\n"),
-    re.compile(r"(?<=[.!?…。！？])[\"'»”)]*\s+"),
+    # After . ! ? … and a space; after CJK full stops, which take no space.
+    re.compile(r"(?<=[.!?…])[\"'»”)]*\s+|(?<=[。！？])[」』）\"'»”)]*\s*"),
     re.compile(r"\s+"),
 )
 

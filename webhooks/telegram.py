@@ -36,29 +36,39 @@ MEDIA_FIELDS = (
 )
 
 
+def _entities(message: Any) -> list[tuple[Any, str]]:
+    # python-telegram-bot slices entity texts by UTF-16 offsets, as Telegram counts them.
+    pieces = {**message.parse_entities(), **message.parse_caption_entities()}
+    return sorted(pieces.items(), key=lambda item: item[0].offset)
+
+
+def _names_pam(piece: str, username: Callable[[], str]) -> bool:
+    name = piece.rsplit("@", 1)[1] if "@" in piece else ""
+    return bool(name) and name.lower() == username().lower()
+
+
 def _addressed_in_group(message: Any, bot_id: int | None, username: Callable[[], str]) -> bool:
     """In groups Pam answers only when mentioned, commanded (/help@PamBot) or replied to."""
     replied = message.reply_to_message
     if replied is not None and replied.from_user is not None and replied.from_user.id == bot_id:
         return True
-    for entity in (message.entities or ()) + (message.caption_entities or ()):
+    for entity, piece in _entities(message):
         if entity.type == "text_mention" and entity.user is not None:
             if entity.user.id == bot_id:
                 return True
-        elif entity.type in ("mention", "bot_command"):
-            text = message.text or message.caption or ""
-            piece = text[entity.offset : entity.offset + entity.length]
-            name = piece.rsplit("@", 1)[1] if "@" in piece else ""
-            if name and name.lower() == username().lower():
-                return True
+        elif entity.type in ("mention", "bot_command") and _names_pam(piece, username):
+            return True
     return False
 
 
-def _strip_mention(text: str, username: Callable[[], str]) -> str:
-    name = username()
-    if not name:
-        return text
-    return text.replace(f"@{name}", "").replace(f"@{name.lower()}", "").strip()
+def _strip_mentions(message: Any, username: Callable[[], str]) -> str:
+    """The message text without the @mentions of Pam (other mentions stay)."""
+    encoded = message.text.encode("utf-16-le")
+    for entity, piece in reversed(_entities(message)):
+        if entity.type == "mention" and _names_pam(piece, username):
+            start, end = 2 * entity.offset, 2 * (entity.offset + entity.length)
+            encoded = encoded[:start] + encoded[end:]
+    return encoded.decode("utf-16-le").strip()
 
 
 def inbound_from_update(
@@ -79,7 +89,7 @@ def inbound_from_update(
     if message.text:
         kind, text = "text", message.text
         if group:
-            text = _strip_mention(text, username)
+            text = _strip_mentions(message, username)
     elif any(getattr(message, name, None) for name in VOICE_FIELDS):
         kind, text = VOICE, ""
     elif any(getattr(message, name, None) for name in MEDIA_FIELDS):
@@ -97,24 +107,44 @@ def inbound_from_update(
     )
 
 
+class TelegramUnavailable(Exception):
+    """Telegram could not tell Pam its own username, needed to read a group message."""
+
+
 def _username(telegram: Any) -> str:
     try:
         return str(telegram.username())
-    except Exception as exc:  # Telegram unreachable: treat mentions as not for Pam, log it
+    except Exception as exc:
         log.warning("could not ask Telegram for the bot's username: %s", type(exc).__name__)
-        return ""
+        raise TelegramUnavailable from exc
+
+
+def _well_typed(message: Any) -> bool:
+    """Whether a parsed message has the types Telegram sends (de_json does not check)."""
+    chat, user = message.chat, message.from_user
+    if chat is None or type(chat.id) is not int or not isinstance(chat.type, str):
+        return False
+    if user is not None and (type(user.id) is not int or not isinstance(user.first_name, str)):
+        return False
+    if not all(isinstance(v, str | None) for v in (message.text, message.caption)):
+        return False
+    entities = (message.entities or ()) + (message.caption_entities or ())
+    return all(type(e.offset) is int and type(e.length) is int for e in entities)
 
 
 def parse_update(payload: Any) -> Any:
     """A python-telegram-bot `Update` from webhook JSON; ValueError if it is not one."""
     from telegram import Update
 
-    if not isinstance(payload, dict) or not isinstance(payload.get("update_id"), int):
+    if not isinstance(payload, dict) or type(payload.get("update_id")) is not int:
         raise ValueError("not a Telegram update")
     try:
-        return Update.de_json(payload, None)
+        update = Update.de_json(payload, None)
     except Exception as exc:  # a structurally wrong update: say so, never a 500
         raise ValueError(f"malformed update: {type(exc).__name__}") from exc
+    if update.message is not None and not _well_typed(update.message):
+        raise ValueError("malformed update: a message field has the wrong type")
+    return update
 
 
 @blueprint.post("/webhook")
@@ -134,7 +164,11 @@ def webhook() -> ResponseReturnValue:
     except ValueError as exc:
         return jsonify(error="Bad Request", detail=str(exc)), 400
     telegram = context.telegram()
-    inbound = inbound_from_update(update, telegram.bot_id, lambda: _username(telegram))
+    try:
+        inbound = inbound_from_update(update, telegram.bot_id, lambda: _username(telegram))
+    except TelegramUnavailable:  # a 503 makes Telegram deliver the update again later
+        body = jsonify(error="Service Unavailable", detail="Telegram is unreachable")
+        return body, 503, {"Retry-After": "5"}
     if inbound is None:
         log.info("inbound ignored channel=%s update=%s", CHANNEL, update.update_id)
         return jsonify(status="ignored"), 200

@@ -1,0 +1,1 @@
+"""Tests of the Telegram channel: webhook, update classification, delivery, splitting."""
