@@ -279,6 +279,10 @@ class GatedSender:
     """A Sender whose every send goes through `gate`."""
 
     gate: Gate
+    max_chars: int = 4096
+
+    def length(self, text: str) -> int:
+        return len(text)
 
     def send(self, chat_id: str, text: str, *, idempotency_key: str) -> Sent:
         sent = self.gate(chat_id, text, idempotency_key=idempotency_key)
