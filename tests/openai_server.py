@@ -4,7 +4,6 @@ deterministic content, or with queued failures (status codes, delays, broken bod
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 import threading
@@ -12,8 +11,9 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.local_server import Answer, LocalServer
 
 TASK = re.compile(r"^# Task: (\w+)", re.MULTILINE)
 
@@ -59,7 +59,7 @@ def default_answer(task: str, body: dict[str, Any], count: int) -> str:
     return "?"
 
 
-class OpenAIServer:
+class OpenAIServer(LocalServer):
     """Serve /v1/chat/completions on 127.0.0.1 until `close()`; use as a context manager."""
 
     def __init__(
@@ -75,36 +75,12 @@ class OpenAIServer:
         self.faults: deque[Fault] = deque()
         self.lock = threading.Lock()
         self.counts: dict[str, int] = {}
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length) or b"{}")
-                status, headers, payload = server.respond(self.path, body)
-                self.send_response(status)
-                for name, value in {"Content-Type": "application/json", **headers}.items():
-                    self.send_header(name, value)
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                # A client that timed out has hung up: that is the point of a delay.
-                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                    self.wfile.write(payload)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        # A short poll interval makes `close()` quick (serve_forever checks for shutdown on it).
-        self.thread = threading.Thread(
-            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
+        super().__init__()
 
     @property
     def base_url(self) -> str:
-        host, port = self.httpd.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        """The value for OPENAI_BASE_URL."""
+        return f"{self.origin}/v1"
 
     def fail_next(self, *faults: Fault) -> None:
         """Misbehave on the next requests, one fault each, in order."""
@@ -116,7 +92,11 @@ class OpenAIServer:
         with self.lock:
             return [r for r in self.requests if task_of(r) == task]
 
-    def respond(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, str], bytes]:
+    def respond(self, path: str, content_type: str, raw: bytes) -> Answer:
+        return self.complete(path, json.loads(raw or b"{}"))
+
+    def complete(self, path: str, body: dict[str, Any]) -> Answer:
+        """Answer one chat-completions request."""
         with self.lock:
             self.requests.append(body)
             fault = self.faults.popleft() if self.faults else None
@@ -154,14 +134,3 @@ class OpenAIServer:
         if not self.usage:
             del response["usage"]
         return 200, {}, json.dumps(response).encode()
-
-    def __enter__(self) -> OpenAIServer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()

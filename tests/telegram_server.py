@@ -9,9 +9,10 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl
+
+from tests.local_server import Answer, LocalServer
 
 BOT_ID = 123456
 TOKEN = f"{BOT_ID}:TEST-token_abcdefghijklmnopqrstuvwxyz"
@@ -36,7 +37,7 @@ class Failure:
     parameters: dict[str, Any] = field(default_factory=dict)
 
 
-class TelegramServer:
+class TelegramServer(LocalServer):
     """Serve the Bot API for TOKEN until closed; use as a context manager."""
 
     def __init__(self) -> None:
@@ -45,47 +46,25 @@ class TelegramServer:
         self.updates: list[dict[str, Any]] = []
         self.lock = threading.Lock()
         self.message_ids = 1000
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                status, body = server.handle(self.path, self._params())
-                payload = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            do_GET = do_POST
-
-            def _params(self) -> dict[str, Any]:
-                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                kind = self.headers.get("Content-Type", "")
-                if "json" in kind:
-                    return dict(json.loads(raw or b"{}"))
-                params: dict[str, Any] = {}
-                for key, value in parse_qsl(raw.decode()):
-                    try:
-                        params[key] = json.loads(value)
-                    except json.JSONDecodeError:
-                        params[key] = value
-                return params
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.thread = threading.Thread(
-            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
+        super().__init__()
 
     @property
     def base_url(self) -> str:
         """The value for TELEGRAM_API_URL (the part before the token)."""
-        host, port = self.httpd.server_address[:2]
-        return f"http://{host}:{port}/bot"
+        return f"{self.origin}/bot"
+
+    def respond(self, path: str, content_type: str, raw: bytes) -> Answer:
+        if "json" in content_type:
+            params = dict(json.loads(raw or b"{}"))
+        else:
+            params = {}
+            for key, value in parse_qsl(raw.decode()):
+                try:
+                    params[key] = json.loads(value)
+                except json.JSONDecodeError:
+                    params[key] = value
+        status, body = self.handle(path, params)
+        return status, {}, json.dumps(body).encode()
 
     def fail_next(self, *failures: Failure) -> None:
         with self.lock:
@@ -148,11 +127,3 @@ class TelegramServer:
                 time.sleep(min(0.2, float(params.get("timeout") or 0)))
             return ready
         return True  # sendChatAction, setWebhook, deleteWebhook, setMyCommands, …
-
-    def __enter__(self) -> TelegramServer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()

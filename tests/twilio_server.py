@@ -7,9 +7,10 @@ import json
 import threading
 from collections import deque
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl
+
+from tests.local_server import Answer, LocalServer
 
 ACCOUNT_SID = "AC" + "0" * 32
 AUTH_TOKEN = "test-auth-token-0123456789abcdef"
@@ -25,40 +26,23 @@ class Failure:
     message: str = "scripted failure"
 
 
-class TwilioServer:
+class TwilioServer(LocalServer):
     """Serve Messages.json for ACCOUNT_SID until closed; use as a context manager."""
 
     def __init__(self) -> None:
         self.messages: list[dict[str, str]] = []
         self.failures: deque[Failure] = deque()
         self.lock = threading.Lock()
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode()
-                status, body = server.handle(self.path, dict(parse_qsl(raw)))
-                payload = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.thread = threading.Thread(
-            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
+        super().__init__()
 
     @property
     def base_url(self) -> str:
         """The value for TWILIO_API_URL."""
-        host, port = self.httpd.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return self.origin
+
+    def respond(self, path: str, content_type: str, raw: bytes) -> Answer:
+        status, body = self.handle(path, dict(parse_qsl(raw.decode())))
+        return status, {}, json.dumps(body).encode()
 
     def fail_next(self, *failures: Failure) -> None:
         with self.lock:
@@ -97,11 +81,3 @@ class TwilioServer:
             "date_created": "Sun, 29 Nov 2026 12:00:00 +0000",
             "uri": f"/2010-04-01/Accounts/{ACCOUNT_SID}/Messages/{sid}.json",
         }
-
-    def __enter__(self) -> TwilioServer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
