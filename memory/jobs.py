@@ -10,6 +10,7 @@ import threading
 import uuid
 from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 from sqlalchemy import Engine, and_, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
@@ -30,6 +31,15 @@ class Finish(enum.Enum):
     DONE = "done"  # released; nobody asked for another run
     AGAIN = "again"  # a trigger arrived during the run: the claim is kept, run again
     LOST = "lost"  # the row is gone (/forget) or the lease was taken over: stop, write nothing
+
+
+def _held(learner_id: int, kind: str, token: str) -> Any:
+    """The job row as long as `token` still holds its claim."""
+    return and_(
+        MemoryJob.learner_id == learner_id,
+        MemoryJob.kind == kind,
+        MemoryJob.claim_token == token,
+    )
 
 
 class Coordinator:
@@ -84,11 +94,7 @@ class Coordinator:
         """End a successful run: release the job, or keep it for another run if it was asked
         for meanwhile."""
         now = utcnow()
-        mine = and_(
-            MemoryJob.learner_id == learner_id,
-            MemoryJob.kind == kind,
-            MemoryJob.claim_token == token,
-        )
+        mine = _held(learner_id, kind, token)
         with self.engine.begin() as connection:
             released = connection.execute(
                 update(MemoryJob)
@@ -115,11 +121,7 @@ class Coordinator:
         with self.engine.begin() as connection:
             result = connection.execute(
                 update(MemoryJob)
-                .where(
-                    MemoryJob.learner_id == learner_id,
-                    MemoryJob.kind == kind,
-                    MemoryJob.claim_token == token,
-                )
+                .where(_held(learner_id, kind, token))
                 .values(lease_expires_at=now + self.lease, updated_at=now)
             )
         return bool(result.rowcount)
@@ -129,11 +131,7 @@ class Coordinator:
         with self.engine.begin() as connection:
             connection.execute(
                 update(MemoryJob)
-                .where(
-                    MemoryJob.learner_id == learner_id,
-                    MemoryJob.kind == kind,
-                    MemoryJob.claim_token == token,
-                )
+                .where(_held(learner_id, kind, token))
                 .values(
                     running=False,
                     claim_token=None,
@@ -149,11 +147,7 @@ class Coordinator:
         with self.engine.begin() as connection:
             connection.execute(
                 update(MemoryJob)
-                .where(
-                    MemoryJob.learner_id == learner_id,
-                    MemoryJob.kind == kind,
-                    MemoryJob.claim_token == token,
-                )
+                .where(_held(learner_id, kind, token))
                 .values(running=False, dirty=True, claim_token=None, lease_expires_at=None)
             )
 

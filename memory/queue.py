@@ -40,6 +40,11 @@ class Claim:
     kind: str = "text"
 
 
+def _held(model: type[InboxItem] | type[OutboxItem], claim: Claim) -> Any:
+    """The item's row as long as `claim` still holds it."""
+    return and_(model.id == claim.id, model.claim_token == claim.token, model.status == CLAIMED)
+
+
 def _claimable(model: type[InboxItem] | type[OutboxItem], now: datetime) -> Any:
     return or_(
         and_(model.status == PENDING, model.available_at <= now),
@@ -116,25 +121,21 @@ class _Queue:
             kind=row.kind if inbox else "text",
         )
 
-    def _release(self, item_id: int, token: str, **values: Any) -> bool:
-        model = self.model
+    def _release(self, claim: Claim, **values: Any) -> bool:
         with self.sessions.begin() as session:
             result = session.execute(
-                update(model)
-                .where(model.id == item_id, model.claim_token == token, model.status == CLAIMED)
+                update(self.model)
+                .where(_held(self.model, claim))
                 .values(claim_token=None, lease_expires_at=None, **values)
             )
             return bool(result.rowcount)  # type: ignore[attr-defined]
 
     def renew(self, claim: Claim) -> bool:
         """Extend a live claim's lease (its worker is alive). False if the claim is gone."""
-        model = self.model
         with self.sessions.begin() as session:
             result = session.execute(
-                update(model)
-                .where(
-                    model.id == claim.id, model.claim_token == claim.token, model.status == CLAIMED
-                )
+                update(self.model)
+                .where(_held(self.model, claim))
                 .values(lease_expires_at=utcnow() + self.lease)
             )
             return bool(result.rowcount)  # type: ignore[attr-defined]
@@ -142,8 +143,7 @@ class _Queue:
     def retry_later(self, claim: Claim, delay_seconds: float, error: str) -> bool:
         """Give the item back to be tried again after `delay_seconds`."""
         return self._release(
-            claim.id,
-            claim.token,
+            claim,
             status=PENDING,
             available_at=utcnow() + timedelta(seconds=delay_seconds),
             last_error=error[:300],
@@ -193,11 +193,7 @@ class Inbox(_Queue):
         with self.sessions.begin() as session:
             result = session.execute(
                 update(InboxItem)
-                .where(
-                    InboxItem.id == claim.id,
-                    InboxItem.claim_token == claim.token,
-                    InboxItem.status == CLAIMED,
-                )
+                .where(_held(InboxItem, claim))
                 .values(
                     status=FAILED if failed else DONE,
                     text="",
@@ -244,11 +240,7 @@ class Outbox(_Queue):
         with self.sessions.begin() as session:
             marked = session.execute(
                 update(OutboxItem)
-                .where(
-                    OutboxItem.id == claim.id,
-                    OutboxItem.claim_token == claim.token,
-                    OutboxItem.status == CLAIMED,
-                )
+                .where(_held(OutboxItem, claim))
                 .values(status=SENT, text="", sent_at=now, claim_token=None, lease_expires_at=None)
             )
             if not marked.rowcount:  # type: ignore[attr-defined]
@@ -265,8 +257,7 @@ class Outbox(_Queue):
     def mark_sent(self, claim: Claim, platform_message_id: str | None) -> bool:
         """Record a delivery; the text is cleared, since the learner has it now."""
         return self._release(
-            claim.id,
-            claim.token,
+            claim,
             status=SENT,
             text="",
             sent_at=utcnow(),
@@ -275,4 +266,4 @@ class Outbox(_Queue):
 
     def fail(self, claim: Claim, error: str) -> bool:
         """Record a delivery that can never succeed; it is not retried."""
-        return self._release(claim.id, claim.token, status=FAILED, text="", last_error=error[:300])
+        return self._release(claim, status=FAILED, text="", last_error=error[:300])
