@@ -86,7 +86,8 @@ def log_level(default: str) -> str:
 def cmd_chat(args: argparse.Namespace) -> int:
     from bot.terminal import chat
 
-    settings = load_settings(needs_llm=True)
+    # In the terminal the learner is the operator: no per-minute limit (scripts pipe fast).
+    settings = load_settings(needs_llm=True).model_copy(update={"rate_limit_per_minute": 0})
     pam = build_or_exit(settings, migrate=True)
     assert pam.scheduler is not None
     pam.scheduler.start()

@@ -76,6 +76,43 @@ NOT_TEXT = {
 }
 
 
+# Cost and abuse limits, in the target language: too many messages a minute, the learner's
+# daily token budget, the operator's daily budget for everyone.
+SLOW_DOWN = {
+    "English": "Whoa, that's a lot of messages at once! 😅 Give me a minute to catch up?",
+    "Spanish": "¡Uy, cuántos mensajes de golpe! 😅 ¿Me das un minuto para ponerme al día?",
+    "French": "Oh là, beaucoup de messages d'un coup ! 😅 Tu me laisses une minute ?",
+    "German": "Oha, so viele Nachrichten auf einmal! 😅 Gibst du mir eine Minute?",
+    "Italian": "Wow, quanti messaggi tutti insieme! 😅 Mi dai un minuto?",
+    "Portuguese": "Nossa, quantas mensagens de uma vez! 😅 Me dá um minutinho?",
+    "Dutch": "Wauw, zoveel berichten tegelijk! 😅 Geef je me even een minuutje?",
+}
+LEARNER_BUDGET = {
+    "English": "We've chatted a lot today — I need a rest! 😴 Let's talk again tomorrow?",
+    "Spanish": "¡Hoy hemos hablado muchísimo y necesito descansar! 😴 ¿Seguimos mañana?",
+    "French": "On a beaucoup parlé aujourd'hui, j'ai besoin de repos ! 😴 On reprend demain ?",
+    "German": "Wir haben heute so viel geredet — ich brauche eine Pause! 😴 Morgen weiter?",
+    "Italian": "Oggi abbiamo parlato tantissimo, ho bisogno di riposare! 😴 Continuiamo domani?",
+    "Portuguese": "Hoje conversamos muito, preciso descansar! 😴 Continuamos amanhã?",
+    "Dutch": "We hebben vandaag veel gekletst — ik moet even rusten! 😴 Morgen verder?",
+}
+SERVICE_BUDGET = {
+    "English": "I'm taking a little break right now 😴 — please write again later!",
+    "Spanish": "Ahora mismo estoy tomándome un descanso 😴 — ¡escríbeme más tarde!",
+    "French": "Je fais une petite pause en ce moment 😴 — réécris-moi plus tard !",
+    "German": "Ich mache gerade eine kleine Pause 😴 — schreib mir später wieder!",
+    "Italian": "Sto facendo una pausa adesso 😴 — riscrivimi più tardi!",
+    "Portuguese": "Estou fazendo uma pausa agora 😴 — me escreve mais tarde!",
+    "Dutch": "Ik neem nu even pauze 😴 — schrijf me later nog eens!",
+}
+
+
+def in_language(texts: dict[str, str], target_language: str | None) -> str:
+    """One of `texts` (keyed by English language names), in the target language when there
+    is one for it, else English."""
+    return _in(target_language, texts)
+
+
 def _in(language: str | None, texts: dict[str, str]) -> str:
     base = (language or "English").split(" (")[0]
     return texts.get(base, texts["English"])

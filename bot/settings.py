@@ -41,6 +41,20 @@ class Settings(BaseSettings):
         default=700, gt=0, validation_alias=_env("PAM_REPLY_MAX_TOKENS", "reply_max_tokens")
     )
 
+    rate_limit_per_minute: int = Field(
+        default=20,
+        ge=0,
+        validation_alias=_env("PAM_RATE_LIMIT_PER_MINUTE", "rate_limit_per_minute"),
+    )
+    learner_daily_tokens: int = Field(
+        default=200_000,
+        ge=0,
+        validation_alias=_env("PAM_LEARNER_DAILY_TOKENS", "learner_daily_tokens"),
+    )
+    daily_tokens: int = Field(
+        default=0, ge=0, validation_alias=_env("PAM_DAILY_TOKENS", "daily_tokens")
+    )
+
     window_messages: int = Field(
         default=10, ge=2, validation_alias=_env("PAM_WINDOW_MESSAGES", "window_messages")
     )

@@ -6,6 +6,7 @@ import logging
 import time
 import unicodedata
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 
 from bot import corrections, phrases
 from bot.commands import Commands, parse_command
@@ -21,6 +22,11 @@ from memory.tokens import TokenCounter
 log = logging.getLogger(__name__)
 
 MAX_MESSAGE_CHARS = 4000
+LIMIT_PHRASES = {
+    "rate": phrases.SLOW_DOWN,
+    "learner_budget": phrases.LEARNER_BUDGET,
+    "service_budget": phrases.SERVICE_BUDGET,
+}
 
 
 def clean_text(text: str) -> str:
@@ -98,6 +104,10 @@ class Tutor:
             answered = self.store.message_for(learner.id, reply_to=stored.id)
             if answered is not None:  # a re-run after a crash: the reply exists already
                 return [answered.content]
+        limit = self._over_limit(learner)
+        if limit is not None:  # the message stays in memory; the LLM is not called
+            log.info("turn limited learner=%s limit=%s", learner.id, limit)
+            return [phrases.in_language(LIMIT_PHRASES[limit], learner.target_language)]
         context = self.store.context(learner.id)
         prompt = reply_prompt(context, summary_cap_chars=self.memory.summary_max_tokens * 8)
         try:
@@ -131,6 +141,23 @@ class Tutor:
             (time.monotonic() - started) * 1000,
         )
         return [shown]
+
+    def _over_limit(self, learner: LearnerInfo) -> str | None:
+        """Which cost or abuse limit this turn would pass, if any."""
+        settings, now = self.settings, datetime.now(UTC)
+        if settings.rate_limit_per_minute:
+            recent = self.store.learner_messages_since(learner.id, now - timedelta(minutes=1))
+            if recent > settings.rate_limit_per_minute:
+                return "rate"
+        today = now.replace(hour=0, minute=0, second=0, microsecond=0)
+        if (
+            settings.learner_daily_tokens
+            and self.store.tokens_since(today, learner.id) >= settings.learner_daily_tokens
+        ):
+            return "learner_budget"
+        if settings.daily_tokens and self.store.tokens_since(today) >= settings.daily_tokens:
+            return "service_budget"
+        return None
 
     def _trigger_jobs(self, learner_id: int) -> None:
         if fold_due(*self.store.unfolded_tokens(learner_id), self.memory):

@@ -454,6 +454,31 @@ class Store:
                 )
             )
 
+    def learner_messages_since(self, learner_id: int, since: datetime) -> int:
+        """How many messages the learner sent since `since`."""
+        with self.sessions() as session:
+            return int(
+                session.scalar(
+                    select(func.count(Message.id)).where(
+                        Message.learner_id == learner_id,
+                        Message.role == LEARNER,
+                        Message.created_at >= since,
+                    )
+                )
+                or 0
+            )
+
+    def tokens_since(self, since: datetime, learner_id: int | None = None) -> int:
+        """LLM tokens (input + output, every purpose) spent since `since`: the learner's, or
+        everyone's when `learner_id` is None."""
+        query = select(func.coalesce(func.sum(Usage.input_tokens + Usage.output_tokens), 0)).where(
+            Usage.created_at >= since
+        )
+        if learner_id is not None:
+            query = query.where(Usage.learner_id == learner_id)
+        with self.sessions() as session:
+            return int(session.scalar(query) or 0)
+
     def usage(self, learner_id: int) -> dict[str, tuple[int, int, int]]:
         """Per purpose: (calls, input tokens, output tokens) for the learner."""
         with self.sessions() as session:

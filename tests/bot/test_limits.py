@@ -1,0 +1,77 @@
+"""Cost and abuse limits: messages per minute, the learner's and the service's daily tokens."""
+
+from __future__ import annotations
+
+from sqlalchemy import Engine
+
+from bot import phrases
+from bot.runtime import Pam, build
+from bot.settings import Settings
+from tests.conftest import unique_user
+from tests.fakes import FakeChatModel
+
+
+def pam_with(settings: Settings, engine: Engine, model: FakeChatModel, **limits: int) -> Pam:
+    """Pam with some limits changed and memory jobs inline."""
+    return build(
+        settings.model_copy(update=limits), model=model, submit=lambda work: work(), engine=engine
+    )
+
+
+def test_too_many_messages_a_minute_get_a_friendly_answer_and_are_kept(
+    settings: Settings, engine: Engine, fake_model: FakeChatModel
+) -> None:
+    pam = pam_with(settings, engine, fake_model, rate_limit_per_minute=3)
+    user = unique_user()
+    pam.tutor.handle(user, "/language Spanish English")
+    answers = [pam.tutor.handle(user, f"Mensaje {n}")[0] for n in range(5)]
+
+    assert answers[3:] == [phrases.SLOW_DOWN["Spanish"]] * 2
+    assert len(fake_model.of("reply")) == 3
+    learner = pam.store.find_learner(user)
+    assert learner is not None
+    kept = [m.content for m in pam.store.messages(learner.id, role="learner")]
+    assert kept == [f"Mensaje {n}" for n in range(5)]  # nothing a learner writes is lost
+
+
+def test_the_rate_limit_counts_each_learner_alone(
+    settings: Settings, engine: Engine, fake_model: FakeChatModel
+) -> None:
+    pam = pam_with(settings, engine, fake_model, rate_limit_per_minute=2)
+    first, second = unique_user(), unique_user()
+    for n in range(2):
+        pam.tutor.handle(first, f"uno {n}")
+    assert pam.tutor.handle(second, "Hola") != [phrases.SLOW_DOWN["English"]]
+
+
+def test_a_learner_over_their_daily_tokens_is_told_kindly(
+    settings: Settings, engine: Engine, fake_model: FakeChatModel
+) -> None:
+    pam = pam_with(settings, engine, fake_model, learner_daily_tokens=1)
+    user, other = unique_user(), unique_user()
+    first = pam.tutor.handle(user, "Hola")
+    assert first != [phrases.LEARNER_BUDGET["English"]]  # the first call spends the budget
+    assert pam.tutor.handle(user, "¿Otra vez?") == [phrases.LEARNER_BUDGET["English"]]
+    assert len(fake_model.of("reply")) == 1
+    assert pam.tutor.handle(other, "Hola") != [phrases.LEARNER_BUDGET["English"]]
+
+
+def test_the_service_wide_daily_budget_stops_every_reply(
+    settings: Settings, engine: Engine, fake_model: FakeChatModel
+) -> None:
+    pam = pam_with(settings, engine, fake_model, daily_tokens=1)
+    pam.tutor.handle(unique_user(), "Hola")  # spends the day's budget (and any earlier test's)
+    assert pam.tutor.handle(unique_user(), "Hola") == [phrases.SERVICE_BUDGET["English"]]
+
+
+def test_usage_is_queryable_per_learner_and_purpose(
+    settings: Settings, engine: Engine, fake_model: FakeChatModel
+) -> None:
+    pam = pam_with(settings, engine, fake_model)
+    user = unique_user()
+    for n in range(5):
+        pam.tutor.handle(user, f"Mensaje {n}")
+    learner = pam.store.find_learner(user)
+    assert learner is not None
+    usage = pam.store.usage(learner.id)
+    assert usage["reply"][0] == 5 and usage["profile"][0] == 1
