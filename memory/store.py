@@ -199,6 +199,11 @@ class Store:
             for model in LEARNER_TABLES:
                 session.execute(delete(model).where(model.learner_id == learner_id))
             session.execute(delete(Learner).where(Learner.id == learner_id))
+        if self.engine.dialect.name == "sqlite":
+            # secure_delete zeroes the freed pages, but the write-ahead log still holds the old
+            # ones until a checkpoint copies it back and truncates it: do that now.
+            with self.engine.connect() as connection:
+                connection.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
 
     # -- messages -------------------------------------------------------------------------
 

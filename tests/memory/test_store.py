@@ -324,3 +324,28 @@ def test_ids_are_never_reused_on_a_fresh_sqlite_file(tmp_path: Path) -> None:
         assert again.id == 2
     finally:
         engine.dispose()
+
+
+def test_forgotten_text_is_not_left_in_the_sqlite_files(tmp_path: Path) -> None:
+    """secure_delete plus a WAL checkpoint: the erased words are in no byte of the database."""
+    path = tmp_path / "secure.db"
+    engine = db.make_engine(f"sqlite:///{path}")
+    db.upgrade(engine)
+    store = Store(engine)
+    learner = store.learner("test:secret-keeper")
+    marker = "ZEPHYR-QUARTZ-9137 is my secret"
+    for n in range(50):
+        store.add_message(learner.id, LEARNER, f"{marker} number {n}", 9)
+    store.add_corrections(learner.id, None, [CorrectionRecord(marker, "fixed")])
+    assert marker.encode() in path.read_bytes() + _wal(path)  # it really was written
+
+    store.forget(learner.id)
+
+    leftovers = path.read_bytes() + _wal(path)
+    assert b"ZEPHYR-QUARTZ" not in leftovers
+    engine.dispose()
+
+
+def _wal(path: Path) -> bytes:
+    wal = path.with_name(path.name + "-wal")
+    return wal.read_bytes() if wal.exists() else b""
