@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import logging
-import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, NoReturn
@@ -14,6 +12,7 @@ from typing import TYPE_CHECKING, NoReturn
 from pydantic import ValidationError
 from sqlalchemy.exc import OperationalError
 
+from bot import logs
 from bot.settings import Settings
 from memory import db
 
@@ -69,18 +68,6 @@ def build_or_exit(settings: Settings, *, migrate: bool) -> Pam:
             "server is running, the credentials are right, or that a SQLite file's folder "
             "exists."
         )
-
-
-def log_level(default: str) -> str:
-    """PAM_LOG_LEVEL, or `default` when it is unset or not a level."""
-    level = (os.environ.get("PAM_LOG_LEVEL") or default).strip().upper()
-    if level not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
-        print(
-            f"pam: ignoring PAM_LOG_LEVEL={level!r}; use DEBUG, INFO, WARNING or ERROR",
-            file=sys.stderr,
-        )
-        return default
-    return level
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
@@ -169,11 +156,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `pam` console script."""
-    logging.basicConfig(
-        level=log_level("WARNING"),
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-        stream=sys.stderr,
-    )
+    logs.configure("WARNING", sys.stderr)
     args = parser().parse_args(argv)
     return int(args.func(args))
 

@@ -10,7 +10,8 @@ import sys
 import threading
 from typing import TYPE_CHECKING
 
-from bot.cli import SETUP_HELP, build_or_exit, fail, load_settings, log_level
+from bot import logs
+from bot.cli import SETUP_HELP, build_or_exit, fail, load_settings
 from bot.settings import Settings
 
 if TYPE_CHECKING:
@@ -26,14 +27,7 @@ of `python3 -c "import secrets; print(secrets.token_urlsafe(32))"`)."""
 
 def service_logging() -> None:
     """Services log to stdout, INFO by default (no message bodies, no secrets)."""
-    logging.basicConfig(
-        level=log_level("INFO"),
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-        stream=sys.stdout,
-        force=True,
-    )
-    for noisy in ("httpx", "httpx2", "httpcore", "openai", "urllib3", "apscheduler", "twilio"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    logs.configure("INFO", sys.stdout)
 
 
 def stop_on_sigterm() -> threading.Event:

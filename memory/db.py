@@ -59,6 +59,7 @@ def make_engine(url: str, *, pool_size: int = 5, max_overflow: int = 5) -> Engin
         engine = create_engine(
             url,
             connect_args={"check_same_thread": False, "timeout": 30},
+            hide_parameters=True,  # errors must not carry learners' words into the logs
         )
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
@@ -68,6 +69,7 @@ def make_engine(url: str, *, pool_size: int = 5, max_overflow: int = 5) -> Engin
         max_overflow=max_overflow,
         pool_pre_ping=True,
         pool_recycle=1800,
+        hide_parameters=True,
     )
 
 

@@ -4,6 +4,7 @@ persists inbound messages in the durable inbox and acknowledges; workers do the 
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -15,6 +16,7 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import DataError, SQLAlchemyError
 from werkzeug.exceptions import HTTPException
 
+from bot import logs
 from bot.channels import Inbound
 from bot.settings import Settings
 from memory import db
@@ -89,7 +91,9 @@ def create_app(
     """The Flask application. With no arguments, configuration comes from the environment."""
     from webhooks import admin, api, health, telegram, whatsapp
 
-    settings = settings or Settings()
+    if settings is None:  # the production entry point (gunicorn 'webhooks:create_app()')
+        logs.configure("INFO", sys.stdout)
+        settings = Settings()
     engine = engine or db.make_engine(
         settings.database_url, pool_size=settings.db_pool_size, max_overflow=settings.db_pool_size
     )
