@@ -9,8 +9,9 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
-from flask import Flask, current_app, jsonify
+from flask import Flask, current_app, jsonify, request
 from flask.typing import ResponseReturnValue
 from sqlalchemy import Engine
 from sqlalchemy.exc import DataError, SQLAlchemyError
@@ -63,6 +64,15 @@ def web() -> WebContext:
     """The current app's WebContext."""
     context: WebContext = current_app.extensions["pam"]
     return context
+
+
+def json_body() -> Any:
+    """The request's JSON, or None when it is not JSON — including JSON nested so deeply that
+    the parser gives up (a 4xx for the caller, never a 500)."""
+    try:
+        return request.get_json(silent=True)
+    except RecursionError:
+        return None
 
 
 def accept(inbound: Inbound, started: float) -> bool:

@@ -23,7 +23,7 @@ from flask.typing import ResponseReturnValue
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from bot.channels import Inbound, PermanentSendError, Sent, TransientSendError
-from webhooks import accept, web
+from webhooks import accept, json_body, web
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ def receive() -> ResponseReturnValue:
         return jsonify(error="Not Found", detail="no such endpoint"), 404
     if not _authorized(token):
         return jsonify(error="Unauthorized", detail="a valid bearer token is required"), 401
-    payload = request.get_json(silent=True)
+    payload = json_body()
     if not isinstance(payload, dict):
         return jsonify(error="Bad Request", detail="the body must be a JSON object"), 400
     try:

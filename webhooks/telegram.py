@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -13,11 +14,12 @@ from flask import Blueprint, jsonify, request
 from flask.typing import ResponseReturnValue
 
 from bot.channels import MEDIA, VOICE, Inbound
-from webhooks import accept, web
+from webhooks import accept, json_body, web
 
 log = logging.getLogger(__name__)
 
 CHANNEL = "telegram"
+_SURROGATE = re.compile("[\ud800-\udfff]")
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 blueprint = Blueprint("telegram", __name__, url_prefix="/telegram")
 
@@ -144,6 +146,10 @@ def parse_update(payload: Any) -> Any:
         raise ValueError(f"malformed update: {type(exc).__name__}") from exc
     if update.message is not None and not _well_typed(update.message):
         raise ValueError("malformed update: a message field has the wrong type")
+    if update.message is not None and any(
+        _SURROGATE.search(v or "") for v in (update.message.text, update.message.caption)
+    ):  # half an emoji: not UTF-16 encodable, and never sent by Telegram itself
+        raise ValueError("malformed update: text with a lone surrogate")
     return update
 
 
@@ -160,7 +166,7 @@ def webhook() -> ResponseReturnValue:
     if not hmac.compare_digest(given.encode(), secret.encode()):
         return jsonify(error="Forbidden", detail="wrong or missing secret token"), 403
     try:
-        update = parse_update(request.get_json(silent=True))
+        update = parse_update(json_body())
     except ValueError as exc:
         return jsonify(error="Bad Request", detail=str(exc)), 400
     telegram = context.telegram()
