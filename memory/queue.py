@@ -14,10 +14,10 @@ from typing import Any
 
 from sqlalchemy import Engine, and_, exists, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import aliased, sessionmaker
+from sqlalchemy.orm import Session, aliased, sessionmaker
 
 from bot.channels import Inbound, Sent
-from memory.models import InboxItem, OutboxItem, utcnow
+from memory.models import InboxItem, Learner, OutboxItem, utcnow
 
 PENDING, CLAIMED, DONE, SENT, FAILED = "pending", "claimed", "done", "sent", "failed"
 UNFINISHED = (PENDING, CLAIMED)
@@ -43,6 +43,19 @@ class Claim:
 def _held(model: type[InboxItem] | type[OutboxItem], claim: Claim) -> Any:
     """The item's row as long as `claim` still holds it."""
     return and_(model.id == claim.id, model.claim_token == claim.token, model.status == CLAIMED)
+
+
+def _unlink_if_forgotten(
+    session: Session, model: type[InboxItem] | type[OutboxItem], claim: Claim
+) -> None:
+    """A finished item whose learner was forgotten (the /forget itself, its confirmation)
+    keeps nothing that names them; its platform id still recognises a redelivery."""
+    known = session.scalar(select(exists().where(Learner.external_id == claim.address)))
+    if not known:
+        values: dict[str, Any] = {"address": "", "chat_id": ""}
+        if model is InboxItem:
+            values["display_name"] = None
+        session.execute(update(model).where(model.id == claim.id).values(**values))
 
 
 def _claimable(model: type[InboxItem] | type[OutboxItem], now: datetime) -> Any:
@@ -121,13 +134,15 @@ class _Queue:
             kind=row.kind if inbox else "text",
         )
 
-    def _release(self, claim: Claim, **values: Any) -> bool:
+    def _release(self, claim: Claim, *, finished: bool = False, **values: Any) -> bool:
         with self.sessions.begin() as session:
             result = session.execute(
                 update(self.model)
                 .where(_held(self.model, claim))
                 .values(claim_token=None, lease_expires_at=None, **values)
             )
+            if finished and result.rowcount:  # type: ignore[attr-defined]
+                _unlink_if_forgotten(session, self.model, claim)
             return bool(result.rowcount)  # type: ignore[attr-defined]
 
     def renew(self, claim: Claim) -> bool:
@@ -204,6 +219,7 @@ class Inbox(_Queue):
             )
             if not result.rowcount:  # type: ignore[attr-defined]
                 return False
+            _unlink_if_forgotten(session, InboxItem, claim)
             session.add_all(
                 OutboxItem(
                     inbox_id=claim.id,
@@ -245,6 +261,7 @@ class Outbox(_Queue):
             )
             if not marked.rowcount:  # type: ignore[attr-defined]
                 return False
+            _unlink_if_forgotten(session, OutboxItem, claim)
             sent = send()
             if sent.platform_id is not None:
                 session.execute(
@@ -258,6 +275,7 @@ class Outbox(_Queue):
         """Record a delivery; the text is cleared, since the learner has it now."""
         return self._release(
             claim,
+            finished=True,
             status=SENT,
             text="",
             sent_at=utcnow(),
@@ -266,4 +284,4 @@ class Outbox(_Queue):
 
     def fail(self, claim: Claim, error: str) -> bool:
         """Record a delivery that can never succeed; it is not retried."""
-        return self._release(claim, status=FAILED, text="", last_error=error[:300])
+        return self._release(claim, finished=True, status=FAILED, text="", last_error=error[:300])

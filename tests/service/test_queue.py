@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 from memory import db
 from memory.models import InboxItem, OutboxItem, utcnow
 from memory.queue import CLAIMED, DONE, FAILED, PENDING, SENT, Claim, Inbox, Outbox
+from memory.store import Store
 from tests.conftest import unique_user
 from tests.service.conftest import WAIT, claim_eventually, inbound
 
@@ -190,6 +191,8 @@ def test_two_engines_and_eight_threads_claim_each_item_exactly_once(
     try:
         queues = [Inbox(engine, LONG_LEASE), Inbox(other, LONG_LEASE)]
         users = [unique_user(f"u{n}") for n in range(8)]
+        for user in users:  # known learners: their finished items keep their address
+            Store(engine).learner(user)
         for n in range(48):  # six messages per address, interleaved
             assert queues[n % 2].accept(inbound(users[n % 8], f"{users[n % 8]} #{n // 8}"))
         claims = claim_everything(queues, expected=48, threads=8)

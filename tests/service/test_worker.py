@@ -88,6 +88,16 @@ def inbox_rows(engine: Engine, address: str) -> list[InboxItem]:
         return rows
 
 
+def inbox_rows_by_id(engine: Engine, ids: Sequence[int]) -> list[InboxItem]:
+    """Inbox rows by id: finished items of a forgotten or never-known learner name nobody."""
+    with Session(engine) as session:
+        rows = list(
+            session.scalars(select(InboxItem).where(InboxItem.id.in_(ids)).order_by(InboxItem.id))
+        )
+        session.expunge_all()
+        return rows
+
+
 def outbox_rows(engine: Engine, address: str) -> list[OutboxItem]:
     with Session(engine) as session:
         rows = list(
@@ -346,11 +356,12 @@ def test_a_message_that_keeps_crashing_its_worker_is_failed_with_an_apology(
     user = unique_user()
     worker.inbox.accept(inbound(user, "a message that kills workers"))
     worker.inbox.accept(inbound(user, "the next one"))
+    ids = [row.id for row in inbox_rows(engine, user)]
     for attempt in (1, 2):  # two workers claim it and die
         assert claim_eventually(worker.inbox.claim_next).attempts == attempt
 
     wait_until(worker.answer_next, "the third claim")
-    [poison, following] = inbox_rows(engine, user)
+    [poison, following] = inbox_rows_by_id(engine, ids)
     assert (poison.status, poison.attempts, poison.text) == (FAILED, 3, "")
     worker.drain()
     assert sender.texts_to(chat_of(user)) == [phrases.apology(None), "re: the next one"]
@@ -563,16 +574,24 @@ def test_forget_through_the_queue_erases_everything_and_still_confirms(
     assert learner is not None
     answered(worker, user, "a reply to this is still undelivered")
     worker.inbox.accept(inbound(user, "/forget"))
+    [forget_id] = [row.id for row in inbox_rows(engine, user) if row.text == "/forget"]
     worker.drain()
 
     assert sender.texts_to(chat_of(user))[-1] == phrases.FORGOTTEN
     assert "re: a reply to this is still undelivered" not in sender.texts_to(chat_of(user))
     rows = pam.store.rows_about(learner.id, user)
-    assert {table: n for table, n in rows.items() if n} == {"inbox": 1, "outbox": 1}
-    [kept_in] = inbox_rows(engine, user)
-    [kept_out] = outbox_rows(engine, user)
-    assert (kept_in.status, kept_in.text) == (DONE, "")
-    assert (kept_out.inbox_id, kept_out.status, kept_out.text) == (kept_in.id, SENT, "")
+    assert rows == dict.fromkeys(rows, 0)  # the /forget and its confirmation name nobody now
+    [kept_in] = inbox_rows_by_id(engine, [forget_id])
+    assert (kept_in.status, kept_in.text, kept_in.address, kept_in.chat_id) == (DONE, "", "", "")
+    assert kept_in.display_name is None
+    with Session(engine) as session:
+        [kept_out] = session.scalars(select(OutboxItem).where(OutboxItem.inbox_id == forget_id))
+        assert (kept_out.status, kept_out.text, kept_out.address, kept_out.chat_id) == (
+            SENT,
+            "",
+            "",
+            "",
+        )
     assert pam.store.find_learner(user) is None
 
 
