@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 
 from bot.llm import ChatModel
 from memory.config import MemoryConfig
+from memory.density import is_low_information
 from memory.store import LEARNER, ProfileState, Store
 from prompts import as_data, render
 
@@ -123,6 +124,9 @@ def learn_profile(learner_id: int, *, store: Store, model: ChatModel, config: Me
     new = store.messages(learner_id, after=state.watermark, role=LEARNER)
     if not new:
         return False
+    if all(is_low_information(m.content) for m in new):
+        # "ok", "thanks", "jaja", 👍: nothing to learn, so no LLM call; the watermark moves on.
+        return store.save_profile(learner_id, state.version, None, new[-1].id, len(new))
     batch = new[-config.profile_max_batch :]
     corrections = store.corrections(learner_id, limit=10)
     prompt = render(

@@ -237,7 +237,7 @@ def test_no_change_advances_the_watermark_and_keeps_the_data(
     store: Store, fake_model: FakeChatModel
 ) -> None:
     learner = store.learner(unique_user())
-    _chat(store, learner.id, ["hola"] * 5)
+    _chat(store, learner.id, ["hola, soy Lena"] * 5)
     fake_model.queue("profile", '{"who": "Lena"}', '{"no_change": true}')
     assert _learn(store, fake_model, learner.id)
     ids = _chat(store, learner.id, ["qué tal"] * 5)
@@ -258,7 +258,7 @@ def test_an_invalid_answer_keeps_data_and_watermark(
     store: Store, fake_model: FakeChatModel, answer: str
 ) -> None:
     learner = store.learner(unique_user())
-    _chat(store, learner.id, ["hola"] * 5)
+    _chat(store, learner.id, ["hola, soy Lena"] * 5)
     fake_model.queue("profile", '{"who": "Lena"}', answer)
     assert _learn(store, fake_model, learner.id)
     before = store.profile(learner.id)
@@ -275,7 +275,7 @@ def test_a_merge_over_the_size_cap_keeps_the_old_profile(
     store: Store, fake_model: FakeChatModel
 ) -> None:
     learner = store.learner(unique_user())
-    _chat(store, learner.id, ["hola"] * 5)
+    _chat(store, learner.id, ["hola, soy Lena"] * 5)
     big = {"who": "w" * 300, "style": "s" * 300, "interests": ["i" * 120] * 10}
     fake_model.queue(
         "profile",
@@ -292,7 +292,7 @@ def test_a_merge_over_the_size_cap_keeps_the_old_profile(
 
 def test_a_failing_model_changes_nothing(store: Store, fake_model: FakeChatModel) -> None:
     learner = store.learner(unique_user())
-    _chat(store, learner.id, ["hola"] * 5)
+    _chat(store, learner.id, ["hola, soy Lena"] * 5)
     fake_model.queue("profile", failing())
     before = store.profile(learner.id)
     with pytest.raises(LLMError):
@@ -310,7 +310,7 @@ def test_nothing_new_makes_no_call(store: Store, fake_model: FakeChatModel) -> N
 
 def test_a_racing_writer_wins_over_a_slow_update(store: Store, fake_model: FakeChatModel) -> None:
     learner = store.learner(unique_user())
-    ids = _chat(store, learner.id, ["hola"] * 5)
+    ids = _chat(store, learner.id, ["hola, soy Lena"] * 5)
 
     def racing_writer(messages: Sequence[ChatMessage]) -> str:
         current = store.profile(learner.id)
@@ -421,7 +421,7 @@ def test_a_profile_near_the_size_cap_can_still_be_updated(
     learner = store.learner(unique_user())
     big = _large_valid_profile()
     fake_model.queue("profile", json.dumps(big, ensure_ascii=False))
-    _chat(store, learner.id, ["hola"] * 5)
+    _chat(store, learner.id, ["hola, soy Lena"] * 5)
     assert _learn(store, fake_model, learner.id)  # valid: stored
     stored = json.dumps(store.profile(learner.id).data, ensure_ascii=False)
     assert len(stored) < MAX_PROFILE_CHARS * 0.8  # comfortably inside the cap
