@@ -8,15 +8,18 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import pytest
-from sqlalchemy import Engine, delete
+from sqlalchemy import Engine, delete, select
+from sqlalchemy.orm import Session
 
 from bot.channels import Inbound, Sent
 from bot.settings import Settings
 from memory.models import InboxItem, OutboxItem
 from memory.queue import Claim
 
+Q = TypeVar("Q", InboxItem, OutboxItem)
 WAIT = 20.0  # a safety bound for polling loops, never an expectation about speed
 API_TOKEN = "test-api-token-5f2c"
 
@@ -30,6 +33,20 @@ def engine(engine: Engine) -> Engine:
         connection.execute(delete(OutboxItem))
         connection.execute(delete(InboxItem))
     return engine
+
+
+def queue_items(engine: Engine, model: type[Q], *conditions: Any, order_by: Any = None) -> list[Q]:
+    """Detached inbox or outbox rows matching `conditions`, in id order (or `order_by`)."""
+    with Session(engine) as session:
+        rows = list(
+            session.scalars(
+                select(model)
+                .where(*conditions)
+                .order_by(model.id if order_by is None else order_by)
+            )
+        )
+        session.expunge_all()
+        return rows
 
 
 def with_knobs(settings: Settings, **knobs: object) -> Settings:

@@ -14,7 +14,7 @@ from memory.models import InboxItem, OutboxItem, utcnow
 from memory.queue import CLAIMED, DONE, FAILED, PENDING, SENT, Claim, Inbox, Outbox
 from memory.store import Store
 from tests.conftest import unique_user
-from tests.service.conftest import WAIT, claim_eventually, inbound
+from tests.service.conftest import WAIT, claim_eventually, inbound, queue_items
 
 LONG_LEASE = 300.0
 
@@ -28,14 +28,7 @@ def inbox_row(engine: Engine, item_id: int) -> InboxItem:
 
 
 def outbox_rows(engine: Engine, inbox_id: int) -> list[OutboxItem]:
-    with Session(engine) as session:
-        rows = list(
-            session.scalars(
-                select(OutboxItem).where(OutboxItem.inbox_id == inbox_id).order_by(OutboxItem.seq)
-            )
-        )
-        session.expunge_all()
-        return rows
+    return queue_items(engine, OutboxItem, OutboxItem.inbox_id == inbox_id, order_by=OutboxItem.seq)
 
 
 def inbox_ids(engine: Engine, address: str) -> list[int]:

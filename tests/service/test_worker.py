@@ -36,6 +36,7 @@ from tests.service.conftest import (
     RecordingSender,
     claim_eventually,
     inbound,
+    queue_items,
     wait_until,
     with_knobs,
 )
@@ -78,35 +79,16 @@ def conversation(pam: Pam, user: str) -> list[tuple[str, str]]:
 
 
 def inbox_rows(engine: Engine, address: str) -> list[InboxItem]:
-    with Session(engine) as session:
-        rows = list(
-            session.scalars(
-                select(InboxItem).where(InboxItem.address == address).order_by(InboxItem.id)
-            )
-        )
-        session.expunge_all()
-        return rows
+    return queue_items(engine, InboxItem, InboxItem.address == address)
 
 
 def inbox_rows_by_id(engine: Engine, ids: Sequence[int]) -> list[InboxItem]:
     """Inbox rows by id: finished items of a forgotten or never-known learner name nobody."""
-    with Session(engine) as session:
-        rows = list(
-            session.scalars(select(InboxItem).where(InboxItem.id.in_(ids)).order_by(InboxItem.id))
-        )
-        session.expunge_all()
-        return rows
+    return queue_items(engine, InboxItem, InboxItem.id.in_(ids))
 
 
 def outbox_rows(engine: Engine, address: str) -> list[OutboxItem]:
-    with Session(engine) as session:
-        rows = list(
-            session.scalars(
-                select(OutboxItem).where(OutboxItem.address == address).order_by(OutboxItem.id)
-            )
-        )
-        session.expunge_all()
-        return rows
+    return queue_items(engine, OutboxItem, OutboxItem.address == address)
 
 
 def make_available_now(engine: Engine, model: type[InboxItem] | type[OutboxItem]) -> None:
@@ -584,14 +566,13 @@ def test_forget_through_the_queue_erases_everything_and_still_confirms(
     [kept_in] = inbox_rows_by_id(engine, [forget_id])
     assert (kept_in.status, kept_in.text, kept_in.address, kept_in.chat_id) == (DONE, "", "", "")
     assert kept_in.display_name is None
-    with Session(engine) as session:
-        [kept_out] = session.scalars(select(OutboxItem).where(OutboxItem.inbox_id == forget_id))
-        assert (kept_out.status, kept_out.text, kept_out.address, kept_out.chat_id) == (
-            SENT,
-            "",
-            "",
-            "",
-        )
+    [kept_out] = queue_items(engine, OutboxItem, OutboxItem.inbox_id == forget_id)
+    assert (kept_out.status, kept_out.text, kept_out.address, kept_out.chat_id) == (
+        SENT,
+        "",
+        "",
+        "",
+    )
     assert pam.store.find_learner(user) is None
 
 
