@@ -6,19 +6,18 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine, make_url, text
+from sqlalchemy import Engine
 
 from bot.runtime import Pam, build
 from bot.settings import Settings
 from memory import db
 from memory.store import Store
 from tests.fakes import FakeChatModel
+from tests.harness import ROOT, postgres_schema, sqlite_url
 
-ROOT = Path(__file__).resolve().parent.parent
 SHARED_TIKTOKEN = ROOT.parent / "shared" / "tiktoken-cache"
 PG_URL = os.environ.get("PAM_TEST_DATABASE_URL")
 ENV_PREFIXES = ("PAM_", "OPENAI_", "DATABASE_URL", "TELEGRAM_", "TWILIO_")
@@ -41,30 +40,6 @@ def clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
 BACKENDS = ["sqlite"] + (["postgres"] if PG_URL else [])
 
 
-def postgres_schema_url(base_url: str, schema: str) -> str:
-    """`base_url` with every connection's search_path set to `schema`."""
-    url = make_url(db.normalize_url(base_url))
-    return url.update_query_dict({"options": f"-csearch_path={schema}"}).render_as_string(
-        hide_password=False
-    )
-
-
-@contextmanager
-def postgres_schema(base_url: str) -> Iterator[str]:
-    """A fresh, empty schema in the test Postgres, dropped afterwards: concurrent test runs
-    against one database never see each other's tables. Yields a URL that uses it."""
-    schema = f"pam_test_{uuid.uuid4().hex[:12]}"
-    admin = db.make_engine(base_url)
-    with admin.begin() as connection:
-        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
-    try:
-        yield postgres_schema_url(base_url, schema)
-    finally:
-        with admin.begin() as connection:
-            connection.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
-        admin.dispose()
-
-
 @pytest.fixture(scope="session")
 def postgres_url() -> Iterator[str]:
     """The test Postgres, in a schema of this run's own, migrated once per session."""
@@ -75,11 +50,6 @@ def postgres_url() -> Iterator[str]:
         db.upgrade(engine)
         engine.dispose()
         yield url
-
-
-def sqlite_url(tmp_path: Path) -> str:
-    """A fresh SQLite file under `tmp_path`."""
-    return f"sqlite:///{tmp_path / f'pam-{uuid.uuid4().hex[:8]}.db'}"
 
 
 @pytest.fixture(params=BACKENDS)

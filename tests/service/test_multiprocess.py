@@ -12,16 +12,13 @@ import os
 import random
 import re
 import signal
-import socket
 import subprocess
-import sys
 import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -37,18 +34,26 @@ from memory import db
 from memory.models import InboxItem, OutboxItem
 from memory.queue import Inbox, Outbox
 from memory.store import LEARNER, PAM, Store
-from tests.conftest import PG_URL, ROOT, postgres_schema, sqlite_url
+from tests.conftest import PG_URL
+from tests.harness import (
+    PAM_CMD,
+    db_upgrade,
+    free_port,
+    gunicorn,
+    postgres_schema,
+    processes,
+    progress,
+    service_env,
+    sqlite_url,
+    wait_for,
+    wait_healthy,
+)
 from tests.openai_server import OpenAIServer, default_answer
 from webhooks.api import signature
 
 pytestmark = pytest.mark.slow
 
 TOKEN = "test-api-token"
-BIN = Path(sys.executable).parent
-PAM_CMD = [str(BIN / "pam")] if (BIN / "pam").exists() else [sys.executable, "-m", "bot.cli"]
-GUNICORN = (
-    [str(BIN / "gunicorn")] if (BIN / "gunicorn").exists() else [sys.executable, "-m", "gunicorn"]
-)
 MARKER = re.compile(r"\b[LS]\d{2}-M\d{2}\b")
 SLOW = "SLOW"  # a message containing this makes the fake LLM think for SLOW_SECONDS
 SLOW_SECONDS = 2.0
@@ -65,11 +70,6 @@ TEMPLATES = [
     "El fin de semana yo es en la playa con amigos. ({marker})",
     "¿Tú sabes cocinar paella? Yo no. ({marker})",
 ]
-
-
-def progress(message: str) -> None:
-    """One short progress line: long runs show they are alive (visible with `pytest -s`)."""
-    print(f"[service {time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
 # -- the fake LLM: echoes the marker of the learner's message, so replies map to messages ----
@@ -208,108 +208,6 @@ def callback() -> Iterator[Callback]:
         yield server
 
 
-# -- processes -------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_for(condition: Callable[[], bool], timeout: float, what: str, poll: float = 0.05) -> None:
-    """Poll `condition` until it holds; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(poll)
-
-
-@dataclass
-class Process:
-    name: str
-    popen: subprocess.Popen[bytes]
-    log: Path
-
-    def tail(self, lines: int = 40) -> str:
-        text = self.log.read_text(errors="replace") if self.log.exists() else ""
-        return "\n".join(text.splitlines()[-lines:])
-
-
-class Processes:
-    """The subprocesses of one test, each in its own session (process group) with a log file;
-    all of them are killed at the end, whatever happened."""
-
-    def __init__(self, tmp_path: Path) -> None:
-        self.tmp_path = tmp_path
-        self.started: list[Process] = []
-
-    def start(self, name: str, argv: list[str], env: dict[str, str]) -> Process:
-        log = self.tmp_path / f"{name}.log"
-        with log.open("wb") as out:
-            popen = subprocess.Popen(
-                argv,
-                cwd=self.tmp_path,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        process = Process(name, popen, log)
-        self.started.append(process)
-        progress(f"started {name} pid={popen.pid}")
-        return process
-
-    def kill(self, process: Process, sig: signal.Signals = signal.SIGKILL) -> None:
-        with suppress(ProcessLookupError):
-            os.killpg(process.popen.pid, sig)
-
-    def assert_alive(self) -> None:
-        for process in self.started:
-            code = process.popen.poll()
-            assert code is None, f"{process.name} exited with {code}:\n{process.tail()}"
-
-    def tails(self) -> str:
-        return "\n".join(
-            f"----- {p.name} (exit {p.popen.poll()}) -----\n{p.tail()}" for p in self.started
-        )
-
-    def close(self) -> None:
-        for process in self.started:
-            self.kill(process)
-        for process in self.started:
-            try:
-                process.popen.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                progress(f"{process.name} pid={process.popen.pid} did not die")
-
-
-@contextmanager
-def processes(tmp_path: Path) -> Iterator[Processes]:
-    """Processes that are killed (process groups) at the end; their logs' tails are printed
-    when the test fails."""
-    group = Processes(tmp_path)
-    try:
-        yield group
-    except BaseException:
-        print(group.tails(), flush=True)
-        raise
-    finally:
-        group.close()
-
-
-def service_env(database_url: str, **knobs: str) -> dict[str, str]:
-    """The environment of a Pam process: this one's (TIKTOKEN_CACHE_DIR included; the autouse
-    fixture removed any PAM_/OPENAI_ configuration), the database, and `knobs`."""
-    env = {k: v for k, v in os.environ.items() if k != "PAM_TEST_DATABASE_URL"}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    env["DATABASE_URL"] = database_url
-    env.update(knobs)
-    return env
-
-
 def pam_knobs(llm: OpenAIServer, callback: Callback) -> dict[str, str]:
     """LLM, API channel, and short polls and leases so that a dead worker's work comes back fast."""
     return {
@@ -326,48 +224,6 @@ def pam_knobs(llm: OpenAIServer, callback: Callback) -> dict[str, str]:
         "PAM_SUMMARY_TRIGGER_TOKENS": "150",
         "PAM_SHUTDOWN_WAIT_SECONDS": "5",
     }
-
-
-def db_upgrade(env: dict[str, str], cwd: Path) -> None:
-    done = subprocess.run(
-        [*PAM_CMD, "db", "upgrade"], env=env, cwd=cwd, capture_output=True, timeout=60, check=False
-    )
-    output = (done.stdout + done.stderr).decode(errors="replace")
-    assert done.returncode == 0, output
-    assert "up to date" in output, output
-
-
-def healthy(base: str) -> bool:
-    try:
-        return requests.get(f"{base}/healthz", timeout=2).status_code == 200
-    except requests.RequestException:
-        return False
-
-
-def wait_healthy(base: str, group: Processes, timeout: float = 30) -> None:
-    def ready() -> bool:
-        group.assert_alive()
-        return healthy(base)
-
-    wait_for(ready, timeout, f"{base}/healthz to answer 200", poll=0.1)
-
-
-def gunicorn(port: int) -> list[str]:
-    """The Procfile's web command, bound to 127.0.0.1."""
-    return [
-        *GUNICORN,
-        "--bind",
-        f"127.0.0.1:{port}",
-        "--workers",
-        "2",
-        "--threads",
-        "4",
-        "--timeout",
-        "30",
-        "--access-logfile",
-        "-",
-        "webhooks:create_app()",
-    ]
 
 
 # -- learners' messages ----------------------------------------------------------------------
