@@ -6,6 +6,8 @@ an item waits while an older one of the same address is unfinished."""
 
 from __future__ import annotations
 
+import logging
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -13,11 +15,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Engine, and_, exists, func, or_, select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, aliased, sessionmaker
 
 from bot.channels import Inbound, Sent
 from memory.models import InboxItem, Learner, OutboxItem, utcnow
+
+log = logging.getLogger(__name__)
 
 PENDING, CLAIMED, DONE, SENT, FAILED = "pending", "claimed", "done", "sent", "failed"
 UNFINISHED = (PENDING, CLAIMED)
@@ -247,29 +251,66 @@ class Outbox(_Queue):
         On Postgres the row is marked sent in a transaction held open across the send: the
         row lock keeps other workers off it even if the lease runs out mid-send, and after
         the platform accepts, only the COMMIT remains. On SQLite that would hold the
-        database's single write lock for the whole HTTP call, so it sends, then records."""
-        if self.engine.dialect.name != "postgresql":
-            sent = send()
-            self.mark_sent(claim, sent.platform_id)
-            return True
-        now = utcnow()
-        with self.sessions.begin() as session:
-            marked = session.execute(
-                update(OutboxItem)
-                .where(_held(OutboxItem, claim))
-                .values(status=SENT, text="", sent_at=now, claim_token=None, lease_expires_at=None)
-            )
-            if not marked.rowcount:  # type: ignore[attr-defined]
-                return False
-            _unlink_if_forgotten(session, OutboxItem, claim)
-            sent = send()
-            if sent.platform_id is not None:
-                session.execute(
+        database's single write lock for the whole HTTP call, so it sends, then records.
+        If the database fails after the platform accepted (a restart, a failover), the
+        delivery is recorded once the database is back, so it is not sent again."""
+        sent: Sent | None = None
+        try:
+            if self.engine.dialect.name != "postgresql":
+                sent = send()
+                self.mark_sent(claim, sent.platform_id)
+                return True
+            with self.sessions.begin() as session:
+                marked = session.execute(
                     update(OutboxItem)
-                    .where(OutboxItem.id == claim.id)
-                    .values(platform_message_id=sent.platform_id)
+                    .where(_held(OutboxItem, claim))
+                    .values(
+                        status=SENT,
+                        text="",
+                        sent_at=utcnow(),
+                        claim_token=None,
+                        lease_expires_at=None,
+                    )
                 )
+                if not marked.rowcount:  # type: ignore[attr-defined]
+                    return False
+                _unlink_if_forgotten(session, OutboxItem, claim)
+                sent = send()
+                if sent.platform_id is not None:
+                    session.execute(
+                        update(OutboxItem)
+                        .where(OutboxItem.id == claim.id)
+                        .values(platform_message_id=sent.platform_id)
+                    )
+        except SQLAlchemyError:
+            if sent is None:
+                raise
+            self._record_when_back(claim, sent)
         return True
+
+    def _record_when_back(self, claim: Claim, sent: Sent) -> None:
+        """The platform has the reply but the database did not hear it: keep trying to record
+        it while the claim can still be ours (a lease, and then some). Until then no other
+        worker can take the row: its lease has not expired, or the database is down."""
+        deadline = time.monotonic() + max(self.lease.total_seconds(), 1.0) * 2
+        log.warning("delivery outbox=%s sent but not recorded; retrying the record", claim.id)
+        while True:
+            try:
+                recorded = self.mark_sent(claim, sent.platform_id)
+            except SQLAlchemyError:
+                if time.monotonic() > deadline:
+                    log.error(
+                        "delivery outbox=%s sent but never recorded: it may go out twice",
+                        claim.id,
+                    )
+                    return
+                time.sleep(0.25)
+                continue
+            if recorded:
+                log.info("delivery outbox=%s recorded after the outage", claim.id)
+            # Not recorded: the failed COMMIT had landed after all, /forget removed the row,
+            # or (after an outage longer than the lease) another worker took it over.
+            return
 
     def mark_sent(self, claim: Claim, platform_message_id: str | None) -> bool:
         """Record a delivery; the text is cleared, since the learner has it now."""
