@@ -40,6 +40,11 @@ def clean_text(text: str) -> str:
     return "".join(kept).strip()
 
 
+class ModelUnavailable(Exception):
+    """The LLM failed this turn (after the client's own retries) and the caller said it can
+    try the turn again later: nothing was answered, the learner's message is kept."""
+
+
 class Tutor:
     """Pam's channel-agnostic core: one call per inbound text, returning the texts to send."""
 
@@ -66,11 +71,14 @@ class Tutor:
         display_name: str | None = None,
         inbox_id: int | None = None,
         kind: str = "text",
+        can_retry: bool = False,
     ) -> list[str]:
         """Answer one inbound text from the learner known as `external_id` on its channel.
         With `inbox_id` (the message's durable inbox item) the turn is idempotent: run again
         after a crash, it stores nothing twice and answers with the reply already made.
-        A `kind` other than "text" (a voice note, a photo) gets a friendly answer."""
+        A `kind` other than "text" (a voice note, a photo) gets a friendly answer.
+        When the LLM fails, the learner gets an apology, unless `can_retry`: then
+        ModelUnavailable is raised and the caller runs the turn again later."""
         if kind != "text":
             known = self.store.find_learner(external_id)
             return [phrases.not_text(kind, known.target_language if known else None)]
@@ -88,12 +96,19 @@ class Tutor:
         if len(text) > MAX_MESSAGE_CHARS:
             return [phrases.TOO_LONG.format(limit=MAX_MESSAGE_CHARS)]
         try:
-            return self.turn(learner, text, inbox_id)
+            return self.turn(learner, text, inbox_id, can_retry=can_retry)
         except LearnerGone:  # /forget won a race with this turn: say nothing, keep nothing
             log.info("turn for learner %s dropped: forgotten mid-turn", learner.id)
             return []
 
-    def turn(self, learner: LearnerInfo, text: str, inbox_id: int | None = None) -> list[str]:
+    def turn(
+        self,
+        learner: LearnerInfo,
+        text: str,
+        inbox_id: int | None = None,
+        *,
+        can_retry: bool = False,
+    ) -> list[str]:
         """A conversational turn. The learner's message is stored first, so an LLM failure
         loses nothing; the reply never waits for the memory jobs it triggers."""
         started = time.monotonic()
@@ -117,7 +132,9 @@ class Tutor:
                 max_tokens=self.settings.reply_max_tokens,
                 purpose="reply",
             )
-        except LLMError:
+        except LLMError as exc:
+            if can_retry:
+                raise ModelUnavailable(str(exc)) from exc
             self._trigger_jobs(learner.id)
             return [phrases.apology(context.learner.target_language)]
         self.store.record_usage(

@@ -21,12 +21,16 @@ from bot import phrases
 from bot.channels import PermanentSendError, Sender, TransientSendError
 from bot.runtime import Pam
 from bot.splitting import split_message
+from bot.tutor import ModelUnavailable
 from memory.heartbeat import Heartbeat
 from memory.queue import Claim, Inbox, Outbox
 
 log = logging.getLogger(__name__)
 
 MAX_BACKOFF_SECONDS = 300.0
+# A turn whose LLM call fails (after the client's own retries) is tried again from the inbox
+# with backoff; the learner gets an apology only when the last of these attempts fails too.
+LLM_TURN_ATTEMPTS = 3
 TYPING_EVERY_SECONDS = 4.0  # Telegram shows "typing…" for 5 s per call
 
 
@@ -84,7 +88,19 @@ class Worker:
                     display_name=claim.display_name,
                     inbox_id=claim.id,
                     kind=claim.kind,
+                    can_retry=claim.attempts < min(LLM_TURN_ATTEMPTS, self.max_turn_attempts),
                 )
+        except ModelUnavailable as exc:
+            delay = backoff(claim.attempts)
+            self.inbox.retry_later(claim, delay, f"LLM unavailable: {exc}")
+            log.warning(
+                "turn deferred inbox=%s channel=%s: the LLM failed; retry_in=%.1fs attempt=%d",
+                claim.id,
+                claim.channel,
+                delay,
+                claim.attempts,
+            )
+            return True
         except Exception as exc:
             delay = backoff(claim.attempts)
             self.inbox.retry_later(claim, delay, f"{type(exc).__name__}: {exc}")

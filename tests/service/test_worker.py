@@ -23,7 +23,7 @@ from bot.channels import PermanentSendError, Sender, Sent, TransientSendError
 from bot.llm import ChatMessage
 from bot.runtime import Pam, build
 from bot.settings import Settings
-from bot.worker import MAX_BACKOFF_SECONDS, Worker, backoff
+from bot.worker import LLM_TURN_ATTEMPTS, MAX_BACKOFF_SECONDS, Worker, backoff
 from memory import db
 from memory.models import InboxItem, OutboxItem, utcnow
 from memory.queue import DONE, FAILED, PENDING, SENT
@@ -185,16 +185,45 @@ def test_two_workers_on_two_engines_answer_each_message_once_in_order(
         assert sender.texts_to(chat_of(user)) == [f"re: {t}" for t in texts]
 
 
-def test_an_llm_outage_is_answered_with_an_apology_and_the_message_is_kept(
-    pam: Pam, fake_model: FakeChatModel, sender: RecordingSender
+def test_an_llm_failure_is_retried_from_the_inbox_and_answered_for_real(
+    pam: Pam, fake_model: FakeChatModel, sender: RecordingSender, engine: Engine
 ) -> None:
     worker = worker_for(pam, sender)
     user = unique_user()
     fake_model.queue("reply", failing())
     worker.inbox.accept(inbound(user, "Hola"))
+    before = utcnow()
     worker.drain()
+    [row] = inbox_rows(engine, user)
+    assert (row.status, row.attempts) == (PENDING, 1)
+    assert row.available_at > before, "retried after a backoff, not at once"
+    assert row.last_error is not None and row.last_error.startswith("LLM unavailable")
+    assert sender.calls == [], "no apology while the turn can still be retried"
+
+    make_available_now(engine, InboxItem)
+    worker.drain()
+    assert sender.texts_to(chat_of(user)) == ["re: Hola"]
+    assert conversation(pam, user) == [
+        (LEARNER, "Hola"),
+        (PAM, "re: Hola"),
+    ], "the retried turn stored the learner's message once"
+
+
+def test_an_llm_outage_is_answered_with_an_apology_and_the_message_is_kept(
+    pam: Pam, fake_model: FakeChatModel, sender: RecordingSender, engine: Engine
+) -> None:
+    worker = worker_for(pam, sender)
+    user = unique_user()
+    fake_model.queue("reply", *[failing() for _ in range(LLM_TURN_ATTEMPTS)])
+    worker.inbox.accept(inbound(user, "Hola"))
+    for _ in range(LLM_TURN_ATTEMPTS):
+        assert sender.calls == []
+        make_available_now(engine, InboxItem)
+        worker.drain()
+    assert len(fake_model.of("reply")) == LLM_TURN_ATTEMPTS
     assert sender.texts_to(chat_of(user)) == [phrases.apology(None)]
     assert conversation(pam, user) == [(LEARNER, "Hola")]
+    assert [row.status for row in inbox_rows(engine, user)] == [DONE]
 
 
 # -- crashes and failed turns -------------------------------------------------------------
