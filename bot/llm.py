@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, TypedDict
@@ -67,6 +68,22 @@ class OpenAIChatModel:
         max_tokens: int,
         purpose: Purpose,
     ) -> Completion:
+        # The SDK retries errors it can see (status codes, timeouts); a 200 whose body is not
+        # a completion (a proxy cutting the body, a server glitch) it hands over as is. Such
+        # answers are retried here, as often as the SDK would retry an error.
+        malformed = 0
+        while True:
+            try:
+                return self._complete_once(messages, model, max_tokens, purpose)
+            except _Malformed as exc:
+                if malformed >= self.client.max_retries:
+                    raise LLMError(str(exc)) from exc
+                time.sleep(min(2.0, 0.25 * 2**malformed))
+                malformed += 1
+
+    def _complete_once(
+        self, messages: Sequence[ChatMessage], model: str, max_tokens: int, purpose: Purpose
+    ) -> Completion:
         try:
             response = self.client.chat.completions.create(
                 model=model,
@@ -74,7 +91,10 @@ class OpenAIChatModel:
                 max_tokens=max_tokens,
                 temperature=0.7 if purpose == "reply" else 0.2,
             )
-        except (openai.OpenAIError, ValueError) as exc:  # ValueError: a body that is not JSON
+        except (openai.APIResponseValidationError, ValueError) as exc:  # a body that is not JSON
+            log.warning("LLM %s call failed: %s", purpose, type(exc).__name__)
+            raise _Malformed(f"{type(exc).__name__}: {exc}") from exc
+        except openai.OpenAIError as exc:
             log.warning("LLM %s call failed: %s", purpose, type(exc).__name__)
             raise LLMError(f"{type(exc).__name__}: {exc}") from exc
         try:
@@ -83,7 +103,8 @@ class OpenAIChatModel:
             content = None  # a 200 of the wrong shape from a "compatible" server
         text = content.strip() if isinstance(content, str) else ""
         if not text:
-            raise LLMError(f"the model returned no text for the {purpose} call")
+            log.warning("LLM %s call failed: no text in the answer", purpose)
+            raise _Malformed(f"the model returned no text for the {purpose} call")
         usage = getattr(response, "usage", None)
         input_tokens = getattr(usage, "prompt_tokens", None)
         output_tokens = getattr(usage, "completion_tokens", None)
@@ -98,6 +119,10 @@ class OpenAIChatModel:
             input_tokens,
             output_tokens,
         )
+
+
+class _Malformed(Exception):
+    """A 200 that is not a usable completion: worth another try."""
 
 
 def openai_client(

@@ -198,6 +198,31 @@ def test_a_malformed_response_becomes_llm_error(
         complete(make_model())
 
 
+def test_a_malformed_response_is_retried_like_an_error(
+    server: OpenAIServer, make_model: ModelFactory
+) -> None:
+    # The SDK retries what it sees as errors, not a 200 with a broken body: Pam does.
+    server.fail_next(
+        Fault(status=200, body=b'{"choices": [{"message": {"conte'),
+        Fault(status=200, body=b'{"choices": [{"message": {"content": ""}}]}'),
+    )
+
+    completion = complete(make_model(max_retries=2))
+
+    assert "Respuesta 3" in completion.text
+    assert len(server.of("reply")) == 3
+
+
+def test_malformed_responses_beyond_the_retries_become_llm_error(
+    server: OpenAIServer, make_model: ModelFactory
+) -> None:
+    server.fail_next(Fault(status=200, body=b"garbage"), Fault(status=200, body=b"garbage"))
+
+    with pytest.raises(LLMError):
+        complete(make_model(max_retries=1))
+    assert len(server.of("reply")) == 2
+
+
 @pytest.mark.parametrize("content", ["", "   \n "])
 def test_empty_content_becomes_llm_error(counter: TokenCounter, content: str) -> None:
     with OpenAIServer(answer=lambda task, body, count: content) as server:
