@@ -52,7 +52,13 @@ def language_name(text: str) -> str | None:
     except (LookupError, ValueError):
         return None
     base = language.language or ""
-    if not language.is_valid() or not base or base in NOT_LANGUAGES or "qaa" <= base <= "qtz":
+    if (
+        not language.is_valid()
+        or not (base.isascii() and base.isalpha() and 2 <= len(base) <= 3)  # not "x-…", "i-…"
+        or base in NOT_LANGUAGES
+        or "qaa" <= base <= "qtz"
+        or language.private is not None
+    ):
         return None
     name = str(language.display_name())
     if len(name) > MAX_NAME_CHARS:  # "Chinese (Traditional, …, Pinyin)": keep the language
