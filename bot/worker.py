@@ -24,6 +24,7 @@ from bot.splitting import split_message
 from bot.tutor import ModelUnavailable
 from memory.heartbeat import Heartbeat
 from memory.queue import Claim, Inbox, Outbox
+from memory.wakeup import InboxListener
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +62,7 @@ class Worker:
         self._next: dict[str, Job] = {}
         self._lock = threading.Lock()
         self._scheduler: BackgroundScheduler | None = None
+        self._listener: InboxListener | None = None
 
     # -- one step each ------------------------------------------------------------------
 
@@ -228,6 +230,9 @@ class Worker:
             self._add_lane(f"inbox-{n}", self.answer_next)
         for n in range(delivery_lanes):
             self._add_lane(f"delivery-{n}", self.deliver_next)
+        if self.pam.engine.dialect.name == "postgresql":  # web processes NOTIFY new messages
+            self._listener = InboxListener(self.pam.engine, self.wake_inbox)
+            self._listener.start()
 
     def _add_lane(self, name: str, step: Callable[[], bool]) -> None:
         self._schedule(name, step, datetime.now(UTC))
@@ -254,15 +259,18 @@ class Worker:
 
     def wake(self, deliveries_only: bool = False) -> None:
         """Run idle lanes now instead of at their next poll (new work arrived in-process)."""
+        self._wake("delivery" if deliveries_only else "")
+
+    def wake_inbox(self) -> None:
+        """Run idle inbox lanes now (a web process stored a new message)."""
+        self._wake("inbox")
+
+    def _wake(self, prefix: str) -> None:
         if self._scheduler is None or self._stopping.is_set():
             return
         now = datetime.now(UTC)
         with self._lock:
-            waiting = [
-                job
-                for name, job in self._next.items()
-                if not deliveries_only or name.startswith("delivery")
-            ]
+            waiting = [job for name, job in self._next.items() if name.startswith(prefix)]
         for job in waiting:
             with contextlib.suppress(JobLookupError):  # running now: it drains the queue anyway
                 job.modify(next_run_time=now)
@@ -270,6 +278,8 @@ class Worker:
     def stop(self) -> None:
         """Stop taking new work; lanes finish the item they hold."""
         self._stopping.set()
+        if self._listener is not None:
+            self._listener.stop()
 
     def close_senders(self) -> None:
         """Close senders that hold connections or threads (after the lanes stopped)."""

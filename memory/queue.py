@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session, aliased, sessionmaker
 
 from bot.channels import Inbound, Sent
 from memory.models import InboxItem, Learner, OutboxItem, utcnow
+from memory.wakeup import notify_inbox
 
 log = logging.getLogger(__name__)
 
@@ -200,6 +201,7 @@ class Inbox(_Queue):
                         kind=message.kind,
                     )
                 )
+                notify_inbox(session)
         except IntegrityError:
             return False
         return True
