@@ -12,15 +12,18 @@ import unicodedata
 _FILLER_WORDS = """
     ok okay okey k kk oki okie yes yeah yep yup ya no nope nah sure cool nice great good fine
     thanks thank you thx ty tysm cheers hi hello hey hiya yo bye goodbye cya see later night
-    morning wow oh ah aha hmm hm mm lol lmao rofl omg right alright true indeed exactly
+    morning evening afternoon wow oh ah aha hmm hm mm lol lmao rofl omg right alright true
+    indeed exactly pam
     sí si vale gracias muchas de nada hola adiós adios chao chau buenas bueno bien claro vale
-    perfecto genial guay ya jaja jajaja jeje jejeje ajá aja oye venga
+    perfecto genial guay ya jaja jajaja jeje jejeje ajá aja oye venga buenos noches tardes
+    días dias que
     oui non merci beaucoup salut bonjour bonsoir coucou ciao super parfait génial bon ouais
-    d'accord daccord dac mdr ptdr bah ben
+    d'accord daccord dac mdr ptdr bah ben bonne nuit journée soirée
     ja jo nein danke schön schon hallo tschüss tschuess servus moin gut super genau klar okay
-    prima toll
-    sì grazie mille ciao ok perfetto bene benissimo buongiorno buonasera certo dai
-    sim não nao obrigado obrigada valeu oi olá ola tchau beleza tá ta kkk kkkk rs
+    prima toll gute guten nacht morgen abend tag bis später dann alles
+    sì grazie mille ciao ok perfetto bene benissimo buongiorno buonasera buonanotte certo dai
+    sim não nao obrigado obrigada valeu oi olá ola tchau beleza tá ta kkk kkkk rs bom boa dia
+    noite tarde
     dank je wel bedankt hoi doei prima goed
     はい いいえ ありがとう どうも うん 了解 谢谢 好 好的 嗯 哈哈 是 对 ok
 """
