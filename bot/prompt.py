@@ -33,7 +33,8 @@ def reply_prompt(context: Context, summary_cap_chars: int) -> list[ChatMessage]:
         ),
         explanation_language=explanation_language
         or "the learner's native language if you can tell, else English",
-        profile=as_data(json.dumps(profile, ensure_ascii=False, indent=1), MAX_PROFILE_CHARS)
+        # Compact JSON: indentation costs tokens in every reply prompt and tells the model nothing.
+        profile=as_data(json.dumps(profile, ensure_ascii=False), MAX_PROFILE_CHARS)
         if profile
         else "(nothing learned yet)",
         summary=as_data(context.summary.text, summary_cap_chars) or "(no earlier conversation yet)",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -14,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 from bot.llm import ChatModel
 from memory.config import MemoryConfig
 from memory.density import is_low_information
-from memory.store import LEARNER, ProfileState, Store
+from memory.store import LEARNER, CorrectionRecord, ProfileState, Store
 from prompts import as_data, render
 
 log = logging.getLogger(__name__)
@@ -115,6 +116,20 @@ def profile_due(unread_learner_messages: int, config: MemoryConfig) -> bool:
     return unread_learner_messages >= every and unread_learner_messages % every == 0
 
 
+def correction_lines(corrections: Sequence[CorrectionRecord]) -> str:
+    """One line per distinct correction, most recent first, with how often it was made: a
+    mistake made three times costs one line, and says it recurs."""
+    seen: dict[tuple[str, str, str], tuple[CorrectionRecord, int]] = {}
+    for c in corrections:
+        key = (c.original.casefold(), c.corrected.casefold(), c.category)
+        first, times = seen.get(key, (c, 0))
+        seen[key] = (first, times + 1)
+    return "\n".join(
+        f"- {c.original} → {c.corrected} ({c.category})" + (f" ×{times}" if times > 1 else "")
+        for c, times in seen.values()
+    )
+
+
 def learn_profile(learner_id: int, *, store: Store, model: ChatModel, config: MemoryConfig) -> bool:
     """Update the learner's profile from their messages after the profile watermark.
     A "no change" answer still advances the watermark; an invalid answer raises InvalidProfile
@@ -132,11 +147,7 @@ def learn_profile(learner_id: int, *, store: Store, model: ChatModel, config: Me
     prompt = render(
         "profile",
         current_profile=as_data(json.dumps(state.data, ensure_ascii=False), MAX_PROFILE_CHARS),
-        corrections=as_data(
-            "\n".join(f"- {c.original} → {c.corrected} ({c.category})" for c in corrections),
-            3000,
-        )
-        or "(none)",
+        corrections=as_data(correction_lines(corrections), 3000) or "(none)",
         messages=as_data("\n".join(f"- {m.content}" for m in batch), 24000),
     )
     completion = model.complete(
