@@ -1,0 +1,1 @@
+"""Benchmarks: scripted conversations run through Pam's real code, measured and plotted."""

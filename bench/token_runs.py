@@ -1,0 +1,206 @@
+"""Running the scripted conversations: through Pam's real code (SQLite file, Store, Tutor, fold
+and profile jobs run inline), and as the two baselines — full replay of the whole history and a
+window of the last 20 messages — built with the same reply prompt and the same token counter."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench.conversations import LOW_INFO_CHAT, Learner, learner_messages
+from bench.token_model import Call, ScriptedModel
+from bot.llm import ChatMessage
+from bot.prompt import reply_prompt
+from bot.runtime import build
+from bot.settings import Settings
+from memory import db
+from memory.config import MemoryConfig
+from memory.profile import PROFILE_MAX_TOKENS
+from memory.store import Context, LearnerInfo, ProfileState, StoredMessage, SummaryState
+from memory.tokens import TokenCounter
+
+REPLY_MODEL = "gpt-4o"
+MEMORY_MODEL = "gpt-4o-mini"
+BASELINE_WINDOW = 20
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class Series:
+    """One strategy's cost for one learner, turn by turn (index 0 is turn 1)."""
+
+    prompts: list[int] = field(default_factory=list)  # input tokens of the reply call
+    tokens: list[int] = field(default_factory=list)  # every call of the turn, input + output
+    calls: list[int] = field(default_factory=list)  # LLM calls made on the turn
+    outputs: list[int] = field(default_factory=list)  # output tokens of the reply call
+    messages: list[list[ChatMessage]] = field(default_factory=list)  # each reply prompt
+
+
+@dataclass
+class PamRun:
+    """Everything one run of Pam over the scripted learners produced."""
+
+    memory: MemoryConfig
+    calls: list[Call]
+    series: dict[str, Series]  # by learner's target language
+    conversations: dict[str, list[StoredMessage]]
+    learners: dict[str, LearnerInfo]
+
+
+def bench_settings(database_url: str, memory: MemoryConfig) -> Settings:
+    """Settings for a benchmark run: the memory knobs given, no rate or budget limits (they
+    would answer without calling the model), every value passed so the environment counts not."""
+    return Settings(
+        database_url=database_url,
+        openai_api_key="bench-offline",
+        model=REPLY_MODEL,
+        memory_model_override=MEMORY_MODEL,
+        rate_limit_per_minute=0,
+        learner_daily_tokens=0,
+        daily_tokens=0,
+        window_messages=memory.window_messages,
+        summary_trigger_tokens=memory.summary_trigger_tokens,
+        summary_max_tokens=memory.summary_max_tokens,
+        profile_every=memory.profile_every,
+    )
+
+
+def run_pam(
+    learners: Sequence[Learner],
+    turns: int,
+    memory: MemoryConfig,
+    progress: Progress | None = None,
+    every: int = 50,
+) -> PamRun:
+    """Pam answering `turns` messages of each learner (taking turns), with memory jobs running
+    inline as soon as a turn triggers them."""
+    counter = TokenCounter(REPLY_MODEL)
+    model = ScriptedModel(counter, learners)
+    scripts = {learner.target: learner_messages(learner, turns) for learner in learners}
+    series = {learner.target: Series() for learner in learners}
+    with tempfile.TemporaryDirectory(prefix="pam-bench-") as tmp:
+        url = f"sqlite:///{Path(tmp) / 'bench.db'}"
+        engine = db.make_engine(url)
+        db.upgrade(engine)
+        pam = build(bench_settings(url, memory), model=model, submit=lambda w: w(), engine=engine)
+        try:
+            for learner in learners:
+                pam.tutor.handle(
+                    learner.external_id, f"/language {learner.target} {learner.native}"
+                )
+                pam.tutor.handle(learner.external_id, f"/level {learner.level}")
+            for turn in range(turns):
+                for learner in learners:
+                    first = len(model.calls)
+                    pam.tutor.handle(
+                        learner.external_id, scripts[learner.target][turn], learner.name
+                    )
+                    made = model.calls[first:]
+                    reply = made[0]
+                    assert reply.purpose == "reply", "every turn starts with its reply call"
+                    s = series[learner.target]
+                    s.prompts.append(reply.input_tokens)
+                    s.tokens.append(sum(c.tokens for c in made))
+                    s.calls.append(len(made))
+                    s.outputs.append(reply.output_tokens)
+                    s.messages.append(reply.messages)
+                if progress and ((turn + 1) % every == 0 or turn + 1 == turns):
+                    progress(
+                        f"pam trigger={memory.summary_trigger_tokens} cap="
+                        f"{memory.summary_max_tokens}: turn {turn + 1}/{turns}"
+                    )
+            conversations, infos = {}, {}
+            for learner in learners:
+                info = pam.store.learner(learner.external_id)
+                infos[learner.target] = info
+                conversations[learner.target] = pam.store.messages(info.id)
+        finally:
+            pam.close(0)
+    return PamRun(memory, model.calls, series, conversations, infos)
+
+
+def baseline(run: PamRun, target: str, window: int | None) -> Series:
+    """The reply prompts of a tutor that keeps no memory but the conversation itself: the same
+    system prompt (no profile, no summary) and every message (`window` None) or the last
+    `window` ones. Replies are the same as Pam's, so each turn's output is Pam's reply output."""
+    info = run.learners[target]
+    conversation = run.conversations[target]
+    counter = TokenCounter(REPLY_MODEL)
+    no_profile = ProfileState({}, 0, 0, 0, None)
+    no_summary = SummaryState("", 0, 0, 0, 0, None)
+    cap = run.memory.summary_max_tokens * 8
+    pam = run.series[target]
+    out = Series()
+    for turn in range(len(pam.prompts)):
+        upto = 2 * turn + 1  # learner, Pam, learner, …: this turn's learner message included
+        shown = (
+            conversation[:upto] if window is None else conversation[max(0, upto - window) : upto]
+        )
+        messages = reply_prompt(Context(info, no_profile, no_summary, shown), cap)
+        prompt = sum(counter.count_message(m["content"]) for m in messages)
+        out.prompts.append(prompt)
+        out.tokens.append(prompt + pam.outputs[turn])
+        out.calls.append(1)
+        out.outputs.append(pam.outputs[turn])
+        out.messages.append(messages)
+    return out
+
+
+def memory_calls_bounded(run: PamRun) -> tuple[bool, str]:
+    """Whether every summary and profile call used the memory model and a bounded output."""
+    memory = [c for c in run.calls if c.purpose != "reply"]
+    wrong_model = [c for c in memory if c.model != MEMORY_MODEL]
+    limits = {"summary": run.memory.summary_max_tokens, "profile": PROFILE_MAX_TOKENS}
+    unbounded = [c for c in memory if c.max_tokens > limits[c.purpose]]
+    ok = bool(memory) and not wrong_model and not unbounded
+    detail = (
+        f"{len(memory)} memory calls, all on {MEMORY_MODEL}: {not wrong_model}; max_tokens "
+        f"summary ≤ {limits['summary']}, profile ≤ {limits['profile']}: {not unbounded}"
+    )
+    return ok, detail
+
+
+@dataclass(frozen=True)
+class DensityResult:
+    """The 50-message chat: profile calls with the density filter vs learning every N."""
+
+    messages: int
+    rich: int
+    profile_triggers: int
+    profile_calls: int
+    rich_seen: int
+
+    @property
+    def reduction(self) -> float:
+        """The share of profile triggers that cost no call."""
+        return 1 - self.profile_calls / self.profile_triggers
+
+
+def run_density(learner: Learner, memory: MemoryConfig) -> DensityResult:
+    """The 50-message chat through Pam's real code: how many profile triggers there were, how
+    many became LLM calls, and whether every information-rich message was in one of them."""
+    counter = TokenCounter(REPLY_MODEL)
+    model = ScriptedModel(counter, [learner])
+    external_id = "bench:low-info"
+    with tempfile.TemporaryDirectory(prefix="pam-bench-") as tmp:
+        url = f"sqlite:///{Path(tmp) / 'density.db'}"
+        engine = db.make_engine(url)
+        db.upgrade(engine)
+        pam = build(bench_settings(url, memory), model=model, submit=lambda w: w(), engine=engine)
+        try:
+            pam.tutor.handle(external_id, f"/language {learner.target} {learner.native}")
+            for _, text in LOW_INFO_CHAT:
+                pam.tutor.handle(external_id, text, "Marta")
+            info = pam.store.learner(external_id)
+            runs = {row["kind"]: row["runs"] for row in pam.store.job_states(info.id)}
+        finally:
+            pam.close(0)
+    profile_calls = [c for c in model.calls if c.purpose == "profile"]
+    rich = [text for is_rich, text in LOW_INFO_CHAT if is_rich]
+    seen = [t for t in rich if any(t in m["content"] for c in profile_calls for m in c.messages)]
+    return DensityResult(
+        len(LOW_INFO_CHAT), len(rich), runs.get("profile", 0), len(profile_calls), len(seen)
+    )
