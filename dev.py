@@ -3,6 +3,7 @@
 
     python3 dev.py chat [--user NAME]   talk to Pam in the terminal (SQLite in this folder)
     python3 dev.py test [PYTEST ARGS]   run the test suite
+    python3 dev.py bench NAME [ARGS]    run a benchmark: tokens, latency or faults (bench/)
     python3 dev.py <pam arguments>      any other `pam` command, e.g. `db upgrade`
 
 The first run creates .venv/ and installs Pam into it; later runs reinstall only when
@@ -47,6 +48,11 @@ def ensure_environment() -> None:
     STAMP.write_text(wanted)
 
 
+def _is_bench(path: Path) -> bool:
+    """A runnable benchmark: a bench/ module with a `__main__` block."""
+    return 'if __name__ == "__main__":' in path.read_text(encoding="utf-8")
+
+
 def main(argv: list[str]) -> int:
     if not argv or argv[0] in {"-h", "--help"}:
         print(__doc__)
@@ -57,10 +63,17 @@ def main(argv: list[str]) -> int:
         env["TIKTOKEN_CACHE_DIR"] = str(SHARED_TIKTOKEN)
     if argv[0] == "test":
         command = [str(PYTHON), "-m", "pytest", *argv[1:]]
+    elif argv[0] == "bench":
+        benches = sorted(p.stem for p in (ROOT / "bench").glob("*.py") if _is_bench(p))
+        if len(argv) < 2 or argv[1] not in benches:
+            print(f"usage: python3 dev.py bench {{{','.join(benches)}}} [--help]", file=sys.stderr)
+            return 2
+        command = [str(PYTHON), "-m", f"bench.{argv[1]}", *argv[2:]]
     else:
         command = [str(BIN / "pam"), *argv]
     try:
-        return subprocess.call(command, cwd=ROOT if argv[0] == "test" else None, env=env)
+        in_repo = argv[0] in {"test", "bench"}
+        return subprocess.call(command, cwd=ROOT if in_repo else None, env=env)
     except KeyboardInterrupt:
         return 130
 
