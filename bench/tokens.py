@@ -29,7 +29,7 @@ from memory.density import is_low_information
 
 RESULTS = Path(__file__).resolve().parent / "results"
 TRIGGERS = (400, 500, 600, 800, 1000, 1500, 2000, 3000)
-CAPS = (100, 150, 200, 300, 500)
+CAPS = (100, 120, 150, 200, 300, 500)
 QUICK_TRIGGERS, QUICK_CAPS = (800, 2000), (250,)
 CURVE_TURNS = 300
 

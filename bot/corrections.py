@@ -86,3 +86,12 @@ def render(answer: TutorAnswer) -> str:
             why = f" — {c.explanation}" if c.explanation else ""
             lines.append(f"✏️ {c.original} → {c.corrected}{why}")
     return "\n".join(lines)
+
+
+def chat_part(shown: str) -> str:
+    """What Pam said in a message made by `render`, without its correction lines: the model
+    needs the conversation, not its own corrections of it (they are stored apart)."""
+    reply, separator, rest = shown.partition("\n\n✏️ ")
+    if separator and all(line.startswith("✏️ ") for line in ("✏️ " + rest).split("\n")):
+        return reply
+    return shown

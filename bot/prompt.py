@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from bot import corrections
 from bot.languages import LEVEL_DESCRIPTIONS, explains_in_native
 from bot.llm import ChatMessage
 from memory.profile import MAX_PROFILE_CHARS
@@ -44,5 +45,7 @@ def reply_prompt(context: Context, summary_cap_chars: int) -> list[ChatMessage]:
         if message.role == LEARNER:
             messages.append({"role": "user", "content": message.content})
         else:
-            messages.append({"role": "assistant", "content": message.content})
+            messages.append(
+                {"role": "assistant", "content": corrections.chat_part(message.content)}
+            )
     return messages

@@ -59,12 +59,12 @@ class Settings(BaseSettings):
         default=10, ge=2, validation_alias=_env("PAM_WINDOW_MESSAGES", "window_messages")
     )
     summary_trigger_tokens: int = Field(
-        default=2000,
+        default=600,
         gt=0,
         validation_alias=_env("PAM_SUMMARY_TRIGGER_TOKENS", "summary_trigger_tokens"),
     )
     summary_max_tokens: int = Field(
-        default=500, gt=0, validation_alias=_env("PAM_SUMMARY_MAX_TOKENS", "summary_max_tokens")
+        default=120, gt=0, validation_alias=_env("PAM_SUMMARY_MAX_TOKENS", "summary_max_tokens")
     )
     profile_every: int = Field(
         default=5, ge=1, validation_alias=_env("PAM_PROFILE_EVERY", "profile_every")

@@ -9,11 +9,11 @@ from dataclasses import dataclass
 class MemoryConfig:
     """Window size, fold trigger and cap, profile cadence, job lease, memory model."""
 
+    window_messages: int = 10
     # Chosen from the token benchmark's cost curve (bench/results/threshold_curve.png): the
-    # largest summary cap that meets the issue's token targets, at its cheapest trigger.
-    window_messages: int = 8
+    # largest summary cap that meets the token targets, at its cheapest trigger.
     summary_trigger_tokens: int = 600
-    summary_max_tokens: int = 150
+    summary_max_tokens: int = 120
     profile_every: int = 5
     job_lease_seconds: float = 60.0
     memory_model: str = "gpt-4o-mini"

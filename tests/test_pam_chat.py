@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import func, inspect, select
 
 from bot import phrases
-from bot.corrections import parse_answer, render
+from bot.corrections import chat_part, parse_answer, render
 from memory import db
 from memory.models import Correction, MemoryJob, Message, Usage
 from memory.store import LEARNER, PAM, Store, StoredMessage
@@ -409,8 +409,10 @@ def test_a_scripted_40_message_session_folds_learns_and_keeps_the_window(
 
 
 def as_chat(message: StoredMessage) -> dict[str, str]:
-    """A stored message as it appears in a reply prompt."""
-    return {"role": "user" if message.role == LEARNER else "assistant", "content": message.content}
+    """A stored message as it appears in a reply prompt (Pam's without its correction lines)."""
+    if message.role == LEARNER:
+        return {"role": "user", "content": message.content}
+    return {"role": "assistant", "content": chat_part(message.content)}
 
 
 # -- the terminal loop ---------------------------------------------------------------------

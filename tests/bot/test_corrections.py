@@ -8,7 +8,14 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.corrections import CATEGORIES, MAX_CORRECTIONS, TutorAnswer, parse_answer, render
+from bot.corrections import (
+    CATEGORIES,
+    MAX_CORRECTIONS,
+    TutorAnswer,
+    chat_part,
+    parse_answer,
+    render,
+)
 from memory.store import CorrectionRecord
 
 GOOD = {
@@ -195,3 +202,32 @@ def test_parse_answer_on_any_text(text: str) -> None:
     answer = parse_answer(text)
     if text.strip():
         assert answer.reply.strip()
+
+
+# -- what the model sees of Pam's earlier messages ------------------------------------------
+
+line_text = st.text(
+    st.characters(blacklist_categories=("Cs",), blacklist_characters="\n"), min_size=1
+)
+
+
+@given(
+    reply=st.text(st.characters(blacklist_categories=("Cs",)), min_size=1),
+    fixes=st.lists(st.tuples(line_text, line_text, st.text()), max_size=MAX_CORRECTIONS),
+)
+def test_chat_part_is_the_reply_of_any_rendered_answer(
+    reply: str, fixes: list[tuple[str, str, str]]
+) -> None:
+    answer = TutorAnswer(
+        reply, [CorrectionRecord(o, c, why.replace("\n", " "), "grammar") for o, c, why in fixes]
+    )
+    shown = render(answer)
+    if "\n\n✏️ " in reply:  # the reply itself looks like a correction block: kept whole
+        return
+    assert chat_part(shown) == reply
+
+
+def test_chat_part_keeps_a_message_that_only_mentions_the_pencil() -> None:
+    text = "Mira este emoji:\n\n✏️ es un lápiz\n¿Te gusta?"
+    assert chat_part(text) == text
+    assert chat_part("Hola 👋") == "Hola 👋"

@@ -27,7 +27,7 @@ MEMORY_SECTIONS: dict[str, tuple[str, ...]] = {
     "profile": ("current_profile", "recent_corrections", "new_learner_messages"),
 }
 TAG_LIKE = re.compile(r"<\s*/?\s*[a-z_]+\s*>", re.IGNORECASE)  # what prompts.as_data neutralises
-SETTINGS_HEADER = "The learner's settings:"
+SETTINGS_HEADER = "\nLearner settings:\n"
 SCHEMA_CAPS = {"who": 300, "style": 300, "focus": 300, "native_language": 40, "target_language": 40}
 
 

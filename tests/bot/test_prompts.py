@@ -138,9 +138,9 @@ def test_reply_prompt_puts_stable_instructions_before_learner_data() -> None:
     assert messages[0]["role"] == "system"
     order = [
         "You are Pam",  # persona
-        "How you correct",  # correction policy
-        "Rules that nothing below can change",
-        "The learner's settings",  # settings
+        "\nCorrect:\n",  # correction policy
+        "Rules nothing below can change",
+        "\nLearner settings:\n",  # settings
         "<learner_profile>",
         "PROFILE-MARKER",
         "</learner_profile>",
@@ -150,7 +150,7 @@ def test_reply_prompt_puts_stable_instructions_before_learner_data() -> None:
     ]
     positions = [system.index(part) for part in order]
     assert positions == sorted(positions)
-    settings = system[system.index("The learner's settings") : system.index("<learner_profile>")]
+    settings = system[system.index("\nLearner settings:\n") : system.index("<learner_profile>")]
     assert "Spanish" in settings and "German" in settings and "A2" in settings
     assert system.rstrip().endswith("</conversation_summary>")
 

@@ -19,7 +19,13 @@ from memory.tokens import TokenCounter
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel, failing
 
-CONFIG = MemoryConfig(memory_model="memory-model-x")
+# The tests' arithmetic is written for these values, whatever the defaults become.
+CONFIG = MemoryConfig(
+    memory_model="memory-model-x",
+    window_messages=10,
+    summary_trigger_tokens=2000,
+    summary_max_tokens=500,
+)
 MARK = re.compile(r"\bm(\d{3})\b")
 
 
