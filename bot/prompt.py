@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from bot import corrections
-from bot.languages import LEVEL_DESCRIPTIONS, explains_in_native
+from bot.languages import LEVEL_DESCRIPTIONS, explains_in_native, language_name
 from bot.llm import ChatMessage
 from memory.profile import MAX_PROFILE_CHARS
 from memory.store import LEARNER, Context
@@ -18,8 +18,10 @@ def reply_prompt(context: Context, summary_cap_chars: int) -> list[ChatMessage]:
     """System prompt (persona, correction policy, settings, profile, summary) followed by every
     message not yet folded into the summary, verbatim."""
     learner, profile = context.learner, context.profile.data
-    target = learner.target_language or profile.get("target_language")
-    native = learner.native_language or profile.get("native_language")
+    # Learned languages come from a model's answer: only a language's canonical name may
+    # stand in the settings lines, which sit outside the data sections.
+    target = learner.target_language or _language(profile.get("target_language"))
+    native = learner.native_language or _language(profile.get("native_language"))
     level = learner.level or profile.get("level")
     explanation_language = (native if explains_in_native(level) else target) or native or target
     system = render(
@@ -28,7 +30,8 @@ def reply_prompt(context: Context, summary_cap_chars: int) -> list[ChatMessage]:
         or "the language the learner writes in (not set yet; if they write in what looks like "
         "their native language, ask which language they want to practise)",
         native_language=native or UNKNOWN,
-        learner_name=as_data(learner.display_name or UNKNOWN, 100),
+        # One line, whatever the channel allowed in a name.
+        learner_name=as_data(" ".join((learner.display_name or UNKNOWN).split()), 100),
         level_description=LEVEL_DESCRIPTIONS.get(
             level or "", "level not known yet: start simple and adapt to how they write"
         ),
@@ -49,3 +52,7 @@ def reply_prompt(context: Context, summary_cap_chars: int) -> list[ChatMessage]:
                 {"role": "assistant", "content": corrections.chat_part(message.content)}
             )
     return messages
+
+
+def _language(value: object) -> str | None:
+    return language_name(value) if isinstance(value, str) else None

@@ -20,6 +20,14 @@ def template(task: str) -> Template:
     return Template((HERE / f"{task}.txt").read_text(encoding="utf-8"))
 
 
+@cache
+def _parts(task: str) -> tuple[Template, Template | None]:
+    # Split before substituting: a value that contains the separator line stays inside its
+    # own message instead of cutting the system prompt short.
+    system, separator, user = template(task).template.partition(f"\n{USER_SEPARATOR}\n")
+    return Template(system), Template(user) if separator else None
+
+
 def placeholders(task: str) -> set[str]:
     """The names of the values `task`'s template needs."""
     return set(template(task).get_identifiers())
@@ -31,11 +39,14 @@ def render(task: str, **values: str) -> list[dict[str, str]]:
     extra = set(values) - placeholders(task)
     if extra:
         raise ValueError(f"values not used by the {task} template: {sorted(extra)}")
-    text = template(task).substitute(values)
-    system, _, user = text.partition(f"\n{USER_SEPARATOR}\n")
-    messages = [{"role": "system", "content": system.strip()}]
-    if user.strip():
-        messages.append({"role": "user", "content": user.strip()})
+    missing = placeholders(task) - set(values)
+    if missing:
+        raise KeyError(f"values missing for the {task} template: {sorted(missing)}")
+    system_part, user_part = _parts(task)
+    messages = [{"role": "system", "content": system_part.substitute(values).strip()}]
+    user = user_part.substitute(values).strip() if user_part is not None else ""
+    if user:
+        messages.append({"role": "user", "content": user})
     return messages
 
 
