@@ -13,6 +13,7 @@ from bot.commands import Commands, parse_command
 from bot.llm import ChatModel, LLMError
 from bot.prompt import reply_prompt
 from bot.settings import Settings
+from memory.density import is_low_information
 from memory.jobs import FOLD, PROFILE, JobRunner
 from memory.profile import profile_due
 from memory.store import LEARNER, PAM, LearnerGone, LearnerInfo, Store
@@ -22,6 +23,9 @@ from memory.tokens import TokenCounter
 log = logging.getLogger(__name__)
 
 MAX_MESSAGE_CHARS = 4000
+# How many unread learner messages a turn looks at to decide whether the profile is due; a
+# profile that keeps failing leaves more, and counting them all would grow without bound.
+PROFILE_COUNT_LIMIT = 200
 LIMIT_PHRASES = {
     "rate": phrases.SLOW_DOWN,
     "learner_budget": phrases.LEARNER_BUDGET,
@@ -179,5 +183,8 @@ class Tutor:
     def _trigger_jobs(self, learner_id: int) -> None:
         if fold_due(*self.store.unfolded_tokens(learner_id), self.memory):
             self.runner.request(learner_id, FOLD)
-        if profile_due(self.store.learner_messages_since_profile(learner_id), self.memory):
+        # Only messages that say something count toward the profile's cadence: "ok", "jaja"
+        # and 👍 never cost a profile call on their own.
+        unread = self.store.learner_texts_since_profile(learner_id, PROFILE_COUNT_LIMIT)
+        if profile_due(sum(not is_low_information(t) for t in unread), self.memory):
             self.runner.request(learner_id, PROFILE)

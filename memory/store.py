@@ -308,6 +308,22 @@ class Store:
             ).one()
             return int(count), int(tokens)
 
+    def learner_texts_since_profile(self, learner_id: int, limit: int) -> list[str]:
+        """The newest (at most `limit`) learner messages the profile has not read yet."""
+        with self.sessions() as session:
+            watermark = select(Profile.watermark).where(Profile.learner_id == learner_id)
+            texts = session.scalars(
+                select(Message.content)
+                .where(
+                    Message.learner_id == learner_id,
+                    Message.role == LEARNER,
+                    Message.id > func.coalesce(watermark.scalar_subquery(), 0),
+                )
+                .order_by(Message.id.desc())
+                .limit(limit)
+            )
+            return list(reversed(list(texts)))
+
     def learner_messages_since_profile(self, learner_id: int) -> int:
         """How many learner messages the profile has not read yet."""
         with self.sessions() as session:
