@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -114,29 +115,42 @@ class Delivered:
     at: float
 
 
+class Throttle:
+    """Decides, call by call, whether to answer "too many requests" (`rate` of the calls)."""
+
+    def __init__(self, rate: float, seed: int) -> None:
+        self.rate = rate
+        self.rng = random.Random(seed)
+        self.throttled = 0
+        self.guard = threading.Lock()
+
+    def __call__(self) -> bool:
+        with self.guard:
+            throttle = self.rng.random() < self.rate
+            self.throttled += throttle
+            return throttle
+
+
 class FaultyTelegram(TelegramServer):
     """The Bot API, answering `rate` of sendMessage calls with 429 retry_after=1."""
 
     def __init__(self, rate: float, seed: int) -> None:
         super().__init__()
-        self.rate = rate
-        self.rng = random.Random(seed)
-        self.throttled = 0
+        self.throttle = Throttle(rate, seed)
         self.delivered: list[Delivered] = []
 
+    @property
+    def throttled(self) -> int:
+        return self.throttle.throttled
+
     def handle(self, path: str, params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        if path.endswith("/sendMessage"):
-            with self.lock:
-                throttle = self.rng.random() < self.rate
-                if throttle:
-                    self.throttled += 1
-            if throttle:
-                return 429, {
-                    "ok": False,
-                    "error_code": 429,
-                    "description": "Too Many Requests: retry after 1",
-                    "parameters": {"retry_after": 1},
-                }
+        if path.endswith("/sendMessage") and self.throttle():
+            return 429, {
+                "ok": False,
+                "error_code": 429,
+                "description": "Too Many Requests: retry after 1",
+                "parameters": {"retry_after": 1},
+            }
         status, body = super().handle(path, params)
         with self.lock:
             self.calls.clear()  # keep memory flat over a long run; `delivered` has what counts
@@ -152,17 +166,15 @@ class RecordingTwilio(TwilioServer):
 
     def __init__(self, rate: float, seed: int) -> None:
         super().__init__()
-        self.rate = rate
-        self.rng = random.Random(seed)
-        self.throttled = 0
+        self.throttle = Throttle(rate, seed)
         self.delivered: list[Delivered] = []
 
+    @property
+    def throttled(self) -> int:
+        return self.throttle.throttled
+
     def handle(self, path: str, form: dict[str, str]) -> tuple[int, dict[str, Any]]:
-        with self.lock:
-            throttle = self.rng.random() < self.rate
-            if throttle:
-                self.throttled += 1
-        if throttle:
+        if self.throttle():
             return 429, {"code": 20429, "message": "Too Many Requests", "status": 429}
         status, body = super().handle(path, form)
         if status == 201:
