@@ -1,0 +1,623 @@
+"""The latency benchmark: webhook-to-reply latency and sustained throughput of one web + one
+worker, against a zero-latency fake LLM and a fake Telegram on 127.0.0.1, on SQLite
+(`pam serve`: waitress and the worker in one process) and on Postgres (gunicorn, 1 process
+× 4 threads, + `pam worker`), each with memory jobs off and on, next to the floor: the same
+HTTP hops with no Pam logic (bench/latency_floor.py under the same HTTP server).
+
+    python3 dev.py bench latency                       # 1,000 messages per configuration
+    python3 dev.py bench latency --quick               # 200 messages, a first look
+    python3 dev.py bench latency --backends postgres --profile   # py-spy on web and worker
+
+After a warm-up (20 messages, not counted), the latency phase: 50 learners write in closed
+loop: each sends a message, waits for its reply at the fake Telegram, thinks 2–4 s, and sends
+the next (about 15 messages/s offered: half of what one web + one worker sustain, so the
+latency is Pam's, not a queue's). Latency is from just before the
+webhook POST to the fake Telegram receiving the sendMessage that echoes the message's marker.
+Throughput phase: fresh learners with no think time (every learner always has a message in
+flight), replies per second between the 10th and 90th percentile of arrivals.
+
+Exit status 0 when both targets pass, 1 when one fails, 2 when it cannot run."""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import platform
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import requests
+from sqlalchemy import text
+
+from bench.faults import TEMPLATES
+from bench.latency_report import (
+    ConfigResult,
+    PhaseResult,
+    log_breakdown,
+    plot,
+    profile_summary,
+    table,
+    verdicts,
+)
+from bench.latency_servers import InstantLLM, StopwatchTelegram
+from memory import db
+from tests import telegram_server
+from tests.harness import (
+    BIN,
+    PAM_CMD,
+    ROOT,
+    Process,
+    Processes,
+    db_upgrade,
+    free_port,
+    gunicorn,
+    healthy,
+    postgres_schema,
+    service_env,
+    sqlite_url,
+    wait_for,
+)
+
+DEFAULT_DATABASE = "postgresql://postgres@127.0.0.1:5432/test"
+WEBHOOK_SECRET = "latency-bench-webhook-secret"
+ANSWER_TIMEOUT = 60.0  # a reply later than this counts as missing
+BACKENDS = ("sqlite", "postgres")
+JOBS_OFF = {"PAM_SUMMARY_TRIGGER_TOKENS": "100000000", "PAM_PROFILE_EVERY": "100000000"}
+JOBS_ON = {"PAM_SUMMARY_TRIGGER_TOKENS": "400", "PAM_PROFILE_EVERY": "5"}
+
+
+def progress(message: str) -> None:
+    print(f"[latency {time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+@dataclass(frozen=True)
+class Options:
+    messages: int = 1000
+    learners: int = 50
+    throughput_messages: int = 1000
+    think: tuple[float, float] = (2.0, 4.0)  # seconds a learner waits after each reply
+    backends: tuple[str, ...] = BACKENDS
+    database_url: str = DEFAULT_DATABASE
+    out: Path | None = ROOT / "bench" / "results"
+    plot: bool = True
+    profile: bool = False
+    seed: int = 7
+    keep_logs: bool = False
+
+
+@dataclass(frozen=True)
+class Config:
+    """One row of the table: the floor or Pam, on one backend's process shape."""
+
+    backend: str  # "sqlite" or "postgres"
+    pam: bool  # False: the floor
+    jobs: bool = False
+
+    @property
+    def name(self) -> str:
+        if not self.pam:
+            server = "waitress" if self.backend == "sqlite" else "gunicorn"
+            return f"floor ({server}, no Pam)"
+        shape = "SQLite, pam serve" if self.backend == "sqlite" else "Postgres, web + worker"
+        return f"{shape}, memory jobs {'on' if self.jobs else 'off'}"
+
+    @property
+    def slug(self) -> str:
+        return f"{self.backend}-{'pam' if self.pam else 'floor'}" + (
+            f"-jobs-{'on' if self.jobs else 'off'}" if self.pam else ""
+        )
+
+
+def configurations(backends: tuple[str, ...]) -> list[Config]:
+    return [
+        config
+        for backend in backends
+        for config in (
+            Config(backend, pam=False),
+            Config(backend, pam=True, jobs=False),
+            Config(backend, pam=True, jobs=True),
+        )
+    ]
+
+
+# -- the learners ----------------------------------------------------------------------------
+
+
+class Learners:
+    """Telegram users writing to the webhook in closed loop: one message in flight each."""
+
+    def __init__(self, base: str, tg: StopwatchTelegram, seed: int) -> None:
+        self.base = base
+        self.tg = tg
+        self.rng = random.Random(seed)
+        self.update_ids = itertools.count(self.rng.randrange(10_000_000, 900_000_000))
+        self.lock = threading.Lock()
+
+    def update(self, key: str, index: int, marker: str) -> dict[str, Any]:
+        user_id = 500_000_000 + int(key[1:])
+        user = {
+            "id": user_id,
+            "is_bot": False,
+            "first_name": f"Learner{key}",
+            "language_code": "de",
+        }
+        with self.lock:
+            update_id = next(self.update_ids)
+            words = self.rng.choice(TEMPLATES).format(marker=marker)
+        return {
+            "update_id": update_id,
+            "message": {
+                "message_id": index + 1,
+                "from": user,
+                "chat": {"id": user_id, "first_name": user["first_name"], "type": "private"},
+                "date": int(time.time()),
+                "text": words,
+            },
+        }
+
+    def drive(
+        self, keys: list[str], total: int, think: tuple[float, float], label: str
+    ) -> PhaseResult:
+        """`total` messages spread over `keys`, each learner in its own thread."""
+        phase = PhaseResult(messages=total)
+        counts = [
+            total // len(keys) + (1 if n < total % len(keys) else 0) for n in range(len(keys))
+        ]
+        stop = threading.Event()
+
+        def write(key: str, count: int, seed: float) -> None:
+            rng = random.Random(seed)
+            time.sleep(rng.uniform(0, think[1]))  # learners do not all start at once
+            with requests.Session() as session:
+                for index in range(count):
+                    self._write(session, phase, key, index, think, rng)
+
+        def report() -> None:
+            while not stop.wait(5.0):
+                with self.lock:
+                    sent = list(phase.sent)
+                progress(f"{label}: sent {len(sent)}/{total}, answered {self.tg.answered(sent)}")
+
+        threads = [
+            threading.Thread(target=write, args=(key, count, self.rng.random()), daemon=True)
+            for key, count in zip(keys, counts, strict=True)
+            if count
+        ]
+        ticker = threading.Thread(target=report, daemon=True)
+        phase.started = time.time()
+        ticker.start()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        time.sleep(0.5)  # a duplicate reply would arrive now
+        stop.set()
+        phase.finished = time.time()
+        with self.tg.lock:
+            phase.arrivals = {m: list(self.tg.arrivals.get(m, [])) for m in phase.sent}
+        return phase
+
+    def _write(
+        self,
+        session: requests.Session,
+        phase: PhaseResult,
+        key: str,
+        index: int,
+        think: tuple[float, float],
+        rng: random.Random,
+    ) -> None:
+        """One message: POST it, wait for its reply, think."""
+        marker = f"{key}-M{index + 1:02d}"
+        update = self.update(key, index, marker)
+        arrived = self.tg.expect(marker)
+        sent = time.time()
+        status = self._post(session, update)
+        with self.lock:
+            phase.sent[marker] = sent
+            phase.statuses[status] += 1
+        if status != "200":
+            return
+        arrived.wait(ANSWER_TIMEOUT)
+        if think[1] > 0:
+            time.sleep(rng.uniform(*think))
+
+    def _post(self, session: requests.Session, update: dict[str, Any]) -> str:
+        """POST the update until it is acknowledged, as Telegram retries (briefly here)."""
+        status = "?"
+        for attempt in range(20):
+            try:
+                response = session.post(
+                    f"{self.base}/telegram/webhook",
+                    json=update,
+                    headers={"X-Telegram-Bot-Api-Secret-Token": WEBHOOK_SECRET},
+                    timeout=30,
+                )
+                status = str(response.status_code)
+            except requests.RequestException as exc:
+                status = type(exc).__name__
+            if status == "200":
+                return status
+            time.sleep(0.05 * (attempt + 1))
+        return status
+
+
+# -- the service under test ------------------------------------------------------------------
+
+
+@dataclass
+class Service:
+    base: str
+    group: Processes
+    logs: dict[str, Path] = field(default_factory=dict)  # role ("web", "worker") -> log file
+    pids: dict[str, int] = field(default_factory=dict)
+    database_url: str | None = None  # Pam on Postgres: for the table statistics
+
+
+def pam_knobs(llm: InstantLLM, tg: StopwatchTelegram, jobs: bool) -> dict[str, str]:
+    return {
+        "OPENAI_BASE_URL": llm.base_url,
+        "OPENAI_API_KEY": "latency-bench",
+        "TELEGRAM_BOT_TOKEN": telegram_server.TOKEN,
+        "TELEGRAM_WEBHOOK_SECRET": WEBHOOK_SECRET,
+        "TELEGRAM_API_URL": tg.base_url,
+        "PAM_RATE_LIMIT_PER_MINUTE": "0",  # these learners type faster than people do
+        "PAM_SHUTDOWN_WAIT_SECONDS": "2",
+        "PAM_LOG_LEVEL": "INFO",
+        **(JOBS_ON if jobs else JOBS_OFF),
+    }
+
+
+def _worker_started(process: Process) -> bool:
+    return "worker started" in process.tail(200)
+
+
+@contextmanager
+def running(
+    config: Config, llm: InstantLLM, tg: StopwatchTelegram, folder: Path, options: Options
+) -> Iterator[Service]:
+    """The configuration's processes, up and healthy; killed afterwards."""
+    port = free_port()
+    group = Processes(folder, who="latency")
+    service = Service(f"http://127.0.0.1:{port}", group)
+    with ExitStack() as stack:
+        stack.callback(group.close)
+        if not config.pam:
+            env = service_env(
+                "sqlite://",
+                FLOOR_LLM_URL=llm.base_url,
+                FLOOR_TELEGRAM_URL=f"{tg.base_url}{telegram_server.TOKEN}",
+                FLOOR_SECRET=WEBHOOK_SECRET,
+                FLOOR_THREADS="4",
+            )
+            if config.backend == "sqlite":
+                argv = [
+                    str(BIN / "waitress-serve"),
+                    "--host=127.0.0.1",
+                    f"--port={port}",
+                    "--threads=8",
+                    "--call",
+                    "bench.latency_floor:create_app",
+                ]
+            else:
+                argv = [
+                    *gunicorn(port, workers=1, threads=4)[:-1],
+                    "bench.latency_floor:create_app()",
+                ]
+            web = group.start(f"{config.slug}-web", argv, env)
+            service.logs["web"] = web.log
+            service.pids["web"] = web.popen.pid
+        elif config.backend == "sqlite":
+            env = service_env(sqlite_url(folder), PORT=str(port), **pam_knobs(llm, tg, config.jobs))
+            serve = group.start(
+                f"{config.slug}-serve", [*PAM_CMD, "serve", "--host", "127.0.0.1"], env
+            )
+            service.logs["web"] = service.logs["worker"] = serve.log
+            service.pids["serve"] = serve.popen.pid
+            wait_for(lambda: _worker_started(serve), 60, "pam serve to start its worker", poll=0.1)
+        else:
+            url = stack.enter_context(postgres_schema(options.database_url, prefix="pam_latency"))
+            env = service_env(url, **pam_knobs(llm, tg, config.jobs))
+            service.database_url = url
+            db_upgrade(env, folder)
+            web = group.start(f"{config.slug}-web", gunicorn(port, workers=1, threads=4), env)
+            worker = group.start(f"{config.slug}-worker", [*PAM_CMD, "worker"], env)
+            service.logs = {"web": web.log, "worker": worker.log}
+            service.pids = {"web": web.popen.pid, "worker": worker.popen.pid}
+            wait_for(lambda: _worker_started(worker), 60, "pam worker to start", poll=0.1)
+
+        def ready() -> bool:
+            group.assert_alive()
+            return healthy(service.base)
+
+        wait_for(ready, 60, f"{service.base}/healthz", poll=0.1)
+        try:
+            yield service
+        except BaseException:
+            print(group.tails(), flush=True)
+            raise
+
+
+@contextmanager
+def profiled(service: Service, folder: Path, slug: str) -> Iterator[dict[str, Path]]:
+    """py-spy sampling every process of the service at 100 Hz without pausing it, twice:
+    "busy" samples every thread that is not idle (Python work and waits inside C calls such
+    as psycopg's wait for Postgres), "gil" only the thread holding the GIL (CPU in Python).
+    Yields where each raw profile will be once the block ends."""
+    spy = shutil.which("py-spy") or str(BIN / "py-spy")
+    outputs: dict[str, Path] = {}
+    spies: list[subprocess.Popen[bytes]] = []
+    for role, pid in service.pids.items():
+        for mode in ("busy", "gil"):
+            key = f"{role} {mode}"
+            outputs[key] = folder / f"latency_profile_{slug}_{role}_{mode}.txt"
+            argv = [spy, "record", "--pid", str(pid), "--format", "raw", "--rate", "100"]
+            argv += ["--nonblocking", "--subprocesses", "-o", str(outputs[key])]
+            argv += ["--gil"] if mode == "gil" else []
+            log = (folder / f"py-spy-{role}-{mode}.log").open("wb")
+            spies.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT))
+    time.sleep(1.0)  # py-spy attaches
+    try:
+        yield outputs
+    finally:
+        for spy_process in spies:
+            spy_process.send_signal(signal.SIGINT)  # py-spy writes its output on Ctrl-C
+        for spy_process in spies:
+            try:
+                spy_process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                spy_process.kill()
+
+
+TABLE_STATS = text(
+    "SELECT relname, seq_scan, coalesce(idx_scan, 0), n_tup_ins, n_tup_upd, n_tup_del "
+    "FROM pg_stat_user_tables WHERE schemaname = current_schema()"
+)
+# Database-wide: counts other sessions' transactions too (keep the database otherwise idle).
+TRANSACTIONS = text(
+    "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()"
+)
+TRANSACTIONS_ROW = "(transactions, whole database)"
+
+
+def table_stats(url: str | None) -> dict[str, list[int]]:
+    """Postgres's per-table counters in the run's schema: seq scans, index scans, rows
+    inserted, updated, deleted."""
+    if url is None:
+        return {}
+    engine = db.make_engine(url)
+    try:
+        with engine.connect() as connection:
+            found = {row[0]: [int(v) for v in row[1:]] for row in connection.execute(TABLE_STATS)}
+            found[TRANSACTIONS_ROW] = [int(connection.execute(TRANSACTIONS).scalar_one())]
+            return found
+    finally:
+        engine.dispose()
+
+
+def per_message(
+    before: dict[str, list[int]], after: dict[str, list[int]], messages: int
+) -> dict[str, dict[str, float]]:
+    """What each message cost each table, from two table_stats snapshots."""
+    names: tuple[str, ...] = ("seq_scans", "index_scans", "inserted", "updated", "deleted")
+    found = {}
+    for relation, values in sorted(after.items()):
+        start = before.get(relation, [0] * len(values))
+        labels = names if len(values) == len(names) else ("committed",)
+        found[relation] = {
+            name: round((v - b) / max(1, messages), 2)
+            for name, v, b in zip(labels, values, start, strict=True)
+        }
+    return found
+
+
+def run_config(config: Config, options: Options, folder: Path) -> ConfigResult:
+    """Start the configuration, drive the latency and the throughput phase, collect."""
+    progress(f"== {config.name}")
+    result = ConfigResult(name=config.name, slug=config.slug, backend=config.backend)
+    result.pam, result.jobs = config.pam, config.jobs
+    learners = [f"L{n:03d}" for n in range(1, options.learners + 1)]
+    saturating = [f"L{n:03d}" for n in range(501, 501 + options.learners)]
+    with (
+        InstantLLM() as llm,
+        StopwatchTelegram() as tg,
+        running(config, llm, tg, folder, options) as service,
+        ExitStack() as stack,
+    ):
+        profiles: dict[str, Path] = {}
+        if options.profile and config.pam:
+            profiles = stack.enter_context(profiled(service, folder, config.slug))
+        load = Learners(service.base, tg, options.seed)
+        # A fresh process's first turns pay for lazy imports and new connections: warm it up.
+        load.drive([f"L{n:03d}" for n in range(901, 905)], 20, (0.0, 0.0), f"{config.slug} warm-up")
+        before = table_stats(service.database_url)
+        result.latency = load.drive(learners, options.messages, options.think, config.slug)
+        progress(f"{config.slug}: {result.latency.summary()}")
+        time.sleep(1.0)  # backends report their table counters within a second
+        result.tables = per_message(
+            before, table_stats(service.database_url), len(result.latency.sent)
+        )
+        result.throughput = load.drive(
+            saturating, options.throughput_messages, (0.0, 0.0), f"{config.slug} saturating"
+        )
+        progress(f"{config.slug}: {result.throughput.summary()}")
+        result.llm_calls = dict(llm.served)
+        result.typing_calls = tg.typing
+        result.unmarked_replies = tg.unmarked
+        stack.close()  # stop the profilers while the service still runs
+        for role, path in profiles.items():
+            if path.exists():
+                result.profile[role] = profile_summary(path, ROOT)
+            else:
+                progress(f"no {role} profile was written (see {folder}/py-spy-{role}.log)")
+        service.group.assert_alive()
+        if config.pam:
+            result.breakdown = log_breakdown(
+                service.logs, (result.latency.started, result.latency.finished)
+            )
+    return result
+
+
+# -- command line ----------------------------------------------------------------------------
+
+
+def check_environment(options: Options) -> str | None:
+    """What stops this run from working here, said so an operator can fix it; or None."""
+    if "postgres" in options.backends:
+        try:
+            engine = db.make_engine(options.database_url)
+            with engine.connect() as connection:
+                connection.execute(text("SELECT 1"))
+            engine.dispose()
+        except Exception as exc:
+            return (
+                f"cannot reach Postgres at {options.database_url} ({type(exc).__name__}). "
+                "Start it, pass --database-url, or run --backends sqlite."
+            )
+    if options.profile and not (shutil.which("py-spy") or (BIN / "py-spy").exists()):
+        return "--profile needs py-spy: .venv/bin/pip install py-spy"
+    return None
+
+
+def run(options: Options, report: Callable[[str], None] = progress) -> dict[str, Any]:
+    """Every configuration of `options`; the results as written to latency.json."""
+    folder = Path(tempfile.mkdtemp(prefix="pam-latency-"))
+    report(
+        f"{options.messages} messages from {options.learners} learners per configuration, "
+        f"backends {','.join(options.backends)}; logs in {folder}"
+    )
+    results = [run_config(c, options, folder) for c in configurations(options.backends)]
+    found: dict[str, Any] = {
+        "options": {k: str(v) for k, v in asdict(options).items()},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "commit": _commit(),
+        },
+        "configurations": [r.as_dict() for r in results],
+        "verdicts": verdicts(results),
+        "table": table(results),
+    }
+    if options.keep_logs or options.profile:
+        found["logs"] = str(folder)
+    if options.out is not None:
+        options.out.mkdir(parents=True, exist_ok=True)
+        name = "latency_profile.json" if options.profile else "latency.json"
+        (options.out / name).write_text(json.dumps(found, indent=2, ensure_ascii=False) + "\n")
+        if options.plot and not options.profile:
+            plot(results, options.out / "latency.png", report)
+    if not options.keep_logs and not options.profile:
+        shutil.rmtree(folder, ignore_errors=True)
+    return found
+
+
+def _commit() -> str:
+    done = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    dirty = subprocess.run(
+        ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return done.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
+def parse_args(argv: list[str]) -> Options:
+    parser = argparse.ArgumentParser(prog="bench.latency", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--messages", type=int, default=Options.messages)
+    parser.add_argument("--learners", type=int, default=Options.learners)
+    parser.add_argument(
+        "--throughput-messages",
+        type=int,
+        default=None,
+        help="messages of the saturation phase (default: --messages)",
+    )
+    parser.add_argument(
+        "--think",
+        default="2,4",
+        help="a learner's think time after each reply, MIN,MAX seconds (default 2,4)",
+    )
+    parser.add_argument("--backends", default=",".join(BACKENDS), help="sqlite,postgres")
+    parser.add_argument("--database-url", default=DEFAULT_DATABASE)
+    parser.add_argument("--out", type=Path, default=Options.out, help="latency.json/.png go here")
+    parser.add_argument("--quick", action="store_true", help="200 messages, 20 learners")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="sample web and worker with py-spy; writes latency_profile.json, keeps raw stacks",
+    )
+    parser.add_argument("--no-plot", action="store_true")
+    parser.add_argument("--keep-logs", action="store_true")
+    args = parser.parse_args(argv)
+    backends = tuple(b.strip() for b in args.backends.split(",") if b.strip())
+    unknown = set(backends) - set(BACKENDS)
+    if unknown or not backends:
+        parser.error(f"--backends takes sqlite and/or postgres, not {sorted(unknown)}")
+    options = Options(
+        messages=args.messages,
+        learners=args.learners,
+        think=_think(parser, args.think),
+        backends=backends,
+        database_url=args.database_url,
+        out=args.out,
+        plot=not args.no_plot,
+        profile=args.profile,
+        keep_logs=args.keep_logs,
+    )
+    if args.quick:
+        options = replace(options, messages=200, learners=20)
+    return replace(options, throughput_messages=args.throughput_messages or options.messages)
+
+
+def _think(parser: argparse.ArgumentParser, value: str) -> tuple[float, float]:
+    try:
+        low, high = (float(part) for part in value.split(","))
+    except ValueError:
+        parser.error(f"--think takes MIN,MAX seconds, not {value!r}")
+    if not 0 <= low <= high:
+        parser.error("--think needs 0 <= MIN <= MAX")
+    return low, high
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = parse_args(sys.argv[1:] if argv is None else argv)
+    problem = check_environment(options)
+    if problem:
+        print(f"bench.latency: {problem}", file=sys.stderr)
+        return 2
+    found = run(options)
+    print()
+    print(found["table"])
+    for config in found["configurations"]:
+        for role, summary in config.get("profile", {}).items():
+            print(f"\nprofile of {config['slug']} {role} ({summary['samples']} samples):")
+            for line in summary["top"][:15]:
+                print(f"  {line['share']:6.1%}  {line['where']}")
+    verdict = found["verdicts"]
+    print(f"\ntargets: {verdict}")
+    if options.profile:
+        print(f"raw py-spy stacks kept in {found.get('logs')}")
+    return 0 if all(v in {"PASS", "n/a"} for v in verdict.values()) else 1
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    sys.exit(main())
