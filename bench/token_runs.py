@@ -179,7 +179,9 @@ class DensityResult:
         return 1 - self.profile_calls / self.profile_triggers
 
 
-def run_density(learner: Learner, memory: MemoryConfig) -> DensityResult:
+def run_density(
+    learner: Learner, memory: MemoryConfig, chat: Sequence[tuple[bool, str]] = LOW_INFO_CHAT
+) -> DensityResult:
     """The 50-message chat through Pam's real code: how many profile calls it made against
     learning every N messages, and whether every information-rich message was in one."""
     counter = TokenCounter(REPLY_MODEL)
@@ -192,13 +194,13 @@ def run_density(learner: Learner, memory: MemoryConfig) -> DensityResult:
         pam = build(bench_settings(url, memory), model=model, submit=lambda w: w(), engine=engine)
         try:
             pam.tutor.handle(external_id, f"/language {learner.target} {learner.native}")
-            for _, text in LOW_INFO_CHAT:
+            for _, text in chat:
                 pam.tutor.handle(external_id, text, "Marta")
         finally:
             pam.close(0)
     profile_calls = [c for c in model.calls if c.purpose == "profile"]
-    rich = [text for is_rich, text in LOW_INFO_CHAT if is_rich]
+    rich = [text for is_rich, text in chat if is_rich]
     seen = [t for t in rich if any(t in m["content"] for c in profile_calls for m in c.messages)]
     # Learning every `profile_every` messages, whatever they say, is the baseline.
-    every_n = len(LOW_INFO_CHAT) // memory.profile_every
-    return DensityResult(len(LOW_INFO_CHAT), len(rich), every_n, len(profile_calls), len(seen))
+    every_n = len(chat) // memory.profile_every
+    return DensityResult(len(chat), len(rich), every_n, len(profile_calls), len(seen))

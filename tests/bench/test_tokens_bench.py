@@ -93,6 +93,8 @@ def test_the_density_filter_halves_profile_calls_and_sees_every_rich_message(
     assert density["profile_calls"] <= density["profile_triggers"] / 2
     assert density["rich_seen"] == density["rich"] == 10
     assert density["passed"]
+    shuffled = density["random_placement"]  # not thanks to the chat's order
+    assert shuffled["share_meeting_50pct"] == shuffled["share_all_rich_seen"] == 1.0, shuffled
 
 
 def test_the_curve_recommends_a_point_it_measured(result: dict[str, Any]) -> None:
