@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 import unicodedata
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from bot import corrections, phrases
@@ -16,7 +16,7 @@ from bot.settings import Settings
 from memory.density import is_low_information
 from memory.jobs import FOLD, PROFILE, JobRunner
 from memory.profile import profile_due
-from memory.store import LEARNER, PAM, LearnerGone, LearnerInfo, Store
+from memory.store import LEARNER, LearnerGone, LearnerInfo, Store
 from memory.summary import fold_due
 from memory.tokens import TokenCounter
 
@@ -42,6 +42,14 @@ def clean_text(text: str) -> str:
     text = unicodedata.normalize("NFC", text)
     kept = (ch for ch in text if ch in "\n\t" or unicodedata.category(ch) != "Cc")
     return "".join(kept).strip()
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What to send back for one inbound message, and whose message it was."""
+
+    replies: list[str]
+    learner_id: int | None
 
 
 class ModelUnavailable(Exception):
@@ -83,27 +91,40 @@ class Tutor:
         A `kind` other than "text" (a voice note, a photo) gets a friendly answer.
         When the LLM fails, the learner gets an apology, unless `can_retry`: then
         ModelUnavailable is raised and the caller runs the turn again later."""
+        return self.answer(external_id, text, display_name, inbox_id, kind, can_retry).replies
+
+    def answer(
+        self,
+        external_id: str,
+        text: str,
+        display_name: str | None = None,
+        inbox_id: int | None = None,
+        kind: str = "text",
+        can_retry: bool = False,
+    ) -> Answer:
+        """`handle`, also saying which learner it was (for the caller's log line)."""
         if kind != "text":
             known = self.store.find_learner(external_id)
-            return [phrases.not_text(kind, known.target_language if known else None)]
+            language = known.target_language if known else None
+            return Answer([phrases.not_text(kind, language)], known.id if known else None)
         text = clean_text(text)
         if not text:
-            return []
+            return Answer([], None)
         learner = self.store.learner(external_id, display_name)
         command = parse_command(text)
         if command is not None:
             command = replace(command, inbox_id=inbox_id)
             try:
-                return [self.commands.handle(learner, command)]
+                return Answer([self.commands.handle(learner, command)], learner.id)
             except LearnerGone:
-                return [phrases.FORGOTTEN]
+                return Answer([phrases.FORGOTTEN], learner.id)
         if len(text) > MAX_MESSAGE_CHARS:
-            return [phrases.TOO_LONG.format(limit=MAX_MESSAGE_CHARS)]
+            return Answer([phrases.TOO_LONG.format(limit=MAX_MESSAGE_CHARS)], learner.id)
         try:
-            return self.turn(learner, text, inbox_id, can_retry=can_retry)
+            return Answer(self.turn(learner, text, inbox_id, can_retry=can_retry), learner.id)
         except LearnerGone:  # /forget won a race with this turn: say nothing, keep nothing
             log.info("turn for learner %s dropped: forgotten mid-turn", learner.id)
-            return []
+            return Answer([], learner.id)
 
     def turn(
         self,
@@ -141,17 +162,18 @@ class Tutor:
                 raise ModelUnavailable(str(exc)) from exc
             self._trigger_jobs(learner.id)
             return [phrases.apology(context.learner.target_language)]
-        self.store.record_usage(
-            learner.id, completion.model, "reply", completion.input_tokens, completion.output_tokens
-        )
         answer = corrections.parse_answer(completion.text)
         shown = corrections.render(answer)
-        reply = self.store.add_message(
-            learner.id, PAM, shown, self.counter.count_message(shown), reply_to=stored.id
+        reply = self.store.save_reply(
+            learner.id,
+            stored.id,
+            shown,
+            self.counter.count_message(shown),
+            answer.corrections,
+            (completion.model, completion.input_tokens, completion.output_tokens),
         )
         if reply.content != shown:  # another worker answered this message first: theirs stands
             return [reply.content]
-        self.store.add_corrections(learner.id, stored.id, answer.corrections)
         self._trigger_jobs(learner.id)
         log.info(
             "turn learner=%s prompt_tokens=%s output_tokens=%s corrections=%s ms=%d",
@@ -166,25 +188,27 @@ class Tutor:
     def _over_limit(self, learner: LearnerInfo) -> str | None:
         """Which cost or abuse limit this turn would pass, if any."""
         settings, now = self.settings, datetime.now(UTC)
-        if settings.rate_limit_per_minute:
-            recent = self.store.learner_messages_since(learner.id, now - timedelta(minutes=1))
-            if recent > settings.rate_limit_per_minute:
-                return "rate"
-        today = now.replace(hour=0, minute=0, second=0, microsecond=0)
-        if (
-            settings.learner_daily_tokens
-            and self.store.tokens_since(today, learner.id) >= settings.learner_daily_tokens
+        if not (
+            settings.rate_limit_per_minute or settings.learner_daily_tokens or settings.daily_tokens
         ):
+            return None
+        today = now.replace(hour=0, minute=0, second=0, microsecond=0)
+        recent, mine, everyone = self.store.activity(
+            learner.id, now - timedelta(minutes=1), today, everyone=bool(settings.daily_tokens)
+        )
+        if settings.rate_limit_per_minute and recent > settings.rate_limit_per_minute:
+            return "rate"
+        if settings.learner_daily_tokens and mine >= settings.learner_daily_tokens:
             return "learner_budget"
-        if settings.daily_tokens and self.store.tokens_since(today) >= settings.daily_tokens:
+        if settings.daily_tokens and (everyone or 0) >= settings.daily_tokens:
             return "service_budget"
         return None
 
     def _trigger_jobs(self, learner_id: int) -> None:
-        if fold_due(*self.store.unfolded_tokens(learner_id), self.memory):
+        count, tokens, unread = self.store.memory_backlog(learner_id, PROFILE_COUNT_LIMIT)
+        if fold_due(count, tokens, self.memory):
             self.runner.request(learner_id, FOLD)
         # Only messages that say something count toward the profile's cadence: "ok", "jaja"
         # and 👍 never cost a profile call on their own.
-        unread = self.store.learner_texts_since_profile(learner_id, PROFILE_COUNT_LIMIT)
         if profile_due(sum(not is_low_information(t) for t in unread), self.memory):
             self.runner.request(learner_id, PROFILE)

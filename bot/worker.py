@@ -63,6 +63,7 @@ class Worker:
         self._lock = threading.Lock()
         self._scheduler: BackgroundScheduler | None = None
         self._listener: InboxListener | None = None
+        self._woken: set[str] = set()  # lanes told to run now that have not started yet
 
     # -- one step each ------------------------------------------------------------------
 
@@ -84,7 +85,7 @@ class Worker:
         heartbeat = Heartbeat(self.inbox.lease.total_seconds() / 3, lambda: self.inbox.renew(claim))
         try:
             with heartbeat, self._typing(sender, claim):
-                replies = self.pam.tutor.handle(
+                answer = self.pam.tutor.answer(
                     claim.address,
                     claim.text,
                     display_name=claim.display_name,
@@ -110,6 +111,7 @@ class Worker:
                 "turn failed inbox=%s channel=%s retry_in=%.1fs", claim.id, claim.channel, delay
             )
             return True
+        replies = answer.replies
         if sender is not None:
             replies = [
                 part
@@ -125,12 +127,11 @@ class Worker:
             if claim.received_at
             else -1
         )
-        learner = self.pam.store.find_learner(claim.address)
         log.info(
             "inbound answered inbox=%s learner=%s channel=%s replies=%d since_received_ms=%d "
             "turn_ms=%d attempt=%d",
             claim.id,
-            learner.id if learner else "-",
+            answer.learner_id or "-",
             claim.channel,
             len(replies),
             queued_ms,
@@ -149,12 +150,12 @@ class Worker:
             return contextlib.nullcontext()
 
         def show() -> bool:
-            typing(claim.chat_id)
+            with contextlib.suppress(Exception):  # a missing "typing…" never costs the reply
+                typing(claim.chat_id)
             return True
 
-        with contextlib.suppress(Exception):  # a missing "typing…" must never cost the reply
-            show()
-        return Heartbeat(TYPING_EVERY_SECONDS, show)
+        # On the heartbeat's thread, from its first beat: the turn does not wait for Telegram.
+        return Heartbeat(TYPING_EVERY_SECONDS, show, immediately=True)
 
     def deliver_next(self) -> bool:
         """Deliver the next queued reply, if any. True if there was one."""
@@ -248,6 +249,8 @@ class Worker:
             self._next[name] = job
 
     def _lane(self, name: str, step: Callable[[], bool]) -> None:
+        with self._lock:
+            self._woken.discard(name)
         try:
             while not self._stopping.is_set() and step():
                 pass
@@ -262,18 +265,31 @@ class Worker:
         self._wake("delivery" if deliveries_only else "")
 
     def wake_inbox(self) -> None:
-        """Run idle inbox lanes now (a web process stored a new message)."""
-        self._wake("inbox")
+        """Run one idle inbox lane now (a web process stored one new message): a burst of
+        messages wakes one lane each, not every lane for every message."""
+        self._wake("inbox", limit=1)
 
-    def _wake(self, prefix: str) -> None:
+    def _wake(self, prefix: str, limit: int | None = None) -> None:
         if self._scheduler is None or self._stopping.is_set():
             return
         now = datetime.now(UTC)
         with self._lock:
-            waiting = [job for name, job in self._next.items() if name.startswith(prefix)]
-        for job in waiting:
-            with contextlib.suppress(JobLookupError):  # running now: it drains the queue anyway
+            waiting = [
+                (name, job)
+                for name, job in self._next.items()
+                if name.startswith(prefix) and name not in self._woken
+            ]
+        woken = 0
+        for name, job in waiting:
+            try:
                 job.modify(next_run_time=now)
+            except JobLookupError:  # running now: it drains the queue anyway
+                continue
+            with self._lock:
+                self._woken.add(name)
+            woken += 1
+            if limit is not None and woken >= limit:
+                return
 
     def stop(self) -> None:
         """Stop taking new work; lanes finish the item they hold."""

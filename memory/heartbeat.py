@@ -13,22 +13,32 @@ log = logging.getLogger(__name__)
 
 class Heartbeat:
     """Calls `renew` every `interval` seconds on a background thread while the `with` block
-    runs. `renew` returning False means the claim is gone (forgotten, taken over): the
-    heartbeat stops, and the work's own compare-and-set writes will find out."""
+    runs (and once at the start, with `immediately`). `renew` returning False means the
+    claim is gone (forgotten, taken over): the heartbeat stops, and the work's own
+    compare-and-set writes will find out."""
 
-    def __init__(self, interval: float, renew: Callable[[], bool]) -> None:
+    def __init__(
+        self, interval: float, renew: Callable[[], bool], *, immediately: bool = False
+    ) -> None:
         self.interval = interval
         self.renew = renew
+        self.immediately = immediately
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name="pam-heartbeat", daemon=True)
 
     def _beat(self) -> None:
+        if self.immediately and not self._beat_once():
+            return
         while not self._stop.wait(self.interval):
-            try:
-                if not self.renew():
-                    return
-            except Exception as exc:  # a database hiccup: try again next beat
-                log.warning("lease renewal failed: %s", type(exc).__name__)
+            if not self._beat_once():
+                return
+
+    def _beat_once(self) -> bool:
+        try:
+            return bool(self.renew())
+        except Exception as exc:  # a database hiccup: try again next beat
+            log.warning("lease renewal failed: %s", type(exc).__name__)
+            return True
 
     def __enter__(self) -> Heartbeat:
         self._thread.start()

@@ -241,6 +241,59 @@ class Store:
                 return existing
             raise LearnerGone(learner_id) from exc
 
+    def save_reply(
+        self,
+        learner_id: int,
+        reply_to: int,
+        content: str,
+        tokens: int,
+        corrections: Sequence[CorrectionRecord],
+        usage: tuple[str, int, int],
+    ) -> StoredMessage:
+        """Pam's reply to message `reply_to`, the corrections it made and the call's usage
+        (model, input, output tokens), written in one transaction. If another worker stored
+        a reply to that message first, theirs is returned and only the usage is recorded
+        (the tokens were spent all the same). Raises LearnerGone if forgotten meanwhile."""
+        model, input_tokens, output_tokens = usage
+        try:
+            with self.sessions.begin() as session:
+                row = Message(
+                    learner_id=learner_id,
+                    role=PAM,
+                    content=content,
+                    tokens=tokens,
+                    reply_to=reply_to,
+                )
+                session.add(row)
+                session.add(
+                    Usage(
+                        learner_id=learner_id,
+                        model=model,
+                        purpose="reply",
+                        input_tokens=input_tokens,
+                        output_tokens=output_tokens,
+                    )
+                )
+                session.add_all(
+                    Correction(
+                        learner_id=learner_id,
+                        message_id=reply_to,
+                        original=c.original,
+                        corrected=c.corrected,
+                        explanation=c.explanation,
+                        category=c.category,
+                    )
+                    for c in corrections
+                )
+                session.flush()
+                return StoredMessage(row.id, row.role, row.content, row.tokens)
+        except IntegrityError as exc:
+            existing = self.message_for(learner_id, reply_to=reply_to)
+            if existing is None:
+                raise LearnerGone(learner_id) from exc
+            self.record_usage(learner_id, model, "reply", input_tokens, output_tokens)
+            return existing
+
     def message_for(
         self, learner_id: int, *, inbox_id: int | None = None, reply_to: int | None = None
     ) -> StoredMessage | None:
@@ -299,30 +352,45 @@ class Store:
     def unfolded_tokens(self, learner_id: int) -> tuple[int, int]:
         """(number, total tokens) of the learner's messages not yet folded into the summary."""
         with self.sessions() as session:
-            watermark = select(Summary.watermark).where(Summary.learner_id == learner_id)
-            count, tokens = session.execute(
-                select(func.count(Message.id), func.coalesce(func.sum(Message.tokens), 0)).where(
-                    Message.learner_id == learner_id,
-                    Message.id > func.coalesce(watermark.scalar_subquery(), 0),
-                )
-            ).one()
-            return int(count), int(tokens)
+            return self._unfolded(session, learner_id)
 
     def learner_texts_since_profile(self, learner_id: int, limit: int) -> list[str]:
         """The newest (at most `limit`) learner messages the profile has not read yet."""
         with self.sessions() as session:
-            watermark = select(Profile.watermark).where(Profile.learner_id == learner_id)
-            texts = session.scalars(
-                select(Message.content)
-                .where(
-                    Message.learner_id == learner_id,
-                    Message.role == LEARNER,
-                    Message.id > func.coalesce(watermark.scalar_subquery(), 0),
-                )
-                .order_by(Message.id.desc())
-                .limit(limit)
+            return self._unread_by_profile(session, learner_id, limit)
+
+    def memory_backlog(self, learner_id: int, limit: int) -> tuple[int, int, list[str]]:
+        """`unfolded_tokens` and `learner_texts_since_profile` in one round of queries: what a
+        turn needs to know whether a fold or a profile update is due."""
+        with self.sessions() as session:
+            count, tokens = self._unfolded(session, learner_id)
+            return count, tokens, self._unread_by_profile(session, learner_id, limit)
+
+    @staticmethod
+    def _unfolded(session: Session, learner_id: int) -> tuple[int, int]:
+        watermark = select(Summary.watermark).where(Summary.learner_id == learner_id)
+        count, tokens = session.execute(
+            select(func.count(Message.id), func.coalesce(func.sum(Message.tokens), 0)).where(
+                Message.learner_id == learner_id,
+                Message.id > func.coalesce(watermark.scalar_subquery(), 0),
             )
-            return list(reversed(list(texts)))
+        ).one()
+        return int(count), int(tokens)
+
+    @staticmethod
+    def _unread_by_profile(session: Session, learner_id: int, limit: int) -> list[str]:
+        watermark = select(Profile.watermark).where(Profile.learner_id == learner_id)
+        texts = session.scalars(
+            select(Message.content)
+            .where(
+                Message.learner_id == learner_id,
+                Message.role == LEARNER,
+                Message.id > func.coalesce(watermark.scalar_subquery(), 0),
+            )
+            .order_by(Message.id.desc())
+            .limit(limit)
+        )
+        return list(reversed(list(texts)))
 
     def learner_messages_since_profile(self, learner_id: int) -> int:
         """How many learner messages the profile has not read yet."""
@@ -488,6 +556,26 @@ class Store:
                 )
                 or 0
             )
+
+    def activity(
+        self, learner_id: int, since_messages: datetime, since_tokens: datetime, everyone: bool
+    ) -> tuple[int, int, int | None]:
+        """What the cost and abuse limits look at, in one round of queries: the learner's
+        messages since `since_messages`, their LLM tokens since `since_tokens`, and (with
+        `everyone`) all learners' tokens since then."""
+        with self.sessions() as session:
+            messages = session.scalar(
+                select(func.count(Message.id)).where(
+                    Message.learner_id == learner_id,
+                    Message.role == LEARNER,
+                    Message.created_at >= since_messages,
+                )
+            )
+            spent = func.coalesce(func.sum(Usage.input_tokens + Usage.output_tokens), 0)
+            since = Usage.created_at >= since_tokens
+            mine = session.scalar(select(spent).where(since, Usage.learner_id == learner_id))
+            total = session.scalar(select(spent).where(since)) if everyone else None
+            return int(messages or 0), int(mine or 0), None if total is None else int(total)
 
     def tokens_since(self, since: datetime, learner_id: int | None = None) -> int:
         """LLM tokens (input + output, every purpose) spent since `since`: the learner's, or
