@@ -61,6 +61,19 @@ def summary_answer(body: dict[str, Any]) -> str:
     return "Folded: " + " ".join(previous + folded)
 
 
+def echo_answer(task: str, body: dict[str, Any], count: int) -> str:
+    """The fake LLM's answer at once: replies echo the marker of the learner's last message,
+    summaries list what they folded, profiles are the test server's default."""
+    if task == "reply":
+        messages = body.get("messages", [])
+        last = next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
+        match = MARKER.search(last)
+        return reply_answer(match.group(0) if match else "no-marker")
+    if task == "summary":
+        return summary_answer(body)
+    return default_answer(task, body, count)
+
+
 class FaultyLLM(OpenAIServer):
     """Answers replies by echoing the learner's marker after 20–60 ms of "thinking"; fails
     `rate` of all calls with one of LLM_FAULTS, chosen at random."""
@@ -75,14 +88,8 @@ class FaultyLLM(OpenAIServer):
 
     def _answer(self, task: str, body: dict[str, Any], count: int) -> str:
         if task == "reply":
-            messages = body.get("messages", [])
-            last = next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
             time.sleep(random.uniform(0.02, 0.06))
-            match = MARKER.search(last)
-            return reply_answer(match.group(0) if match else "no-marker")
-        if task == "summary":
-            return summary_answer(body)
-        return default_answer(task, body, count)
+        return echo_answer(task, body, count)
 
     def complete(self, path: str, body: dict[str, Any]) -> Answer:
         with self.lock:

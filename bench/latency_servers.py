@@ -9,9 +9,9 @@ import time
 from collections import Counter, defaultdict
 from typing import Any
 
-from bench.fault_servers import MARKER, reply_answer, summary_answer
+from bench.fault_servers import MARKER, echo_answer
 from tests.local_server import Answer
-from tests.openai_server import OpenAIServer, default_answer, task_of
+from tests.openai_server import OpenAIServer, task_of
 from tests.telegram_server import TelegramServer
 
 
@@ -19,18 +19,8 @@ class InstantLLM(OpenAIServer):
     """A zero-latency LLM: every task is answered as soon as the request is read."""
 
     def __init__(self) -> None:
-        super().__init__(answer=self._answer)
+        super().__init__(answer=echo_answer)
         self.served: Counter[str] = Counter()
-
-    def _answer(self, task: str, body: dict[str, Any], count: int) -> str:
-        if task == "reply":
-            messages = body.get("messages", [])
-            last = next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
-            match = MARKER.search(last)
-            return reply_answer(match.group(0) if match else "no-marker")
-        if task == "summary":
-            return summary_answer(body)
-        return default_answer(task, body, count)
 
     def complete(self, path: str, body: dict[str, Any]) -> Answer:
         answer = super().complete(path, body)
