@@ -42,7 +42,7 @@ from typing import Any
 import requests
 from sqlalchemy import text
 
-from bench.faults import TEMPLATES
+from bench.fault_traffic import TEMPLATES
 from bench.latency_report import (
     ConfigResult,
     PhaseResult,
