@@ -138,8 +138,8 @@ class Throttle:
             return throttle
 
 
-class FaultyTelegram(TelegramServer):
-    """The Bot API, answering `rate` of sendMessage calls with 429 retry_after=1."""
+class Recording:
+    """What the fake platforms share: a Throttle, and the replies they accepted."""
 
     def __init__(self, rate: float, seed: int) -> None:
         super().__init__()
@@ -149,6 +149,10 @@ class FaultyTelegram(TelegramServer):
     @property
     def throttled(self) -> int:
         return self.throttle.throttled
+
+
+class FaultyTelegram(Recording, TelegramServer):
+    """The Bot API, answering `rate` of sendMessage calls with 429 retry_after=1."""
 
     def handle(self, path: str, params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         if path.endswith("/sendMessage") and self.throttle():
@@ -168,17 +172,8 @@ class FaultyTelegram(TelegramServer):
         return status, body
 
 
-class RecordingTwilio(TwilioServer):
+class RecordingTwilio(Recording, TwilioServer):
     """Twilio's Messages API, answering `rate` of sends with 429 (error 20429)."""
-
-    def __init__(self, rate: float, seed: int) -> None:
-        super().__init__()
-        self.throttle = Throttle(rate, seed)
-        self.delivered: list[Delivered] = []
-
-    @property
-    def throttled(self) -> int:
-        return self.throttle.throttled
 
     def handle(self, path: str, form: dict[str, str]) -> tuple[int, dict[str, Any]]:
         if self.throttle():

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
 
-from sqlalchemy import Engine, make_url, text
+from sqlalchemy import Engine, make_url
 
 from bench.fault_chaos import Chaos, Service, chaos_plan, worker_started
 from bench.fault_report import Report, answered_markers, check_memory, count_answers, plot_timeline
@@ -48,6 +48,7 @@ from tests.harness import (
     Processes,
     db_upgrade,
     free_port,
+    postgres_problem,
     postgres_schema,
     service_env,
     wait_for,
@@ -300,17 +301,9 @@ def _settle(
 
 def check_environment(options: Options) -> str | None:
     """What stops this run from working here, said so an operator can fix it; or None."""
-    try:
-        engine = db.make_engine(options.database_url)
-        with engine.connect() as connection:
-            connection.execute(text("SELECT 1"))
-        engine.dispose()
-    except Exception as exc:
-        return (
-            f"cannot reach Postgres at {options.database_url} ({type(exc).__name__}). Start it "
-            "(e.g. `pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start`) "
-            "or pass --database-url."
-        )
+    problem = postgres_problem(options.database_url)
+    if problem:
+        return problem
     if make_url(db.normalize_url(options.database_url)).get_backend_name() != "postgresql":
         return "the fault run needs Postgres (--database-url postgresql://...)"
     if options.postgres_restart:

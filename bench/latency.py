@@ -65,6 +65,7 @@ from tests.harness import (
     free_port,
     gunicorn,
     healthy,
+    postgres_problem,
     postgres_schema,
     service_env,
     sqlite_url,
@@ -476,16 +477,9 @@ def run_config(config: Config, options: Options, folder: Path) -> ConfigResult:
 def check_environment(options: Options) -> str | None:
     """What stops this run from working here, said so an operator can fix it; or None."""
     if "postgres" in options.backends:
-        try:
-            engine = db.make_engine(options.database_url)
-            with engine.connect() as connection:
-                connection.execute(text("SELECT 1"))
-            engine.dispose()
-        except Exception as exc:
-            return (
-                f"cannot reach Postgres at {options.database_url} ({type(exc).__name__}). "
-                "Start it, pass --database-url, or run --backends sqlite."
-            )
+        problem = postgres_problem(options.database_url)
+        if problem:
+            return f"{problem}, or run --backends sqlite"
     if options.profile and not (shutil.which("py-spy") or (BIN / "py-spy").exists()):
         return "--profile needs py-spy: .venv/bin/pip install py-spy"
     return None

@@ -61,6 +61,25 @@ def postgres_schema(base_url: str, prefix: str = "pam_test") -> Iterator[str]:
         admin.dispose()
 
 
+def postgres_problem(url: str) -> str | None:
+    """Why the Postgres at `url` cannot be used right now, said so an operator can act on
+    it; None when it answers."""
+    try:
+        engine = db.make_engine(url)
+        try:
+            with engine.connect() as connection:
+                connection.execute(text("SELECT 1"))
+        finally:
+            engine.dispose()
+    except Exception as exc:
+        return (
+            f"cannot reach Postgres at {url} ({type(exc).__name__}). Start it (e.g. "
+            "`pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start`) "
+            "or pass --database-url"
+        )
+    return None
+
+
 def sqlite_url(folder: Path) -> str:
     """A fresh SQLite file under `folder`."""
     return f"sqlite:///{folder / f'pam-{uuid.uuid4().hex[:8]}.db'}"
