@@ -17,6 +17,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -186,6 +187,25 @@ class MemoryJob(Base):
     updated_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
 
+UNFINISHED_SQL = "status IN ('pending', 'claimed')"
+
+
+def unfinished_indexes(table: str) -> tuple[Index, Index]:
+    """Partial indexes over a queue's unfinished items only: finished ones pile up for as long
+    as Pam runs, and a claim must not read past them (it did: 20 ms a claim at 200,000)."""
+    where = text(UNFINISHED_SQL)
+    return (
+        Index(f"ix_{table}_unfinished_id", "id", postgresql_where=where, sqlite_where=where),
+        Index(
+            f"ix_{table}_unfinished_address_id",
+            "address",
+            "id",
+            postgresql_where=where,
+            sqlite_where=where,
+        ),
+    )
+
+
 class QueueItem:
     """Columns shared by the inbox and the outbox: a per-address queue with claims and leases.
 
@@ -210,6 +230,7 @@ class InboxItem(QueueItem, Base):
         UniqueConstraint("channel", "platform_id"),
         Index("ix_inbox_status_id", "status", "id"),
         Index("ix_inbox_address_id", "address", "id"),
+        *unfinished_indexes("inbox"),
         {"sqlite_autoincrement": True},
     )
 
@@ -233,6 +254,7 @@ class OutboxItem(QueueItem, Base):
         UniqueConstraint("inbox_id", "seq"),
         Index("ix_outbox_status_id", "status", "id"),
         Index("ix_outbox_address_id", "address", "id"),
+        *unfinished_indexes("outbox"),
         {"sqlite_autoincrement": True},
     )
 

@@ -78,13 +78,16 @@ class _Queue:
         self.sessions = sessionmaker(engine, expire_on_commit=False)
         self.lease = timedelta(seconds=lease_seconds)
 
-    def _claim_row(self) -> tuple[Any, str] | None:
+    def next_item_query(self, now: Any) -> Any:
+        """The query for the next claimable item as of `now`: the oldest unfinished item whose
+        address has no older unfinished one. It reads only the partial indexes over
+        unfinished items, however many finished ones have piled up."""
         model = self.model
-        now = utcnow()
         older: Any = aliased(model)
         query = (
             select(model)
             .where(
+                model.status.in_(UNFINISHED),  # lets the database use the partial index
                 _claimable(model, now),
                 ~exists().where(
                     older.address == model.address,
@@ -97,6 +100,12 @@ class _Queue:
         )
         if self.engine.dialect.name == "postgresql":
             query = query.with_for_update(skip_locked=True, of=model)
+        return query
+
+    def _claim_row(self) -> tuple[Any, str] | None:
+        model = self.model
+        now = utcnow()
+        query = self.next_item_query(now)
         token = str(uuid.uuid4())
         with self.sessions.begin() as session:
             row: Any = session.scalars(query).first()
