@@ -118,6 +118,23 @@ def _profile_state(row: Profile) -> ProfileState:
     )
 
 
+def _correction_rows(
+    learner_id: int, message_id: int | None, corrections: Sequence[CorrectionRecord]
+) -> list[Correction]:
+    """The rows for the corrections Pam made to one learner message."""
+    return [
+        Correction(
+            learner_id=learner_id,
+            message_id=message_id,
+            original=c.original,
+            corrected=c.corrected,
+            explanation=c.explanation,
+            category=c.category,
+        )
+        for c in corrections
+    ]
+
+
 class LearnerGone(Exception):
     """The learner was forgotten (or never existed) while work about them was under way."""
 
@@ -274,17 +291,7 @@ class Store:
                         output_tokens=output_tokens,
                     )
                 )
-                session.add_all(
-                    Correction(
-                        learner_id=learner_id,
-                        message_id=reply_to,
-                        original=c.original,
-                        corrected=c.corrected,
-                        explanation=c.explanation,
-                        category=c.category,
-                    )
-                    for c in corrections
-                )
+                session.add_all(_correction_rows(learner_id, reply_to, corrections))
                 session.flush()
                 return StoredMessage(row.id, row.role, row.content, row.tokens)
         except IntegrityError as exc:
@@ -354,14 +361,10 @@ class Store:
         with self.sessions() as session:
             return self._unfolded(session, learner_id)
 
-    def learner_texts_since_profile(self, learner_id: int, limit: int) -> list[str]:
-        """The newest (at most `limit`) learner messages the profile has not read yet."""
-        with self.sessions() as session:
-            return self._unread_by_profile(session, learner_id, limit)
-
     def memory_backlog(self, learner_id: int, limit: int) -> tuple[int, int, list[str]]:
-        """`unfolded_tokens` and `learner_texts_since_profile` in one round of queries: what a
-        turn needs to know whether a fold or a profile update is due."""
+        """What a turn needs to know whether a fold or a profile update is due, in one round of
+        queries: `unfolded_tokens`, and the newest (at most `limit`) learner messages the
+        profile has not read yet."""
         with self.sessions() as session:
             count, tokens = self._unfolded(session, learner_id)
             return count, tokens, self._unread_by_profile(session, learner_id, limit)
@@ -391,21 +394,6 @@ class Store:
             .limit(limit)
         )
         return list(reversed(list(texts)))
-
-    def learner_messages_since_profile(self, learner_id: int) -> int:
-        """How many learner messages the profile has not read yet."""
-        with self.sessions() as session:
-            watermark = select(Profile.watermark).where(Profile.learner_id == learner_id)
-            return int(
-                session.scalar(
-                    select(func.count(Message.id)).where(
-                        Message.learner_id == learner_id,
-                        Message.role == LEARNER,
-                        Message.id > func.coalesce(watermark.scalar_subquery(), 0),
-                    )
-                )
-                or 0
-            )
 
     # -- summary and profile, written compare-and-set -------------------------------------
 
@@ -482,17 +470,7 @@ class Store:
             return
         try:
             with self.sessions.begin() as session:
-                session.add_all(
-                    Correction(
-                        learner_id=learner_id,
-                        message_id=message_id,
-                        original=c.original,
-                        corrected=c.corrected,
-                        explanation=c.explanation,
-                        category=c.category,
-                    )
-                    for c in corrections
-                )
+                session.add_all(_correction_rows(learner_id, message_id, corrections))
         except IntegrityError as exc:
             raise LearnerGone(learner_id) from exc
 
@@ -543,20 +521,6 @@ class Store:
                 )
             )
 
-    def learner_messages_since(self, learner_id: int, since: datetime) -> int:
-        """How many messages the learner sent since `since`."""
-        with self.sessions() as session:
-            return int(
-                session.scalar(
-                    select(func.count(Message.id)).where(
-                        Message.learner_id == learner_id,
-                        Message.role == LEARNER,
-                        Message.created_at >= since,
-                    )
-                )
-                or 0
-            )
-
     def activity(
         self, learner_id: int, since_messages: datetime, since_tokens: datetime, everyone: bool
     ) -> tuple[int, int, int | None]:
@@ -576,17 +540,6 @@ class Store:
             mine = session.scalar(select(spent).where(since, Usage.learner_id == learner_id))
             total = session.scalar(select(spent).where(since)) if everyone else None
             return int(messages or 0), int(mine or 0), None if total is None else int(total)
-
-    def tokens_since(self, since: datetime, learner_id: int | None = None) -> int:
-        """LLM tokens (input + output, every purpose) spent since `since`: the learner's, or
-        everyone's when `learner_id` is None."""
-        query = select(func.coalesce(func.sum(Usage.input_tokens + Usage.output_tokens), 0)).where(
-            Usage.created_at >= since
-        )
-        if learner_id is not None:
-            query = query.where(Usage.learner_id == learner_id)
-        with self.sessions() as session:
-            return int(session.scalar(query) or 0)
 
     def usage(self, learner_id: int) -> dict[str, tuple[int, int, int]]:
         """Per purpose: (calls, input tokens, output tokens) for the learner."""

@@ -96,3 +96,8 @@ def pam(settings: Settings, engine: Engine, fake_model: FakeChatModel) -> Pam:
 def unique_user(prefix: str = "user") -> str:
     """An external id no other test uses (Postgres is shared across tests)."""
     return f"test:{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def unread_by_profile(store: Store, learner_id: int) -> int:
+    """How many learner messages the profile has not read yet."""
+    return len(store.memory_backlog(learner_id, limit=10_000)[2])

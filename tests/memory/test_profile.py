@@ -23,7 +23,7 @@ from memory.profile import (
 )
 from memory.store import LEARNER, PAM, CorrectionRecord, Store
 from memory.tokens import TokenCounter
-from tests.conftest import unique_user
+from tests.conftest import unique_user, unread_by_profile
 from tests.fakes import FakeChatModel, failing
 
 CONFIG = MemoryConfig(memory_model="memory-model-x")
@@ -248,7 +248,7 @@ def test_no_change_advances_the_watermark_and_keeps_the_data(
     assert state.data == {"who": "Lena"}
     assert state.watermark == ids[-1]
     assert state.messages_processed == 10
-    assert store.learner_messages_since_profile(learner.id) == 0
+    assert unread_by_profile(store, learner.id) == 0
 
 
 @pytest.mark.parametrize(
@@ -268,7 +268,7 @@ def test_an_invalid_answer_keeps_data_and_watermark(
         _learn(store, fake_model, learner.id)
 
     assert store.profile(learner.id) == before
-    assert store.learner_messages_since_profile(learner.id) == 5
+    assert unread_by_profile(store, learner.id) == 5
 
 
 def test_a_merge_over_the_size_cap_keeps_the_old_profile(

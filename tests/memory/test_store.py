@@ -20,7 +20,7 @@ from memory.store import (
     LearnerGone,
     Store,
 )
-from tests.conftest import unique_user
+from tests.conftest import unique_user, unread_by_profile
 
 
 def _converse(store: Store, learner_id: int, turns: int, tokens: int = 10) -> list[int]:
@@ -173,13 +173,13 @@ def test_context_of_forgotten_learner_raises(store: Store) -> None:
         store.context(learner.id)
 
 
-def test_learner_messages_since_profile_counts_only_unread_learner_messages(store: Store) -> None:
+def test_memory_backlog_holds_only_learner_messages_the_profile_has_not_read(store: Store) -> None:
     learner = store.learner(unique_user())
     ids = _converse(store, learner.id, 6)
-    assert store.learner_messages_since_profile(learner.id) == 6
+    assert unread_by_profile(store, learner.id) == 6
     profile = store.profile(learner.id)
     assert store.save_profile(learner.id, profile.version, None, ids[4], 3)
-    assert store.learner_messages_since_profile(learner.id) == 3
+    assert unread_by_profile(store, learner.id) == 3
 
 
 # -- summary and profile writes -----------------------------------------------------------
