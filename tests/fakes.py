@@ -83,6 +83,23 @@ def failing(message: str = "LLM is down") -> LLMError:
     return LLMError(message)
 
 
+class Gate:
+    """A model answer that reports it was called, then blocks until released (bounded: a
+    test that never releases it fails instead of hanging)."""
+
+    def __init__(self, answer: str, wait: float = 20.0) -> None:
+        self.answer = answer
+        self.wait = wait
+        self.called = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self, messages: Sequence[ChatMessage]) -> str:
+        self.called.set()
+        if not self.release.wait(self.wait):
+            raise AssertionError("the test never released the model")
+        return self.answer
+
+
 class ManualExecutor:
     """A job executor that holds submitted work until the test runs it: for interleavings."""
 

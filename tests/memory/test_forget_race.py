@@ -15,23 +15,9 @@ from bot.settings import Settings
 from memory.jobs import FOLD, PROFILE
 from memory.store import LEARNER, PAM, LearnerInfo, Store
 from tests.conftest import unique_user
-from tests.fakes import FakeChatModel, ManualExecutor
+from tests.fakes import FakeChatModel, Gate, ManualExecutor
 
 WAIT = 20.0  # a safety bound for joins and events, never an expectation about speed
-
-
-class Gate:
-    """A model answer that reports it was called, then blocks until released."""
-
-    def __init__(self, answer: str) -> None:
-        self.answer = answer
-        self.called = threading.Event()
-        self.release = threading.Event()
-
-    def __call__(self, messages: Sequence[ChatMessage]) -> str:
-        self.called.set()
-        assert self.release.wait(WAIT), "the test never released the model"
-        return self.answer
 
 
 class Worker(threading.Thread):

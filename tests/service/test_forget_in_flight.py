@@ -30,27 +30,12 @@ from memory.store import (
     SummaryState,
 )
 from tests.conftest import unique_user
-from tests.fakes import FakeChatModel, reply_json
+from tests.fakes import FakeChatModel, Gate, reply_json
 from tests.service.conftest import WAIT, RecordingSender, inbound
 from webhooks import create_app
 
 CHANNEL = "test"
 ADMIN = "admin-token-77c1"
-
-
-class Gate:
-    """A model answer that reports it was called, then blocks until released (bounded)."""
-
-    def __init__(self, answer: str) -> None:
-        self.answer = answer
-        self.called = threading.Event()
-        self.release = threading.Event()
-
-    def __call__(self, messages: Sequence[ChatMessage]) -> str:
-        self.called.set()
-        if not self.release.wait(WAIT):
-            raise AssertionError("the test never released the model")
-        return self.answer
 
 
 class JobThreads:
