@@ -9,11 +9,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine
+from sqlalchemy import Engine, delete
 
 from bot.runtime import Pam, build
 from bot.settings import Settings
 from memory import db
+from memory.models import InboxItem, OutboxItem
 from memory.store import Store
 from tests.fakes import FakeChatModel
 from tests.harness import ROOT, postgres_schema, sqlite_url
@@ -69,6 +70,17 @@ def engine(database_url: str) -> Iterator[Engine]:
     engine = db.make_engine(database_url)
     yield engine
     engine.dispose()
+
+
+def empty_queues(engine: Engine) -> Engine:
+    """`engine` with the inbox and outbox emptied, for the service and channel tests. A claim
+    takes the oldest claimable item of any address, so an item another test left pending
+    would be claimed there. The Postgres schema belongs to this run alone, and tests run one
+    at a time, so emptying it is safe."""
+    with engine.begin() as connection:
+        connection.execute(delete(OutboxItem))
+        connection.execute(delete(InboxItem))
+    return engine
 
 
 @pytest.fixture

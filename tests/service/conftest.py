@@ -11,13 +11,14 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import pytest
-from sqlalchemy import Engine, delete, select
+from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from bot.channels import Inbound, Sent
 from bot.settings import Settings
 from memory.models import InboxItem, OutboxItem
 from memory.queue import Claim
+from tests.conftest import empty_queues
 
 Q = TypeVar("Q", InboxItem, OutboxItem)
 WAIT = 20.0  # a safety bound for polling loops, never an expectation about speed
@@ -26,13 +27,8 @@ API_TOKEN = "test-api-token-5f2c"
 
 @pytest.fixture
 def engine(engine: Engine) -> Engine:
-    """The test database with empty queues. A claim takes the oldest claimable item of any
-    address, so an item another test left pending would be claimed here. The Postgres schema
-    belongs to this run alone, and tests run one at a time, so emptying it is safe."""
-    with engine.begin() as connection:
-        connection.execute(delete(OutboxItem))
-        connection.execute(delete(InboxItem))
-    return engine
+    """The test database with empty queues."""
+    return empty_queues(engine)
 
 
 def queue_items(engine: Engine, model: type[Q], *conditions: Any, order_by: Any = None) -> list[Q]:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
-from sqlalchemy import Engine, delete, select
+from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 from werkzeug.test import TestResponse
 
@@ -17,6 +17,7 @@ from bot.runtime import Pam
 from bot.settings import Settings
 from bot.worker import Worker
 from memory.models import InboxItem, OutboxItem
+from tests.conftest import empty_queues
 from tests.telegram_server import TOKEN, TelegramServer
 from webhooks import create_app
 from webhooks.telegram import SECRET_HEADER
@@ -28,13 +29,8 @@ WEBHOOK = "/telegram/webhook"
 
 @pytest.fixture
 def engine(engine: Engine) -> Engine:
-    """The test database with empty queues. A claim takes the oldest claimable item of any
-    address, so an item another test left pending would be claimed here. The Postgres schema
-    belongs to this run alone, and tests run one at a time, so emptying it is safe."""
-    with engine.begin() as connection:
-        connection.execute(delete(OutboxItem))
-        connection.execute(delete(InboxItem))
-    return engine
+    """The test database with empty queues."""
+    return empty_queues(engine)
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
-from sqlalchemy import Engine, delete, select, update
+from sqlalchemy import Engine, select, update
 from sqlalchemy.orm import Session
 from twilio.request_validator import RequestValidator
 from werkzeug.test import TestResponse
@@ -20,6 +20,7 @@ from bot.settings import Settings
 from bot.worker import Worker
 from memory.models import InboxItem, OutboxItem, utcnow
 from memory.queue import PENDING
+from tests.conftest import empty_queues
 from tests.twilio_server import ACCOUNT_SID, AUTH_TOKEN, NUMBER, TwilioServer
 from webhooks import create_app
 from webhooks.outbound import senders
@@ -32,13 +33,8 @@ LOCAL = "http://localhost"  # where Flask's test client sends requests by defaul
 
 @pytest.fixture
 def engine(engine: Engine) -> Engine:
-    """The test database with empty queues. A claim takes the oldest claimable item of any
-    address, so an item another test left pending would be claimed here. The Postgres schema
-    belongs to this run alone, and tests run one at a time, so emptying it is safe."""
-    with engine.begin() as connection:
-        connection.execute(delete(OutboxItem))
-        connection.execute(delete(InboxItem))
-    return engine
+    """The test database with empty queues."""
+    return empty_queues(engine)
 
 
 class CountingTwilioServer(TwilioServer):
