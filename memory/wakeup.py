@@ -1,7 +1,8 @@
 """Waking workers when a message arrives, instead of waiting for their next poll. On Postgres
 the web process sends NOTIFY in the transaction that stores the message; each worker LISTENs
-on a connection of its own and wakes its inbox lanes. Polling stays as the safety net: a
-lost notification (a restart, a dropped connection) only delays a message by one poll."""
+on a connection of its own and wakes an idle inbox lane per notification. Polling stays as
+the safety net: a lost notification (a restart, a dropped connection) only delays a message
+by one poll."""
 
 from __future__ import annotations
 
