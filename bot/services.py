@@ -87,7 +87,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     service_logging()
     settings = load_settings(needs_llm=True)
     pam, worker = start_worker(settings, migrate=True)
-    app = create_app(settings, engine=pam.engine, on_inbound=worker.wake)
+    app = create_app(settings, engine=pam.engine, on_inbound=worker.wake_inbox)
 
     def terminate(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
@@ -155,7 +155,7 @@ def poll_telegram(settings: Settings) -> int:
     assert isinstance(client, TelegramClient)
     log.info("polling Telegram for updates")
     try:
-        poll(client, Inbox(pam.engine, settings.inbox_lease_seconds), stop, worker.wake)
+        poll(client, Inbox(pam.engine, settings.inbox_lease_seconds), stop, worker.wake_inbox)
     except WebhookIsSet:
         print(
             "pam: Telegram refuses polling because a webhook is set for this bot (409 "

@@ -33,6 +33,9 @@ MAX_BACKOFF_SECONDS = 300.0
 # with backoff; the learner gets an apology only when the last of these attempts fails too.
 LLM_TURN_ATTEMPTS = 3
 TYPING_EVERY_SECONDS = 4.0  # Telegram shows "typing…" for 5 s per call
+# "typing…" is shown once a turn takes longer than this: a reply that is there sooner needs
+# none, and each one is a Bot API call (they count against the bot's rate limits).
+TYPING_AFTER_SECONDS = 0.5
 
 
 def backoff(attempts: int, retry_after: float | None = None) -> float:
@@ -64,6 +67,7 @@ class Worker:
         self._scheduler: BackgroundScheduler | None = None
         self._listener: InboxListener | None = None
         self._woken: set[str] = set()  # lanes told to run now that have not started yet
+        self.typing_after = TYPING_AFTER_SECONDS
 
     # -- one step each ------------------------------------------------------------------
 
@@ -77,8 +81,10 @@ class Worker:
             # It crashed its worker every time: stop retrying, tell the learner, keep going.
             learner = self.pam.store.find_learner(claim.address)
             apology = phrases.apology(learner.target_language if learner else None)
-            self.inbox.complete(claim, [apology], failed=True)
+            held = self.inbox.finish(claim, [apology], failed=True, deliver_lease=self.outbox.lease)
             log.warning("inbound gave up inbox=%s channel=%s", claim.id, claim.channel)
+            if held is not None:
+                self._delivered_or_queued(held, 1)
             return True
         sender = self.senders.get(claim.channel)
         # A slow LLM keeps the claim alive; a dead worker's claim lapses within one lease.
@@ -119,7 +125,8 @@ class Worker:
                 for part in split_message(reply, sender.max_chars, sender.length)
                 if part.strip()
             ]
-        if not self.inbox.complete(claim, replies):
+        held = self.inbox.finish(claim, replies, deliver_lease=self.outbox.lease)
+        if held is None:
             log.warning("turn discarded inbox=%s: the claim was lost (lease expired)", claim.id)
             return True
         queued_ms = (
@@ -138,8 +145,26 @@ class Worker:
             _ms(started),
             claim.attempts,
         )
-        self.wake(deliveries_only=True)
+        self._delivered_or_queued(held, len(replies))
         return True
+
+    def _delivered_or_queued(self, held: list[Claim], replies: int) -> None:
+        """Deliver what `Inbox.finish` handed this lane; replies it queued behind an older one
+        instead are the delivery lanes' to send."""
+        if held:
+            self._deliver_now(held)
+        elif replies:
+            self.wake(deliveries_only=True)
+
+    def _deliver_now(self, held: list[Claim]) -> None:
+        """Send the replies this lane holds, in order, without a hop to a delivery lane. Once
+        one is not delivered, the rest are handed to the delivery lanes, which keep the order."""
+        for n, claim in enumerate(held):
+            if not self._deliver(claim):
+                for untried in held[n + 1 :]:
+                    self.outbox.unclaim(untried)
+                self.wake(deliveries_only=True)
+                return
 
     def _typing(
         self, sender: Sender | None, claim: Claim
@@ -154,14 +179,19 @@ class Worker:
                 typing(claim.chat_id)
             return True
 
-        # On the heartbeat's thread, from its first beat: the turn does not wait for Telegram.
-        return Heartbeat(TYPING_EVERY_SECONDS, show, immediately=True)
+        # On the heartbeat's thread: the turn never waits for Telegram.
+        return Heartbeat(TYPING_EVERY_SECONDS, show, first=self.typing_after)
 
     def deliver_next(self) -> bool:
         """Deliver the next queued reply, if any. True if there was one."""
         claim = self.outbox.claim_next()
         if claim is None:
             return False
+        self._deliver(claim)
+        return True
+
+    def _deliver(self, claim: Claim) -> bool:
+        """Send one claimed reply and record the outcome. True if it was delivered."""
         started = time.monotonic()
         sender = self.senders.get(claim.channel)
         try:
@@ -176,17 +206,17 @@ class Worker:
             log.warning(
                 "delivery failed for good outbox=%s channel=%s: %s", claim.id, claim.channel, exc
             )
-            return True
+            return False
         except TransientSendError as exc:
             self._retry_delivery(claim, str(exc), exc.retry_after)
-            return True
+            return False
         except Exception as exc:  # a sender bug must not stop the lane
             log.exception("delivery crashed outbox=%s channel=%s", claim.id, claim.channel)
             self._retry_delivery(claim, f"{type(exc).__name__}: {exc}", None)
-            return True
+            return False
         if not delivered:
             log.warning("delivery skipped outbox=%s: the claim was lost", claim.id)
-            return True
+            return False
         log.info(
             "reply delivered outbox=%s inbox=%s channel=%s send_ms=%d attempt=%d",
             claim.id,

@@ -13,25 +13,25 @@ log = logging.getLogger(__name__)
 
 class Heartbeat:
     """Calls `renew` every `interval` seconds on a background thread while the `with` block
-    runs (and once at the start, with `immediately`). `renew` returning False means the
+    runs, the first time after `first` seconds if given. `renew` returning False means the
     claim is gone (forgotten, taken over): the heartbeat stops, and the work's own
     compare-and-set writes will find out."""
 
     def __init__(
-        self, interval: float, renew: Callable[[], bool], *, immediately: bool = False
+        self, interval: float, renew: Callable[[], bool], *, first: float | None = None
     ) -> None:
         self.interval = interval
         self.renew = renew
-        self.immediately = immediately
+        self.first = interval if first is None else first
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name="pam-heartbeat", daemon=True)
 
     def _beat(self) -> None:
-        if self.immediately and not self._beat_once():
-            return
-        while not self._stop.wait(self.interval):
+        wait = self.first
+        while not self._stop.wait(wait):
             if not self._beat_once():
                 return
+            wait = self.interval
 
     def _beat_once(self) -> bool:
         try:

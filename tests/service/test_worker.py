@@ -110,7 +110,7 @@ def test_every_message_gets_one_reply_in_order_per_learner(
     for k in range(4):  # interleaved: learner0 #0, learner1 #0, learner2 #0, learner0 #1, ...
         for user in users:
             assert worker.inbox.accept(inbound(user, f"{user} mensaje {k}"))
-    assert worker.drain() == 24  # 12 turns + 12 deliveries
+    assert worker.drain() == 12  # 12 turns, each sending its own reply
 
     for user in users:
         texts = [f"{user} mensaje {k}" for k in range(4)]
@@ -418,11 +418,91 @@ def test_an_exception_in_a_turn_is_retried_later_and_not_lost(
 
 
 def answered(worker: Worker, user: str, *texts: str) -> None:
-    """Accept and answer `texts` from `user`, delivering nothing yet."""
+    """Accept and answer `texts` from `user`, their replies queued for the delivery lanes (as
+    when a worker dies before sending, or a reply waits behind an older one): nothing is
+    delivered yet."""
     for text in texts:
         worker.inbox.accept(inbound(user, text))
-    while worker.answer_next():
-        pass
+    while (claim := worker.inbox.claim_next()) is not None:
+        replies = worker.pam.tutor.handle(claim.address, claim.text, inbox_id=claim.id)
+        assert worker.inbox.complete(claim, replies)
+
+
+def test_a_reply_is_sent_by_the_turn_that_made_it(
+    pam: Pam, sender: RecordingSender, engine: Engine
+) -> None:
+    """No hop through a delivery lane: the lane that answered sends the reply."""
+    worker = worker_for(pam, sender)
+    user = unique_user()
+    worker.inbox.accept(inbound(user, "uno"))
+
+    assert worker.answer_next()
+
+    assert sender.texts_to(chat_of(user)) == ["re: uno"]
+    [row] = outbox_rows(engine, user)
+    assert (row.status, row.attempts, row.text) == (SENT, 1, "")
+    assert row.platform_message_id == f"p-pam-{row.id}"
+    assert not worker.deliver_next()
+
+
+def test_a_reply_waits_behind_an_older_undelivered_one(
+    pam: Pam, sender: RecordingSender, engine: Engine
+) -> None:
+    worker = worker_for(pam, sender)
+    user = unique_user()
+    answered(worker, user, "uno")  # its reply is still queued
+    worker.inbox.accept(inbound(user, "dos"))
+
+    assert worker.answer_next()
+
+    assert sender.calls == [], "dos must not overtake uno"
+    assert [(r.status, r.attempts) for r in outbox_rows(engine, user)] == [(PENDING, 0)] * 2
+    worker.drain()
+    assert sender.texts_to(chat_of(user)) == ["re: uno", "re: dos"]
+
+
+def test_a_failed_send_in_the_turn_leaves_the_rest_to_the_lanes_in_order(
+    pam: Pam, fake_model: FakeChatModel, engine: Engine
+) -> None:
+    sender = RecordingSender(max_chars=40)  # the reply is sent in parts
+    worker = worker_for(pam, sender)
+    user = unique_user()
+    fake_model.queue("reply", reply_json("Primera parte de la respuesta. " * 3))
+    sender.failures.append(TransientSendError("429 Too Many Requests", retry_after=30))
+    worker.inbox.accept(inbound(user, "uno"))
+
+    assert worker.answer_next()
+
+    first, *rest = outbox_rows(engine, user)
+    assert (first.status, first.attempts, first.last_error) == (PENDING, 1, "429 Too Many Requests")
+    assert rest and [(r.status, r.attempts, r.claim_token) for r in rest] == [
+        (PENDING, 0, None)
+    ] * len(rest), "the parts never tried are handed back untouched"
+    assert not worker.deliver_next(), "the later parts wait for the first"
+    make_available_now(engine, OutboxItem)
+    worker.drain()
+    assert [r.status for r in outbox_rows(engine, user)] == [SENT] * (1 + len(rest))
+    keys = [d.idempotency_key for d in sender.calls]
+    assert len(keys) == len(rest) + 2 and keys[0] == keys[1], "part one again, then the rest"
+    assert keys[1:] == [f"pam-{r.id}" for r in [first, *rest]], "in order, each once"
+
+
+def test_replies_held_by_a_worker_that_died_are_delivered_after_their_lease(
+    settings: Settings, engine: Engine, fake_model: FakeChatModel, sender: RecordingSender
+) -> None:
+    pam = pam_with(settings, engine, fake_model, delivery_lease_seconds=0.2)
+    worker = worker_for(pam, sender)
+    user = unique_user()
+    worker.inbox.accept(inbound(user, "uno"))
+    claim = worker.inbox.claim_next()
+    assert claim is not None
+    replies = pam.tutor.handle(claim.address, claim.text, inbox_id=claim.id)
+    held = worker.inbox.finish(claim, replies, deliver_lease=worker.outbox.lease)
+    assert held and sender.calls == []  # ...and the worker dies before sending
+
+    wait_until(worker.deliver_next, "the held reply to be delivered")
+    assert [(d.text, d.idempotency_key) for d in sender.calls] == [("re: uno", f"pam-{held[0].id}")]
+    assert not worker.outbox.mark_sent(held[0], None), "the dead worker's claim is void"
 
 
 def test_a_transient_send_error_is_retried_after_the_platforms_retry_after(

@@ -81,8 +81,11 @@ def telegram_client(telegram_server: TelegramServer) -> Iterator[TelegramClient]
 
 @pytest.fixture
 def worker(pam: Pam, telegram_client: TelegramClient) -> Worker:
-    """A worker delivering Telegram replies through the real adapter; call .drain()."""
-    return Worker(pam, {"telegram": telegram_client})
+    """A worker delivering Telegram replies through the real adapter; call .drain(). It shows
+    "typing…" at the start of every turn, as it does for any turn slower than a moment."""
+    worker = Worker(pam, {"telegram": telegram_client})
+    worker.typing_after = 0.0
+    return worker
 
 
 def post_update(

@@ -24,7 +24,8 @@ from bot.worker import Worker
 from memory.models import OutboxItem, utcnow
 from memory.queue import FAILED, PENDING, SENT
 from memory.store import PAM
-from tests.fakes import FakeChatModel, reply_json
+from tests.fakes import FakeChatModel, Gate, reply_json
+from tests.harness import wait_for
 from tests.telegram_server import TOKEN, Failure, TelegramServer
 from webhooks.telegram_bot import TelegramClient
 
@@ -135,6 +136,44 @@ def test_typing_is_shown_before_the_reply(worker: Worker, telegram_server: Teleg
     [action] = telegram_server.of("sendChatAction")[:1]
     assert str(action.params["chat_id"]) == str(chat)
     assert action.params["action"] == "typing"
+
+
+def test_a_reply_there_at_once_needs_no_typing(
+    pam: Pam, telegram_client: TelegramClient, telegram_server: TelegramServer
+) -> None:
+    """Each "typing…" is a Bot API call: a turn quicker than TYPING_AFTER_SECONDS makes none."""
+    worker = Worker(pam, {"telegram": telegram_client})
+    worker.typing_after = 60.0  # however slow this machine, the fake model is quicker
+    accept(worker, new_chat())
+
+    worker.drain()
+
+    assert telegram_server.of("sendMessage") and not telegram_server.of("sendChatAction")
+
+
+def test_a_slow_turn_shows_typing_while_it_runs(
+    pam: Pam,
+    fake_model: FakeChatModel,
+    telegram_client: TelegramClient,
+    telegram_server: TelegramServer,
+) -> None:
+    worker = Worker(pam, {"telegram": telegram_client})
+    assert worker.typing_after > 0, "by default a quick reply sends no typing"
+    gate = Gate(reply_json("¡Hola!"))
+    fake_model.queue("reply", gate)
+    chat = new_chat()
+    accept(worker, chat)
+    turn = threading.Thread(target=worker.drain)
+    turn.start()
+
+    wait_for(lambda: bool(telegram_server.of("sendChatAction")), 20, "typing… in the slow turn")
+    assert not telegram_server.of("sendMessage")
+    gate.release.set()
+    turn.join(20)
+
+    [action] = telegram_server.of("sendChatAction")[:1]
+    assert (str(action.params["chat_id"]), action.params["action"]) == (str(chat), "typing")
+    assert len(telegram_server.of("sendMessage")) == 1
 
 
 # -- long replies ---------------------------------------------------------------------------

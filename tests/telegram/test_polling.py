@@ -18,11 +18,12 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from bot import phrases
+from bot.worker import TYPING_AFTER_SECONDS
 from memory import db
 from memory.models import InboxItem
 from memory.queue import DONE, Inbox
 from tests.conftest import ROOT, sqlite_url
-from tests.openai_server import OpenAIServer
+from tests.openai_server import Fault, OpenAIServer
 from tests.telegram import updates as u
 from tests.telegram_server import TOKEN, Failure, TelegramServer
 from webhooks.telegram_bot import COMMANDS, UPDATE_TYPES, TelegramClient, WebhookIsSet
@@ -386,6 +387,8 @@ def test_polling_end_to_end_answers_each_message_once_in_order(
     serve(telegram_server, first, second, second, third, voice)
     voice_answer = phrases.not_text("voice", None)
     assert "I can only read text" in voice_answer
+    # The first reply takes a while, as a real model's do: Pam shows "typing…" meanwhile.
+    llm.fail_next(Fault(status=200, delay=4 * TYPING_AFTER_SECONDS))
     log = tmp_path / "pam-telegram.log"
 
     with log.open("w") as output:
