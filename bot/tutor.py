@@ -16,7 +16,7 @@ from bot.settings import Settings
 from memory.density import is_low_information
 from memory.jobs import FOLD, PROFILE, JobRunner
 from memory.profile import profile_due
-from memory.store import LEARNER, LearnerGone, LearnerInfo, Store
+from memory.store import Backlog, LearnerGone, LearnerInfo, Store
 from memory.summary import fold_due
 from memory.tokens import TokenCounter
 
@@ -137,13 +137,11 @@ class Tutor:
         """A conversational turn. The learner's message is stored first, so an LLM failure
         loses nothing; the reply never waits for the memory jobs it triggers."""
         started = time.monotonic()
-        stored = self.store.add_message(
-            learner.id, LEARNER, text, self.counter.count_message(text), inbox_id=inbox_id
+        stored, answered = self.store.add_learner_message(
+            learner.id, text, self.counter.count_message(text), inbox_id=inbox_id
         )
-        if inbox_id is not None:
-            answered = self.store.message_for(learner.id, reply_to=stored.id)
-            if answered is not None:  # a re-run after a crash: the reply exists already
-                return [answered.content]
+        if answered is not None:  # a re-run after a crash: the reply exists already
+            return [answered.content]
         limit = self._over_limit(learner)
         if limit is not None:  # the message stays in memory; the LLM is not called
             log.info("turn limited learner=%s limit=%s", learner.id, limit)
@@ -160,21 +158,24 @@ class Tutor:
         except LLMError as exc:
             if can_retry:
                 raise ModelUnavailable(str(exc)) from exc
-            self._trigger_jobs(learner.id)
+            self._trigger_jobs(
+                learner.id, self.store.memory_backlog(learner.id, PROFILE_COUNT_LIMIT)
+            )
             return [phrases.apology(context.learner.target_language)]
         answer = corrections.parse_answer(completion.text)
         shown = corrections.render(answer)
-        reply = self.store.save_reply(
+        reply, backlog = self.store.save_reply(
             learner.id,
             stored.id,
             shown,
             self.counter.count_message(shown),
             answer.corrections,
             (completion.model, completion.input_tokens, completion.output_tokens),
+            backlog_limit=PROFILE_COUNT_LIMIT,
         )
-        if reply.content != shown:  # another worker answered this message first: theirs stands
+        if backlog is None:  # another worker answered this message first: theirs stands
             return [reply.content]
-        self._trigger_jobs(learner.id)
+        self._trigger_jobs(learner.id, backlog)
         log.info(
             "turn learner=%s prompt_tokens=%s output_tokens=%s corrections=%s ms=%d",
             learner.id,
@@ -204,8 +205,8 @@ class Tutor:
             return "service_budget"
         return None
 
-    def _trigger_jobs(self, learner_id: int) -> None:
-        count, tokens, unread = self.store.memory_backlog(learner_id, PROFILE_COUNT_LIMIT)
+    def _trigger_jobs(self, learner_id: int, backlog: Backlog) -> None:
+        count, tokens, unread = backlog
         if fold_due(count, tokens, self.memory):
             self.runner.request(learner_id, FOLD)
         # Only messages that say something count toward the profile's cadence: "ok", "jaja"

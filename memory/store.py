@@ -6,11 +6,24 @@ import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
-from sqlalchemy import Engine, delete, exists, func, insert, literal, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Engine,
+    Integer,
+    bindparam,
+    delete,
+    exists,
+    func,
+    insert,
+    literal,
+    select,
+    update,
+)
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session, aliased, sessionmaker
 
 from memory.models import (
     Correction,
@@ -87,6 +100,16 @@ class CorrectionRecord:
     category: str = "other"
 
 
+class Backlog(NamedTuple):
+    """What decides whether a fold or a profile update is due: how many messages (and tokens)
+    are not folded into the summary yet, and the newest learner messages the profile has not
+    read, oldest first."""
+
+    unfolded: int
+    unfolded_tokens: int
+    unread: list[str]
+
+
 @dataclass(frozen=True)
 class Context:
     """What a reply prompt is built from: settings, profile, summary and every unfolded message."""
@@ -95,6 +118,108 @@ class Context:
     profile: ProfileState
     summary: SummaryState
     messages: list[StoredMessage] = field(default_factory=list)
+
+
+# -- the statements a turn runs, built once: every call only binds its values ----------------
+
+# The columns of LearnerInfo, StoredMessage, SummaryState and ProfileState, in field order.
+_LEARNER_COLUMNS = (
+    Learner.id,
+    Learner.external_id,
+    Learner.display_name,
+    Learner.target_language,
+    Learner.native_language,
+    Learner.level,
+)
+_MESSAGE_COLUMNS = (Message.id, Message.role, Message.content, Message.tokens)
+_SUMMARY_COLUMNS = (
+    Summary.text,
+    Summary.tokens,
+    Summary.watermark,
+    Summary.version,
+    Summary.folds,
+    Summary.updated_at,
+)
+_PROFILE_COLUMNS = (
+    Profile.data,
+    Profile.watermark,
+    Profile.version,
+    Profile.messages_processed,
+    Profile.updated_at,
+)
+
+# Every query about one learner's messages filters by them ("learner_id" is bound per call).
+_THEIR_MESSAGES = Message.learner_id == bindparam("learner_id")
+
+
+def _after_watermark(model: type[Summary] | type[Profile]) -> ColumnElement[bool]:
+    """The messages past the learner's summary or profile watermark (all, if it has no row)."""
+    watermark = select(model.watermark).where(model.learner_id == bindparam("learner_id"))
+    return Message.id > func.coalesce(watermark.scalar_subquery(), 0)
+
+
+_FIND_LEARNER = select(*_LEARNER_COLUMNS).where(Learner.external_id == bindparam("external_id"))
+
+# Learner, summary and profile in one row; no row if any of them is gone.
+_CONTEXT_HEAD = (
+    select(*_LEARNER_COLUMNS, *_SUMMARY_COLUMNS, *_PROFILE_COLUMNS)
+    .join_from(Learner, Summary, Summary.learner_id == Learner.id)
+    .join(Profile, Profile.learner_id == Learner.id)
+    .where(Learner.id == bindparam("learner_id"))
+)
+
+_MESSAGES = (
+    select(*_MESSAGE_COLUMNS)
+    .where(_THEIR_MESSAGES, Message.id > bindparam("after"))
+    .order_by(Message.id)
+)
+_MESSAGES_OF_ROLE = _MESSAGES.where(Message.role == bindparam("role"))
+
+_INSERT_MESSAGE = insert(Message).returning(Message.id)
+_INSERT_USAGE = insert(Usage)
+_INSERT_CORRECTIONS = insert(Correction)
+
+# The learner message stored for an inbox item, with Pam's reply to it if there is one.
+_REPLY = aliased(Message, name="reply")
+_STORED_WITH_REPLY = (
+    select(*_MESSAGE_COLUMNS, _REPLY.id, _REPLY.role, _REPLY.content, _REPLY.tokens)
+    .outerjoin_from(
+        Message,
+        _REPLY,
+        (_REPLY.reply_to == Message.id) & (_REPLY.learner_id == Message.learner_id),
+    )
+    .where(_THEIR_MESSAGES, Message.inbox_id == bindparam("inbox_id"))
+)
+
+_UNFOLDED = select(func.count(Message.id), func.coalesce(func.sum(Message.tokens), 0)).where(
+    _THEIR_MESSAGES, _after_watermark(Summary)
+)
+_UNREAD_BY_PROFILE = (
+    select(Message.content)
+    .where(_THEIR_MESSAGES, Message.role == LEARNER, _after_watermark(Profile))
+    .order_by(Message.id.desc())
+    .limit(bindparam("limit", type_=Integer))
+)
+
+# The cost and abuse limits' counts, as scalar subqueries of one SELECT.
+_SPENT = func.coalesce(func.sum(Usage.input_tokens + Usage.output_tokens), 0)
+_TOKENS_SINCE = Usage.created_at >= bindparam("tokens_since")
+_MY_ACTIVITY = (
+    select(func.count(Message.id))
+    .where(
+        _THEIR_MESSAGES,
+        Message.role == LEARNER,
+        Message.created_at >= bindparam("messages_since"),
+    )
+    .scalar_subquery(),
+    select(_SPENT)
+    .where(_TOKENS_SINCE, Usage.learner_id == bindparam("learner_id"))
+    .scalar_subquery(),
+)
+_ACTIVITY = select(*_MY_ACTIVITY)
+_ACTIVITY_WITH_EVERYONE = select(
+    *_MY_ACTIVITY, select(_SPENT).where(_TOKENS_SINCE).scalar_subquery()
+)
 
 
 def _learner_info(row: Learner) -> LearnerInfo:
@@ -118,21 +243,91 @@ def _profile_state(row: Profile) -> ProfileState:
     )
 
 
+def _context_head(row: Sequence[Any]) -> tuple[LearnerInfo, SummaryState, ProfileState]:
+    """Learner, summary and profile from one row of `_CONTEXT_HEAD`."""
+    summary_at = len(_LEARNER_COLUMNS)
+    profile_at = summary_at + len(_SUMMARY_COLUMNS)
+    data, *profile = row[profile_at:]
+    return (
+        LearnerInfo(*row[:summary_at]),
+        SummaryState(*row[summary_at:profile_at]),
+        ProfileState(dict(data or {}), *profile),
+    )
+
+
 def _correction_rows(
     learner_id: int, message_id: int | None, corrections: Sequence[CorrectionRecord]
-) -> list[Correction]:
+) -> list[dict[str, Any]]:
     """The rows for the corrections Pam made to one learner message."""
     return [
-        Correction(
-            learner_id=learner_id,
-            message_id=message_id,
-            original=c.original,
-            corrected=c.corrected,
-            explanation=c.explanation,
-            category=c.category,
-        )
+        {
+            "learner_id": learner_id,
+            "message_id": message_id,
+            "original": c.original,
+            "corrected": c.corrected,
+            "explanation": c.explanation,
+            "category": c.category,
+        }
         for c in corrections
     ]
+
+
+# -- steps run on the caller's connection, so that several share one transaction -------------
+
+
+def _insert_message(
+    connection: Connection,
+    learner_id: int,
+    role: str,
+    content: str,
+    tokens: int,
+    inbox_id: int | None = None,
+    reply_to: int | None = None,
+) -> StoredMessage:
+    values = {
+        "learner_id": learner_id,
+        "role": role,
+        "content": content,
+        "tokens": tokens,
+        "inbox_id": inbox_id,
+        "reply_to": reply_to,
+    }
+    message_id = connection.execute(_INSERT_MESSAGE, values).scalar_one()
+    return StoredMessage(message_id, role, content, tokens)
+
+
+def _messages(
+    connection: Connection, learner_id: int, after: int, role: str | None = None
+) -> list[StoredMessage]:
+    values = {"learner_id": learner_id, "after": after}
+    if role is None:
+        rows = connection.execute(_MESSAGES, values)
+    else:
+        rows = connection.execute(_MESSAGES_OF_ROLE, {**values, "role": role})
+    return [StoredMessage(*row) for row in rows]
+
+
+def _unfolded(connection: Connection, learner_id: int) -> tuple[int, int]:
+    count, tokens = connection.execute(_UNFOLDED, {"learner_id": learner_id}).one()
+    return int(count), int(tokens)
+
+
+def _backlog(connection: Connection, learner_id: int, limit: int) -> Backlog:
+    count, tokens = _unfolded(connection, learner_id)
+    unread = connection.scalars(_UNREAD_BY_PROFILE, {"learner_id": learner_id, "limit": limit})
+    return Backlog(count, tokens, list(reversed(unread.all())))
+
+
+def _stored_with_reply(
+    connection: Connection, learner_id: int, inbox_id: int
+) -> tuple[StoredMessage, StoredMessage | None] | None:
+    row: Sequence[Any] | None = connection.execute(
+        _STORED_WITH_REPLY, {"learner_id": learner_id, "inbox_id": inbox_id}
+    ).first()
+    if row is None:
+        return None
+    stored, reply = row[: len(_MESSAGE_COLUMNS)], row[len(_MESSAGE_COLUMNS) :]
+    return StoredMessage(*stored), None if reply[0] is None else StoredMessage(*reply)
 
 
 class LearnerGone(Exception):
@@ -169,9 +364,9 @@ class Store:
 
     def find_learner(self, external_id: str) -> LearnerInfo | None:
         """The learner with `external_id`, or None."""
-        with self.sessions() as session:
-            row = session.scalars(select(Learner).where(Learner.external_id == external_id)).first()
-            return _learner_info(row) if row else None
+        with self.engine.connect() as connection:
+            row = connection.execute(_FIND_LEARNER, {"external_id": external_id}).first()
+        return LearnerInfo(*row) if row else None
 
     def get_learner(self, learner_id: int) -> LearnerInfo:
         """The learner with id `learner_id`; raises LearnerGone if there is none."""
@@ -240,22 +435,34 @@ class Store:
         if role not in (LEARNER, PAM):
             raise ValueError(f"unknown role {role!r}")
         try:
-            with self.sessions.begin() as session:
-                row = Message(
-                    learner_id=learner_id,
-                    role=role,
-                    content=content,
-                    tokens=tokens,
-                    inbox_id=inbox_id,
-                    reply_to=reply_to,
+            with self.engine.begin() as connection:
+                return _insert_message(
+                    connection, learner_id, role, content, tokens, inbox_id, reply_to
                 )
-                session.add(row)
-                session.flush()
-                return StoredMessage(row.id, row.role, row.content, row.tokens)
         except IntegrityError as exc:
             existing = self.message_for(learner_id, inbox_id=inbox_id, reply_to=reply_to)
             if existing is not None:
                 return existing
+            raise LearnerGone(learner_id) from exc
+
+    def add_learner_message(
+        self, learner_id: int, content: str, tokens: int, *, inbox_id: int | None = None
+    ) -> tuple[StoredMessage, StoredMessage | None]:
+        """Store the learner's message; with it, Pam's reply to it if there is one already.
+        With `inbox_id` the write is idempotent: if the message for that inbox item is stored
+        (the turn runs again after a crash or a failed LLM call), that one is returned, with
+        the reply made to it, if any. A message stored just now has no reply, so only a repeat
+        costs a lookup. Raises LearnerGone if the learner was forgotten meanwhile."""
+        try:
+            with self.engine.begin() as connection:
+                stored = _insert_message(connection, learner_id, LEARNER, content, tokens, inbox_id)
+                return stored, None
+        except IntegrityError as exc:
+            if inbox_id is not None:
+                with self.engine.connect() as connection:
+                    found = _stored_with_reply(connection, learner_id, inbox_id)
+                if found is not None:
+                    return found
             raise LearnerGone(learner_id) from exc
 
     def save_reply(
@@ -266,40 +473,41 @@ class Store:
         tokens: int,
         corrections: Sequence[CorrectionRecord],
         usage: tuple[str, int, int],
-    ) -> StoredMessage:
+        *,
+        backlog_limit: int,
+    ) -> tuple[StoredMessage, Backlog | None]:
         """Pam's reply to message `reply_to`, the corrections it made and the call's usage
-        (model, input, output tokens), written in one transaction. If another worker stored
-        a reply to that message first, theirs is returned and only the usage is recorded
-        (the tokens were spent all the same). Raises LearnerGone if forgotten meanwhile."""
+        (model, input, output tokens), written in one transaction that also reads the memory
+        backlog as of the reply (`memory_backlog` with `backlog_limit`). If another worker
+        stored a reply to that message first, theirs is returned with no backlog and only the
+        usage is recorded (the tokens were spent all the same). Raises LearnerGone if
+        forgotten meanwhile."""
         model, input_tokens, output_tokens = usage
         try:
-            with self.sessions.begin() as session:
-                row = Message(
-                    learner_id=learner_id,
-                    role=PAM,
-                    content=content,
-                    tokens=tokens,
-                    reply_to=reply_to,
+            with self.engine.begin() as connection:
+                reply = _insert_message(
+                    connection, learner_id, PAM, content, tokens, reply_to=reply_to
                 )
-                session.add(row)
-                session.add(
-                    Usage(
-                        learner_id=learner_id,
-                        model=model,
-                        purpose="reply",
-                        input_tokens=input_tokens,
-                        output_tokens=output_tokens,
-                    )
+                connection.execute(
+                    _INSERT_USAGE,
+                    {
+                        "learner_id": learner_id,
+                        "model": model,
+                        "purpose": "reply",
+                        "input_tokens": input_tokens,
+                        "output_tokens": output_tokens,
+                    },
                 )
-                session.add_all(_correction_rows(learner_id, reply_to, corrections))
-                session.flush()
-                return StoredMessage(row.id, row.role, row.content, row.tokens)
+                if corrections:
+                    rows = _correction_rows(learner_id, reply_to, corrections)
+                    connection.execute(_INSERT_CORRECTIONS, rows)
+                return reply, _backlog(connection, learner_id, backlog_limit)
         except IntegrityError as exc:
             existing = self.message_for(learner_id, reply_to=reply_to)
             if existing is None:
                 raise LearnerGone(learner_id) from exc
             self.record_usage(learner_id, model, "reply", input_tokens, output_tokens)
-            return existing
+            return existing, None
 
     def message_for(
         self, learner_id: int, *, inbox_id: int | None = None, reply_to: int | None = None
@@ -324,76 +532,32 @@ class Store:
     ) -> list[StoredMessage]:
         """The learner's messages (of `role`, if given) with id greater than `after`, oldest
         first."""
-        with self.sessions() as session:
-            return self._messages(session, learner_id, after, role)
-
-    @staticmethod
-    def _messages(
-        session: Session, learner_id: int, after: int, role: str | None = None
-    ) -> list[StoredMessage]:
-        query = select(Message.id, Message.role, Message.content, Message.tokens).where(
-            Message.learner_id == learner_id, Message.id > after
-        )
-        if role is not None:
-            query = query.where(Message.role == role)
-        return [StoredMessage(*row) for row in session.execute(query.order_by(Message.id))]
+        with self.engine.connect() as connection:
+            return _messages(connection, learner_id, after, role)
 
     def context(self, learner_id: int) -> Context:
         """Settings, profile, summary and every message not yet folded into the summary."""
-        with self.sessions() as session:
-            learner = session.get(Learner, learner_id)
-            if learner is None:
+        with self.engine.connect() as connection:
+            head = connection.execute(_CONTEXT_HEAD, {"learner_id": learner_id}).first()
+            if head is None:
                 raise LearnerGone(learner_id)
+            learner, summary, profile = _context_head(head)
             # The summary is read before the messages: a fold committing in between then only
             # means some messages are in the prompt verbatim as well as folded, never missing.
-            summary = self._get(session, Summary, learner_id)
-            profile = self._get(session, Profile, learner_id)
-            messages = self._messages(session, learner_id, summary.watermark)
-            return Context(
-                _learner_info(learner),
-                _profile_state(profile),
-                _summary_state(summary),
-                messages,
-            )
+            messages = _messages(connection, learner_id, summary.watermark)
+        return Context(learner, profile, summary, messages)
 
     def unfolded_tokens(self, learner_id: int) -> tuple[int, int]:
         """(number, total tokens) of the learner's messages not yet folded into the summary."""
-        with self.sessions() as session:
-            return self._unfolded(session, learner_id)
+        with self.engine.connect() as connection:
+            return _unfolded(connection, learner_id)
 
-    def memory_backlog(self, learner_id: int, limit: int) -> tuple[int, int, list[str]]:
+    def memory_backlog(self, learner_id: int, limit: int) -> Backlog:
         """What a turn needs to know whether a fold or a profile update is due, in one round of
         queries: `unfolded_tokens`, and the newest (at most `limit`) learner messages the
         profile has not read yet."""
-        with self.sessions() as session:
-            count, tokens = self._unfolded(session, learner_id)
-            return count, tokens, self._unread_by_profile(session, learner_id, limit)
-
-    @staticmethod
-    def _unfolded(session: Session, learner_id: int) -> tuple[int, int]:
-        watermark = select(Summary.watermark).where(Summary.learner_id == learner_id)
-        count, tokens = session.execute(
-            select(func.count(Message.id), func.coalesce(func.sum(Message.tokens), 0)).where(
-                Message.learner_id == learner_id,
-                Message.id > func.coalesce(watermark.scalar_subquery(), 0),
-            )
-        ).one()
-        return int(count), int(tokens)
-
-    @staticmethod
-    def _unread_by_profile(session: Session, learner_id: int, limit: int) -> list[str]:
-        watermark = select(Profile.watermark).where(Profile.learner_id == learner_id)
-        texts = session.scalars(
-            select(Message.content)
-            .where(
-                Message.learner_id == learner_id,
-                Message.role == LEARNER,
-                Message.id > func.coalesce(watermark.scalar_subquery(), 0),
-            )
-            .order_by(Message.id.desc())
-            .limit(limit)
-        )
-        return list(reversed(list(texts)))
+        with self.engine.connect() as connection:
+            return _backlog(connection, learner_id, limit)
 
     # -- summary and profile, written compare-and-set -------------------------------------
 
@@ -469,8 +633,9 @@ class Store:
         if not corrections:
             return
         try:
-            with self.sessions.begin() as session:
-                session.add_all(_correction_rows(learner_id, message_id, corrections))
+            with self.engine.begin() as connection:
+                rows = _correction_rows(learner_id, message_id, corrections)
+                connection.execute(_INSERT_CORRECTIONS, rows)
         except IntegrityError as exc:
             raise LearnerGone(learner_id) from exc
 
@@ -524,22 +689,18 @@ class Store:
     def activity(
         self, learner_id: int, since_messages: datetime, since_tokens: datetime, everyone: bool
     ) -> tuple[int, int, int | None]:
-        """What the cost and abuse limits look at, in one round of queries: the learner's
-        messages since `since_messages`, their LLM tokens since `since_tokens`, and (with
-        `everyone`) all learners' tokens since then."""
-        with self.sessions() as session:
-            messages = session.scalar(
-                select(func.count(Message.id)).where(
-                    Message.learner_id == learner_id,
-                    Message.role == LEARNER,
-                    Message.created_at >= since_messages,
-                )
-            )
-            spent = func.coalesce(func.sum(Usage.input_tokens + Usage.output_tokens), 0)
-            since = Usage.created_at >= since_tokens
-            mine = session.scalar(select(spent).where(since, Usage.learner_id == learner_id))
-            total = session.scalar(select(spent).where(since)) if everyone else None
-            return int(messages or 0), int(mine or 0), None if total is None else int(total)
+        """What the cost and abuse limits look at, in one SELECT: the learner's messages since
+        `since_messages`, their LLM tokens since `since_tokens`, and (with `everyone`) all
+        learners' tokens since then."""
+        query = _ACTIVITY_WITH_EVERYONE if everyone else _ACTIVITY
+        values = {
+            "learner_id": learner_id,
+            "messages_since": since_messages,
+            "tokens_since": since_tokens,
+        }
+        with self.engine.connect() as connection:
+            messages, mine, *total = connection.execute(query, values).one()
+        return int(messages), int(mine), int(total[0]) if total else None
 
     def usage(self, learner_id: int) -> dict[str, tuple[int, int, int]]:
         """Per purpose: (calls, input tokens, output tokens) for the learner."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 
 import pytest
 import tiktoken
@@ -11,7 +12,7 @@ from sqlalchemy import Engine, select
 from bot import phrases
 from bot.runtime import Pam, build
 from bot.settings import Settings
-from bot.tutor import MAX_MESSAGE_CHARS
+from bot.tutor import MAX_MESSAGE_CHARS, ModelUnavailable
 from memory.models import Correction, MemoryJob, Usage
 from memory.store import LEARNER, PAM, LearnerInfo
 from memory.tokens import MESSAGE_OVERHEAD, TokenCounter
@@ -201,6 +202,46 @@ def test_llm_error_apologises_in_the_target_language_and_keeps_the_message(
     # the next turn still sees the message the model never answered
     pam.tutor.handle(user, "¿Hola?")
     assert conversation_of(fake_model.of("reply")[-1]) == ["Ayer fui a la playa", "¿Hola?"]
+
+
+def test_an_apology_still_triggers_the_memory_jobs(
+    database_url: str, engine: Engine, fake_model: FakeChatModel
+) -> None:
+    pam = build_pam(database_url, engine, fake_model, profile_every=1)
+    fake_model.queue("reply", failing())
+    pam.tutor.handle(unique_user(), "Soy enfermera en Berlín")
+    assert len(fake_model.of("profile")) == 1
+
+
+def test_a_turn_run_again_for_its_inbox_item_answers_with_the_stored_reply(
+    pam: Pam, fake_model: FakeChatModel
+) -> None:
+    """A worker that crashed after the reply was stored runs the turn again: the learner gets
+    the reply already made, and nothing is stored, spent or asked of the model twice."""
+    user, inbox_id = unique_user(), uuid.uuid4().int % 2**62
+    fake_model.queue("reply", reply_json("¡Hola, Lena!"), reply_json("a second answer"))
+    assert pam.tutor.handle(user, "Hola, soy Lena", inbox_id=inbox_id) == ["¡Hola, Lena!"]
+    assert pam.tutor.handle(user, "Hola, soy Lena", inbox_id=inbox_id) == ["¡Hola, Lena!"]
+    assert len(fake_model.of("reply")) == 1
+    info = learner(pam, user)
+    assert [(m.role, m.content) for m in pam.store.messages(info.id)] == [
+        (LEARNER, "Hola, soy Lena"),
+        (PAM, "¡Hola, Lena!"),
+    ]
+    assert pam.store.usage(info.id)["reply"][0] == 1
+
+
+def test_a_turn_retried_after_the_model_failed_is_answered_once(
+    pam: Pam, fake_model: FakeChatModel
+) -> None:
+    user, inbox_id = unique_user(), uuid.uuid4().int % 2**62
+    fake_model.queue("reply", failing(), reply_json("¡Ahora sí!"))
+    with pytest.raises(ModelUnavailable):
+        pam.tutor.handle(user, "¿Hola?", inbox_id=inbox_id, can_retry=True)
+    assert pam.tutor.handle(user, "¿Hola?", inbox_id=inbox_id, can_retry=True) == ["¡Ahora sí!"]
+    assert conversation_of(fake_model.of("reply")[-1]) == ["¿Hola?"]  # not twice
+    info = learner(pam, user)
+    assert [m.content for m in pam.store.messages(info.id)] == ["¿Hola?", "¡Ahora sí!"]
 
 
 def test_llm_error_without_a_language_apologises_in_english(

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import threading
+import uuid
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import delete, func, select
 
 from memory import db
 from memory.jobs import FOLD, Coordinator
-from memory.models import Base, Learner
+from memory.models import Base, Learner, Profile, Summary
 from memory.store import (
     LEARNER,
     LEARNER_TABLES,
@@ -30,6 +32,11 @@ def _converse(store: Store, learner_id: int, turns: int, tokens: int = 10) -> li
         ids.append(store.add_message(learner_id, LEARNER, f"learner says {n}", tokens).id)
         ids.append(store.add_message(learner_id, PAM, f"pam answers {n}", tokens).id)
     return ids
+
+
+def _inbox_id() -> int:
+    """An inbox id no other test uses (message inbox ids are unique across learners)."""
+    return uuid.uuid4().int % 2**62
 
 
 def _fill_every_table(store: Store, learner_id: int) -> None:
@@ -147,6 +154,82 @@ def test_add_message_rejects_unknown_role_and_forgotten_learner(store: Store) ->
     assert store.rows_about(learner.id, learner.external_id)["messages"] == 0
 
 
+def test_add_learner_message_is_idempotent_and_brings_back_the_reply(store: Store) -> None:
+    learner = store.learner(unique_user())
+    inbox_id = _inbox_id()
+    stored, answered = store.add_learner_message(learner.id, "hola", 3, inbox_id=inbox_id)
+    assert answered is None
+    assert (stored.role, stored.content, stored.tokens) == (LEARNER, "hola", 3)
+    # Run again before Pam answered (the LLM failed): the same message, still no reply.
+    assert store.add_learner_message(learner.id, "hola", 3, inbox_id=inbox_id) == (stored, None)
+    reply, _ = store.save_reply(
+        learner.id, stored.id, "¡hola!", 4, [], ("m", 9, 2), backlog_limit=9
+    )
+    # Run again after a crash that came after the reply: the message with its reply.
+    assert store.add_learner_message(learner.id, "hola", 3, inbox_id=inbox_id) == (stored, reply)
+    assert store.messages(learner.id) == [stored, reply]
+    # Without an inbox item nothing is recognised: each call stores a message.
+    again, answered = store.add_learner_message(learner.id, "hola", 3)
+    assert answered is None and again.id > reply.id
+
+
+def test_add_learner_message_for_forgotten_learner_raises_learner_gone(store: Store) -> None:
+    learner = store.learner(unique_user())
+    store.forget(learner.id)
+    with pytest.raises(LearnerGone):
+        store.add_learner_message(learner.id, "hola", 3)
+    with pytest.raises(LearnerGone):
+        store.add_learner_message(learner.id, "hola", 3, inbox_id=_inbox_id())
+    assert store.rows_about(learner.id, learner.external_id)["messages"] == 0
+
+
+def test_save_reply_stores_everything_and_reads_the_backlog_as_of_the_reply(
+    store: Store,
+) -> None:
+    learner = store.learner(unique_user())
+    _converse(store, learner.id, 2, tokens=5)
+    question, _ = store.add_learner_message(learner.id, "yo es Lena", 6)
+    fix = CorrectionRecord("yo es", "yo soy", "ser", "grammar")
+    reply, backlog = store.save_reply(
+        learner.id, question.id, "¡Hola, Lena!", 7, [fix], ("m", 30, 8), backlog_limit=2
+    )
+    assert store.messages(learner.id)[-2:] == [question, reply]
+    assert store.corrections(learner.id) == [fix]
+    assert store.usage(learner.id) == {"reply": (1, 30, 8)}
+    assert backlog == (6, 4 * 5 + 6 + 7, ["learner says 1", "yo es Lena"])
+    assert backlog == store.memory_backlog(learner.id, limit=2)
+
+
+def test_a_second_reply_to_one_message_gets_the_first_and_no_backlog(store: Store) -> None:
+    learner = store.learner(unique_user())
+    question, _ = store.add_learner_message(learner.id, "hola", 3)
+    first, _ = store.save_reply(
+        learner.id, question.id, "uno", 2, [], ("m", 10, 1), backlog_limit=5
+    )
+    second = store.save_reply(
+        learner.id,
+        question.id,
+        "dos",
+        2,
+        [CorrectionRecord("a", "b")],
+        ("m", 20, 2),
+        backlog_limit=5,
+    )
+    assert second == (first, None)
+    assert store.messages(learner.id) == [question, first]
+    assert store.corrections(learner.id) == []
+    assert store.usage(learner.id) == {"reply": (2, 30, 3)}  # both calls' tokens were spent
+
+
+def test_save_reply_for_forgotten_learner_raises_learner_gone(store: Store) -> None:
+    learner = store.learner(unique_user())
+    question, _ = store.add_learner_message(learner.id, "hola", 3)
+    store.forget(learner.id)
+    with pytest.raises(LearnerGone):
+        store.save_reply(learner.id, question.id, "¡hola!", 2, [], ("m", 10, 1), backlog_limit=5)
+    assert set(store.rows_about(learner.id, learner.external_id).values()) == {0}
+
+
 def test_context_holds_summary_and_every_unfolded_message(store: Store) -> None:
     learner = store.learner(unique_user())
     other = store.learner(unique_user("other"))
@@ -169,6 +252,17 @@ def test_context_holds_summary_and_every_unfolded_message(store: Store) -> None:
 def test_context_of_forgotten_learner_raises(store: Store) -> None:
     learner = store.learner(unique_user())
     store.forget(learner.id)
+    with pytest.raises(LearnerGone):
+        store.context(learner.id)
+
+
+@pytest.mark.parametrize("gone", [Summary, Profile])
+def test_context_without_a_summary_or_profile_row_raises(
+    store: Store, gone: type[Summary] | type[Profile]
+) -> None:
+    learner = store.learner(unique_user())
+    with store.engine.begin() as connection:
+        connection.execute(delete(gone).where(gone.learner_id == learner.id))
     with pytest.raises(LearnerGone):
         store.context(learner.id)
 
@@ -251,6 +345,25 @@ def test_usage_is_recorded_per_purpose(store: Store) -> None:
     store.record_usage(other.id, "gpt-4o-mini", "reply", 7, 7)
     assert store.usage(learner.id) == {"reply": (2, 150, 30), "summary": (1, 400, 80)}
     assert store.usage(other.id) == {"reply": (1, 7, 7)}
+
+
+def test_activity_counts_recent_learner_messages_and_todays_tokens(store: Store) -> None:
+    learner = store.learner(unique_user())
+    other = store.learner(unique_user("other"))
+    _converse(store, learner.id, 3)  # three learner messages, three of Pam's
+    store.record_usage(learner.id, "m", "reply", 100, 20)
+    store.record_usage(learner.id, "m", "summary", 30, 5)
+    store.record_usage(other.id, "m", "reply", 7, 7)
+    now = datetime.now(UTC)
+    minute_ago, today = now - timedelta(minutes=1), now - timedelta(hours=1)
+
+    messages, mine, everyone = store.activity(learner.id, minute_ago, today, everyone=True)
+    assert (messages, mine) == (3, 155)
+    assert everyone is not None and everyone >= 155 + 14  # Postgres holds other tests' usage
+    assert store.activity(learner.id, minute_ago, today, everyone=False) == (3, 155, None)
+    later = now + timedelta(minutes=1)
+    assert store.activity(learner.id, later, later, everyone=True) == (0, 0, 0)
+    assert store.activity(other.id, minute_ago, today, everyone=False) == (0, 14, None)
 
 
 def test_record_usage_for_forgotten_learner_writes_nothing(store: Store) -> None:
