@@ -1,0 +1,119 @@
+"""What turns leave on record about a learner besides the conversation: the corrections Pam
+made, the LLM tokens spent, and the counts the cost and abuse limits look at."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from datetime import datetime
+
+from sqlalchemy import Engine, exists, func, insert, literal, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
+
+from memory.models import Correction, Learner, Usage, utcnow
+from memory.records import CorrectionRecord, LearnerGone
+from memory.statements import (
+    ACTIVITY,
+    ACTIVITY_WITH_EVERYONE,
+    INSERT_CORRECTIONS,
+    correction_rows,
+)
+
+
+class Ledger:
+    """Corrections and usage, read and written; `Store` is the one object that offers them."""
+
+    engine: Engine
+    sessions: sessionmaker[Session]
+
+    def add_corrections(
+        self, learner_id: int, message_id: int | None, corrections: Sequence[CorrectionRecord]
+    ) -> None:
+        """Store the corrections Pam made to one learner message."""
+        if not corrections:
+            return
+        try:
+            with self.engine.begin() as connection:
+                rows = correction_rows(learner_id, message_id, corrections)
+                connection.execute(INSERT_CORRECTIONS, rows)
+        except IntegrityError as exc:
+            raise LearnerGone(learner_id) from exc
+
+    def corrections(self, learner_id: int, limit: int = 20) -> list[CorrectionRecord]:
+        """The learner's most recent corrections, newest last."""
+        with self.sessions() as session:
+            rows = session.scalars(
+                select(Correction)
+                .where(Correction.learner_id == learner_id)
+                .order_by(Correction.id.desc())
+                .limit(limit)
+            ).all()
+            return [
+                CorrectionRecord(r.original, r.corrected, r.explanation, r.category)
+                for r in reversed(rows)
+            ]
+
+    def record_usage(
+        self, learner_id: int, model: str, purpose: str, input_tokens: int, output_tokens: int
+    ) -> None:
+        """Record one LLM call's tokens — unless the learner has been forgotten meanwhile."""
+        # IntegrityError: forgotten while the insert ran (Postgres checks the key).
+        with contextlib.suppress(IntegrityError):
+            self._insert_usage(learner_id, model, purpose, input_tokens, output_tokens)
+
+    def _insert_usage(
+        self, learner_id: int, model: str, purpose: str, input_tokens: int, output_tokens: int
+    ) -> None:
+        with self.sessions.begin() as session:
+            session.execute(
+                insert(Usage).from_select(
+                    [
+                        "learner_id",
+                        "model",
+                        "purpose",
+                        "input_tokens",
+                        "output_tokens",
+                        "created_at",
+                    ],
+                    select(
+                        literal(learner_id),
+                        literal(model),
+                        literal(purpose),
+                        literal(input_tokens),
+                        literal(output_tokens),
+                        literal(utcnow(), Usage.created_at.type),
+                    ).where(exists().where(Learner.id == learner_id)),
+                )
+            )
+
+    def activity(
+        self, learner_id: int, since_messages: datetime, since_tokens: datetime, everyone: bool
+    ) -> tuple[int, int, int | None]:
+        """What the cost and abuse limits look at, in one SELECT: the learner's messages since
+        `since_messages`, their LLM tokens since `since_tokens`, and (with `everyone`) all
+        learners' tokens since then."""
+        query = ACTIVITY_WITH_EVERYONE if everyone else ACTIVITY
+        values = {
+            "learner_id": learner_id,
+            "messages_since": since_messages,
+            "tokens_since": since_tokens,
+        }
+        with self.engine.connect() as connection:
+            messages, mine, *total = connection.execute(query, values).one()
+        return int(messages), int(mine), int(total[0]) if total else None
+
+    def usage(self, learner_id: int) -> dict[str, tuple[int, int, int]]:
+        """Per purpose: (calls, input tokens, output tokens) for the learner."""
+        with self.sessions() as session:
+            rows = session.execute(
+                select(
+                    Usage.purpose,
+                    func.count(Usage.id),
+                    func.sum(Usage.input_tokens),
+                    func.sum(Usage.output_tokens),
+                )
+                .where(Usage.learner_id == learner_id)
+                .group_by(Usage.purpose)
+            )
+            return {purpose: (int(n), int(i), int(o)) for purpose, n, i, o in rows}

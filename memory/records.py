@@ -1,0 +1,94 @@
+"""The plain values the message store hands out and takes in, and what it raises."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, NamedTuple
+
+from memory.models import Correction, MemoryJob, Message, Profile, Summary, Usage
+
+LEARNER = "learner"
+PAM = "pam"
+
+# Every table holding something about a learner, children first: /forget walks this list.
+LEARNER_TABLES = (Correction, Usage, MemoryJob, Summary, Profile, Message)
+
+
+@dataclass(frozen=True)
+class LearnerInfo:
+    """A learner and their explicit settings."""
+
+    id: int
+    external_id: str
+    display_name: str | None
+    target_language: str | None
+    native_language: str | None
+    level: str | None
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    """One stored message of a conversation."""
+
+    id: int
+    role: str
+    content: str
+    tokens: int
+
+
+@dataclass(frozen=True)
+class SummaryState:
+    """The rolling summary as of `version`; messages up to `watermark` are folded into it."""
+
+    text: str
+    tokens: int
+    watermark: int
+    version: int
+    folds: int
+    updated_at: datetime | None
+
+
+@dataclass(frozen=True)
+class ProfileState:
+    """The learned profile as of `version`; learner messages up to `watermark` were read."""
+
+    data: dict[str, Any]
+    watermark: int
+    version: int
+    messages_processed: int
+    updated_at: datetime | None
+
+
+@dataclass(frozen=True)
+class CorrectionRecord:
+    """One structured correction."""
+
+    original: str
+    corrected: str
+    explanation: str = ""
+    category: str = "other"
+
+
+class Backlog(NamedTuple):
+    """What decides whether a fold or a profile update is due: how many messages (and tokens)
+    are not folded into the summary yet, and the newest learner messages the profile has not
+    read, oldest first."""
+
+    unfolded: int
+    unfolded_tokens: int
+    unread: list[str]
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a reply prompt is built from: settings, profile, summary and every unfolded message."""
+
+    learner: LearnerInfo
+    profile: ProfileState
+    summary: SummaryState
+    messages: list[StoredMessage] = field(default_factory=list)
+
+
+class LearnerGone(Exception):
+    """The learner was forgotten (or never existed) while work about them was under way."""
