@@ -11,19 +11,20 @@ import threading
 from collections.abc import Callable
 
 import psycopg
-from sqlalchemy import Engine, text
-from sqlalchemy.orm import Session
+from sqlalchemy import Connection, Engine
 
 log = logging.getLogger(__name__)
 
 CHANNEL = "pam_inbox"
 RECONNECT_SECONDS = (0.5, 1.0, 2.0, 5.0)
+NOTIFY = f"NOTIFY {CHANNEL}"
 
 
-def notify_inbox(session: Session) -> None:
-    """Tell listening workers, when `session` commits, that the inbox has a new message."""
-    if session.get_bind().dialect.name == "postgresql":
-        session.execute(text(f"NOTIFY {CHANNEL}"))
+def notify_inbox(connection: Connection) -> None:
+    """Tell listening workers, when `connection`'s transaction commits, that the inbox has a
+    new message."""
+    if connection.dialect.name == "postgresql":
+        connection.exec_driver_sql(NOTIFY)
 
 
 class InboxListener:
