@@ -87,7 +87,11 @@ class OpenAIChatModel:
         try:
             response = self.client.chat.completions.create(
                 model=model,
-                messages=list(messages),  # type: ignore[arg-type]
+                # The SDK walks `messages` against its typed schema on every call: 2.4 ms for
+                # a 13-message prompt, a sixth of a whole turn. They are plain dicts of strings
+                # already, so they go into the body as they are (extra_body replaces the key).
+                messages=[],
+                extra_body={"messages": list(messages)},
                 max_tokens=max_tokens,
                 temperature=0.7 if purpose == "reply" else 0.2,
             )
