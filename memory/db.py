@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -10,8 +11,13 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DisconnectionError
+from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
 
 MIGRATIONS = Path(__file__).with_name("migrations")
+# A pooled Postgres connection idle longer than this is pinged before use (it may have been
+# cut: a restart, a failover, an idle timeout); one in steady use is not.
+PING_AFTER_IDLE_SECONDS = 2.0
 
 
 class DatabaseURLError(ValueError):
@@ -63,14 +69,37 @@ def make_engine(url: str, *, pool_size: int = 5, max_overflow: int = 5) -> Engin
         )
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
-    return create_engine(
+    engine = create_engine(
         url,
         pool_size=pool_size,
         max_overflow=max_overflow,
-        pool_pre_ping=True,
         pool_recycle=1800,
         hide_parameters=True,
     )
+    _ping_when_idle(engine)
+    return engine
+
+
+def _ping_when_idle(engine: Engine) -> None:
+    """SQLAlchemy's pool_pre_ping, for connections that sat idle. pool_pre_ping pings on every
+    checkout: a round trip per transaction, about a third of a turn's. A connection that
+    was in use moments ago is all but certainly alive, and if it is not, the failure
+    invalidates the whole pool and the work is retried (the worker's lanes and leases, the
+    platforms' webhook retries after a 503)."""
+
+    def checked_in(_connection: Any, entry: ConnectionPoolEntry) -> None:
+        entry.info["checked_in"] = time.monotonic()
+
+    def checkout(connection: Any, entry: ConnectionPoolEntry, _: PoolProxiedConnection) -> None:
+        if time.monotonic() - entry.info.get("checked_in", 0.0) < PING_AFTER_IDLE_SECONDS:
+            return
+        try:
+            engine.dialect.do_ping(connection)
+        except Exception as exc:  # the pool drops this connection and checks out another
+            raise DisconnectionError(f"stale connection: {type(exc).__name__}") from exc
+
+    event.listen(engine, "checkin", checked_in)
+    event.listen(engine, "checkout", checkout)
 
 
 def alembic_config(engine: Engine) -> Config:

@@ -1,0 +1,84 @@
+"""Pooled Postgres connections: pinged before use only after sitting idle, and a connection
+the server cut while idle is replaced without the caller seeing an error."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, event, text
+
+from memory import db
+
+PID = text("SELECT pg_backend_pid()")
+
+
+@pytest.fixture
+def engine(postgres_url: str) -> Iterator[Engine]:
+    engine = db.make_engine(postgres_url, pool_size=1, max_overflow=0)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def events(engine: Engine) -> list[str]:
+    """The pool's checkouts and pings, in order."""
+    seen: list[str] = []
+
+    def on_checkout(dbapi_connection: Any, *_: Any) -> None:
+        seen.append("<checkout>")
+
+    event.listen(engine, "checkout", on_checkout)
+    original = engine.dialect.do_ping
+
+    def counted_ping(dbapi_connection: Any) -> bool:
+        seen.append("<ping>")
+        return original(dbapi_connection)
+
+    engine.dialect.do_ping = counted_ping  # type: ignore[method-assign]
+    return seen
+
+
+def backend_pid(engine: Engine) -> int:
+    with engine.connect() as connection:
+        return int(connection.execute(PID).scalar_one())
+
+
+def idle_for(engine: Engine, seconds: float) -> None:
+    """Age the pooled connection's last check-in by `seconds` instead of sleeping."""
+    with engine.connect() as connection:
+        record = connection.connection._connection_record
+        assert record is not None
+    record.info["checked_in"] -= seconds
+
+
+def test_a_connection_in_steady_use_is_not_pinged(engine: Engine, events: list[str]) -> None:
+    backend_pid(engine)  # the first checkout of a new connection is pinged
+    events.clear()
+    for _ in range(5):
+        backend_pid(engine)
+    assert events.count("<ping>") == 0 and events.count("<checkout>") == 5
+
+
+def test_an_idle_connection_is_pinged_before_use(engine: Engine, events: list[str]) -> None:
+    backend_pid(engine)
+    idle_for(engine, db.PING_AFTER_IDLE_SECONDS + 1)
+    events.clear()
+    backend_pid(engine)
+    assert events.count("<ping>") == 1
+
+
+def test_an_idle_connection_the_server_cut_is_replaced_unnoticed(
+    engine: Engine, postgres_url: str
+) -> None:
+    first = backend_pid(engine)
+    killer = db.make_engine(postgres_url)
+    try:
+        with killer.begin() as connection:
+            assert connection.execute(text(f"SELECT pg_terminate_backend({first})")).scalar()
+    finally:
+        killer.dispose()
+    idle_for(engine, db.PING_AFTER_IDLE_SECONDS + 1)
+
+    assert backend_pid(engine) != first  # no error: the ping found it dead, a new one serves
