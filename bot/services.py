@@ -43,14 +43,14 @@ def stop_on_sigterm() -> threading.Event:
 
 
 def start_worker(settings: Settings, *, migrate: bool) -> tuple[Pam, Worker]:
-    """Pam with a running worker (its lanes and memory jobs on Pam's scheduler)."""
+    """Pam with a running worker: its lanes, and the memory jobs on Pam's scheduler."""
     from bot.worker import Worker
     from webhooks.outbound import senders
 
     pam = build_or_exit(settings, migrate=migrate)
     worker = Worker(pam, senders(settings))
     assert pam.scheduler is not None
-    worker.start(pam.scheduler, settings.worker_threads, settings.delivery_threads)
+    worker.start(settings.worker_threads, settings.delivery_threads)
     pam.scheduler.start()
     pam.runner.recover()
     log.info(
@@ -63,7 +63,8 @@ def start_worker(settings: Settings, *, migrate: bool) -> tuple[Pam, Worker]:
 
 def stop_worker(pam: Pam, worker: Worker) -> None:
     """Stop taking work, let what runs finish (bounded), close the senders."""
-    worker.stop()
+    if not worker.stop(pam.settings.shutdown_wait_seconds):
+        log.warning("stopped with a turn unfinished; its message is answered after the lease")
     pam.close(pam.settings.shutdown_wait_seconds)
     worker.close_senders()
 

@@ -1,6 +1,7 @@
-"""`pam worker`: answers the durable inbox and delivers the outbox. Runs inside APScheduler:
-a few inbox lanes and delivery lanes (self-rescheduling jobs that drain their queue, then
-poll), the memory jobs, and the recovery sweep. Any number of workers share one database."""
+"""`pam worker`: answers the durable inbox and delivers the outbox. A few inbox lanes and
+delivery lanes (threads that drain their queue, then wait for a wake-up or the next poll);
+the memory jobs and the recovery sweep run on Pam's APScheduler. Any number of workers share
+one database."""
 
 from __future__ import annotations
 
@@ -10,12 +11,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime, timedelta
-
-from apscheduler.executors.pool import ThreadPoolExecutor
-from apscheduler.job import Job
-from apscheduler.jobstores.base import JobLookupError
-from apscheduler.schedulers.background import BackgroundScheduler
+from datetime import UTC, datetime
 
 from bot import phrases
 from bot.channels import PermanentSendError, Sender, TransientSendError
@@ -61,12 +57,9 @@ class Worker:
         self.max_turn_attempts = settings.max_turn_attempts
         self.max_send_attempts = settings.max_send_attempts
         self.poll_seconds = settings.poll_seconds
-        self._stopping = threading.Event()
-        self._next: dict[str, Job] = {}
-        self._lock = threading.Lock()
-        self._scheduler: BackgroundScheduler | None = None
+        self._inbox_lanes: Lanes | None = None
+        self._delivery_lanes: Lanes | None = None
         self._listener: InboxListener | None = None
-        self._woken: set[str] = set()  # lanes told to run now that have not started yet
         self.typing_after = TYPING_AFTER_SECONDS
 
     # -- one step each ------------------------------------------------------------------
@@ -249,83 +242,45 @@ class Worker:
             done += 1
         return done
 
-    # -- running inside APScheduler -----------------------------------------------------
+    # -- running: lanes on threads of their own ----------------------------------------
 
-    def start(self, scheduler: BackgroundScheduler, inbox_lanes: int, delivery_lanes: int) -> None:
-        """Add the lanes to `scheduler` (started or not) on their own thread pool."""
-        self._scheduler = scheduler
-        scheduler.add_executor(
-            ThreadPoolExecutor(max_workers=inbox_lanes + delivery_lanes), alias="queues"
+    def start(self, inbox_lanes: int, delivery_lanes: int) -> None:
+        """Start the lanes: threads that answer the inbox and deliver the outbox."""
+        self._inbox_lanes = Lanes("inbox", inbox_lanes, self.answer_next, self.poll_seconds)
+        self._delivery_lanes = Lanes(
+            "delivery", delivery_lanes, self.deliver_next, self.poll_seconds
         )
-        for n in range(inbox_lanes):
-            self._add_lane(f"inbox-{n}", self.answer_next)
-        for n in range(delivery_lanes):
-            self._add_lane(f"delivery-{n}", self.deliver_next)
+        self._inbox_lanes.start()
+        self._delivery_lanes.start()
         if self.pam.engine.dialect.name == "postgresql":  # web processes NOTIFY new messages
             self._listener = InboxListener(self.pam.engine, self.wake_inbox)
             self._listener.start()
 
-    def _add_lane(self, name: str, step: Callable[[], bool]) -> None:
-        self._schedule(name, step, datetime.now(UTC))
-
-    def _schedule(self, name: str, step: Callable[[], bool], when: datetime) -> None:
-        # A fresh job each time (no fixed id): the scheduler removes a fired date job on its
-        # own thread, which could otherwise race a lane re-adding itself under the same id.
-        assert self._scheduler is not None
-        job = self._scheduler.add_job(
-            self._lane, "date", run_date=when, args=(name, step), executor="queues"
-        )
-        with self._lock:
-            self._next[name] = job
-
-    def _lane(self, name: str, step: Callable[[], bool]) -> None:
-        with self._lock:
-            self._woken.discard(name)
-        try:
-            while not self._stopping.is_set() and step():
-                pass
-        except Exception:  # the database went away, say: log, and try again after a pause
-            log.exception("lane %s failed; retrying", name)
-        finally:
-            if not self._stopping.is_set():
-                self._schedule(name, step, datetime.now(UTC) + timedelta(seconds=self.poll_seconds))
-
     def wake(self, deliveries_only: bool = False) -> None:
         """Run idle lanes now instead of at their next poll (new work arrived in-process)."""
-        self._wake("delivery" if deliveries_only else "")
+        if self._delivery_lanes is not None:
+            self._delivery_lanes.wake()
+        if self._inbox_lanes is not None and not deliveries_only:
+            self._inbox_lanes.wake()
 
     def wake_inbox(self) -> None:
-        """Run one idle inbox lane now (a web process stored one new message): a burst of
-        messages wakes one lane each, not every lane for every message."""
-        self._wake("inbox", limit=1)
+        """Run one idle inbox lane now (one new message was stored): a burst of messages wakes
+        one lane each, not every lane for every message."""
+        if self._inbox_lanes is not None:
+            self._inbox_lanes.wake(1)
 
-    def _wake(self, prefix: str, limit: int | None = None) -> None:
-        if self._scheduler is None or self._stopping.is_set():
-            return
-        now = datetime.now(UTC)
-        with self._lock:
-            waiting = [
-                (name, job)
-                for name, job in self._next.items()
-                if name.startswith(prefix) and name not in self._woken
-            ]
-        woken = 0
-        for name, job in waiting:
-            try:
-                job.modify(next_run_time=now)
-            except JobLookupError:  # running now: it drains the queue anyway
-                continue
-            with self._lock:
-                self._woken.add(name)
-            woken += 1
-            if limit is not None and woken >= limit:
-                return
-
-    def stop(self) -> None:
-        """Stop taking new work; lanes finish the item they hold."""
-        self._stopping.set()
+    def stop(self, wait_seconds: float = 0.0) -> bool:
+        """Stop taking new work; lanes finish the item they hold. Waits up to `wait_seconds`
+        for them; True if they all finished (a lane still inside a turn is left to end with
+        the process: its claim lapses with its lease and the item is taken up again)."""
         if self._listener is not None:
             self._listener.stop()
+        deadline = time.monotonic() + wait_seconds
+        return all(
+            lanes.stop(deadline)
+            for lanes in (self._inbox_lanes, self._delivery_lanes)
+            if lanes is not None
+        )
 
     def close_senders(self) -> None:
         """Close senders that hold connections or threads (after the lanes stopped)."""
@@ -335,8 +290,52 @@ class Worker:
                 close()
 
 
-def worker_scheduler(pam: Pam) -> BackgroundScheduler:
-    """The scheduler a worker runs: Pam's memory-job scheduler (built by runtime.build)."""
-    if pam.scheduler is None:
-        raise RuntimeError("build Pam without `submit` to run a worker")
-    return pam.scheduler
+class Lanes:
+    """`count` threads running `step` until it finds no work, then waiting for a wake-up or
+    the next poll. A wake-up that comes while every lane is busy is kept, so the next lane to
+    finish looks again instead of waiting for the poll."""
+
+    def __init__(
+        self, name: str, count: int, step: Callable[[], bool], poll_seconds: float
+    ) -> None:
+        self.step = step
+        self.poll_seconds = poll_seconds
+        self._ready = threading.Condition()
+        self._wakes = 0  # wake-ups not yet taken by a lane
+        self._stopping = False
+        self._threads = [
+            threading.Thread(target=self._run, name=f"{name}-{n}", daemon=True)
+            for n in range(count)
+        ]
+
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
+
+    def wake(self, lanes: int | None = None) -> None:
+        """Have `lanes` idle lanes (default: all) look for work now."""
+        count = len(self._threads) if lanes is None else min(lanes, len(self._threads))
+        with self._ready:
+            self._wakes = min(len(self._threads), self._wakes + count)
+            self._ready.notify(count)
+
+    def stop(self, deadline: float) -> bool:
+        """Let each lane finish its item, then end; True if all ended by `deadline`."""
+        with self._ready:
+            self._stopping = True
+            self._ready.notify_all()
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        return not any(thread.is_alive() for thread in self._threads)
+
+    def _run(self) -> None:
+        while not self._stopping:
+            try:
+                while not self._stopping and self.step():
+                    pass
+            except Exception:  # the database went away, say: log, and try again after a pause
+                log.exception("lane %s failed; retrying", threading.current_thread().name)
+            with self._ready:
+                if not self._wakes and not self._stopping:
+                    self._ready.wait(self.poll_seconds)
+                self._wakes = max(0, self._wakes - 1)

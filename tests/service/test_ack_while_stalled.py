@@ -42,7 +42,7 @@ def test_the_webhook_acknowledges_while_the_llm_is_stalled(
     pam = build(api, model=model, engine=engine)
     assert pam.scheduler is not None
     worker = Worker(pam, {"api": sender})
-    worker.start(pam.scheduler, inbox_lanes=2, delivery_lanes=1)
+    worker.start(inbox_lanes=2, delivery_lanes=1)
     pam.scheduler.start()
     client = create_app(api, engine=pam.engine, on_inbound=worker.wake).test_client()
     headers = {"Authorization": f"Bearer {API_TOKEN}"}
@@ -69,7 +69,7 @@ def test_the_webhook_acknowledges_while_the_llm_is_stalled(
         wait_until(lambda: len(sender.calls) >= 3, "three replies")
     finally:
         stalled.release.set()
-        worker.stop()
+        worker.stop(5)
         pam.close(5)
 
     assert [d.text for d in sender.calls] == [f"re: {t}" for t in texts]

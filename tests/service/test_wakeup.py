@@ -81,7 +81,7 @@ def test_a_worker_in_another_process_answers_without_waiting_for_its_poll(
     pam = build(slow_poll, model=FakeChatModel(), engine=postgres_engine)
     assert pam.scheduler is not None
     worker = Worker(pam, {"test": sender})
-    worker.start(pam.scheduler, inbox_lanes=1, delivery_lanes=1)
+    worker.start(inbox_lanes=1, delivery_lanes=1)
     pam.scheduler.start()
     web = db.make_engine(str(postgres_engine.url.render_as_string(hide_password=False)))
     try:
@@ -92,6 +92,6 @@ def test_a_worker_in_another_process_answers_without_waiting_for_its_poll(
         wait_until(lambda: len(sender.calls) == 1, "the reply, long before the next poll")
         assert sender.calls[0].text == "¡Qué bien! ¿Y qué más hiciste?"
     finally:
-        worker.stop()
+        worker.stop(5)
         pam.close(5)
         web.dispose()
