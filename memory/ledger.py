@@ -25,6 +25,7 @@ class Ledger:
     """Corrections and usage, read and written; `Store` is the one object that offers them."""
 
     engine: Engine
+    single: Engine  # one statement, or reads that need no snapshot: see db.autocommit
     sessions: sessionmaker[Session]
 
     def add_corrections(
@@ -99,7 +100,7 @@ class Ledger:
             "messages_since": since_messages,
             "tokens_since": since_tokens,
         }
-        with self.engine.connect() as connection:
+        with self.single.connect() as connection:
             messages, mine, *total = connection.execute(query, values).one()
         return int(messages), int(mine), int(total[0]) if total else None
 

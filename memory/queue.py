@@ -31,6 +31,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import aliased
 
 from bot.channels import Inbound, Sent
+from memory import db
 from memory.models import InboxItem, Learner, OutboxItem, UTCDateTime, utcnow
 from memory.wakeup import notify_inbox
 
@@ -97,6 +98,7 @@ class _Queue:
 
     def __init__(self, engine: Engine, lease_seconds: float) -> None:
         self.engine = engine
+        self.single = db.autocommit(engine)  # for work of one statement
         self.lease = timedelta(seconds=lease_seconds)
         self._claim = self._claim_statement()
 
@@ -153,7 +155,7 @@ class _Queue:
         now = utcnow()
         token = str(uuid.uuid4())
         values = {"now": now, "token": token, "lease_expires_at": now + self.lease}
-        with self.engine.begin() as connection:
+        with self.single.begin() as connection:
             row = connection.execute(self._claim, values).first()
         if row is None:
             return None
@@ -236,7 +238,9 @@ class Inbox(_Queue):
             "kind": message.kind,
         }
         try:
-            with self.engine.begin() as connection:
+            # Two statements, each committing by itself on Postgres: the NOTIFY goes out once
+            # the message is stored, and not at all if it is a redelivery.
+            with self.single.begin() as connection:
                 connection.execute(_ACCEPT, row)
                 notify_inbox(connection)
         except IntegrityError:

@@ -9,6 +9,7 @@ from sqlalchemy import Engine, delete, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
+from memory import db
 from memory.inspection import Inspection
 from memory.ledger import Ledger
 from memory.models import (
@@ -91,6 +92,7 @@ class Store(Ledger, Inspection):
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self.single = db.autocommit(engine)  # one statement, or reads that need no snapshot
         self.sessions = sessionmaker(engine, expire_on_commit=False)
 
     # -- learners -------------------------------------------------------------------------
@@ -116,7 +118,7 @@ class Store(Ledger, Inspection):
 
     def find_learner(self, external_id: str) -> LearnerInfo | None:
         """The learner with `external_id`, or None."""
-        with self.engine.connect() as connection:
+        with self.single.connect() as connection:
             row = connection.execute(FIND_LEARNER, {"external_id": external_id}).first()
         return LearnerInfo(*row) if row else None
 
@@ -206,12 +208,12 @@ class Store(Ledger, Inspection):
         the reply made to it, if any. A message stored just now has no reply, so only a repeat
         costs a lookup. Raises LearnerGone if the learner was forgotten meanwhile."""
         try:
-            with self.engine.begin() as connection:
+            with self.single.begin() as connection:  # one INSERT
                 stored = insert_message(connection, learner_id, LEARNER, content, tokens, inbox_id)
                 return stored, None
         except IntegrityError as exc:
             if inbox_id is not None:
-                with self.engine.connect() as connection:
+                with self.single.connect() as connection:
                     found = read_stored_with_reply(connection, learner_id, inbox_id)
                 if found is not None:
                     return found
@@ -284,12 +286,12 @@ class Store(Ledger, Inspection):
     ) -> list[StoredMessage]:
         """The learner's messages (of `role`, if given) with id greater than `after`, oldest
         first."""
-        with self.engine.connect() as connection:
+        with self.single.connect() as connection:
             return read_messages(connection, learner_id, after, role)
 
     def context(self, learner_id: int) -> Context:
         """Settings, profile, summary and every message not yet folded into the summary."""
-        with self.engine.connect() as connection:
+        with self.single.connect() as connection:
             head = connection.execute(CONTEXT_HEAD, {"learner_id": learner_id}).first()
             if head is None:
                 raise LearnerGone(learner_id)
@@ -301,14 +303,14 @@ class Store(Ledger, Inspection):
 
     def unfolded_tokens(self, learner_id: int) -> tuple[int, int]:
         """(number, total tokens) of the learner's messages not yet folded into the summary."""
-        with self.engine.connect() as connection:
+        with self.single.connect() as connection:
             return read_unfolded(connection, learner_id)
 
     def memory_backlog(self, learner_id: int, limit: int) -> Backlog:
         """What a turn needs to know whether a fold or a profile update is due, in one round of
         queries: `unfolded_tokens`, and the newest (at most `limit`) learner messages the
         profile has not read yet."""
-        with self.engine.connect() as connection:
+        with self.single.connect() as connection:
             return read_backlog(connection, learner_id, limit)
 
     # -- summary and profile, written compare-and-set -------------------------------------

@@ -1,5 +1,5 @@
 """Waking workers when a message arrives, instead of waiting for their next poll. On Postgres
-the web process sends NOTIFY in the transaction that stores the message; each worker LISTENs
+the web process sends NOTIFY once it has stored the message; each worker LISTENs
 on a connection of its own and wakes an idle inbox lane per notification. Polling stays as
 the safety net: a lost notification (a restart, a dropped connection) only delays a message
 by one poll."""
@@ -21,8 +21,8 @@ NOTIFY = f"NOTIFY {CHANNEL}"
 
 
 def notify_inbox(connection: Connection) -> None:
-    """Tell listening workers, when `connection`'s transaction commits, that the inbox has a
-    new message."""
+    """Tell listening workers that the inbox has a new message (Postgres delivers it when the
+    transaction the NOTIFY runs in commits; it is its own on an autocommit connection)."""
     if connection.dialect.name == "postgresql":
         connection.exec_driver_sql(NOTIFY)
 
