@@ -15,7 +15,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
-    Connection,
     Engine,
     and_,
     bindparam,
@@ -56,6 +55,9 @@ class Claim:
     inbox_id: int | None = None
     received_at: datetime | None = None
     kind: str = "text"
+    # An inbox claim: whether an older reply to the address was still undelivered when it was
+    # claimed. Only its own finish adds replies to the address, so "no" stays true until then.
+    replies_waiting: bool = False
 
 
 def _held(model: Any) -> Any:
@@ -135,6 +137,10 @@ class _Queue:
         columns += [model.chat_id, model.text]
         if model is InboxItem:
             columns += [InboxItem.display_name, InboxItem.received_at, InboxItem.kind]
+            waiting = exists().where(
+                OutboxItem.address == InboxItem.address, OutboxItem.status.in_(UNFINISHED)
+            )
+            columns.append(waiting.label("replies_waiting"))
         else:
             columns += [OutboxItem.inbox_id]
         return (
@@ -172,6 +178,7 @@ class _Queue:
                 inbox_id=row.id,
                 received_at=row.received_at,
                 kind=row.kind,
+                replies_waiting=bool(row.replies_waiting),
             )
         return Claim(
             id=row.id,
@@ -266,8 +273,9 @@ class Inbox(_Queue):
 
         With `deliver_lease`, the replies are queued already claimed by the caller for that
         long, so it can send them at once instead of handing them to a delivery lane; their
-        claims are returned. Not when an older reply to the same address is still undelivered:
-        replies go out in order, so these wait behind it (and an empty list is returned). A
+        claims are returned. Not when an older reply to the same address was still undelivered
+        at the claim: replies go out in order, so these wait behind it (and an empty list is
+        returned). A
         caller that dies before sending leaves them to the delivery lanes once the lease ends."""
         now = utcnow()
         with self.engine.begin() as connection:
@@ -276,7 +284,7 @@ class Inbox(_Queue):
                 return None
             if not replies:
                 return []
-            held = deliver_lease is not None and not _reply_waiting(connection, claim)
+            held = deliver_lease is not None and not claim.replies_waiting
             token = str(uuid.uuid4())
             rows = [
                 {
@@ -309,11 +317,6 @@ class Inbox(_Queue):
             )
             for id, text in zip(ids, replies, strict=True)
         ]
-
-
-def _reply_waiting(connection: Connection, claim: Claim) -> bool:
-    """Whether an older reply to `claim`'s address is still undelivered."""
-    return bool(connection.scalar(_REPLY_WAITING, {"address": claim.address}))
 
 
 class Outbox(_Queue):
@@ -409,9 +412,6 @@ _FINISH = (
         finished_at=bindparam("now", type_=UTCDateTime()),
         **_unlinked_if_forgotten(InboxItem),
     )
-)
-_REPLY_WAITING = select(
-    exists().where(OutboxItem.address == bindparam("address"), OutboxItem.status.in_(UNFINISHED))
 )
 _QUEUE_REPLIES = insert(OutboxItem).returning(OutboxItem.id, sort_by_parameter_order=True)
 _SENT = (
