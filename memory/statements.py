@@ -7,7 +7,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, Integer, bindparam, func, insert, select
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Integer,
+    bindparam,
+    func,
+    insert,
+    select,
+    true,
+)
 from sqlalchemy.orm import aliased
 
 from memory.models import Correction, Learner, Message, Profile, Summary, Usage
@@ -94,10 +103,18 @@ _UNFOLDED = select(func.count(Message.id), func.coalesce(func.sum(Message.tokens
     _THEIR_MESSAGES, _after_watermark(Summary)
 )
 _UNREAD_BY_PROFILE = (
-    select(Message.content)
+    select(Message.id, Message.content)
     .where(_THEIR_MESSAGES, Message.role == LEARNER, _after_watermark(Profile))
     .order_by(Message.id.desc())
     .limit(bindparam("limit", type_=Integer))
+    .subquery("unread")
+)
+# Both in one round trip: the counts on every row, one row (content NULL) if none is unread.
+_COUNTS = _UNFOLDED.subquery("unfolded")
+_BACKLOG = (
+    select(*_COUNTS.c, _UNREAD_BY_PROFILE.c.content)
+    .select_from(_COUNTS.outerjoin(_UNREAD_BY_PROFILE, true()))
+    .order_by(_UNREAD_BY_PROFILE.c.id)
 )
 
 # The cost and abuse limits' counts, as scalar subqueries of one SELECT.
@@ -197,9 +214,9 @@ def read_unfolded(connection: Connection, learner_id: int) -> tuple[int, int]:
 def read_backlog(connection: Connection, learner_id: int, limit: int) -> Backlog:
     """The unfolded messages' count and tokens, and the newest (at most `limit`) learner
     messages the profile has not read, oldest first."""
-    count, tokens = read_unfolded(connection, learner_id)
-    unread = connection.scalars(_UNREAD_BY_PROFILE, {"learner_id": learner_id, "limit": limit})
-    return Backlog(count, tokens, list(reversed(unread.all())))
+    rows = connection.execute(_BACKLOG, {"learner_id": learner_id, "limit": limit}).all()
+    count, tokens = int(rows[0][0]), int(rows[0][1])
+    return Backlog(count, tokens, [row[2] for row in rows if row[2] is not None])
 
 
 def read_stored_with_reply(
