@@ -46,10 +46,13 @@ def clean_text(text: str) -> str:
 
 @dataclass(frozen=True)
 class Answer:
-    """What to send back for one inbound message, and whose message it was."""
+    """What to send back for one inbound message, whose message it was, and which memory jobs
+    the turn made due: the caller starts those with `Tutor.start_jobs` once the replies are
+    on their way, so a reply never waits for them."""
 
     replies: list[str]
     learner_id: int | None
+    due: tuple[str, ...] = ()
 
 
 class ModelUnavailable(Exception):
@@ -91,7 +94,9 @@ class Tutor:
         A `kind` other than "text" (a voice note, a photo) gets a friendly answer.
         When the LLM fails, the learner gets an apology, unless `can_retry`: then
         ModelUnavailable is raised and the caller runs the turn again later."""
-        return self.answer(external_id, text, display_name, inbox_id, kind, can_retry).replies
+        answer = self.answer(external_id, text, display_name, inbox_id, kind, can_retry)
+        self.start_jobs(answer)
+        return answer.replies
 
     def answer(
         self,
@@ -102,7 +107,8 @@ class Tutor:
         kind: str = "text",
         can_retry: bool = False,
     ) -> Answer:
-        """`handle`, also saying which learner it was (for the caller's log line)."""
+        """`handle`, also saying which learner it was (for the caller's log line), without
+        starting the memory jobs the turn made due: the caller does, with `start_jobs`."""
         if kind != "text":
             known = self.store.find_learner(external_id)
             language = known.target_language if known else None
@@ -121,10 +127,17 @@ class Tutor:
         if len(text) > MAX_MESSAGE_CHARS:
             return Answer([phrases.TOO_LONG.format(limit=MAX_MESSAGE_CHARS)], learner.id)
         try:
-            return Answer(self.turn(learner, text, inbox_id, can_retry=can_retry), learner.id)
+            replies, due = self.turn(learner, text, inbox_id, can_retry=can_retry)
         except LearnerGone:  # /forget won a race with this turn: say nothing, keep nothing
             log.info("turn for learner %s dropped: forgotten mid-turn", learner.id)
             return Answer([], learner.id)
+        return Answer(replies, learner.id, due)
+
+    def start_jobs(self, answer: Answer) -> None:
+        """Start the memory jobs `answer`'s turn made due (each runs in the background)."""
+        for kind in answer.due:
+            assert answer.learner_id is not None
+            self.runner.request(answer.learner_id, kind)
 
     def turn(
         self,
@@ -133,19 +146,19 @@ class Tutor:
         inbox_id: int | None = None,
         *,
         can_retry: bool = False,
-    ) -> list[str]:
-        """A conversational turn. The learner's message is stored first, so an LLM failure
-        loses nothing; the reply never waits for the memory jobs it triggers."""
+    ) -> tuple[list[str], tuple[str, ...]]:
+        """A conversational turn: the replies, and the memory jobs now due. The learner's
+        message is stored first, so an LLM failure loses nothing."""
         started = time.monotonic()
         stored, answered = self.store.add_learner_message(
             learner.id, text, self.counter.count_message(text), inbox_id=inbox_id
         )
         if answered is not None:  # a re-run after a crash: the reply exists already
-            return [answered.content]
+            return [answered.content], ()
         limit = self._over_limit(learner)
         if limit is not None:  # the message stays in memory; the LLM is not called
             log.info("turn limited learner=%s limit=%s", learner.id, limit)
-            return [phrases.in_language(LIMIT_PHRASES[limit], learner.target_language)]
+            return [phrases.in_language(LIMIT_PHRASES[limit], learner.target_language)], ()
         context = self.store.context(learner.id)
         prompt = reply_prompt(context, summary_cap_chars=self.memory.summary_max_tokens * 8)
         try:
@@ -158,10 +171,8 @@ class Tutor:
         except LLMError as exc:
             if can_retry:
                 raise ModelUnavailable(str(exc)) from exc
-            self._trigger_jobs(
-                learner.id, self.store.memory_backlog(learner.id, PROFILE_COUNT_LIMIT)
-            )
-            return [phrases.apology(context.learner.target_language)]
+            due = self._due(self.store.memory_backlog(learner.id, PROFILE_COUNT_LIMIT))
+            return [phrases.apology(context.learner.target_language)], due
         answer = corrections.parse_answer(completion.text)
         shown = corrections.render(answer)
         reply, backlog = self.store.save_reply(
@@ -174,8 +185,7 @@ class Tutor:
             backlog_limit=PROFILE_COUNT_LIMIT,
         )
         if backlog is None:  # another worker answered this message first: theirs stands
-            return [reply.content]
-        self._trigger_jobs(learner.id, backlog)
+            return [reply.content], ()
         log.info(
             "turn learner=%s prompt_tokens=%s output_tokens=%s corrections=%s ms=%d",
             learner.id,
@@ -184,7 +194,7 @@ class Tutor:
             len(answer.corrections),
             (time.monotonic() - started) * 1000,
         )
-        return [shown]
+        return [shown], self._due(backlog)
 
     def _over_limit(self, learner: LearnerInfo) -> str | None:
         """Which cost or abuse limit this turn would pass, if any."""
@@ -205,11 +215,12 @@ class Tutor:
             return "service_budget"
         return None
 
-    def _trigger_jobs(self, learner_id: int, backlog: Backlog) -> None:
+    def _due(self, backlog: Backlog) -> tuple[str, ...]:
+        """The memory jobs `backlog` calls for."""
         count, tokens, unread = backlog
-        if fold_due(count, tokens, self.memory):
-            self.runner.request(learner_id, FOLD)
+        due: tuple[str, ...] = (FOLD,) if fold_due(count, tokens, self.memory) else ()
         # Only messages that say something count toward the profile's cadence: "ok", "jaja"
         # and 👍 never cost a profile call on their own.
         if profile_due(sum(not is_low_information(t) for t in unread), self.memory):
-            self.runner.request(learner_id, PROFILE)
+            due += (PROFILE,)
+        return due

@@ -139,6 +139,7 @@ class Worker:
             claim.attempts,
         )
         self._delivered_or_queued(held, len(replies))
+        self.pam.tutor.start_jobs(answer)  # after the reply: it never waits for them
         return True
 
     def _delivered_or_queued(self, held: list[Claim], replies: int) -> None:

@@ -445,6 +445,33 @@ def test_a_reply_is_sent_by_the_turn_that_made_it(
     assert not worker.deliver_next()
 
 
+def test_memory_jobs_start_once_the_reply_is_sent(
+    settings: Settings, engine: Engine, fake_model: FakeChatModel
+) -> None:
+    """Starting a job writes to the database and schedules it: the reply does not wait."""
+    events: list[str] = []
+
+    @dataclass
+    class Noting(RecordingSender):
+        def send(self, chat_id: str, text: str, *, idempotency_key: str) -> Sent:
+            events.append("reply sent")
+            return super().send(chat_id, text, idempotency_key=idempotency_key)
+
+    def submit(work: Callable[[], None]) -> None:
+        events.append("job started")
+        work()
+
+    knobs = with_knobs(settings, profile_every=1)
+    pam = build(knobs, model=fake_model, submit=submit, engine=engine)
+    worker = worker_for(pam, Noting())
+    worker.inbox.accept(inbound(unique_user(), "Trabajo de enfermera en Bremen"))
+
+    assert worker.answer_next()
+
+    assert events == ["reply sent", "job started"]
+    assert len(fake_model.of("profile")) == 1
+
+
 def test_a_reply_waits_behind_an_older_undelivered_one(
     pam: Pam, sender: RecordingSender, engine: Engine
 ) -> None:
