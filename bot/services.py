@@ -19,6 +19,10 @@ if TYPE_CHECKING:
     from bot.worker import Worker
 
 log = logging.getLogger("pam.services")
+# How long a thread computing in Python keeps others waiting for the GIL (Python's default
+# is 5 ms). A worker's reply lanes mostly wait on sockets; each time one comes back while a
+# memory job computes, it waits up to this long to go on.
+GIL_SWITCH_SECONDS = 0.001
 
 TELEGRAM_SETUP = """Telegram needs TELEGRAM_BOT_TOKEN (from @BotFather).
 For the webhook, also set TELEGRAM_WEBHOOK_SECRET (letters, digits, _ and -; e.g. the output
@@ -48,6 +52,7 @@ def start_worker(settings: Settings, *, migrate: bool) -> tuple[Pam, Worker]:
     from webhooks.outbound import senders
 
     pam = build_or_exit(settings, migrate=migrate)
+    sys.setswitchinterval(GIL_SWITCH_SECONDS)
     worker = Worker(pam, senders(settings))
     assert pam.scheduler is not None
     worker.start(settings.worker_threads, settings.delivery_threads)
