@@ -17,7 +17,7 @@ from bot import phrases
 from bot.channels import PermanentSendError, Sender, TransientSendError
 from bot.runtime import Pam
 from bot.splitting import split_message
-from bot.tutor import ModelUnavailable
+from bot.tutor import Answer, ModelUnavailable
 from memory.heartbeat import Heartbeat
 from memory.queue import Claim, Inbox, Outbox
 from memory.wakeup import InboxListener
@@ -43,6 +43,38 @@ def backoff(attempts: int, retry_after: float | None = None) -> float:
 
 def _ms(since: float) -> int:
     return int((time.monotonic() - since) * 1000)
+
+
+def _parts(replies: list[str], sender: Sender | None) -> list[str]:
+    """`replies` split to fit the channel's message limit (as the channel counts length)."""
+    if sender is None:
+        return replies
+    return [
+        part
+        for reply in replies
+        for part in split_message(reply, sender.max_chars, sender.length)
+        if part.strip()
+    ]
+
+
+def _log_answered(claim: Claim, answer: Answer, replies: int, started: float) -> None:
+    """The answered message's log line: ids, timings and counts, never the text."""
+    since_received = (
+        int((datetime.now(UTC) - claim.received_at).total_seconds() * 1000)
+        if claim.received_at
+        else -1
+    )
+    log.info(
+        "inbound answered inbox=%s learner=%s channel=%s replies=%d since_received_ms=%d "
+        "turn_ms=%d attempt=%d",
+        claim.id,
+        answer.learner_id or "-",
+        claim.channel,
+        replies,
+        since_received,
+        _ms(started),
+        claim.attempts,
+    )
 
 
 class Worker:
@@ -71,20 +103,38 @@ class Worker:
             return False
         started = time.monotonic()
         if claim.attempts > self.max_turn_attempts:
-            # It crashed its worker every time: stop retrying, tell the learner, keep going.
-            learner = self.pam.store.find_learner(claim.address)
-            apology = phrases.apology(learner.target_language if learner else None)
-            held = self.inbox.finish(claim, [apology], failed=True, deliver_lease=self.outbox.lease)
-            log.warning("inbound gave up inbox=%s channel=%s", claim.id, claim.channel)
-            if held is not None:
-                self._delivered_or_queued(held, 1)
+            self._give_up(claim)
             return True
         sender = self.senders.get(claim.channel)
+        answer = self._turn(claim, sender)
+        if answer is None:
+            return True
+        replies = _parts(answer.replies, sender)
+        held = self.inbox.finish(claim, replies, deliver_lease=self.outbox.lease)
+        if held is None:
+            log.warning("turn discarded inbox=%s: the claim was lost (lease expired)", claim.id)
+            return True
+        _log_answered(claim, answer, len(replies), started)
+        self._delivered_or_queued(held, len(replies))
+        self.pam.tutor.start_jobs(answer)  # after the reply: it never waits for them
+        return True
+
+    def _give_up(self, claim: Claim) -> None:
+        """The message crashed its worker every time: stop retrying, tell the learner."""
+        learner = self.pam.store.find_learner(claim.address)
+        apology = phrases.apology(learner.target_language if learner else None)
+        held = self.inbox.finish(claim, [apology], failed=True, deliver_lease=self.outbox.lease)
+        log.warning("inbound gave up inbox=%s channel=%s", claim.id, claim.channel)
+        if held is not None:
+            self._delivered_or_queued(held, 1)
+
+    def _turn(self, claim: Claim, sender: Sender | None) -> Answer | None:
+        """Run the tutor turn for `claim`; None if it failed and went back to the inbox."""
         # A slow LLM keeps the claim alive; a dead worker's claim lapses within one lease.
         heartbeat = Heartbeat(self.inbox.lease.total_seconds() / 3, lambda: self.inbox.renew(claim))
         try:
             with heartbeat, self._typing(sender, claim):
-                answer = self.pam.tutor.answer(
+                return self.pam.tutor.answer(
                     claim.address,
                     claim.text,
                     display_name=claim.display_name,
@@ -102,45 +152,13 @@ class Worker:
                 delay,
                 claim.attempts,
             )
-            return True
         except Exception as exc:
             delay = backoff(claim.attempts)
             self.inbox.retry_later(claim, delay, f"{type(exc).__name__}: {exc}")
             log.exception(
                 "turn failed inbox=%s channel=%s retry_in=%.1fs", claim.id, claim.channel, delay
             )
-            return True
-        replies = answer.replies
-        if sender is not None:
-            replies = [
-                part
-                for reply in replies
-                for part in split_message(reply, sender.max_chars, sender.length)
-                if part.strip()
-            ]
-        held = self.inbox.finish(claim, replies, deliver_lease=self.outbox.lease)
-        if held is None:
-            log.warning("turn discarded inbox=%s: the claim was lost (lease expired)", claim.id)
-            return True
-        queued_ms = (
-            int((datetime.now(UTC) - claim.received_at).total_seconds() * 1000)
-            if claim.received_at
-            else -1
-        )
-        log.info(
-            "inbound answered inbox=%s learner=%s channel=%s replies=%d since_received_ms=%d "
-            "turn_ms=%d attempt=%d",
-            claim.id,
-            answer.learner_id or "-",
-            claim.channel,
-            len(replies),
-            queued_ms,
-            _ms(started),
-            claim.attempts,
-        )
-        self._delivered_or_queued(held, len(replies))
-        self.pam.tutor.start_jobs(answer)  # after the reply: it never waits for them
-        return True
+        return None
 
     def _delivered_or_queued(self, held: list[Claim], replies: int) -> None:
         """Deliver what `Inbox.finish` handed this lane; replies it queued behind an older one
