@@ -445,6 +445,20 @@ def test_a_reply_is_sent_by_the_turn_that_made_it(
     assert not worker.deliver_next()
 
 
+def test_another_learners_undelivered_reply_does_not_hold_this_one_back(
+    pam: Pam, sender: RecordingSender, engine: Engine
+) -> None:
+    worker = worker_for(pam, sender)
+    waiting, user = unique_user(), unique_user()
+    answered(worker, waiting, "uno")  # their reply is still queued
+    worker.inbox.accept(inbound(user, "dos"))
+
+    assert worker.answer_next()
+
+    assert sender.texts_to(chat_of(user)) == ["re: dos"], "sent by the turn, not queued"
+    assert [r.status for r in outbox_rows(engine, waiting)] == [PENDING]
+
+
 def test_memory_jobs_start_once_the_reply_is_sent(
     settings: Settings, engine: Engine, fake_model: FakeChatModel
 ) -> None:
