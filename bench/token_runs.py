@@ -5,7 +5,8 @@ window of the last 20 messages — built with the same reply prompt and the same
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from bench.conversations import LOW_INFO_CHAT, Learner, learner_messages
 from bench.token_model import Call, ScriptedModel
 from bot.llm import ChatMessage
 from bot.prompt import reply_prompt
-from bot.runtime import build
+from bot.runtime import Pam, build
 from bot.settings import Settings
 from memory import db
 from memory.config import MemoryConfig
@@ -68,6 +69,21 @@ def bench_settings(database_url: str, memory: MemoryConfig) -> Settings:
     )
 
 
+@contextmanager
+def temporary_pam(memory: MemoryConfig, model: ScriptedModel) -> Iterator[Pam]:
+    """Pam on a fresh SQLite file with `memory` and `model`, memory jobs inline; the file is
+    removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix="pam-bench-") as tmp:
+        url = f"sqlite:///{Path(tmp) / 'bench.db'}"
+        engine = db.make_engine(url)
+        db.upgrade(engine)
+        pam = build(bench_settings(url, memory), model=model, submit=lambda w: w(), engine=engine)
+        try:
+            yield pam
+        finally:
+            pam.close(0)
+
+
 def run_pam(
     learners: Sequence[Learner],
     turns: int,
@@ -81,44 +97,33 @@ def run_pam(
     model = ScriptedModel(counter, learners)
     scripts = {learner.target: learner_messages(learner, turns) for learner in learners}
     series = {learner.target: Series() for learner in learners}
-    with tempfile.TemporaryDirectory(prefix="pam-bench-") as tmp:
-        url = f"sqlite:///{Path(tmp) / 'bench.db'}"
-        engine = db.make_engine(url)
-        db.upgrade(engine)
-        pam = build(bench_settings(url, memory), model=model, submit=lambda w: w(), engine=engine)
-        try:
+    with temporary_pam(memory, model) as pam:
+        for learner in learners:
+            pam.tutor.handle(learner.external_id, f"/language {learner.target} {learner.native}")
+            pam.tutor.handle(learner.external_id, f"/level {learner.level}")
+        for turn in range(turns):
             for learner in learners:
-                pam.tutor.handle(
-                    learner.external_id, f"/language {learner.target} {learner.native}"
+                first = len(model.calls)
+                pam.tutor.handle(learner.external_id, scripts[learner.target][turn], learner.name)
+                made = model.calls[first:]
+                reply = made[0]
+                assert reply.purpose == "reply", "every turn starts with its reply call"
+                s = series[learner.target]
+                s.prompts.append(reply.input_tokens)
+                s.tokens.append(sum(c.tokens for c in made))
+                s.calls.append(len(made))
+                s.outputs.append(reply.output_tokens)
+                s.messages.append(reply.messages)
+            if progress and ((turn + 1) % every == 0 or turn + 1 == turns):
+                progress(
+                    f"pam trigger={memory.summary_trigger_tokens} cap="
+                    f"{memory.summary_max_tokens}: turn {turn + 1}/{turns}"
                 )
-                pam.tutor.handle(learner.external_id, f"/level {learner.level}")
-            for turn in range(turns):
-                for learner in learners:
-                    first = len(model.calls)
-                    pam.tutor.handle(
-                        learner.external_id, scripts[learner.target][turn], learner.name
-                    )
-                    made = model.calls[first:]
-                    reply = made[0]
-                    assert reply.purpose == "reply", "every turn starts with its reply call"
-                    s = series[learner.target]
-                    s.prompts.append(reply.input_tokens)
-                    s.tokens.append(sum(c.tokens for c in made))
-                    s.calls.append(len(made))
-                    s.outputs.append(reply.output_tokens)
-                    s.messages.append(reply.messages)
-                if progress and ((turn + 1) % every == 0 or turn + 1 == turns):
-                    progress(
-                        f"pam trigger={memory.summary_trigger_tokens} cap="
-                        f"{memory.summary_max_tokens}: turn {turn + 1}/{turns}"
-                    )
-            conversations, infos = {}, {}
-            for learner in learners:
-                info = pam.store.learner(learner.external_id)
-                infos[learner.target] = info
-                conversations[learner.target] = pam.store.messages(info.id)
-        finally:
-            pam.close(0)
+        conversations, infos = {}, {}
+        for learner in learners:
+            info = pam.store.learner(learner.external_id)
+            infos[learner.target] = info
+            conversations[learner.target] = pam.store.messages(info.id)
     return PamRun(memory, model.calls, series, conversations, infos)
 
 
@@ -187,17 +192,10 @@ def run_density(
     counter = TokenCounter(REPLY_MODEL)
     model = ScriptedModel(counter, [learner])
     external_id = "bench:low-info"
-    with tempfile.TemporaryDirectory(prefix="pam-bench-") as tmp:
-        url = f"sqlite:///{Path(tmp) / 'density.db'}"
-        engine = db.make_engine(url)
-        db.upgrade(engine)
-        pam = build(bench_settings(url, memory), model=model, submit=lambda w: w(), engine=engine)
-        try:
-            pam.tutor.handle(external_id, f"/language {learner.target} {learner.native}")
-            for _, text in chat:
-                pam.tutor.handle(external_id, text, "Marta")
-        finally:
-            pam.close(0)
+    with temporary_pam(memory, model) as pam:
+        pam.tutor.handle(external_id, f"/language {learner.target} {learner.native}")
+        for _, text in chat:
+            pam.tutor.handle(external_id, text, "Marta")
     profile_calls = [c for c in model.calls if c.purpose == "profile"]
     rich = [text for is_rich, text in chat if is_rich]
     seen = [t for t in rich if any(t in m["content"] for c in profile_calls for m in c.messages)]
