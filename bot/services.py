@@ -8,6 +8,7 @@ import logging
 import signal
 import sys
 import threading
+import time
 from typing import TYPE_CHECKING
 
 from bot import logs
@@ -67,10 +68,12 @@ def start_worker(settings: Settings, *, migrate: bool) -> tuple[Pam, Worker]:
 
 
 def stop_worker(pam: Pam, worker: Worker) -> None:
-    """Stop taking work, let what runs finish (bounded), close the senders."""
+    """Stop taking work, let what runs finish within PAM_SHUTDOWN_WAIT_SECONDS in all, close
+    the senders."""
+    deadline = time.monotonic() + pam.settings.shutdown_wait_seconds
     if not worker.stop(pam.settings.shutdown_wait_seconds):
         log.warning("stopped with a turn unfinished; its message is answered after the lease")
-    pam.close(pam.settings.shutdown_wait_seconds)
+    pam.close(max(0.0, deadline - time.monotonic()))
     worker.close_senders()
 
 
