@@ -18,7 +18,7 @@ from bot.channels import PermanentSendError, Sender, TransientSendError
 from bot.runtime import Pam
 from bot.splitting import split_message
 from bot.tutor import Answer, ModelUnavailable
-from memory.heartbeat import Heartbeat
+from memory.heartbeat import Heartbeats
 from memory.queue import Claim, Inbox, Outbox
 from memory.wakeup import InboxListener
 
@@ -93,6 +93,10 @@ class Worker:
         self._delivery_lanes: Lanes | None = None
         self._listener: InboxListener | None = None
         self.typing_after = TYPING_AFTER_SECONDS
+        # Claims stay live while a turn or a send runs, however slow; "typing…" is renewed
+        # on a thread of its own, so a slow platform never holds up a lease.
+        self._leases = Heartbeats("pam-leases")
+        self._typing_beats = Heartbeats("pam-typing")
 
     # -- one step each ------------------------------------------------------------------
 
@@ -131,9 +135,10 @@ class Worker:
     def _turn(self, claim: Claim, sender: Sender | None) -> Answer | None:
         """Run the tutor turn for `claim`; None if it failed and went back to the inbox."""
         # A slow LLM keeps the claim alive; a dead worker's claim lapses within one lease.
-        heartbeat = Heartbeat(self.inbox.lease.total_seconds() / 3, lambda: self.inbox.renew(claim))
+        every = self.inbox.lease.total_seconds() / 3
+        lease = self._leases.beat(every, lambda: self.inbox.renew(claim))
         try:
-            with heartbeat, self._typing(sender, claim):
+            with lease, self._typing(sender, claim):
                 return self.pam.tutor.answer(
                     claim.address,
                     claim.text,
@@ -191,8 +196,8 @@ class Worker:
                 typing(claim.chat_id)
             return True
 
-        # On the heartbeat's thread: the turn never waits for Telegram.
-        return Heartbeat(TYPING_EVERY_SECONDS, show, first=self.typing_after)
+        # On a thread of its own: the turn never waits for Telegram.
+        return self._typing_beats.beat(TYPING_EVERY_SECONDS, show, first=self.typing_after)
 
     def deliver_next(self) -> bool:
         """Deliver the next queued reply, if any. True if there was one."""
@@ -210,9 +215,12 @@ class Worker:
             if sender is None:
                 raise TransientSendError(f"no sender is configured for channel {claim.channel!r}")
             key = f"pam-{claim.id}"
-            delivered = self.outbox.deliver(
-                claim, lambda: sender.send(claim.chat_id, claim.text, idempotency_key=key)
-            )
+            # A slow platform keeps the claim alive: no other lane sends it meanwhile.
+            lease = self.outbox.lease.total_seconds() / 3
+            with self._leases.beat(lease, lambda: self.outbox.renew(claim)):
+                self.outbox.deliver(
+                    claim, lambda: sender.send(claim.chat_id, claim.text, idempotency_key=key)
+                )
         except PermanentSendError as exc:
             self.outbox.fail(claim, str(exc))
             log.warning(
@@ -225,9 +233,6 @@ class Worker:
         except Exception as exc:  # a sender bug must not stop the lane
             log.exception("delivery crashed outbox=%s channel=%s", claim.id, claim.channel)
             self._retry_delivery(claim, f"{type(exc).__name__}: {exc}", None)
-            return False
-        if not delivered:
-            log.warning("delivery skipped outbox=%s: the claim was lost", claim.id)
             return False
         log.info(
             "reply delivered outbox=%s inbox=%s channel=%s send_ms=%d attempt=%d",

@@ -3,9 +3,12 @@ and lapses soon after the holder dies."""
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import logging
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from types import TracebackType
 
 log = logging.getLogger(__name__)
@@ -34,11 +37,7 @@ class Heartbeat:
             wait = self.interval
 
     def _beat_once(self) -> bool:
-        try:
-            return bool(self.renew())
-        except Exception as exc:  # a database hiccup: try again next beat
-            log.warning("lease renewal failed: %s", type(exc).__name__)
-            return True
+        return _renewed(self.renew)
 
     def __enter__(self) -> Heartbeat:
         self._thread.start()
@@ -52,3 +51,70 @@ class Heartbeat:
     ) -> None:
         self._stop.set()
         self._thread.join()
+
+
+class Heartbeats:
+    """Many heartbeats on one background thread: `beat(interval, renew)` is a `Heartbeat`
+    that costs no thread of its own, so a worker keeps every lease of every turn and send on
+    one thread instead of starting and joining one for each. A `renew` that blocks delays the
+    others: give slow calls (a platform's "typing…") their own `Heartbeats`."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._due: dict[int, tuple[float, float, Callable[[], bool]]] = {}
+        self._ids = itertools.count()
+        self._changed = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._renewing: int | None = None  # the key whose `renew` runs right now
+
+    @contextlib.contextmanager
+    def beat(
+        self, interval: float, renew: Callable[[], bool], *, first: float | None = None
+    ) -> Iterator[None]:
+        """Call `renew` every `interval` seconds (the first time after `first`) while the
+        `with` block runs; it stops once `renew` returns False."""
+        key = next(self._ids)
+        due = time.monotonic() + (interval if first is None else first)
+        with self._changed:
+            self._due[key] = (due, interval, renew)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+                self._thread.start()
+            elif due <= min(d for d, _, _ in self._due.values()):
+                self._changed.notify_all()
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._due.pop(key, None)
+                # Like leaving a Heartbeat: no call of this `renew` is still running after it.
+                self._changed.wait_for(lambda: self._renewing != key)
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                now = time.monotonic()
+                soonest = min((d for d, _, _ in self._due.values()), default=now + 60.0)
+                if soonest > now:
+                    self._changed.wait(soonest - now)
+                    continue
+                key, (_, interval, renew) = next(
+                    (k, v) for k, v in self._due.items() if v[0] <= now
+                )
+                self._due[key] = (now + interval, interval, renew)
+                self._renewing = key
+            renewed = _renewed(renew)
+            with self._changed:
+                self._renewing = None
+                self._changed.notify_all()
+                if not renewed:
+                    self._due.pop(key, None)
+
+
+def _renewed(renew: Callable[[], bool]) -> bool:
+    """`renew()`, with a database hiccup counting as renewed (it is tried again next beat)."""
+    try:
+        return bool(renew())
+    except Exception as exc:
+        log.warning("lease renewal failed: %s", type(exc).__name__)
+        return True

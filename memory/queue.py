@@ -15,8 +15,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
+    ARRAY,
     Boolean,
     Engine,
+    Integer,
+    Text,
     and_,
     bindparam,
     case,
@@ -26,6 +29,7 @@ from sqlalchemy import (
     literal_column,
     or_,
     select,
+    true,
     type_coerce,
     update,
 )
@@ -187,7 +191,7 @@ class _Queue:
         """Extend a live claim's lease (its worker is alive). False if the claim is gone."""
         statement = update(self.model).where(_held(self.model))
         statement = statement.values(lease_expires_at=utcnow() + self.lease)
-        with self.engine.begin() as connection:
+        with self.single.begin() as connection:
             return bool(connection.execute(statement, _held_params(claim)).rowcount)
 
     def retry_later(self, claim: Claim, delay_seconds: float, error: str) -> bool:
@@ -250,42 +254,53 @@ class Inbox(_Queue):
         failed: bool = False,
         deliver_lease: timedelta | None = None,
     ) -> list[Claim] | None:
-        """Mark the message answered and queue its replies, in one transaction. The message
-        text is cleared: it lives on in the conversation, not in the queue. None (and
-        nothing written) if the claim was lost meanwhile.
+        """Mark the message answered and queue its replies, atomically (on Postgres in one
+        statement). The message text is cleared: it lives on in the conversation, not in the
+        queue. None (and nothing written) if the claim was lost meanwhile.
 
         With `deliver_lease`, the replies are queued already claimed by the caller for that
         long, so it can send them at once instead of handing them to a delivery lane; their
         claims are returned. Not when an older reply to the same address was still undelivered
         at the claim: replies go out in order, so these wait behind it (and an empty list is
-        returned). A
-        caller that dies before sending leaves them to the delivery lanes once the lease ends."""
+        returned). A caller that dies before sending leaves them to the delivery lanes once
+        the lease ends."""
         now = utcnow()
-        with self.engine.begin() as connection:
-            finished = {"status_now": FAILED if failed else DONE, "now": now}
-            if not connection.execute(_FINISH, _held_params(claim) | finished).rowcount:
+        finished = _held_params(claim) | {"status_now": FAILED if failed else DONE, "now": now}
+        held = deliver_lease is not None and not claim.replies_waiting
+        token = str(uuid.uuid4()) if held else None
+        queued = {
+            "channel": claim.channel,
+            "address": claim.address,
+            "chat_id": claim.chat_id,
+            "status": CLAIMED if held else PENDING,
+            "claim_token": token,
+            "attempts": 1 if held else 0,
+            "lease_expires_at": now + deliver_lease if held and deliver_lease else None,
+            "created_at": now,
+            "available_at": now,
+        }
+        if replies and self.engine.dialect.name == "postgresql":
+            # One statement, one round trip: the UPDATE runs in a CTE, and the replies are
+            # inserted only if it found the claim still held.
+            # Named apart from the columns: the UPDATE would take a same-named value as its own.
+            values = finished | {f"reply_{name}": value for name, value in queued.items()}
+            values |= {"seqs": list(range(len(replies))), "texts": replies}
+            with self.single.connect() as connection:
+                ids = [id for id, _ in sorted(connection.execute(_FINISH_AND_QUEUE, values))]
+            if not ids:
                 return None
-            if not replies:
-                return []
-            held = deliver_lease is not None and not claim.replies_waiting
-            token = str(uuid.uuid4())
-            rows = [
-                {
-                    "inbox_id": claim.id,
-                    "seq": seq,
-                    "channel": claim.channel,
-                    "address": claim.address,
-                    "chat_id": claim.chat_id,
-                    "text": text,
-                    "status": CLAIMED if held else PENDING,
-                    "claim_token": token if held else None,
-                    "attempts": 1 if held else 0,
-                    "lease_expires_at": now + deliver_lease if held and deliver_lease else None,
-                }
-                for seq, text in enumerate(replies)
-            ]
-            ids = connection.execute(_QUEUE_REPLIES, rows).scalars().all()
-        if not held:
+        else:
+            with self.engine.begin() as connection:
+                if not connection.execute(_FINISH, finished).rowcount:
+                    return None
+                if not replies:
+                    return []
+                rows = [
+                    queued | {"inbox_id": claim.id, "seq": seq, "text": text}
+                    for seq, text in enumerate(replies)
+                ]
+                ids = list(connection.execute(_QUEUE_REPLIES, rows).scalars())
+        if token is None:
             return []
         return [
             Claim(
@@ -307,39 +322,20 @@ class Outbox(_Queue):
 
     model = OutboxItem
 
-    def deliver(self, claim: Claim, send: Callable[[], Sent]) -> bool:
-        """Send a claimed reply and record it as sent, keeping the gap in which a crash would
-        make it go out twice as small as the database allows. False (nothing sent) if the
-        claim was lost. Exceptions from `send` propagate with nothing recorded.
-
-        On Postgres the row is marked sent in a transaction held open across the send: the
-        row lock keeps other workers off it even if the lease runs out mid-send, and after
-        the platform accepts, only the COMMIT remains. On SQLite that would hold the
-        database's single write lock for the whole HTTP call, so it sends, then records.
-        If the database fails after the platform accepted (a restart, a failover), the
+    def deliver(self, claim: Claim, send: Callable[[], Sent]) -> None:
+        """Send a claimed reply and record it as sent, in one round trip after the send.
+        Exceptions from `send` propagate with nothing recorded. The claim's lease keeps other
+        workers off the row while it is sent (a send gives up long before a delivery lease
+        ends). If the database fails after the platform accepted (a restart, a failover), the
         delivery is recorded once the database is back, so it is not sent again."""
-        sent: Sent | None = None
+        sent = send()
         try:
-            if self.engine.dialect.name != "postgresql":
-                sent = send()
-                self.mark_sent(claim, sent.platform_id)
-                return True
-            with self.engine.begin() as connection:
-                marked = connection.execute(
-                    _SENT, _held_params(claim) | {"now": utcnow(), "platform_id": None}
-                )
-                if not marked.rowcount:
-                    return False
-                sent = send()
-                if sent.platform_id is not None:
-                    connection.execute(
-                        _PLATFORM_ID, {"item_id": claim.id, "platform_id": sent.platform_id}
-                    )
+            recorded = self.mark_sent(claim, sent.platform_id)
         except SQLAlchemyError:
-            if sent is None:
-                raise
             self._record_when_back(claim, sent)
-        return True
+            return
+        if not recorded:  # /forget removed the row meanwhile, or the lease ran out mid-send
+            log.warning("delivery outbox=%s sent, but its claim was gone", claim.id)
 
     def _record_when_back(self, claim: Claim, sent: Sent) -> None:
         """The platform has the reply but the database did not hear it: keep trying to record
@@ -368,7 +364,7 @@ class Outbox(_Queue):
     def mark_sent(self, claim: Claim, platform_message_id: str | None) -> bool:
         """Record a delivery; the text is cleared, since the learner has it now."""
         values = {"now": utcnow(), "platform_id": platform_message_id}
-        with self.engine.begin() as connection:
+        with self.single.begin() as connection:  # one UPDATE
             return bool(connection.execute(_SENT, _held_params(claim) | values).rowcount)
 
     def unclaim(self, claim: Claim) -> bool:
@@ -410,8 +406,33 @@ _SENT = (
         **_unlinked_if_forgotten(OutboxItem),
     )
 )
-_PLATFORM_ID = (
-    update(OutboxItem)
-    .where(OutboxItem.id == bindparam("item_id"))
-    .values(platform_message_id=bindparam("platform_id"))
-)
+
+
+def _finish_and_queue() -> Any:
+    """Postgres: `_FINISH` and `_QUEUE_REPLIES` as one statement. The replies' seq and text
+    come as two arrays; every other column is the same for all of them. Returns (id, seq) of
+    each reply queued, and no row if the claim was lost."""
+    finished = _FINISH.returning(InboxItem.id).cte("finished")
+    replies = func.unnest(
+        bindparam("seqs", type_=ARRAY(Integer)), bindparam("texts", type_=ARRAY(Text))
+    ).table_valued("seq", "text").render_derived(name="replies")
+    same = ("channel", "address", "chat_id", "status", "claim_token", "attempts")
+    columns: list[Any] = [
+        bindparam(f"reply_{name}", type_=OutboxItem.__table__.c[name].type) for name in same
+    ]
+    columns += [
+        bindparam(f"reply_{name}", type_=UTCDateTime())
+        for name in ("lease_expires_at", "created_at", "available_at")
+    ]
+    names = ["inbox_id", "seq", "text", *same, "lease_expires_at", "created_at", "available_at"]
+    rows = select(finished.c.id, replies.c.seq, replies.c.text, *columns).select_from(
+        finished.join(replies, true())
+    )
+    return (
+        insert(OutboxItem)
+        .from_select(names, rows, include_defaults=False)
+        .returning(OutboxItem.id, OutboxItem.seq)
+    )
+
+
+_FINISH_AND_QUEUE = _finish_and_queue()
