@@ -16,6 +16,7 @@ from bot.settings import Settings
 from memory.density import is_low_information
 from memory.jobs import FOLD, PROFILE, JobRunner
 from memory.profile import profile_due
+from memory.records import Activity, ActivityWindow
 from memory.store import Backlog, LearnerGone, LearnerInfo, Store
 from memory.summary import fold_due
 from memory.tokens import TokenCounter
@@ -155,11 +156,11 @@ class Tutor:
         )
         if answered is not None:  # a re-run after a crash: the reply exists already
             return [answered.content], ()
-        limit = self._over_limit(learner)
+        context, activity = self.store.context_and_activity(learner.id, self._limit_window())
+        limit = self._over_limit(activity)
         if limit is not None:  # the message stays in memory; the LLM is not called
             log.info("turn limited learner=%s limit=%s", learner.id, limit)
             return [phrases.in_language(LIMIT_PHRASES[limit], learner.target_language)], ()
-        context = self.store.context(learner.id)
         prompt = reply_prompt(context, summary_cap_chars=self.memory.summary_max_tokens * 8)
         try:
             completion = self.model.complete(
@@ -196,22 +197,26 @@ class Tutor:
         )
         return [shown], self._due(backlog)
 
-    def _over_limit(self, learner: LearnerInfo) -> str | None:
-        """Which cost or abuse limit this turn would pass, if any."""
+    def _limit_window(self) -> ActivityWindow | None:
+        """What the cost and abuse limits count this turn; None if none is set."""
         settings, now = self.settings, datetime.now(UTC)
         if not (
             settings.rate_limit_per_minute or settings.learner_daily_tokens or settings.daily_tokens
         ):
             return None
         today = now.replace(hour=0, minute=0, second=0, microsecond=0)
-        recent, mine, everyone = self.store.activity(
-            learner.id, now - timedelta(minutes=1), today, everyone=bool(settings.daily_tokens)
-        )
-        if settings.rate_limit_per_minute and recent > settings.rate_limit_per_minute:
+        return ActivityWindow(now - timedelta(minutes=1), today, bool(settings.daily_tokens))
+
+    def _over_limit(self, activity: Activity | None) -> str | None:
+        """Which cost or abuse limit this turn would pass, if any."""
+        if activity is None:
+            return None
+        settings = self.settings
+        if settings.rate_limit_per_minute and activity.messages > settings.rate_limit_per_minute:
             return "rate"
-        if settings.learner_daily_tokens and mine >= settings.learner_daily_tokens:
+        if settings.learner_daily_tokens and activity.tokens >= settings.learner_daily_tokens:
             return "learner_budget"
-        if settings.daily_tokens and (everyone or 0) >= settings.daily_tokens:
+        if settings.daily_tokens and (activity.everyone_tokens or 0) >= settings.daily_tokens:
             return "service_budget"
         return None
 

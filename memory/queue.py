@@ -39,7 +39,7 @@ from sqlalchemy.orm import aliased
 from bot.channels import Inbound, Sent
 from memory import db
 from memory.models import InboxItem, Learner, OutboxItem, UTCDateTime, utcnow
-from memory.wakeup import notify_inbox
+from memory.wakeup import CHANNEL
 
 log = logging.getLogger(__name__)
 
@@ -232,11 +232,15 @@ class Inbox(_Queue):
             "kind": message.kind,
         }
         try:
-            # Two statements, each committing by itself on Postgres: the NOTIFY goes out once
-            # the message is stored, and not at all if it is a redelivery.
+            # On Postgres one statement stores it and notifies the workers (the NOTIFY goes out
+            # once it commits, and not at all if it is a redelivery).
+            postgres = self.engine.dialect.name == "postgresql"
             with self.single.begin() as connection:
-                connection.execute(_ACCEPT, row)
-                notify_inbox(connection)
+                if postgres:
+                    values = {f"in_{name}": value for name, value in row.items()}
+                    connection.execute(_ACCEPT_AND_NOTIFY, values | {"now": utcnow()})
+                else:
+                    connection.execute(_ACCEPT, row)
         except IntegrityError:
             return False
         return True
@@ -380,6 +384,25 @@ class Outbox(_Queue):
 # The hot path's statements, built once (statement building was a large part of a worker's
 # CPU); the parameters are named apart from the columns they set.
 _ACCEPT = insert(InboxItem)
+_INBOUND = ("channel", "platform_id", "address", "chat_id", "display_name", "text", "kind")
+_ACCEPTED = (
+    insert(InboxItem)
+    .values(
+        {
+            **{
+                name: bindparam(f"in_{name}", type_=InboxItem.__table__.c[name].type)
+                for name in _INBOUND
+            },
+            "received_at": bindparam("now", type_=UTCDateTime()),
+            "available_at": bindparam("now", type_=UTCDateTime()),
+            "status": PENDING,
+            "attempts": 0,
+        }
+    )
+    .returning(InboxItem.id)
+    .cte("accepted")
+)
+_ACCEPT_AND_NOTIFY = select(func.pg_notify(CHANNEL, "")).select_from(_ACCEPTED)
 _FINISH = (
     update(InboxItem)
     .where(_held(InboxItem))
@@ -413,9 +436,11 @@ def _finish_and_queue() -> Any:
     come as two arrays; every other column is the same for all of them. Returns (id, seq) of
     each reply queued, and no row if the claim was lost."""
     finished = _FINISH.returning(InboxItem.id).cte("finished")
-    replies = func.unnest(
-        bindparam("seqs", type_=ARRAY(Integer)), bindparam("texts", type_=ARRAY(Text))
-    ).table_valued("seq", "text").render_derived(name="replies")
+    replies = (
+        func.unnest(bindparam("seqs", type_=ARRAY(Integer)), bindparam("texts", type_=ARRAY(Text)))
+        .table_valued("seq", "text")
+        .render_derived(name="replies")
+    )
     same = ("channel", "address", "chat_id", "status", "claim_token", "attempts")
     columns: list[Any] = [
         bindparam(f"reply_{name}", type_=OutboxItem.__table__.c[name].type) for name in same

@@ -90,5 +90,22 @@ class Context:
     messages: list[StoredMessage] = field(default_factory=list)
 
 
+class ActivityWindow(NamedTuple):
+    """What the cost and abuse limits count: the learner's messages since `messages_since`,
+    their LLM tokens since `tokens_since`, and with `everyone` all learners' tokens too."""
+
+    messages_since: datetime
+    tokens_since: datetime
+    everyone: bool
+
+
+class Activity(NamedTuple):
+    """The counts of an `ActivityWindow` (`everyone_tokens` None unless asked for)."""
+
+    messages: int
+    tokens: int
+    everyone_tokens: int | None
+
+
 class LearnerGone(Exception):
     """The learner was forgotten (or never existed) while work about them was under way."""

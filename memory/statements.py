@@ -4,14 +4,19 @@ transaction."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import (
+    ARRAY,
+    BigInteger,
     ColumnElement,
     Connection,
     Integer,
+    Text,
     bindparam,
+    cast,
     func,
     insert,
     select,
@@ -19,10 +24,23 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import aliased
 
-from memory.models import Correction, Learner, Message, Profile, Summary, Usage
+from memory.models import (
+    Correction,
+    Learner,
+    Message,
+    Profile,
+    Summary,
+    Usage,
+    UTCDateTime,
+    utcnow,
+)
 from memory.records import (
     LEARNER,
+    PAM,
+    Activity,
+    ActivityWindow,
     Backlog,
+    Context,
     CorrectionRecord,
     LearnerInfo,
     ProfileState,
@@ -68,14 +86,6 @@ def _after_watermark(model: type[Summary] | type[Profile]) -> ColumnElement[bool
 
 FIND_LEARNER = select(*_LEARNER_COLUMNS).where(Learner.external_id == bindparam("external_id"))
 
-# Learner, summary and profile in one row; no row if any of them is gone.
-CONTEXT_HEAD = (
-    select(*_LEARNER_COLUMNS, *_SUMMARY_COLUMNS, *_PROFILE_COLUMNS)
-    .join_from(Learner, Summary, Summary.learner_id == Learner.id)
-    .join(Profile, Profile.learner_id == Learner.id)
-    .where(Learner.id == bindparam("learner_id"))
-)
-
 _MESSAGES = (
     select(*_MESSAGE_COLUMNS)
     .where(_THEIR_MESSAGES, Message.id > bindparam("after"))
@@ -117,6 +127,66 @@ _BACKLOG = (
     .order_by(_UNREAD_BY_PROFILE.c.id)
 )
 
+
+def _save_reply() -> Any:
+    """Postgres: Pam's reply, the call's usage and the corrections inserted in CTEs, and the
+    memory backlog read, in one statement and one round trip. Returns the reply's id on every
+    row of `_BACKLOG`'s. The backlog is read from the snapshot the statement started with, so
+    it leaves out the reply itself: `read_backlog_after_reply` adds it."""
+    now = bindparam("now", type_=UTCDateTime())
+    learner_id = bindparam("learner_id", type_=BigInteger)
+    reply = (
+        insert(Message)
+        .values(
+            learner_id=learner_id,
+            role=PAM,
+            content=bindparam("reply_content", type_=Text),
+            tokens=bindparam("reply_tokens", type_=Integer),
+            reply_to=bindparam("reply_to", type_=BigInteger),
+            created_at=now,
+        )
+        .returning(Message.id)
+        .cte("reply")
+    )
+    usage = (
+        insert(Usage)
+        .values(
+            learner_id=learner_id,
+            model=bindparam("usage_model", type_=Text),
+            purpose="reply",
+            input_tokens=bindparam("usage_input", type_=Integer),
+            output_tokens=bindparam("usage_output", type_=Integer),
+            created_at=now,
+        )
+        .cte("usage")
+    )
+    found = (
+        func.unnest(*(bindparam(name, type_=ARRAY(Text)) for name in _CORRECTION_ARRAYS))
+        .table_valued(*_CORRECTION_FIELDS)
+        .render_derived(name="found")
+    )
+    made = select(learner_id, bindparam("reply_to", type_=BigInteger), *found.c, now)
+    corrections = (
+        insert(Correction)
+        .from_select(
+            ["learner_id", "message_id", *_CORRECTION_FIELDS, "created_at"],
+            made,
+            include_defaults=False,
+        )
+        .cte("corrections")
+    )
+    return (
+        select(reply.c.id, *_COUNTS.c, _UNREAD_BY_PROFILE.c.content)
+        .select_from(reply.join(_COUNTS, true()).outerjoin(_UNREAD_BY_PROFILE, true()))
+        .order_by(_UNREAD_BY_PROFILE.c.id)
+        .add_cte(usage, corrections)
+    )
+
+
+_CORRECTION_FIELDS = ("original", "corrected", "explanation", "category")
+_CORRECTION_ARRAYS = ("originals", "correcteds", "explanations", "categories")
+SAVE_REPLY = _save_reply()
+
 # The cost and abuse limits' counts, as scalar subqueries of one SELECT.
 _SPENT = func.coalesce(func.sum(Usage.input_tokens + Usage.output_tokens), 0)
 _TOKENS_SINCE = Usage.created_at >= bindparam("tokens_since")
@@ -132,22 +202,70 @@ _MY_ACTIVITY = (
     .where(_TOKENS_SINCE, Usage.learner_id == bindparam("learner_id"))
     .scalar_subquery(),
 )
+_EVERYONES_ACTIVITY = (*_MY_ACTIVITY, select(_SPENT).where(_TOKENS_SINCE).scalar_subquery())
 ACTIVITY = select(*_MY_ACTIVITY)
-ACTIVITY_WITH_EVERYONE = select(
-    *_MY_ACTIVITY, select(_SPENT).where(_TOKENS_SINCE).scalar_subquery()
-)
+ACTIVITY_WITH_EVERYONE = select(*_EVERYONES_ACTIVITY)
 
 
-def context_head(row: Sequence[Any]) -> tuple[LearnerInfo, SummaryState, ProfileState]:
-    """Learner, summary and profile from one row of `CONTEXT_HEAD`."""
+def _context(*activity: Any) -> Any:
+    """Learner, summary, profile (its data as text: parsed once, not on every row) and the
+    `activity` counts on every row, with one unfolded message per row (NULLs if there is
+    none), oldest first: a turn's whole read in one round trip and one snapshot. No row if the
+    learner, summary or profile is gone."""
+    return (
+        select(
+            *_LEARNER_COLUMNS,
+            *_SUMMARY_COLUMNS,
+            cast(Profile.data, Text),
+            *_PROFILE_COLUMNS[1:],
+            *activity,
+            *_MESSAGE_COLUMNS,
+        )
+        .join_from(Learner, Summary, Summary.learner_id == Learner.id)
+        .join(Profile, Profile.learner_id == Learner.id)
+        .outerjoin(Message, (Message.learner_id == Learner.id) & (Message.id > Summary.watermark))
+        .where(Learner.id == bindparam("learner_id"))
+        .order_by(Message.id)
+    )
+
+
+CONTEXT = _context()
+CONTEXT_WITH_ACTIVITY = _context(*_MY_ACTIVITY)
+CONTEXT_WITH_EVERYONES_ACTIVITY = _context(*_EVERYONES_ACTIVITY)
+
+
+def read_context(
+    connection: Connection, learner_id: int, window: ActivityWindow | None
+) -> tuple[Context, Activity | None] | None:
+    """The learner's `Context`, with the counts of `window` if given; None if the learner,
+    their summary or their profile is gone."""
+    values: dict[str, Any] = {"learner_id": learner_id}
+    if window is None:
+        statement, counts = CONTEXT, 0
+    else:
+        statement = CONTEXT_WITH_EVERYONES_ACTIVITY if window.everyone else CONTEXT_WITH_ACTIVITY
+        counts = 3 if window.everyone else 2
+        values |= {"messages_since": window.messages_since, "tokens_since": window.tokens_since}
+    rows = connection.execute(statement, values).all()
+    if not rows:
+        return None
     summary_at = len(_LEARNER_COLUMNS)
     profile_at = summary_at + len(_SUMMARY_COLUMNS)
-    data, *profile = row[profile_at:]
-    return (
-        LearnerInfo(*row[:summary_at]),
-        SummaryState(*row[summary_at:profile_at]),
-        ProfileState(dict(data or {}), *profile),
+    counts_at = profile_at + len(_PROFILE_COLUMNS)
+    messages_at = counts_at + counts
+    head = rows[0]
+    data, *profile = head[profile_at:counts_at]
+    context = Context(
+        LearnerInfo(*head[:summary_at]),
+        ProfileState(dict(json.loads(data) if data else {}), *profile),
+        SummaryState(*head[summary_at:profile_at]),
+        [StoredMessage(*row[messages_at:]) for row in rows if row[messages_at] is not None],
     )
+    if window is None:
+        return context, None
+    mine = head[counts_at : counts_at + counts]
+    everyone = int(mine[2]) if window.everyone else None
+    return context, Activity(int(mine[0]), int(mine[1]), everyone)
 
 
 def correction_rows(
@@ -217,6 +335,38 @@ def read_backlog(connection: Connection, learner_id: int, limit: int) -> Backlog
     rows = connection.execute(_BACKLOG, {"learner_id": learner_id, "limit": limit}).all()
     count, tokens = int(rows[0][0]), int(rows[0][1])
     return Backlog(count, tokens, [row[2] for row in rows if row[2] is not None])
+
+
+def save_reply_and_read_backlog(
+    connection: Connection,
+    learner_id: int,
+    reply_to: int,
+    content: str,
+    tokens: int,
+    corrections: Sequence[CorrectionRecord],
+    usage: tuple[str, int, int],
+    limit: int,
+) -> tuple[StoredMessage, Backlog]:
+    """Postgres: `SAVE_REPLY`. Pam's reply as stored, and the memory backlog with it."""
+    model, input_tokens, output_tokens = usage
+    values: dict[str, Any] = {
+        "now": utcnow(),
+        "learner_id": learner_id,
+        "reply_to": reply_to,
+        "reply_content": content,
+        "reply_tokens": tokens,
+        "usage_model": model,
+        "usage_input": input_tokens,
+        "usage_output": output_tokens,
+        "limit": limit,
+    }
+    for array, field_ in zip(_CORRECTION_ARRAYS, _CORRECTION_FIELDS, strict=True):
+        values[array] = [getattr(c, field_) for c in corrections]
+    rows = connection.execute(SAVE_REPLY, values).all()
+    reply_id, count, unfolded = rows[0][0], int(rows[0][1]), int(rows[0][2])
+    # The statement's snapshot predates the reply; it is unfolded too.
+    backlog = Backlog(count + 1, unfolded + tokens, [r[3] for r in rows if r[3] is not None])
+    return StoredMessage(reply_id, PAM, content, tokens), backlog
 
 
 def read_stored_with_reply(

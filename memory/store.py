@@ -25,6 +25,8 @@ from memory.records import (
     LEARNER,
     LEARNER_TABLES,
     PAM,
+    Activity,
+    ActivityWindow,
     Backlog,
     Context,
     CorrectionRecord,
@@ -35,17 +37,17 @@ from memory.records import (
     SummaryState,
 )
 from memory.statements import (
-    CONTEXT_HEAD,
     FIND_LEARNER,
     INSERT_CORRECTIONS,
     INSERT_USAGE,
-    context_head,
     correction_rows,
     insert_message,
     read_backlog,
+    read_context,
     read_messages,
     read_stored_with_reply,
     read_unfolded,
+    save_reply_and_read_backlog,
 )
 
 # What other modules import from here; the values live in memory.records.
@@ -238,6 +240,18 @@ class Store(Ledger, Inspection):
         forgotten meanwhile."""
         model, input_tokens, output_tokens = usage
         try:
+            if self.engine.dialect.name == "postgresql":  # one statement, one round trip
+                with self.single.connect() as connection:
+                    return save_reply_and_read_backlog(
+                        connection,
+                        learner_id,
+                        reply_to,
+                        content,
+                        tokens,
+                        corrections,
+                        usage,
+                        backlog_limit,
+                    )
             with self.engine.begin() as connection:
                 reply = insert_message(
                     connection, learner_id, PAM, content, tokens, reply_to=reply_to
@@ -291,15 +305,18 @@ class Store(Ledger, Inspection):
 
     def context(self, learner_id: int) -> Context:
         """Settings, profile, summary and every message not yet folded into the summary."""
+        return self.context_and_activity(learner_id, None)[0]
+
+    def context_and_activity(
+        self, learner_id: int, window: ActivityWindow | None
+    ) -> tuple[Context, Activity | None]:
+        """`context`, and what the cost and abuse limits count in `window` (`activity`), in
+        one query: a turn reads everything it needs before the LLM call in one round trip."""
         with self.single.connect() as connection:
-            head = connection.execute(CONTEXT_HEAD, {"learner_id": learner_id}).first()
-            if head is None:
-                raise LearnerGone(learner_id)
-            learner, summary, profile = context_head(head)
-            # The summary is read before the messages: a fold committing in between then only
-            # means some messages are in the prompt verbatim as well as folded, never missing.
-            messages = read_messages(connection, learner_id, summary.watermark)
-        return Context(learner, profile, summary, messages)
+            found = read_context(connection, learner_id, window)
+        if found is None:
+            raise LearnerGone(learner_id)
+        return found
 
     def unfolded_tokens(self, learner_id: int) -> tuple[int, int]:
         """(number, total tokens) of the learner's messages not yet folded into the summary."""

@@ -1,8 +1,8 @@
 """Waking workers when a message arrives, instead of waiting for their next poll. On Postgres
-the web process sends NOTIFY once it has stored the message; each worker LISTENs
-on a connection of its own and wakes an idle inbox lane per notification. Polling stays as
-the safety net: a lost notification (a restart, a dropped connection) only delays a message
-by one poll."""
+the statement that stores a message also sends a NOTIFY (`Inbox.accept`), delivered once it
+commits; each worker LISTENs on a connection of its own and wakes an idle inbox lane per
+notification. Polling stays as the safety net: a lost notification (a restart, a dropped
+connection) only delays a message by one poll."""
 
 from __future__ import annotations
 
@@ -11,20 +11,12 @@ import threading
 from collections.abc import Callable
 
 import psycopg
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Engine
 
 log = logging.getLogger(__name__)
 
 CHANNEL = "pam_inbox"
 RECONNECT_SECONDS = (0.5, 1.0, 2.0, 5.0)
-NOTIFY = f"NOTIFY {CHANNEL}"
-
-
-def notify_inbox(connection: Connection) -> None:
-    """Tell listening workers that the inbox has a new message (Postgres delivers it when the
-    transaction the NOTIFY runs in commits; it is its own on an autocommit connection)."""
-    if connection.dialect.name == "postgresql":
-        connection.exec_driver_sql(NOTIFY)
 
 
 class InboxListener:
