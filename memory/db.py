@@ -58,8 +58,19 @@ def _sqlite_pragmas(dbapi_connection: sqlite3.Connection, _record: Any) -> None:
     cursor.close()
 
 
-def make_engine(url: str, *, pool_size: int = 5, max_overflow: int = 5) -> Engine:
-    """Create an engine for `url` with Pam's connection settings for its backend."""
+def make_engine(
+    url: str, *, pool_size: int = 5, max_overflow: int = 5, replayable: bool = False
+) -> Engine:
+    """Create an engine for `url` with Pam's connection settings for its backend.
+
+    `replayable`: every write through this engine can be replayed from something already
+    durable, as a worker's can from the inbox (a claim, a stored turn, a finish, a send's
+    record). On Postgres its commits then return without waiting for the write-ahead log to
+    reach the disk (`synchronous_commit = off`, like SQLite's `synchronous = NORMAL`): a
+    commit is durable against any crash of Pam's processes, and a crash of the database
+    server itself loses at most the last fraction of a second of them; the inbox item they
+    came from is then simply answered again. Never for the web, whose acknowledgement tells
+    the platform a message is safe."""
     url = normalize_url(url)
     if make_url(url).get_backend_name() == "sqlite":
         engine = create_engine(
@@ -77,7 +88,15 @@ def make_engine(url: str, *, pool_size: int = 5, max_overflow: int = 5) -> Engin
         hide_parameters=True,
     )
     _ping_when_idle(engine)
+    if replayable:
+        event.listen(engine, "connect", _commit_without_waiting_for_disk)
     return engine
+
+
+def _commit_without_waiting_for_disk(dbapi_connection: Any, _record: Any) -> None:
+    """A session setting, once per new connection: see make_engine's `replayable`."""
+    dbapi_connection.execute("SET synchronous_commit TO off")
+    dbapi_connection.commit()
 
 
 def autocommit(engine: Engine) -> Engine:

@@ -82,3 +82,25 @@ def test_an_idle_connection_the_server_cut_is_replaced_unnoticed(
     idle_for(engine, db.PING_AFTER_IDLE_SECONDS + 1)
 
     assert backend_pid(engine) != first  # no error: the ping found it dead, a new one serves
+
+
+SYNCHRONOUS_COMMIT = text("SHOW synchronous_commit")
+
+
+def test_a_replayable_engine_commits_without_waiting_for_the_disk(postgres_url: str) -> None:
+    """A worker's engine: every connection, after rollbacks and in autocommit too."""
+    replayable = db.make_engine(postgres_url, pool_size=1, max_overflow=0, replayable=True)
+    try:
+        with replayable.connect() as connection:
+            assert connection.execute(SYNCHRONOUS_COMMIT).scalar_one() == "off"
+            connection.rollback()
+        with db.autocommit(replayable).connect() as connection:
+            assert connection.execute(SYNCHRONOUS_COMMIT).scalar_one() == "off"
+    finally:
+        replayable.dispose()
+
+
+def test_any_other_engine_waits_for_the_disk(engine: Engine) -> None:
+    """The web's: its acknowledgement tells the platform the message is safe."""
+    with engine.connect() as connection:
+        assert connection.execute(SYNCHRONOUS_COMMIT).scalar_one() == "on"
