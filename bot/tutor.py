@@ -107,17 +107,19 @@ class Tutor:
         inbox_id: int | None = None,
         kind: str = "text",
         can_retry: bool = False,
+        known: LearnerInfo | None = None,
     ) -> Answer:
         """`handle`, also saying which learner it was (for the caller's log line), without
-        starting the memory jobs the turn made due: the caller does, with `start_jobs`."""
+        starting the memory jobs the turn made due: the caller does, with `start_jobs`.
+        `known`: the learner with `external_id`, if the caller has just read them."""
         if kind != "text":
-            known = self.store.find_learner(external_id)
+            known = known or self.store.find_learner(external_id)
             language = known.target_language if known else None
             return Answer([phrases.not_text(kind, language)], known.id if known else None)
         text = clean_text(text)
         if not text:
             return Answer([], None)
-        learner = self.store.learner(external_id, display_name)
+        learner = known or self.store.learner(external_id, display_name)
         command = parse_command(text)
         if command is not None:
             command = replace(command, inbox_id=inbox_id)
@@ -151,12 +153,16 @@ class Tutor:
         """A conversational turn: the replies, and the memory jobs now due. The learner's
         message is stored first, so an LLM failure loses nothing."""
         started = time.monotonic()
-        stored, answered = self.store.add_learner_message(
-            learner.id, text, self.counter.count_message(text), inbox_id=inbox_id
+        stored, answered, context, activity = self.store.begin_turn(
+            learner.id,
+            text,
+            self.counter.count_message(text),
+            inbox_id=inbox_id,
+            window=self._limit_window(),
         )
         if answered is not None:  # a re-run after a crash: the reply exists already
             return [answered.content], ()
-        context, activity = self.store.context_and_activity(learner.id, self._limit_window())
+        assert context is not None
         limit = self._over_limit(activity)
         if limit is not None:  # the message stays in memory; the LLM is not called
             log.info("turn limited learner=%s limit=%s", learner.id, limit)

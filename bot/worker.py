@@ -125,7 +125,7 @@ class Worker:
 
     def _give_up(self, claim: Claim) -> None:
         """The message crashed its worker every time: stop retrying, tell the learner."""
-        learner = self.pam.store.find_learner(claim.address)
+        learner = claim.learner
         apology = phrases.apology(learner.target_language if learner else None)
         held = self.inbox.finish(claim, [apology], failed=True, deliver_lease=self.outbox.lease)
         log.warning("inbound gave up inbox=%s channel=%s", claim.id, claim.channel)
@@ -146,6 +146,7 @@ class Worker:
                     inbox_id=claim.id,
                     kind=claim.kind,
                     can_retry=claim.attempts < min(LLM_TURN_ATTEMPTS, self.max_turn_attempts),
+                    known=claim.learner,
                 )
         except ModelUnavailable as exc:
             delay = backoff(claim.attempts)

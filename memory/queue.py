@@ -39,6 +39,7 @@ from sqlalchemy.orm import aliased
 from bot.channels import Inbound, Sent
 from memory import db
 from memory.models import InboxItem, Learner, OutboxItem, UTCDateTime, utcnow
+from memory.records import LearnerInfo
 from memory.wakeup import CHANNEL
 
 log = logging.getLogger(__name__)
@@ -65,6 +66,20 @@ class Claim:
     # An inbox claim: whether an older reply to the address was still undelivered when it was
     # claimed. Only its own finish adds replies to the address, so "no" stays true until then.
     replies_waiting: bool = False
+    # An inbox claim: the learner the address belonged to when it was claimed (None: nobody
+    # yet), so that the turn need not look them up again.
+    learner: LearnerInfo | None = None
+
+
+# The columns of LearnerInfo, in field order.
+_LEARNER_FIELDS = (
+    Learner.id,
+    Learner.external_id,
+    Learner.display_name,
+    Learner.target_language,
+    Learner.native_language,
+    Learner.level,
+)
 
 
 def _held(model: Any) -> Any:
@@ -153,6 +168,13 @@ class _Queue:
             columns += [
                 InboxItem.id.label("inbox_id"),
                 type_coerce(waiting, Boolean).label("replies_waiting"),  # SQLite says 0/1
+                *(
+                    select(column)
+                    .where(Learner.external_id == claimed_address)
+                    .scalar_subquery()
+                    .label(f"learner_{column.key}")
+                    for column in _LEARNER_FIELDS
+                ),
             ]
         else:
             columns += [OutboxItem.inbox_id]
@@ -176,7 +198,14 @@ class _Queue:
         values = {"now": now, "token": token, "lease_expires_at": now + self.lease}
         with self.single.begin() as connection:
             row = connection.execute(self._claim, values).first()
-        return None if row is None else Claim(token=token, **row._mapping)
+        if row is None:
+            return None
+        fields = dict(row._mapping)
+        if self.model is not InboxItem:
+            return Claim(token=token, **fields)
+        learner = [fields.pop(f"learner_{column.key}") for column in _LEARNER_FIELDS]
+        known = LearnerInfo(*learner) if learner[0] is not None else None
+        return Claim(token=token, learner=known, **fields)
 
     def _release(self, claim: Claim, *, finished: bool = False, **values: Any) -> bool:
         model = self.model

@@ -107,5 +107,15 @@ class Activity(NamedTuple):
     everyone_tokens: int | None
 
 
+class TurnStart(NamedTuple):
+    """A turn's first step: the learner's message as stored, and either Pam's reply to it
+    (`answered`: the turn ran before) or what the reply needs (`context`, `activity`)."""
+
+    stored: StoredMessage
+    answered: StoredMessage | None
+    context: Context | None
+    activity: Activity | None
+
+
 class LearnerGone(Exception):
     """The learner was forgotten (or never existed) while work about them was under way."""

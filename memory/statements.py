@@ -207,13 +207,24 @@ ACTIVITY = select(*_MY_ACTIVITY)
 ACTIVITY_WITH_EVERYONE = select(*_EVERYONES_ACTIVITY)
 
 
-def _context(*activity: Any) -> Any:
+def _context(*activity: Any, stored: Any = None) -> Any:
     """Learner, summary, profile (its data as text: parsed once, not on every row) and the
     `activity` counts on every row, with one unfolded message per row (NULLs if there is
     none), oldest first: a turn's whole read in one round trip and one snapshot. No row if the
-    learner, summary or profile is gone."""
+    learner, summary or profile is gone. With `stored` (an INSERT … RETURNING id in a CTE),
+    its id comes first on every row."""
+    tables = (
+        Learner.__table__.join(Summary, Summary.learner_id == Learner.id)
+        .join(Profile, Profile.learner_id == Learner.id)
+        .outerjoin(Message, (Message.learner_id == Learner.id) & (Message.id > Summary.watermark))
+    )
+    first = []
+    if stored is not None:
+        tables = stored.join(tables, true())
+        first = [stored.c.id]
     return (
         select(
+            *first,
             *_LEARNER_COLUMNS,
             *_SUMMARY_COLUMNS,
             cast(Profile.data, Text),
@@ -221,51 +232,89 @@ def _context(*activity: Any) -> Any:
             *activity,
             *_MESSAGE_COLUMNS,
         )
-        .join_from(Learner, Summary, Summary.learner_id == Learner.id)
-        .join(Profile, Profile.learner_id == Learner.id)
-        .outerjoin(Message, (Message.learner_id == Learner.id) & (Message.id > Summary.watermark))
+        .select_from(tables)
         .where(Learner.id == bindparam("learner_id"))
         .order_by(Message.id)
     )
 
 
-CONTEXT = _context()
-CONTEXT_WITH_ACTIVITY = _context(*_MY_ACTIVITY)
-CONTEXT_WITH_EVERYONES_ACTIVITY = _context(*_EVERYONES_ACTIVITY)
+# Postgres: the learner's message inserted in a CTE of the statement that reads the context.
+_STORED = (
+    insert(Message)
+    .values(
+        learner_id=bindparam("learner_id", type_=BigInteger),
+        role=LEARNER,
+        content=bindparam("stored_content", type_=Text),
+        tokens=bindparam("stored_tokens", type_=Integer),
+        inbox_id=bindparam("stored_inbox_id", type_=BigInteger),
+        created_at=bindparam("now", type_=UTCDateTime()),
+    )
+    .returning(Message.id)
+    .cte("stored")
+)
+_READS = {
+    (window, everyone, stored): _context(*activity, stored=_STORED if stored else None)
+    for window, everyone, activity in (
+        (False, False, ()),
+        (True, False, _MY_ACTIVITY),
+        (True, True, _EVERYONES_ACTIVITY),
+    )
+    for stored in (False, True)
+}
 
 
 def read_context(
-    connection: Connection, learner_id: int, window: ActivityWindow | None
+    connection: Connection,
+    learner_id: int,
+    window: ActivityWindow | None,
+    store: StoredMessage | None = None,
+    inbox_id: int | None = None,
 ) -> tuple[Context, Activity | None] | None:
     """The learner's `Context`, with the counts of `window` if given; None if the learner,
-    their summary or their profile is gone."""
+    their summary or their profile is gone.
+
+    With `store` (Postgres only), that learner message is inserted by the same statement (its
+    id is not known yet: give 0) and is the last message of the context; the returned
+    context's last message has its id. Raises IntegrityError as an insert would."""
     values: dict[str, Any] = {"learner_id": learner_id}
-    if window is None:
-        statement, counts = CONTEXT, 0
-    else:
-        statement = CONTEXT_WITH_EVERYONES_ACTIVITY if window.everyone else CONTEXT_WITH_ACTIVITY
-        counts = 3 if window.everyone else 2
+    counts = 0 if window is None else 3 if window.everyone else 2
+    if window is not None:
         values |= {"messages_since": window.messages_since, "tokens_since": window.tokens_since}
-    rows = connection.execute(statement, values).all()
+    if store is not None:
+        values |= {
+            "stored_content": store.content,
+            "stored_tokens": store.tokens,
+            "stored_inbox_id": inbox_id,
+            "now": utcnow(),
+        }
+    statement = _READS[window is not None, bool(window and window.everyone), store is not None]
+    rows: Sequence[Sequence[Any]] = connection.execute(statement, values).all()
     if not rows:
         return None
+    if store is not None:  # the statement's snapshot predates the insert: add it here
+        stored_id = rows[0][0]
+        rows = [row[1:] for row in rows]
     summary_at = len(_LEARNER_COLUMNS)
     profile_at = summary_at + len(_SUMMARY_COLUMNS)
     counts_at = profile_at + len(_PROFILE_COLUMNS)
     messages_at = counts_at + counts
     head = rows[0]
     data, *profile = head[profile_at:counts_at]
+    messages = [StoredMessage(*row[messages_at:]) for row in rows if row[messages_at] is not None]
+    if store is not None:
+        messages.append(StoredMessage(stored_id, LEARNER, store.content, store.tokens))
     context = Context(
         LearnerInfo(*head[:summary_at]),
         ProfileState(dict(json.loads(data) if data else {}), *profile),
         SummaryState(*head[summary_at:profile_at]),
-        [StoredMessage(*row[messages_at:]) for row in rows if row[messages_at] is not None],
+        messages,
     )
     if window is None:
         return context, None
     mine = head[counts_at : counts_at + counts]
     everyone = int(mine[2]) if window.everyone else None
-    return context, Activity(int(mine[0]), int(mine[1]), everyone)
+    recent = int(mine[0]) + (store is not None)  # the message stored now is recent too
+    return context, Activity(recent, int(mine[1]), everyone)
 
 
 def correction_rows(

@@ -35,6 +35,7 @@ from memory.records import (
     ProfileState,
     StoredMessage,
     SummaryState,
+    TurnStart,
 )
 from memory.statements import (
     FIND_LEARNER,
@@ -220,6 +221,36 @@ class Store(Ledger, Inspection):
                 if found is not None:
                     return found
             raise LearnerGone(learner_id) from exc
+
+    def begin_turn(
+        self,
+        learner_id: int,
+        content: str,
+        tokens: int,
+        *,
+        inbox_id: int | None,
+        window: ActivityWindow | None,
+    ) -> TurnStart:
+        """`add_learner_message`, then, unless the message was answered before,
+        `context_and_activity`: on Postgres in one statement and one round trip. Raises
+        LearnerGone if the learner was forgotten meanwhile."""
+        if self.engine.dialect.name == "postgresql":
+            message = StoredMessage(0, LEARNER, content, tokens)
+            try:
+                with self.single.connect() as connection:
+                    found = read_context(connection, learner_id, window, message, inbox_id)
+            except IntegrityError:
+                pass  # stored before (a re-run), or the learner is gone: the two steps say which
+            else:
+                if found is None:
+                    raise LearnerGone(learner_id)
+                context, activity = found
+                return TurnStart(context.messages[-1], None, context, activity)
+        stored, answered = self.add_learner_message(learner_id, content, tokens, inbox_id=inbox_id)
+        if answered is not None:
+            return TurnStart(stored, answered, None, None)
+        context, activity = self.context_and_activity(learner_id, window)
+        return TurnStart(stored, None, context, activity)
 
     def save_reply(
         self,

@@ -14,6 +14,7 @@ from sqlalchemy import delete, func, select
 from memory import db
 from memory.jobs import FOLD, Coordinator
 from memory.models import Base, Learner, Profile, Summary
+from memory.records import ActivityWindow
 from memory.store import (
     LEARNER,
     LEARNER_TABLES,
@@ -462,3 +463,53 @@ def test_forgotten_text_is_not_left_in_the_sqlite_files(tmp_path: Path) -> None:
 def _wal(path: Path) -> bytes:
     wal = path.with_name(path.name + "-wal")
     return wal.read_bytes() if wal.exists() else b""
+
+
+@pytest.mark.parametrize("everyone", [False, True])
+def test_begin_turn_stores_the_message_and_reads_what_a_later_read_would(
+    store: Store, everyone: bool
+) -> None:
+    """On Postgres one statement inserts and reads from a snapshot without the new message:
+    what it returns must equal the plain reads made afterwards."""
+    learner = store.learner(unique_user())
+    store.record_usage(learner.id, "m", "reply", 100, 20)
+    _converse(store, learner.id, 3)
+    store.save_summary(
+        learner.id, 0, "Lena, a nurse", 5, watermark=_converse(store, learner.id, 1)[0]
+    )
+    store.save_profile(learner.id, 0, {"who": "Lena"}, watermark=0, processed=0)
+    now = datetime.now(UTC)
+    window = ActivityWindow(now - timedelta(minutes=1), now - timedelta(hours=1), everyone)
+    inbox_id = _inbox_id()
+
+    stored, answered, context, activity = store.begin_turn(
+        learner.id, "Ayer fui al cine", 7, inbox_id=inbox_id, window=window
+    )
+
+    assert answered is None and context is not None
+    assert (stored.role, stored.content, stored.tokens) == (LEARNER, "Ayer fui al cine", 7)
+    assert context == store.context(learner.id)
+    assert context.messages[-1] == stored
+    assert context.profile.data == {"who": "Lena"} and context.summary.text == "Lena, a nurse"
+    assert activity == store.context_and_activity(learner.id, window)[1]
+    assert activity is not None and activity.messages == 5 and activity.tokens == 120
+
+
+def test_begin_turn_run_again_returns_the_stored_message_and_its_reply(store: Store) -> None:
+    learner = store.learner(unique_user())
+    inbox_id = _inbox_id()
+    first = store.begin_turn(learner.id, "Hola", 2, inbox_id=inbox_id, window=None)
+    again = store.begin_turn(learner.id, "Hola", 2, inbox_id=inbox_id, window=None)
+    assert again.stored == first.stored and again.answered is None
+    assert again.context == first.context  # crashed before the reply: the turn goes on
+
+    reply = store.add_message(learner.id, PAM, "¡Hola!", 3, reply_to=first.stored.id)
+    answered = store.begin_turn(learner.id, "Hola", 2, inbox_id=inbox_id, window=None)
+    assert (answered.stored, answered.answered, answered.context) == (first.stored, reply, None)
+
+
+def test_begin_turn_for_a_forgotten_learner_raises_learner_gone(store: Store) -> None:
+    learner = store.learner(unique_user())
+    store.forget(learner.id)
+    with pytest.raises(LearnerGone):
+        store.begin_turn(learner.id, "Hola", 2, inbox_id=_inbox_id(), window=None)

@@ -419,3 +419,17 @@ def test_a_claim_reads_only_unfinished_items_however_many_are_finished(
     reads = [line for line in plan.splitlines() if re.search(r"Scan|SCAN|SEARCH", line)]
     reads = [line for line in reads if "Bitmap Heap Scan" not in line]
     assert reads and all("_unfinished_" in line for line in reads), plan
+
+
+def test_an_inbox_claim_brings_the_learner_of_its_address(engine: Engine) -> None:
+    """So the turn need not look them up: the learner as stored, only theirs, or None."""
+    inbox, store = Inbox(engine, LONG_LEASE), Store(engine)
+    known, new = unique_user("known"), unique_user("new")
+    learner = store.learner(known, "Lena")
+    store.update_settings(learner.id, target_language="es", level="A2")
+    for address in (known, new):
+        assert inbox.accept(inbound(address, "Hola"))
+    first, second = claim(inbox), claim(inbox)
+    assert first.address == known and first.learner == store.find_learner(known)
+    assert first.learner is not None and first.learner.level == "A2"
+    assert second.address == new and second.learner is None
