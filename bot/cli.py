@@ -53,13 +53,13 @@ def load_settings(*, needs_llm: bool = False) -> Settings:
     return settings
 
 
-def build_or_exit(settings: Settings, *, migrate: bool) -> Pam:
-    """Pam assembled from `settings` (with its scheduler), or a clear exit when the database
-    cannot be used."""
+def build_or_exit(settings: Settings, *, migrate: bool, memory_process: bool = False) -> Pam:
+    """Pam assembled from `settings` (with its scheduler, or its memory process), or a clear
+    exit when the database cannot be used."""
     from bot.runtime import build
 
     try:
-        return build(settings, migrate=migrate)
+        return build(settings, migrate=migrate, memory_process=memory_process)
     except db.DatabaseURLError as exc:
         fail(f"pam: {exc}")
     except OperationalError as exc:
@@ -146,6 +146,18 @@ def parser() -> argparse.ArgumentParser:
         "url", nargs="?", help="the public webhook URL (default: $PAM_PUBLIC_URL/telegram/webhook)"
     )
     telegram_commands.add_parser("delete-webhook", help="remove the webhook (to poll instead)")
+
+    memory_jobs = commands.add_parser(
+        "memory-jobs",
+        help="run the memory jobs (summary, profile) due, until stopped; workers start their own",
+    )
+    memory_jobs.add_argument(
+        "--stdin",
+        action="store_true",
+        help="also run each job requested on stdin ('<learner id> <kind>' lines) at once, and "
+        "stop at its end (how a worker runs it)",
+    )
+    memory_jobs.set_defaults(func=services.cmd_memory_jobs)
 
     database = commands.add_parser("db", help="database maintenance")
     db_commands = database.add_subparsers(dest="db_command", required=True)

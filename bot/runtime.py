@@ -1,9 +1,10 @@
-"""Wiring: the one place where Pam's real parts (database, OpenAI client, scheduler) are built
-from the settings and handed to the core."""
+"""Wiring: the one place where Pam's real parts (database, OpenAI client, scheduler, memory
+process) are built from the settings and handed to the core."""
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC
@@ -13,6 +14,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from sqlalchemy import Engine
 
 from bot.llm import ChatModel, OpenAIChatModel, openai_client
+from bot.memory_process import MemoryProcess
 from bot.settings import Settings
 from bot.tutor import Tutor
 from memory import db
@@ -41,16 +43,22 @@ class Pam:
     runner: JobRunner
     tutor: Tutor
     scheduler: BackgroundScheduler | None = None
+    memory_process: MemoryProcess | None = None
 
     def close(self, wait_seconds: float) -> bool:
-        """Let running memory jobs finish for up to `wait_seconds`, then stop. True if every
-        job finished; jobs still running are handed back to the database for the next start."""
+        """Let running memory jobs finish for up to `wait_seconds` (here, or in the memory
+        process), then stop. True if every job finished; jobs still running are handed back to
+        the database for the next start."""
+        deadline = time.monotonic() + wait_seconds
         finished = self.runner.wait_idle(wait_seconds)
         if not finished:
             count = self.runner.abandon_active()
             log.warning("stopped with %d memory job(s) unfinished; they resume next start", count)
         if self.scheduler is not None and self.scheduler.running:
             self.scheduler.shutdown(wait=finished)
+        if self.memory_process is not None:
+            stopped = self.memory_process.stop(max(0.0, deadline - time.monotonic()))
+            finished = finished and stopped
         self.engine.dispose()
         return finished
 
@@ -66,6 +74,10 @@ def background_scheduler() -> BackgroundScheduler:
     )
 
 
+def _run_in_the_memory_process(work: Callable[[], None]) -> None:
+    raise RuntimeError("this Pam hands its memory jobs to its memory process")
+
+
 def build(
     settings: Settings,
     *,
@@ -73,9 +85,14 @@ def build(
     submit: Submit | None = None,
     engine: Engine | None = None,
     migrate: bool = False,
+    memory_process: bool = False,
 ) -> Pam:
     """Assemble Pam from `settings`. Tests pass a fake `model` and an inline `submit`; without
-    `submit` an APScheduler background scheduler runs the memory jobs."""
+    `submit` an APScheduler background scheduler runs the memory jobs. With `memory_process`
+    (the services) they run in a child process instead, which `pam.memory_process.start()`
+    starts: this Pam only marks the jobs its turns make due and hands them over."""
+    if memory_process and submit is not None:
+        raise ValueError("give either `submit` or `memory_process`, not both")
     engine = engine or db.make_engine(settings.database_url)
     if migrate:
         db.upgrade(engine)
@@ -101,7 +118,11 @@ def build(
         learn_profile(learner_id, store=store, model=chat_model, config=memory)
 
     scheduler = None
-    if submit is None:
+    process = None
+    if memory_process:
+        process = MemoryProcess()
+        submit = _run_in_the_memory_process
+    elif submit is None:
         scheduler = background_scheduler()
         sched = scheduler
 
@@ -113,10 +134,11 @@ def build(
         Coordinator(engine, settings.job_lease_seconds),
         {FOLD: fold_job, PROFILE: profile_job},
         submit,
+        hand_off=process.hand_off if process is not None else None,
     )
     if scheduler is not None:
         scheduler.add_job(
             runner.recover, "interval", seconds=RECOVER_EVERY_SECONDS, id="memory-recover"
         )
     tutor = Tutor(store, model, counter, runner, settings)
-    return Pam(settings, engine, store, counter, model, runner, tutor, scheduler)
+    return Pam(settings, engine, store, counter, model, runner, tutor, scheduler, process)

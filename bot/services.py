@@ -1,10 +1,12 @@
-"""The long-running `pam` commands: `pam worker`, `pam serve` and `pam telegram`. Each logs to
-stdout, one line per event, and stops cleanly on SIGTERM (what Heroku and Fly send)."""
+"""The long-running `pam` commands: `pam worker`, `pam serve`, `pam telegram` and the memory
+process they start, `pam memory-jobs`. Each logs to stdout, one line per event, and stops
+cleanly on SIGTERM (what Heroku and Fly send)."""
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import threading
@@ -13,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from bot import logs
 from bot.cli import SETUP_HELP, build_or_exit, fail, load_settings
+from bot.memory_process import HAND_BACK_SECONDS, JobRequests, lower_priority
 from bot.settings import Settings
 
 if TYPE_CHECKING:
@@ -21,8 +24,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("pam.services")
 # How long a thread computing in Python keeps others waiting for the GIL (Python's default
-# is 5 ms). A worker's reply lanes mostly wait on sockets; each time one comes back while a
-# memory job computes, it waits up to this long to go on.
+# is 5 ms). A worker's reply lanes mostly wait on sockets; each time one comes back while
+# another thread computes (a turn building its prompt, the web app parsing a request), it waits
+# up to this long to go on. Memory jobs compute in a process of their own.
 GIL_SWITCH_SECONDS = 0.001
 
 TELEGRAM_SETUP = """Telegram needs TELEGRAM_BOT_TOKEN (from @BotFather).
@@ -48,17 +52,17 @@ def stop_on_sigterm() -> threading.Event:
 
 
 def start_worker(settings: Settings, *, migrate: bool) -> tuple[Pam, Worker]:
-    """Pam with a running worker: its lanes, and the memory jobs on Pam's scheduler."""
+    """Pam with a running worker: its lanes, and its memory process (bot/memory_process.py),
+    which runs the memory jobs, those asked for while no worker ran included."""
     from bot.worker import Worker
     from webhooks.outbound import senders
 
-    pam = build_or_exit(settings, migrate=migrate)
+    pam = build_or_exit(settings, migrate=migrate, memory_process=True)
     sys.setswitchinterval(GIL_SWITCH_SECONDS)
     worker = Worker(pam, senders(settings))
-    assert pam.scheduler is not None
+    assert pam.memory_process is not None
     worker.start(settings.worker_threads, settings.delivery_threads)
-    pam.scheduler.start()
-    pam.runner.recover()
+    pam.memory_process.start()  # after build migrated: the child expects the current schema
     log.info(
         "worker started inbox_lanes=%d delivery_lanes=%d",
         settings.worker_threads,
@@ -71,6 +75,10 @@ def stop_worker(pam: Pam, worker: Worker) -> None:
     """Stop taking work, let what runs finish within PAM_SHUTDOWN_WAIT_SECONDS in all, close
     the senders."""
     deadline = time.monotonic() + pam.settings.shutdown_wait_seconds
+    if pam.memory_process is not None:
+        # The memory process winds down alongside the lanes, towards the same deadline. Jobs
+        # that the last turns ask for meanwhile stay marked and run at the next start.
+        pam.memory_process.terminate()
     if not worker.stop(pam.settings.shutdown_wait_seconds):
         log.warning("stopped with a turn unfinished; its message is answered after the lease")
     pam.close(max(0.0, deadline - time.monotonic()))
@@ -85,6 +93,44 @@ def cmd_worker(args: argparse.Namespace) -> int:
     stop.wait()
     log.info("worker stopping")
     stop_worker(pam, worker)
+    return 0
+
+
+def cmd_memory_jobs(args: argparse.Namespace) -> int:
+    """The memory process: runs marked memory jobs (all of them at start, then in a sweep every
+    RECOVER_EVERY_SECONDS), with `--stdin` also each job its worker hands over, until SIGTERM
+    or the end of stdin (its worker is gone)."""
+    stop = stop_on_sigterm()
+    service_logging()
+    settings = load_settings(needs_llm=True)
+    niceness = lower_priority()
+    pam = build_or_exit(settings, migrate=False)
+    assert pam.scheduler is not None
+    pam.scheduler.start()
+    try:
+        recovered = pam.runner.recover()
+    except Exception as exc:  # the database is away: the next sweep runs them
+        log.warning("memory jobs could not sweep at start: %s", type(exc).__name__)
+        recovered = 0
+    requests = JobRequests(pam.runner, sys.stdin.fileno(), stop) if args.stdin else None
+    if requests is not None:
+        requests.start()
+    log.info("memory jobs started pid=%d nice=%s recovered=%d", os.getpid(), niceness, recovered)
+    stop.wait()
+    log.info("memory jobs stopping")
+    # Stopping already: a second signal (the worker's, after the platform's to the whole
+    # group) must not kill the process as it exits (the interpreter drops Python handlers).
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if requests is not None:
+        requests.close()
+    finished = pam.close(max(0.0, settings.shutdown_wait_seconds - HAND_BACK_SECONDS))
+    log.info("memory jobs stopped")
+    if not finished:
+        # Its jobs were handed back; a job thread still inside an LLM call would only hold up
+        # the interpreter's exit (the pool joins its threads), past the worker's deadline.
+        logging.shutdown()
+        os._exit(0)
     return 0
 
 

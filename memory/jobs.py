@@ -184,25 +184,43 @@ class Coordinator:
 
 Job = Callable[[int], None]
 Submit = Callable[[Callable[[], None]], None]
+HandOff = Callable[[int, str], None]
 
 
 class JobRunner:
     """Runs memory jobs on request without blocking the caller: `submit` hands the work to an
-    executor (APScheduler's thread pool in production, inline or a queue in tests)."""
+    executor (APScheduler's thread pool in production, inline or a queue in tests).
 
-    def __init__(self, coordinator: Coordinator, jobs: dict[str, Job], submit: Submit) -> None:
+    With `hand_off`, a request is only marked here and then passed on to another runner that
+    starts it (the services' memory process, see bot/memory_process.py); the mark is the
+    durable part, so a hand-off that gets lost only delays the job until that runner's next
+    `recover`."""
+
+    def __init__(
+        self,
+        coordinator: Coordinator,
+        jobs: dict[str, Job],
+        submit: Submit,
+        hand_off: HandOff | None = None,
+    ) -> None:
         self.coordinator = coordinator
         self.jobs = jobs
         self.submit = submit
+        self.hand_off = hand_off
         self._active: dict[str, tuple[int, str]] = {}
         self._idle = threading.Condition()
 
     def request(self, learner_id: int, kind: str) -> None:
-        """Ask for a run of `kind`; start it unless one is running (which will then rerun)."""
+        """Ask for a run of `kind`; start it (or hand it off) unless one is running (which
+        will then rerun)."""
         if kind not in self.jobs:
             raise ValueError(f"unknown job kind {kind!r}")
-        if self.coordinator.mark(learner_id, kind):
-            self._start(learner_id, kind)
+        if not self.coordinator.mark(learner_id, kind):
+            return
+        if self.hand_off is not None:
+            self.hand_off(learner_id, kind)
+        else:
+            self.start(learner_id, kind)
 
     def recover(self) -> int:
         """Start every job that was asked for but is not running, or whose runner died.
@@ -211,10 +229,14 @@ class JobRunner:
         for learner_id, kind in self.coordinator.claimable():
             if kind in self.jobs:
                 self.coordinator.expire_lease_for_recovery(learner_id, kind)
-                started += self._start(learner_id, kind)
+                started += self.start(learner_id, kind)
         return started
 
-    def _start(self, learner_id: int, kind: str) -> bool:
+    def start(self, learner_id: int, kind: str) -> bool:
+        """Start a job that was asked for (marked), unless it runs already or nobody asked.
+        True if this runner claimed it and submitted it."""
+        if kind not in self.jobs:
+            raise ValueError(f"unknown job kind {kind!r}")
         token = self.coordinator.claim(learner_id, kind)
         if token is None:
             return False

@@ -471,6 +471,68 @@ def test_a_queued_job_for_a_forgotten_learner_writes_no_job_row(
     assert job_row(engine, learner.id, FOLD) is None
 
 
+# -- handing requests to another runner (the services' memory process) --------------------
+
+
+def test_a_hand_off_runner_marks_the_job_and_passes_it_on_without_running_it(
+    store: Store, engine: Engine, second_engine: Engine
+) -> None:
+    learner = store.learner(unique_user())
+    handed: list[tuple[int, str]] = []
+    job = Recorder()
+
+    def never_here(work: Callable[[], None]) -> None:
+        raise AssertionError("a hand-off runner submits nothing")
+
+    marking = JobRunner(
+        Coordinator(engine, 300), {FOLD: job}, never_here, hand_off=lambda *r: handed.append(r)
+    )
+    marking.request(learner.id, FOLD)
+
+    assert handed == [(learner.id, FOLD)]
+    assert job.calls == []
+    assert job_row(engine, learner.id, FOLD) == JobState(False, True, None, 0, 0, None)
+    running = runner_for(second_engine, job, inline)
+    assert running.start(learner.id, FOLD)
+    assert job.calls == [learner.id]
+    assert job_row(engine, learner.id, FOLD) == JobState(False, False, None, 1, 0, None)
+    assert not running.start(learner.id, FOLD)  # nobody asked for another run
+
+
+def test_a_request_handed_off_during_a_run_makes_that_run_go_again(
+    store: Store, engine: Engine, second_engine: Engine
+) -> None:
+    learner = store.learner(unique_user())
+    handed: list[tuple[int, str]] = []
+    marking = JobRunner(
+        Coordinator(engine, 300), {FOLD: Recorder()}, inline, hand_off=lambda *r: handed.append(r)
+    )
+
+    def trigger_during_first_run(run: int) -> None:
+        if run == 1:
+            marking.request(learner.id, FOLD)
+            assert not running.start(*handed[-1])  # it runs: the hand-off only marked it
+
+    job = Recorder(before=trigger_during_first_run)
+    running = runner_for(second_engine, job, inline)
+    marking.request(learner.id, FOLD)
+    assert running.start(*handed[0])
+    assert job.calls == [learner.id, learner.id]
+    assert job.max_active == 1
+    assert job_row(engine, learner.id, FOLD) == JobState(False, False, None, 2, 0, None)
+
+
+def test_a_hand_off_for_a_forgotten_learner_passes_nothing_on(store: Store, engine: Engine) -> None:
+    learner = store.learner(unique_user())
+    store.forget(learner.id)
+    handed: list[tuple[int, str]] = []
+    marking = JobRunner(
+        Coordinator(engine, 300), {FOLD: Recorder()}, inline, hand_off=lambda *r: handed.append(r)
+    )
+    marking.request(learner.id, FOLD)
+    assert handed == []
+
+
 # -- shutdown -----------------------------------------------------------------------------
 
 
