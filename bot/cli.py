@@ -53,13 +53,17 @@ def load_settings(*, needs_llm: bool = False) -> Settings:
     return settings
 
 
-def build_or_exit(settings: Settings, *, migrate: bool, memory_process: bool = False) -> Pam:
+def build_or_exit(
+    settings: Settings, *, migrate: bool, memory_process: bool = False, replayable: bool = False
+) -> Pam:
     """Pam assembled from `settings` (with its scheduler, or its memory process), or a clear
     exit when the database cannot be used."""
     from bot.runtime import build
 
     try:
-        return build(settings, migrate=migrate, memory_process=memory_process)
+        return build(
+            settings, migrate=migrate, memory_process=memory_process, replayable=replayable
+        )
     except db.DatabaseURLError as exc:
         fail(f"pam: {exc}")
     except OperationalError as exc:

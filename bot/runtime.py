@@ -86,14 +86,17 @@ def build(
     engine: Engine | None = None,
     migrate: bool = False,
     memory_process: bool = False,
+    replayable: bool = False,
 ) -> Pam:
     """Assemble Pam from `settings`. Tests pass a fake `model` and an inline `submit`; without
     `submit` an APScheduler background scheduler runs the memory jobs. With `memory_process`
     (the services) they run in a child process instead, which `pam.memory_process.start()`
-    starts: this Pam only marks the jobs its turns make due and hands them over."""
+    starts: this Pam only marks the jobs its turns make due and hands them over.
+    `replayable`: for `pam worker`, whose every write can be replayed from the inbox (see
+    `db.make_engine`)."""
     if memory_process and submit is not None:
         raise ValueError("give either `submit` or `memory_process`, not both")
-    engine = engine or db.make_engine(settings.database_url)
+    engine = engine or db.make_engine(settings.database_url, replayable=replayable)
     if migrate:
         db.upgrade(engine)
     store = Store(engine)

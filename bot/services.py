@@ -51,13 +51,16 @@ def stop_on_sigterm() -> threading.Event:
     return stop
 
 
-def start_worker(settings: Settings, *, migrate: bool) -> tuple[Pam, Worker]:
+def start_worker(
+    settings: Settings, *, migrate: bool, replayable: bool = False
+) -> tuple[Pam, Worker]:
     """Pam with a running worker: its lanes, and its memory process (bot/memory_process.py),
-    which runs the memory jobs, those asked for while no worker ran included."""
+    which runs the memory jobs, those asked for while no worker ran included. `replayable`:
+    this process stores no inbound message itself (see `db.make_engine`)."""
     from bot.worker import Worker
     from webhooks.outbound import senders
 
-    pam = build_or_exit(settings, migrate=migrate, memory_process=True)
+    pam = build_or_exit(settings, migrate=migrate, memory_process=True, replayable=replayable)
     sys.setswitchinterval(GIL_SWITCH_SECONDS)
     worker = Worker(pam, senders(settings))
     assert pam.memory_process is not None
@@ -89,7 +92,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     service_logging()
     settings = load_settings(needs_llm=True)
     stop = stop_on_sigterm()
-    pam, worker = start_worker(settings, migrate=False)
+    pam, worker = start_worker(settings, migrate=False, replayable=True)
     stop.wait()
     log.info("worker stopping")
     stop_worker(pam, worker)

@@ -104,3 +104,17 @@ def test_any_other_engine_waits_for_the_disk(engine: Engine) -> None:
     """The web's: its acknowledgement tells the platform the message is safe."""
     with engine.connect() as connection:
         assert connection.execute(SYNCHRONOUS_COMMIT).scalar_one() == "on"
+
+
+def test_pam_built_for_a_worker_process_commits_without_waiting(postgres_url: str) -> None:
+    from bot.runtime import build
+    from bot.settings import Settings
+
+    settings = Settings(database_url=postgres_url, openai_api_key="test-key")
+    for replayable, expected in ((True, "off"), (False, "on")):
+        pam = build(settings, submit=lambda work: work(), replayable=replayable)
+        try:
+            with pam.engine.connect() as connection:
+                assert connection.execute(SYNCHRONOUS_COMMIT).scalar_one() == expected
+        finally:
+            pam.engine.dispose()
