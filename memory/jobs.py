@@ -16,6 +16,7 @@ from sqlalchemy import Engine, and_, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 
+from memory import db
 from memory.heartbeat import Heartbeat
 from memory.models import MemoryJob, utcnow
 from memory.store import LearnerGone
@@ -48,6 +49,7 @@ class Coordinator:
     def __init__(self, engine: Engine, lease_seconds: float) -> None:
         self.engine = engine
         self.lease = timedelta(seconds=lease_seconds)
+        self.single = db.autocommit(engine)
 
     def mark(self, learner_id: int, kind: str) -> bool:
         """Ask for a run of `kind` for the learner. False if the learner no longer exists."""
@@ -59,7 +61,7 @@ class Coordinator:
             index_elements=["learner_id", "kind"], set_={"dirty": True}
         )
         try:
-            with self.engine.begin() as connection:
+            with self.single.begin() as connection:  # one statement
                 connection.execute(statement)
         except IntegrityError:  # the learner was forgotten: nothing to do
             return False
