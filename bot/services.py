@@ -107,7 +107,9 @@ def cmd_memory_jobs(args: argparse.Namespace) -> int:
     service_logging()
     settings = load_settings(needs_llm=True)
     niceness = lower_priority()
-    pam = build_or_exit(settings, migrate=False)
+    # Its writes need not wait for the disk either: a job whose last commits a database crash
+    # loses is left running under its lease, and the sweep runs it again (see db.make_engine).
+    pam = build_or_exit(settings, migrate=False, replayable=True)
     assert pam.scheduler is not None
     pam.scheduler.start()
     try:

@@ -72,7 +72,7 @@ class Coordinator:
         None when someone else runs it (they will see the dirty flag and run again)."""
         token = str(uuid.uuid4())
         now = utcnow()
-        with self.engine.begin() as connection:
+        with self.single.begin() as connection:  # one statement
             result = connection.execute(
                 update(MemoryJob)
                 .where(
