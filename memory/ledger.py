@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
-from datetime import datetime
 
 from sqlalchemy import Engine, exists, func, insert, literal, select
 from sqlalchemy.exc import IntegrityError
@@ -13,12 +12,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from memory.models import Correction, Learner, Usage, utcnow
 from memory.records import CorrectionRecord, LearnerGone
-from memory.statements import (
-    ACTIVITY,
-    ACTIVITY_WITH_EVERYONE,
-    INSERT_CORRECTIONS,
-    correction_rows,
-)
+from memory.statements import INSERT_CORRECTIONS, correction_rows
 
 
 class Ledger:
@@ -87,22 +81,6 @@ class Ledger:
                     ).where(exists().where(Learner.id == learner_id)),
                 )
             )
-
-    def activity(
-        self, learner_id: int, since_messages: datetime, since_tokens: datetime, everyone: bool
-    ) -> tuple[int, int, int | None]:
-        """What the cost and abuse limits look at, in one SELECT: the learner's messages since
-        `since_messages`, their LLM tokens since `since_tokens`, and (with `everyone`) all
-        learners' tokens since then."""
-        query = ACTIVITY_WITH_EVERYONE if everyone else ACTIVITY
-        values = {
-            "learner_id": learner_id,
-            "messages_since": since_messages,
-            "tokens_since": since_tokens,
-        }
-        with self.single.connect() as connection:
-            messages, mine, *total = connection.execute(query, values).one()
-        return int(messages), int(mine), int(total[0]) if total else None
 
     def usage(self, learner_id: int) -> dict[str, tuple[int, int, int]]:
         """Per purpose: (calls, input tokens, output tokens) for the learner."""

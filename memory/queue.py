@@ -40,6 +40,7 @@ from bot.channels import Inbound, Sent
 from memory import db
 from memory.models import InboxItem, Learner, OutboxItem, UTCDateTime, utcnow
 from memory.records import LearnerInfo
+from memory.statements import LEARNER_COLUMNS
 from memory.wakeup import CHANNEL
 
 log = logging.getLogger(__name__)
@@ -69,17 +70,6 @@ class Claim:
     # An inbox claim: the learner the address belonged to when it was claimed (None: nobody
     # yet), so that the turn need not look them up again.
     learner: LearnerInfo | None = None
-
-
-# The columns of LearnerInfo, in field order.
-_LEARNER_FIELDS = (
-    Learner.id,
-    Learner.external_id,
-    Learner.display_name,
-    Learner.target_language,
-    Learner.native_language,
-    Learner.level,
-)
 
 
 def _held(model: Any) -> Any:
@@ -173,7 +163,7 @@ class _Queue:
                     .where(Learner.external_id == claimed_address)
                     .scalar_subquery()
                     .label(f"learner_{column.key}")
-                    for column in _LEARNER_FIELDS
+                    for column in LEARNER_COLUMNS
                 ),
             ]
         else:
@@ -203,7 +193,7 @@ class _Queue:
         fields = dict(row._mapping)
         if self.model is not InboxItem:
             return Claim(token=token, **fields)
-        learner = [fields.pop(f"learner_{column.key}") for column in _LEARNER_FIELDS]
+        learner = [fields.pop(f"learner_{column.key}") for column in LEARNER_COLUMNS]
         known = LearnerInfo(*learner) if learner[0] is not None else None
         return Claim(token=token, learner=known, **fields)
 

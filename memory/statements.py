@@ -5,7 +5,7 @@ transaction."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import (
@@ -49,7 +49,7 @@ from memory.records import (
 )
 
 # The columns of LearnerInfo, StoredMessage, SummaryState and ProfileState, in field order.
-_LEARNER_COLUMNS = (
+LEARNER_COLUMNS = (
     Learner.id,
     Learner.external_id,
     Learner.display_name,
@@ -84,7 +84,7 @@ def _after_watermark(model: type[Summary] | type[Profile]) -> ColumnElement[bool
     return Message.id > func.coalesce(watermark.scalar_subquery(), 0)
 
 
-FIND_LEARNER = select(*_LEARNER_COLUMNS).where(Learner.external_id == bindparam("external_id"))
+FIND_LEARNER = select(*LEARNER_COLUMNS).where(Learner.external_id == bindparam("external_id"))
 
 _MESSAGES = (
     select(*_MESSAGE_COLUMNS)
@@ -132,7 +132,7 @@ def _save_reply() -> Any:
     """Postgres: Pam's reply, the call's usage and the corrections inserted in CTEs, and the
     memory backlog read, in one statement and one round trip. Returns the reply's id on every
     row of `_BACKLOG`'s. The backlog is read from the snapshot the statement started with, so
-    it leaves out the reply itself: `read_backlog_after_reply` adds it."""
+    it leaves out the reply itself: `save_reply_and_read_backlog` adds it."""
     now = bindparam("now", type_=UTCDateTime())
     learner_id = bindparam("learner_id", type_=BigInteger)
     reply = (
@@ -203,8 +203,6 @@ _MY_ACTIVITY = (
     .scalar_subquery(),
 )
 _EVERYONES_ACTIVITY = (*_MY_ACTIVITY, select(_SPENT).where(_TOKENS_SINCE).scalar_subquery())
-ACTIVITY = select(*_MY_ACTIVITY)
-ACTIVITY_WITH_EVERYONE = select(*_EVERYONES_ACTIVITY)
 
 
 def _context(*activity: Any, stored: Any = None) -> Any:
@@ -225,7 +223,7 @@ def _context(*activity: Any, stored: Any = None) -> Any:
     return (
         select(
             *first,
-            *_LEARNER_COLUMNS,
+            *LEARNER_COLUMNS,
             *_SUMMARY_COLUMNS,
             cast(Profile.data, Text),
             *_PROFILE_COLUMNS[1:],
@@ -294,7 +292,7 @@ def read_context(
     if store is not None:  # the statement's snapshot predates the insert: add it here
         stored_id = rows[0][0]
         rows = [row[1:] for row in rows]
-    summary_at = len(_LEARNER_COLUMNS)
+    summary_at = len(LEARNER_COLUMNS)
     profile_at = summary_at + len(_SUMMARY_COLUMNS)
     counts_at = profile_at + len(_PROFILE_COLUMNS)
     messages_at = counts_at + counts
@@ -381,7 +379,13 @@ def read_unfolded(connection: Connection, learner_id: int) -> tuple[int, int]:
 def read_backlog(connection: Connection, learner_id: int, limit: int) -> Backlog:
     """The unfolded messages' count and tokens, and the newest (at most `limit`) learner
     messages the profile has not read, oldest first."""
-    rows = connection.execute(_BACKLOG, {"learner_id": learner_id, "limit": limit}).all()
+    return _backlog(connection.execute(_BACKLOG, {"learner_id": learner_id, "limit": limit}))
+
+
+def _backlog(rows: Iterable[Sequence[Any]]) -> Backlog:
+    """A `Backlog` from rows of `_BACKLOG`'s columns: the counts on each, one unread message
+    (or NULL) each."""
+    rows = list(rows)
     count, tokens = int(rows[0][0]), int(rows[0][1])
     return Backlog(count, tokens, [row[2] for row in rows if row[2] is not None])
 
@@ -412,10 +416,10 @@ def save_reply_and_read_backlog(
     for array, field_ in zip(_CORRECTION_ARRAYS, _CORRECTION_FIELDS, strict=True):
         values[array] = [getattr(c, field_) for c in corrections]
     rows = connection.execute(SAVE_REPLY, values).all()
-    reply_id, count, unfolded = rows[0][0], int(rows[0][1]), int(rows[0][2])
+    count, unfolded, unread = _backlog(row[1:] for row in rows)
     # The statement's snapshot predates the reply; it is unfolded too.
-    backlog = Backlog(count + 1, unfolded + tokens, [r[3] for r in rows if r[3] is not None])
-    return StoredMessage(reply_id, PAM, content, tokens), backlog
+    backlog = Backlog(count + 1, unfolded + tokens, unread)
+    return StoredMessage(rows[0][0], PAM, content, tokens), backlog
 
 
 def read_stored_with_reply(

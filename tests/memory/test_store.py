@@ -14,7 +14,7 @@ from sqlalchemy import delete, func, select
 from memory import db
 from memory.jobs import FOLD, Coordinator
 from memory.models import Base, Learner, Profile, Summary
-from memory.records import ActivityWindow
+from memory.records import Activity, ActivityWindow
 from memory.store import (
     LEARNER,
     LEARNER_TABLES,
@@ -358,13 +358,19 @@ def test_activity_counts_recent_learner_messages_and_todays_tokens(store: Store)
     now = datetime.now(UTC)
     minute_ago, today = now - timedelta(minutes=1), now - timedelta(hours=1)
 
-    messages, mine, everyone = store.activity(learner.id, minute_ago, today, everyone=True)
+    def activity(
+        learner_id: int, since_messages: datetime, since_tokens: datetime, all_: bool
+    ) -> Activity | None:
+        window = ActivityWindow(since_messages, since_tokens, all_)
+        return store.context_and_activity(learner_id, window)[1]
+
+    messages, mine, everyone = activity(learner.id, minute_ago, today, True)
     assert (messages, mine) == (3, 155)
     assert everyone is not None and everyone >= 155 + 14  # Postgres holds other tests' usage
-    assert store.activity(learner.id, minute_ago, today, everyone=False) == (3, 155, None)
+    assert activity(learner.id, minute_ago, today, False) == (3, 155, None)
     later = now + timedelta(minutes=1)
-    assert store.activity(learner.id, later, later, everyone=True) == (0, 0, 0)
-    assert store.activity(other.id, minute_ago, today, everyone=False) == (0, 14, None)
+    assert activity(learner.id, later, later, True) == (0, 0, 0)
+    assert activity(other.id, minute_ago, today, False) == (0, 14, None)
 
 
 def test_record_usage_for_forgotten_learner_writes_nothing(store: Store) -> None:
