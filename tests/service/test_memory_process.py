@@ -292,6 +292,11 @@ def learned(store: Store, external_id: str, folds: int = 1, profiles: int = 1) -
     )
 
 
+def wait_learned(store: Store, external_id: str, what: str) -> None:
+    """Wait until the learner has a fold and a profile update."""
+    wait_until(lambda: learned(store, external_id), what, timeout=PROCESS_WAIT)
+
+
 def jobs_running(engine: Engine, external_id: str) -> bool:
     """Whether a memory job of the learner is claimed (running, or held by a dead runner)."""
     learner = Store(engine).find_learner(external_id)
@@ -340,11 +345,7 @@ def test_a_worker_runs_its_memory_jobs_in_a_lower_priority_child_and_stops_it(
 
         for text in TEXTS:
             send(engine, user, text)
-        wait_until(
-            lambda: learned(store, f"api:{user}"),
-            "a fold and a profile update",
-            timeout=PROCESS_WAIT,
-        )
+        wait_learned(store, f"api:{user}", "a fold and a profile update")
         assert "worker started" in worker.log.read_text()
 
         stops_cleanly(worker)
@@ -415,11 +416,7 @@ def test_jobs_marked_while_no_memory_process_ran_are_run_when_a_worker_starts(
     seed_marked_jobs(store, engine, external_id)
     with processes(tmp_path) as group:
         worker = group.start("worker", [*PAM_CMD, "worker"], env)
-        wait_until(
-            lambda: learned(store, external_id),
-            "the marked fold and profile update",
-            timeout=PROCESS_WAIT,
-        )
+        wait_learned(store, external_id, "the marked fold and profile update")
         child = child_started(worker)
         stops_cleanly(worker, group=True)  # the child gets SIGTERM twice: its own, the worker's
         assert gone(child)
@@ -437,10 +434,6 @@ def test_pam_memory_jobs_on_its_own_runs_marked_jobs_until_sigterm(
     with processes(tmp_path) as group:
         # Its stdin is /dev/null: without --stdin it does not stop at the end of it.
         jobs = group.start("memory-jobs", [*PAM_CMD, "memory-jobs"], env)
-        wait_until(
-            lambda: learned(store, external_id),
-            "the marked fold and profile update",
-            timeout=PROCESS_WAIT,
-        )
+        wait_learned(store, external_id, "the marked fold and profile update")
         assert jobs.popen.poll() is None
         stops_cleanly(jobs)
