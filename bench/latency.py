@@ -6,15 +6,28 @@ HTTP hops with no Pam logic (bench/latency_floor.py under the same HTTP server).
 
     python3 dev.py bench latency                       # 1,000 messages per configuration
     python3 dev.py bench latency --quick               # 200 messages, a first look
+    python3 dev.py bench latency --rounds 10           # finer interleaving (default 5)
     python3 dev.py bench latency --backends postgres --profile   # py-spy on web and worker
 
-After a warm-up (20 messages, not counted), the latency phase: 50 learners write in closed
-loop: each sends a message, waits for its reply at the fake Telegram, thinks 2–4 s, and sends
-the next (about 15 messages/s offered: half of what one web + one worker sustain, so the
-latency is Pam's, not a queue's). Latency is from just before the
+Per backend, the floor and Pam with memory jobs off and on run side by side, each with its
+own fake LLM, fake Telegram and database, and are measured interleaved: this machine's speed
+drifts over minutes, and the targets are ratios between configurations, so each ratio
+compares numbers taken in the same minutes. After a warm-up of each (20 messages, not
+counted), the latency phase runs in rounds (5 by default): in each round every configuration
+gets its share of the messages as one block, one configuration at a time, and the order
+rotates from round to round (round r starts with configuration r mod 3), so each is measured
+early, in the middle and late. Before each block every Pam service is left to finish its
+work (no unfinished inbox or outbox item, no memory job asked for or running) and then
+0.5 s more, so a block never pays for the one before it.
+
+In a block, 50 learners write in closed loop: each sends a message, waits for its reply at
+the fake Telegram, thinks 2–4 s, and sends the next (about 15 messages/s offered: half of
+what one web + one worker sustain, so the latency is Pam's, not a queue's). A learner keeps
+its identity and its conversation from block to block. Latency is from just before the
 webhook POST to the fake Telegram receiving the sendMessage that echoes the message's marker.
-Throughput phase: fresh learners with no think time (every learner always has a message in
-flight), replies per second between the 10th and 90th percentile of arrivals.
+Throughput phase, one configuration at a time while the others idle: fresh learners with no
+think time (every learner always has a message in flight), replies per second between the
+10th and 90th percentile of arrivals.
 
 Exit status 0 when both targets pass, 1 when one fails, 2 when it cannot run."""
 
@@ -33,14 +46,16 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import requests
-from sqlalchemy import text
+from sqlalchemy import event, func, or_, select, text
 
 from bench.fault_traffic import TEMPLATES
 from bench.latency_report import (
@@ -54,6 +69,8 @@ from bench.latency_report import (
 )
 from bench.latency_servers import InstantLLM, StopwatchTelegram
 from memory import db
+from memory.models import InboxItem, MemoryJob, OutboxItem
+from memory.queue import UNFINISHED
 from tests import telegram_server
 from tests.harness import (
     BIN,
@@ -78,6 +95,10 @@ ANSWER_TIMEOUT = 60.0  # a reply later than this counts as missing
 BACKENDS = ("sqlite", "postgres")
 JOBS_OFF = {"PAM_SUMMARY_TRIGGER_TOKENS": "100000000", "PAM_PROFILE_EVERY": "100000000"}
 JOBS_ON = {"PAM_SUMMARY_TRIGGER_TOKENS": "400", "PAM_PROFILE_EVERY": "5"}
+QUIET_TIMEOUT = 60.0  # seconds to wait for Pam to finish its work before a block
+QUIET_PAUSE = 0.5  # and then this long, so the last replies' after-work settles too
+STATS_DELAY = 1.0  # backends report their table counters within a second
+WARM_UP = [f"L{n:03d}" for n in range(901, 905)]
 
 
 def progress(message: str) -> None:
@@ -88,6 +109,7 @@ def progress(message: str) -> None:
 class Options:
     messages: int = 1000
     learners: int = 50
+    rounds: int = 5  # the latency phase's blocks per configuration, interleaved
     throughput_messages: int = 1000
     think: tuple[float, float] = (2.0, 4.0)  # seconds a learner waits after each reply
     backends: tuple[str, ...] = BACKENDS
@@ -137,6 +159,11 @@ def configurations(backends: tuple[str, ...]) -> list[Config]:
 # -- the learners ----------------------------------------------------------------------------
 
 
+def shares(total: int, parts: int) -> list[int]:
+    """`total` split into `parts` near-equal whole shares, the remainder to the first ones."""
+    return [total // parts + (1 if n < total % parts else 0) for n in range(parts)]
+
+
 class Learners:
     """Telegram users writing to the webhook in closed loop: one message in flight each."""
 
@@ -146,6 +173,9 @@ class Learners:
         self.rng = random.Random(seed)
         self.update_ids = itertools.count(self.rng.randrange(10_000_000, 900_000_000))
         self.lock = threading.Lock()
+        # Messages each learner has sent so far: a later block continues its numbering, so
+        # markers stay unique and the conversation grows as in one long phase.
+        self.written: Counter[str] = Counter()
 
     def update(self, key: str, index: int, marker: str) -> dict[str, Any]:
         user_id = 500_000_000 + int(key[1:])
@@ -172,18 +202,17 @@ class Learners:
     def drive(
         self, keys: list[str], total: int, think: tuple[float, float], label: str
     ) -> PhaseResult:
-        """`total` messages spread over `keys`, each learner in its own thread."""
+        """`total` messages spread over `keys`, each learner in its own thread, numbered on
+        from the learner's last message in an earlier call."""
         phase = PhaseResult(messages=total)
-        counts = [
-            total // len(keys) + (1 if n < total % len(keys) else 0) for n in range(len(keys))
-        ]
+        counts = shares(total, len(keys))
         stop = threading.Event()
 
-        def write(key: str, count: int, seed: float) -> None:
+        def write(key: str, indexes: range, seed: float) -> None:
             rng = random.Random(seed)
             time.sleep(rng.uniform(0, think[1]))  # learners do not all start at once
             with requests.Session() as session:
-                for index in range(count):
+                for index in indexes:
                     self._write(session, phase, key, index, think, rng)
 
         def report() -> None:
@@ -193,12 +222,14 @@ class Learners:
                 progress(f"{label}: sent {len(sent)}/{total}, answered {self.tg.answered(sent)}")
 
         threads = [
-            threading.Thread(target=write, args=(key, count, self.rng.random()), daemon=True)
+            threading.Thread(
+                target=write, args=(key, self._next(key, count), self.rng.random()), daemon=True
+            )
             for key, count in zip(keys, counts, strict=True)
             if count
         ]
         ticker = threading.Thread(target=report, daemon=True)
-        phase.started = time.time()
+        started = time.time()
         ticker.start()
         for thread in threads:
             thread.start()
@@ -206,10 +237,16 @@ class Learners:
             thread.join()
         time.sleep(0.5)  # a duplicate reply would arrive now
         stop.set()
-        phase.finished = time.time()
+        phase.windows.append((started, time.time()))
         with self.tg.lock:
             phase.arrivals = {m: list(self.tg.arrivals.get(m, [])) for m in phase.sent}
         return phase
+
+    def _next(self, key: str, count: int) -> range:
+        """The indexes of the learner's next `count` messages."""
+        first = self.written[key]
+        self.written[key] += count
+        return range(first, first + count)
 
     def _write(
         self,
@@ -264,7 +301,7 @@ class Service:
     group: Processes
     logs: dict[str, Path] = field(default_factory=dict)  # role ("web", "worker") -> log file
     pids: dict[str, int] = field(default_factory=dict)
-    database_url: str | None = None  # Pam on Postgres: for the table statistics
+    database_url: str | None = None  # Pam's: the quiet checks, Postgres's table statistics
 
 
 def pam_knobs(llm: InstantLLM, tg: StopwatchTelegram, jobs: bool) -> dict[str, str]:
@@ -321,7 +358,10 @@ def running(
             service.logs["web"] = web.log
             service.pids["web"] = web.popen.pid
         elif config.backend == "sqlite":
-            env = service_env(sqlite_url(folder), PORT=str(port), **pam_knobs(llm, tg, config.jobs))
+            service.database_url = sqlite_url(folder)
+            env = service_env(
+                service.database_url, PORT=str(port), **pam_knobs(llm, tg, config.jobs)
+            )
             serve = group.start(
                 f"{config.slug}-serve", [*PAM_CMD, "serve", "--host", "127.0.0.1"], env
             )
@@ -386,24 +426,19 @@ TABLE_STATS = text(
     "SELECT relname, seq_scan, coalesce(idx_scan, 0), n_tup_ins, n_tup_upd, n_tup_del "
     "FROM pg_stat_user_tables WHERE schemaname = current_schema()"
 )
-# Database-wide: counts other sessions' transactions too (keep the database otherwise idle).
-TRANSACTIONS = text(
-    "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()"
-)
-TRANSACTIONS_ROW = "(transactions, whole database)"
 
 
 def table_stats(url: str | None) -> dict[str, list[int]]:
-    """Postgres's per-table counters in the run's schema: seq scans, index scans, rows
-    inserted, updated, deleted."""
-    if url is None:
+    """Postgres's per-table counters in the configuration's schema: seq scans, index scans,
+    rows inserted, updated, deleted. There is no count of transactions: Postgres keeps it per
+    database only, and the configurations that run side by side share the database, so it
+    would count the other Pam configuration's transactions too."""
+    if url is None or not url.startswith("postgresql"):
         return {}
     engine = db.make_engine(url)
     try:
         with engine.connect() as connection:
-            found = {row[0]: [int(v) for v in row[1:]] for row in connection.execute(TABLE_STATS)}
-            found[TRANSACTIONS_ROW] = [int(connection.execute(TRANSACTIONS).scalar_one())]
-            return found
+            return {row[0]: [int(v) for v in row[1:]] for row in connection.execute(TABLE_STATS)}
     finally:
         engine.dispose()
 
@@ -412,63 +447,208 @@ def per_message(
     before: dict[str, list[int]], after: dict[str, list[int]], messages: int
 ) -> dict[str, dict[str, float]]:
     """What each message cost each table, from two table_stats snapshots."""
-    names: tuple[str, ...] = ("seq_scans", "index_scans", "inserted", "updated", "deleted")
+    names = ("seq_scans", "index_scans", "inserted", "updated", "deleted")
     found = {}
     for relation, values in sorted(after.items()):
         start = before.get(relation, [0] * len(values))
-        labels = names if len(values) == len(names) else ("committed",)
         found[relation] = {
             name: round((v - b) / max(1, messages), 2)
-            for name, v, b in zip(labels, values, start, strict=True)
+            for name, v, b in zip(names, values, start, strict=True)
         }
     return found
 
 
-def run_config(config: Config, options: Options, folder: Path) -> ConfigResult:
-    """Start the configuration, drive the latency and the throughput phase, collect."""
-    progress(f"== {config.name}")
+# -- waiting until Pam has finished its work -------------------------------------------------
+
+UNFINISHED_WORK = {
+    "inbox": select(func.count()).where(InboxItem.status.in_(UNFINISHED)),
+    "outbox": select(func.count()).where(OutboxItem.status.in_(UNFINISHED)),
+    "memory jobs": select(func.count()).where(
+        or_(MemoryJob.dirty.is_(True), MemoryJob.running.is_(True))
+    ),
+}
+
+
+def _uncounted(dbapi_connection: Any, _record: Any) -> None:
+    """Keep the quiet checks' own reads out of pg_stat_user_tables, whose counters become the
+    per-message table statistics (only a superuser may; otherwise say that they count)."""
+    try:
+        dbapi_connection.execute("SET track_counts TO off")
+        dbapi_connection.commit()
+    except psycopg.Error as exc:
+        dbapi_connection.rollback()
+        progress(f"the quiet checks' reads count in the table statistics ({exc})")
+
+
+class Backlog:
+    """A Pam service's unfinished work, read from its database: inbox and outbox items not yet
+    done or sent, memory jobs asked for or running."""
+
+    def __init__(self, url: str) -> None:
+        self.engine = db.make_engine(url, pool_size=1, max_overflow=0)
+        if self.engine.dialect.name == "postgresql":
+            event.listen(self.engine, "connect", _uncounted)
+
+    def counts(self) -> dict[str, int]:
+        with self.engine.connect() as connection:
+            return {
+                what: int(connection.execute(query).scalar_one())
+                for what, query in UNFINISHED_WORK.items()
+            }
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+# -- one backend's three configurations, side by side ----------------------------------------
+
+
+@dataclass
+class Rig:
+    """One configuration with everything of its own: fake LLM and Telegram (so its counts are
+    its own), service, learners (who keep their numbering from block to block), its result so
+    far, and for Pam its backlog."""
+
+    config: Config
+    folder: Path
+    llm: InstantLLM
+    tg: StopwatchTelegram
+    service: Service
+    learners: Learners
+    result: ConfigResult
+    backlog: Backlog | None
+
+
+@contextmanager
+def rigged(config: Config, options: Options, folder: Path) -> Iterator[Rig]:
+    """The configuration up and healthy in its own folder (its logs, its SQLite file)."""
+    folder.mkdir(parents=True)
     result = ConfigResult(name=config.name, slug=config.slug, backend=config.backend)
     result.pam, result.jobs = config.pam, config.jobs
-    learners = [f"L{n:03d}" for n in range(1, options.learners + 1)]
-    saturating = [f"L{n:03d}" for n in range(501, 501 + options.learners)]
     with (
         InstantLLM() as llm,
         StopwatchTelegram() as tg,
         running(config, llm, tg, folder, options) as service,
         ExitStack() as stack,
     ):
-        profiles: dict[str, Path] = {}
-        if options.profile and config.pam:
-            profiles = stack.enter_context(profiled(service, folder, config.slug))
-        load = Learners(service.base, tg, options.seed)
-        # A fresh process's first turns pay for lazy imports and new connections: warm it up.
-        load.drive([f"L{n:03d}" for n in range(901, 905)], 20, (0.0, 0.0), f"{config.slug} warm-up")
-        before = table_stats(service.database_url)
-        result.latency = load.drive(learners, options.messages, options.think, config.slug)
-        progress(f"{config.slug}: {result.latency.summary()}")
-        time.sleep(1.0)  # backends report their table counters within a second
-        result.tables = per_message(
-            before, table_stats(service.database_url), len(result.latency.sent)
-        )
-        result.throughput = load.drive(
-            saturating, options.throughput_messages, (0.0, 0.0), f"{config.slug} saturating"
-        )
-        progress(f"{config.slug}: {result.throughput.summary()}")
-        result.llm_calls = dict(llm.served)
-        result.typing_calls = tg.typing
-        result.unmarked_replies = tg.unmarked
-        stack.close()  # stop the profilers while the service still runs
-        for role, path in profiles.items():
-            if path.exists():
-                result.profile[role] = profile_summary(path, ROOT)
-            else:
-                progress(f"no {role} profile was written (see {folder}/py-spy-{role}.log)")
-        service.group.assert_alive()
-        if config.pam:
-            result.breakdown = log_breakdown(
-                service.logs, (result.latency.started, result.latency.finished)
-            )
+        backlog = None
+        if config.pam and service.database_url is not None:
+            backlog = Backlog(service.database_url)
+            stack.callback(backlog.close)
+        learners = Learners(service.base, tg, options.seed)
+        yield Rig(config, folder, llm, tg, service, learners, result, backlog)
+
+
+def wait_quiet(rigs: list[Rig]) -> None:
+    """Wait until no Pam service has work left (at most QUIET_TIMEOUT, then go on and say
+    so), then QUIET_PAUSE more: a block must not pay for the work of the one before."""
+    started = time.monotonic()
+    next_report = 5.0
+    while busy := _busy(rigs):
+        waited = time.monotonic() - started
+        if waited > QUIET_TIMEOUT:
+            progress(f"Pam still busy after {waited:.0f} s, going on anyway: {busy}")
+            break
+        if waited >= next_report:
+            next_report += 5.0
+            progress(f"waiting {waited:.0f} s for Pam to finish its work: {busy}")
+        time.sleep(0.1)
+    if not busy:
+        progress(f"Pam quiet after {time.monotonic() - started:.1f} s")
+    time.sleep(QUIET_PAUSE)
+
+
+def _busy(rigs: list[Rig]) -> str:
+    """The unfinished work of each Pam service that has some, e.g. "sqlite-pam-jobs-on:
+    memory jobs 3"; empty when all are quiet."""
+    found = []
+    for rig in rigs:
+        counts = rig.backlog.counts() if rig.backlog is not None else {}
+        work = ", ".join(f"{what} {n}" for what, n in counts.items() if n)
+        if work:
+            found.append(f"{rig.config.slug}: {work}")
+    return "; ".join(found)
+
+
+def latency_phase(rigs: list[Rig], options: Options) -> None:
+    """Every configuration's latency messages in `options.rounds` rounds of one block each,
+    in an order that rotates per round; Postgres's table counters over the whole phase."""
+    learners = [f"L{n:03d}" for n in range(1, options.learners + 1)]
+    wait_quiet(rigs)
+    time.sleep(STATS_DELAY)
+    before = {rig.config.slug: table_stats(rig.service.database_url) for rig in rigs}
+    with ExitStack() as stack:
+        profiles = {
+            rig.config.slug: stack.enter_context(profiled(rig.service, rig.folder, rig.config.slug))
+            for rig in rigs
+            if options.profile and rig.config.pam
+        }
+        for number, count in enumerate(shares(options.messages, options.rounds)):
+            label = f"round {number + 1}/{options.rounds}"
+            for rig in rigs[number % len(rigs) :] + rigs[: number % len(rigs)]:
+                wait_quiet(rigs)
+                progress(f"{label}: {rig.config.slug} {count} messages")
+                block = rig.learners.drive(
+                    learners, count, options.think, f"{label}: {rig.config.slug}"
+                )
+                progress(f"{label}: {rig.config.slug}: {block.summary()}")
+                rig.result.latency.extend(block)
+        wait_quiet(rigs)  # the last blocks' memory jobs count in the table statistics too
+    time.sleep(STATS_DELAY)
+    for rig in rigs:
+        latency = rig.result.latency
+        progress(f"{rig.config.slug} latency, {options.rounds} rounds: {latency.summary()}")
+        after = table_stats(rig.service.database_url)
+        rig.result.tables = per_message(before[rig.config.slug], after, len(latency.sent))
+        summarize_profiles(rig, profiles.get(rig.config.slug, {}))
+
+
+def summarize_profiles(rig: Rig, profiles: dict[str, Path]) -> None:
+    """Each of the configuration's raw py-spy profiles, summarized into its result."""
+    for role, path in profiles.items():
+        if path.exists():
+            rig.result.profile[role] = profile_summary(path, ROOT)
+        else:
+            progress(f"no {role} profile was written (see py-spy-*.log in {rig.folder})")
+
+
+def throughput_phase(rig: Rig, rigs: list[Rig], options: Options) -> None:
+    """The configuration saturated by fresh learners while the others idle."""
+    saturating = [f"L{n:03d}" for n in range(501, 501 + options.learners)]
+    wait_quiet(rigs)
+    label = f"{rig.config.slug} saturating"
+    rig.result.throughput = rig.learners.drive(
+        saturating, options.throughput_messages, (0.0, 0.0), label
+    )
+    progress(f"{rig.config.slug}: {rig.result.throughput.summary()}")
+
+
+def collect(rig: Rig) -> ConfigResult:
+    """The rest of the configuration's result, read while its service still runs."""
+    result = rig.result
+    result.llm_calls = dict(rig.llm.served)
+    result.typing_calls = rig.tg.typing
+    result.unmarked_replies = rig.tg.unmarked
+    rig.service.group.assert_alive()
+    if rig.config.pam:
+        result.breakdown = log_breakdown(rig.service.logs, result.latency.windows)
     return result
+
+
+def run_backend(backend: str, options: Options, folder: Path) -> list[ConfigResult]:
+    """The backend's floor and Pam configurations, all running at once: warmed up, measured
+    interleaved, then saturated one at a time."""
+    configs = configurations((backend,))
+    progress(f"== {backend}: {'; '.join(config.name for config in configs)}")
+    with ExitStack() as stack:
+        rigs = [stack.enter_context(rigged(c, options, folder / c.slug)) for c in configs]
+        for rig in rigs:
+            # A fresh process's first turns pay for lazy imports and new connections.
+            rig.learners.drive(WARM_UP, 20, (0.0, 0.0), f"{rig.config.slug} warm-up")
+        latency_phase(rigs, options)
+        for rig in rigs:
+            throughput_phase(rig, rigs, options)
+        return [collect(rig) for rig in rigs]
 
 
 # -- command line ----------------------------------------------------------------------------
@@ -489,10 +669,11 @@ def run(options: Options, report: Callable[[str], None] = progress) -> dict[str,
     """Every configuration of `options`; the results as written to latency.json."""
     folder = Path(tempfile.mkdtemp(prefix="pam-latency-"))
     report(
-        f"{options.messages} messages from {options.learners} learners per configuration, "
-        f"backends {','.join(options.backends)}; logs in {folder}"
+        f"{options.messages} messages from {options.learners} learners per configuration "
+        f"in {options.rounds} interleaved rounds, backends {','.join(options.backends)}; "
+        f"logs in {folder}"
     )
-    results = [run_config(c, options, folder) for c in configurations(options.backends)]
+    results = [r for backend in options.backends for r in run_backend(backend, options, folder)]
     found: dict[str, Any] = {
         "options": {k: str(v) for k, v in asdict(options).items()},
         "machine": {
@@ -539,6 +720,12 @@ def parse_args(argv: list[str]) -> Options:
     parser.add_argument("--messages", type=int, default=Options.messages)
     parser.add_argument("--learners", type=int, default=Options.learners)
     parser.add_argument(
+        "--rounds",
+        type=int,
+        default=Options.rounds,
+        help="blocks per configuration in the interleaved latency phase (default 5)",
+    )
+    parser.add_argument(
         "--throughput-messages",
         type=int,
         default=None,
@@ -565,9 +752,12 @@ def parse_args(argv: list[str]) -> Options:
     unknown = set(backends) - set(BACKENDS)
     if unknown or not backends:
         parser.error(f"--backends takes sqlite and/or postgres, not {sorted(unknown)}")
+    if args.rounds < 1:
+        parser.error("--rounds needs at least 1")
     options = Options(
         messages=args.messages,
         learners=args.learners,
+        rounds=args.rounds,
         think=_think(parser, args.think),
         backends=backends,
         database_url=args.database_url,

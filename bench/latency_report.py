@@ -27,14 +27,34 @@ def percentile(values: list[float], share: float) -> float:
 
 @dataclass
 class PhaseResult:
-    """One phase of one configuration: when each message was posted, when its replies came."""
+    """One phase of one configuration: when each message was posted, when its replies came.
+    A phase may be driven in blocks with other configurations' blocks in between (the
+    interleaved latency phase): `windows` keeps each block's (started, finished)."""
 
     messages: int
     sent: dict[str, float] = field(default_factory=dict)  # marker -> time.time() before POST
     statuses: Counter[str] = field(default_factory=Counter)  # webhook answers
     arrivals: dict[str, list[float]] = field(default_factory=dict)  # marker -> reply times
-    started: float = 0.0
-    finished: float = 0.0
+    windows: list[tuple[float, float]] = field(default_factory=list)  # time.time() bounds
+
+    def extend(self, block: PhaseResult) -> None:
+        """Add a block of the same phase: its messages, answers and window."""
+        self.messages += block.messages
+        self.sent.update(block.sent)
+        self.statuses.update(block.statuses)
+        self.arrivals.update(block.arrivals)
+        self.windows.extend(block.windows)
+
+    def seconds(self) -> float:
+        """How long the phase's blocks ran, without the time between them."""
+        return sum(finished - started for started, finished in self.windows)
+
+    def _on_phase_clock(self, at: float) -> float:
+        """`at` on a clock that runs only inside the phase's windows, so that the gaps while
+        other configurations were measured do not count as this one's time."""
+        if not self.windows:
+            return at
+        return sum(max(0.0, min(at, finished) - started) for started, finished in self.windows)
 
     def latencies(self) -> list[float]:
         """Seconds from POST to the first reply, per answered message."""
@@ -52,7 +72,7 @@ class PhaseResult:
     def sustained_rate(self) -> float:
         """Replies per second between the 10th and the 90th percentile of reply arrivals: the
         steady state, without the ramp-up and the last learners' tail."""
-        times = sorted(a[0] for a in self.arrivals.values() if a)
+        times = sorted(self._on_phase_clock(a[0]) for a in self.arrivals.values() if a)
         if len(times) < 10:
             return 0.0
         low, high = int(0.1 * len(times)), int(0.9 * len(times)) - 1
@@ -68,7 +88,7 @@ class PhaseResult:
             "max_ms": round(max(ms, default=0.0), 1),
             "mean_ms": round(statistics.fmean(ms), 1) if ms else 0.0,
             "replies_per_second": round(self.sustained_rate(), 1),
-            "wall_seconds": round(self.finished - self.started, 1),
+            "wall_seconds": round(self.seconds(), 1),
         }
 
     def summary(self) -> str:
@@ -85,6 +105,9 @@ class PhaseResult:
             **self.stats(),
             "webhook_statuses": dict(self.statuses),
             "latencies_ms": sorted(round(1000 * v, 1) for v in self.latencies()),
+            "blocks": [
+                [round(started, 3), round(finished, 3)] for started, finished in self.windows
+            ],
         }
 
 
@@ -214,18 +237,19 @@ STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
 
 
 def log_breakdown(
-    logs: dict[str, Path], window: tuple[float, float] | None = None
+    logs: dict[str, Path], windows: list[tuple[float, float]] | None = None
 ) -> dict[str, dict[str, float]]:
-    """Median and p95 of each stage Pam logs (ms), over the log lines inside `window`
-    (time.time() bounds): web accept, inbox wait + turn, turn alone, channel send."""
+    """Median and p95 of each stage Pam logs (ms), over the log lines inside one of `windows`
+    (time.time() bounds; the blocks of an interleaved phase): web accept, inbox wait + turn,
+    turn alone, channel send."""
     values: dict[str, list[float]] = defaultdict(list)
     for path in sorted(set(logs.values())):
         for line in path.read_text(errors="replace").splitlines():
             stamp = STAMP.match(line)
-            if window is not None and stamp:
+            if windows is not None and stamp:
                 at = time.mktime(time.strptime(stamp.group(1)[:19], "%Y-%m-%d %H:%M:%S"))
                 at += int(stamp.group(1)[20:]) / 1000
-                if not window[0] - 0.05 <= at <= window[1]:
+                if not any(started - 0.05 <= at <= finished for started, finished in windows):
                     continue
             for stage, pattern in STAGES.items():
                 match = pattern.search(line)

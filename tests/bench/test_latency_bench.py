@@ -1,10 +1,11 @@
-"""The latency benchmark in a tiny configuration (SQLite and its floor, 5 learners): every
-message answered exactly once, the report complete, the numbers there. Benchmarks report;
-tests do not time anything."""
+"""The latency benchmark in a tiny configuration (SQLite and its floor, 5 learners, 2 rounds):
+every message answered exactly once, the configurations measured in interleaved blocks, the
+report complete, the numbers there. Benchmarks report; tests do not time anything."""
 
 from __future__ import annotations
 
 import json
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from bench.latency_report import (
 
 pytestmark = pytest.mark.slow
 
-MESSAGES, LEARNERS, SATURATING = 60, 5, 40
+MESSAGES, LEARNERS, SATURATING, ROUNDS = 60, 5, 40, 2
 
 
 @pytest.fixture(scope="module")
@@ -30,6 +31,7 @@ def found(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     options = latency.Options(
         messages=MESSAGES,
         learners=LEARNERS,
+        rounds=ROUNDS,
         throughput_messages=SATURATING,
         think=(0.0, 0.1),
         backends=("sqlite",),
@@ -44,6 +46,23 @@ def found(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 def test_every_configuration_is_measured(found: dict[str, Any]) -> None:
     slugs = [c["slug"] for c in found["configurations"]]
     assert slugs == ["sqlite-floor", "sqlite-pam-jobs-off", "sqlite-pam-jobs-on"]
+
+
+def test_latency_blocks_alternate_between_configurations(found: dict[str, Any]) -> None:
+    """Each configuration's latency messages came in ROUNDS blocks, one configuration at a
+    time, round r starting with configuration r mod 3: block start times give the order."""
+    assert found["options"]["rounds"] == str(ROUNDS)
+    slugs = [c["slug"] for c in found["configurations"]]
+    blocks = sorted(
+        (started, finished, config["slug"])
+        for config in found["configurations"]
+        for started, finished in config["latency"]["blocks"]
+    )
+    rotated = [slug for r in range(ROUNDS) for slug in slugs[r % 3 :] + slugs[: r % 3]]
+    assert [slug for _, _, slug in blocks] == rotated
+    assert all(a[1] <= b[0] for a, b in pairwise(blocks)), "overlap"
+    for config in found["configurations"]:
+        assert len(config["throughput"]["blocks"]) == 1
 
 
 def test_every_message_is_answered_exactly_once(found: dict[str, Any]) -> None:
@@ -112,6 +131,28 @@ def test_sustained_rate_leaves_out_ramp_up_and_tail() -> None:
         at = n if n < 10 else 10 + (n - 10) * 0.1 if n < 90 else 18 + (n - 90)
         phase.arrivals[f"L1-M{n}"] = [at]
     assert phase.sustained_rate() == pytest.approx(10.0, rel=0.02)
+
+
+def test_a_phase_in_blocks_counts_only_the_time_inside_them() -> None:
+    first, second = PhaseResult(messages=50), PhaseResult(messages=50)
+    for n in range(100):
+        # 10 replies per second in two 5-second blocks 100 seconds apart
+        block, at = (first, n * 0.1) if n < 50 else (second, 100 + (n - 50) * 0.1)
+        block.sent[f"L1-M{n}"] = at
+        block.arrivals[f"L1-M{n}"] = [at + 0.01]
+    first.windows.append((0.0, 5.0))
+    second.windows.append((100.0, 105.0))
+    first.extend(second)
+    assert first.messages == len(first.sent) == 100
+    assert first.seconds() == 10.0
+    assert first.sustained_rate() == pytest.approx(10.0, rel=0.02)
+
+
+def test_rounds_is_an_option() -> None:
+    assert latency.parse_args([]).rounds == latency.Options.rounds
+    assert latency.parse_args(["--rounds", "3"]).rounds == 3
+    with pytest.raises(SystemExit):
+        latency.parse_args(["--rounds", "0"])
 
 
 def test_log_breakdown_reads_each_stage(tmp_path: Path) -> None:
