@@ -67,7 +67,7 @@ from bench.latency_report import (
     table,
     verdicts,
 )
-from bench.latency_servers import InstantLLM, StopwatchTelegram
+from bench.latency_servers import LLMProcess, StopwatchTelegram
 from memory import db
 from memory.models import InboxItem, MemoryJob, OutboxItem
 from memory.queue import UNFINISHED
@@ -304,7 +304,7 @@ class Service:
     database_url: str | None = None  # Pam's: the quiet checks, Postgres's table statistics
 
 
-def pam_knobs(llm: InstantLLM, tg: StopwatchTelegram, jobs: bool) -> dict[str, str]:
+def pam_knobs(llm: LLMProcess, tg: StopwatchTelegram, jobs: bool) -> dict[str, str]:
     return {
         "OPENAI_BASE_URL": llm.base_url,
         "OPENAI_API_KEY": "latency-bench",
@@ -324,7 +324,7 @@ def _worker_started(process: Process) -> bool:
 
 @contextmanager
 def running(
-    config: Config, llm: InstantLLM, tg: StopwatchTelegram, folder: Path, options: Options
+    config: Config, llm: LLMProcess, tg: StopwatchTelegram, folder: Path, options: Options
 ) -> Iterator[Service]:
     """The configuration's processes, up and healthy; killed afterwards."""
     port = free_port()
@@ -511,7 +511,7 @@ class Rig:
 
     config: Config
     folder: Path
-    llm: InstantLLM
+    llm: LLMProcess
     tg: StopwatchTelegram
     service: Service
     learners: Learners
@@ -526,7 +526,7 @@ def rigged(config: Config, options: Options, folder: Path) -> Iterator[Rig]:
     result = ConfigResult(name=config.name, slug=config.slug, backend=config.backend)
     result.pam, result.jobs = config.pam, config.jobs
     with (
-        InstantLLM() as llm,
+        LLMProcess() as llm,
         StopwatchTelegram() as tg,
         running(config, llm, tg, folder, options) as service,
         ExitStack() as stack,
