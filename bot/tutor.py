@@ -16,6 +16,7 @@ from bot.settings import Settings
 from memory.density import is_low_information
 from memory.jobs import FOLD, PROFILE, JobRunner
 from memory.profile import profile_due
+from memory.queue import Finished, Finishing
 from memory.records import Activity, ActivityWindow
 from memory.store import Backlog, LearnerGone, LearnerInfo, Store
 from memory.summary import fold_due
@@ -54,6 +55,8 @@ class Answer:
     replies: list[str]
     learner_id: int | None
     due: tuple[str, ...] = ()
+    # The inbox claim, if the turn finished it with its reply (see `Tutor.answer`).
+    finished: Finished | None = None
 
 
 class ModelUnavailable(Exception):
@@ -108,10 +111,13 @@ class Tutor:
         kind: str = "text",
         can_retry: bool = False,
         known: LearnerInfo | None = None,
+        finishing: Finishing | None = None,
     ) -> Answer:
         """`handle`, also saying which learner it was (for the caller's log line), without
         starting the memory jobs the turn made due: the caller does, with `start_jobs`.
-        `known`: the learner with `external_id`, if the caller has just read them."""
+        `known`: the learner with `external_id`, if the caller has just read them.
+        `finishing`: the inbox claim being answered; a turn that stores a reply finishes it
+        in the same write (`Answer.finished`), any other answer leaves that to the caller."""
         if kind != "text":
             known = known or self.store.find_learner(external_id)
             language = known.target_language if known else None
@@ -130,11 +136,13 @@ class Tutor:
         if len(text) > MAX_MESSAGE_CHARS:
             return Answer([phrases.TOO_LONG.format(limit=MAX_MESSAGE_CHARS)], learner.id)
         try:
-            replies, due = self.turn(learner, text, inbox_id, can_retry=can_retry)
+            replies, due, finished = self.turn(
+                learner, text, inbox_id, can_retry=can_retry, finishing=finishing
+            )
         except LearnerGone:  # /forget won a race with this turn: say nothing, keep nothing
             log.info("turn for learner %s dropped: forgotten mid-turn", learner.id)
             return Answer([], learner.id)
-        return Answer(replies, learner.id, due)
+        return Answer(replies, learner.id, due, finished)
 
     def start_jobs(self, answer: Answer) -> None:
         """Start the memory jobs `answer`'s turn made due (each runs in the background)."""
@@ -149,9 +157,11 @@ class Tutor:
         inbox_id: int | None = None,
         *,
         can_retry: bool = False,
-    ) -> tuple[list[str], tuple[str, ...]]:
-        """A conversational turn: the replies, and the memory jobs now due. The learner's
-        message is stored first, so an LLM failure loses nothing."""
+        finishing: Finishing | None = None,
+    ) -> tuple[list[str], tuple[str, ...], Finished | None]:
+        """A conversational turn: the replies, the memory jobs now due, and the inbox claim
+        if `finishing` finished it with the reply. The learner's message is stored first, so
+        an LLM failure loses nothing."""
         started = time.monotonic()
         stored, answered, context, activity = self.store.begin_turn(
             learner.id,
@@ -161,12 +171,12 @@ class Tutor:
             window=self._limit_window(),
         )
         if answered is not None:  # a re-run after a crash: the reply exists already
-            return [answered.content], ()
+            return [answered.content], (), None
         assert context is not None
         limit = self._over_limit(activity)
         if limit is not None:  # the message stays in memory; the LLM is not called
             log.info("turn limited learner=%s limit=%s", learner.id, limit)
-            return [phrases.in_language(LIMIT_PHRASES[limit], learner.target_language)], ()
+            return [phrases.in_language(LIMIT_PHRASES[limit], learner.target_language)], (), None
         prompt = reply_prompt(context, summary_cap_chars=self.memory.summary_max_tokens * 8)
         try:
             completion = self.model.complete(
@@ -179,10 +189,10 @@ class Tutor:
             if can_retry:
                 raise ModelUnavailable(str(exc)) from exc
             due = self._due(self.store.memory_backlog(learner.id, PROFILE_COUNT_LIMIT))
-            return [phrases.apology(context.learner.target_language)], due
+            return [phrases.apology(context.learner.target_language)], due, None
         answer = corrections.parse_answer(completion.text)
         shown = corrections.render(answer)
-        reply, backlog = self.store.save_reply(
+        reply, backlog, finished = self.store.save_reply(
             learner.id,
             stored.id,
             shown,
@@ -190,9 +200,10 @@ class Tutor:
             answer.corrections,
             (completion.model, completion.input_tokens, completion.output_tokens),
             backlog_limit=PROFILE_COUNT_LIMIT,
+            finishing=finishing,
         )
         if backlog is None:  # another worker answered this message first: theirs stands
-            return [reply.content], ()
+            return [reply.content], (), None
         log.info(
             "turn learner=%s prompt_tokens=%s output_tokens=%s corrections=%s ms=%d",
             learner.id,
@@ -201,7 +212,7 @@ class Tutor:
             len(answer.corrections),
             (time.monotonic() - started) * 1000,
         )
-        return [shown], self._due(backlog)
+        return [shown], self._due(backlog), finished
 
     def _limit_window(self) -> ActivityWindow | None:
         """What the cost and abuse limits count this turn; None if none is set."""

@@ -19,7 +19,7 @@ from bot.runtime import Pam
 from bot.splitting import split_message
 from bot.tutor import Answer, ModelUnavailable
 from memory.heartbeat import Heartbeats
-from memory.queue import Claim, Inbox, Outbox
+from memory.queue import Claim, Finishing, Inbox, Outbox
 from memory.wakeup import InboxListener
 
 log = logging.getLogger(__name__)
@@ -114,7 +114,10 @@ class Worker:
         if answer is None:
             return True
         replies = _parts(answer.replies, sender)
-        held = self.inbox.finish(claim, replies, deliver_lease=self.outbox.lease)
+        if answer.finished is not None:  # the turn finished the claim with its reply
+            held = answer.finished.held
+        else:
+            held = self.inbox.finish(claim, replies, deliver_lease=self.outbox.lease)
         if held is None:
             log.warning("turn discarded inbox=%s: the claim was lost (lease expired)", claim.id)
             return True
@@ -147,6 +150,13 @@ class Worker:
                     kind=claim.kind,
                     can_retry=claim.attempts < min(LLM_TURN_ATTEMPTS, self.max_turn_attempts),
                     known=claim.learner,
+                    # The reply is stored and queued, and the claim finished, in one write.
+                    finishing=Finishing(
+                        self.inbox,
+                        claim,
+                        split=lambda reply: _parts([reply], sender),
+                        deliver_lease=self.outbox.lease,
+                    ),
                 )
         except ModelUnavailable as exc:
             delay = backoff(claim.attempts)

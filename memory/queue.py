@@ -6,6 +6,7 @@ an item waits while an older one of the same address is unfinished."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 import uuid
@@ -17,6 +18,7 @@ from typing import Any
 from sqlalchemy import (
     ARRAY,
     Boolean,
+    Connection,
     Engine,
     Integer,
     Text,
@@ -33,6 +35,7 @@ from sqlalchemy import (
     type_coerce,
     update,
 )
+from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import aliased
 
@@ -40,7 +43,7 @@ from bot.channels import Inbound, Sent
 from memory import db
 from memory.models import InboxItem, Learner, OutboxItem, UTCDateTime, utcnow
 from memory.records import LearnerInfo
-from memory.statements import LEARNER_COLUMNS
+from memory.statements import LEARNER_COLUMNS, SAVE_REPLY
 from memory.wakeup import CHANNEL
 
 log = logging.getLogger(__name__)
@@ -287,44 +290,90 @@ class Inbox(_Queue):
         at the claim: replies go out in order, so these wait behind it (and an empty list is
         returned). A caller that dies before sending leaves them to the delivery lanes once
         the lease ends."""
-        now = utcnow()
-        finished = _held_params(claim) | {"status_now": FAILED if failed else DONE, "now": now}
-        held = deliver_lease is not None and not claim.replies_waiting
-        token = str(uuid.uuid4()) if held else None
-        queued = {
-            "channel": claim.channel,
-            "address": claim.address,
-            "chat_id": claim.chat_id,
-            "status": CLAIMED if held else PENDING,
-            "claim_token": token,
-            "attempts": 1 if held else 0,
-            "lease_expires_at": now + deliver_lease if held and deliver_lease else None,
-            "created_at": now,
-            "available_at": now,
-        }
+        finishing = Finishing(self, claim, failed=failed, deliver_lease=deliver_lease)
         if replies and self.engine.dialect.name == "postgresql":
             # One statement, one round trip: the UPDATE runs in a CTE, and the replies are
             # inserted only if it found the claim still held.
-            # Named apart from the columns: the UPDATE would take a same-named value as its own.
-            values = finished | {f"reply_{name}": value for name, value in queued.items()}
-            values |= {"seqs": list(range(len(replies))), "texts": replies}
             with self.single.connect() as connection:
-                ids = [id for id, _ in sorted(connection.execute(_FINISH_AND_QUEUE, values))]
-            if not ids:
-                return None
-        else:
-            with self.engine.begin() as connection:
-                if not connection.execute(_FINISH, finished).rowcount:
-                    return None
-                if not replies:
-                    return []
-                rows = [
-                    queued | {"inbox_id": claim.id, "seq": seq, "text": text}
-                    for seq, text in enumerate(replies)
-                ]
-                ids = list(connection.execute(_QUEUE_REPLIES, rows).scalars())
+                rows = connection.execute(_FINISH_AND_QUEUE, finishing.values(replies)).all()
+            return finishing.claims(replies, [id for id, _ in sorted(rows)] if rows else None)
+        with self.engine.begin() as connection:
+            return finishing.run(connection, replies)
+
+
+@dataclass(frozen=True)
+class Finished:
+    """A claim finished together with the turn's reply: what `Inbox.finish` would have
+    returned (the replies the caller holds to send; None if the claim was lost)."""
+
+    held: list[Claim] | None
+
+
+@dataclass(frozen=True)
+class Finishing:
+    """Finishing one inbox claim (see `Inbox.finish`), on a connection a caller shares: a
+    turn finishes its claim in the statement or transaction that stores its reply.
+    `split` makes the messages to queue of a reply (a channel's length limit)."""
+
+    inbox: Inbox
+    claim: Claim
+    split: Callable[[str], list[str]] = lambda reply: [reply]
+    failed: bool = False
+    deliver_lease: timedelta | None = None
+
+    @property
+    def token(self) -> str | None:
+        """The claim token the replies are queued under for the caller to send them at once
+        (None: they go to the delivery lanes)."""
+        held = self.deliver_lease is not None and not self.claim.replies_waiting
+        return self._token if held else None
+
+    @functools.cached_property
+    def _token(self) -> str:
+        return str(uuid.uuid4())
+
+    def values(self, replies: Sequence[str]) -> dict[str, Any]:
+        """The parameters of `_FINISH_AND_QUEUE` (and of the statements built on it)."""
+        now = utcnow()
+        token, lease = self.token, self.deliver_lease
+        values = _held_params(self.claim) | {
+            "status_now": FAILED if self.failed else DONE,
+            "now": now,
+            "out_channel": self.claim.channel,
+            "out_address": self.claim.address,
+            "out_chat_id": self.claim.chat_id,
+            "out_status": CLAIMED if token else PENDING,
+            "out_claim_token": token,
+            "out_attempts": 1 if token else 0,
+            "out_lease_expires_at": now + lease if token and lease is not None else None,
+            "out_created_at": now,
+            "out_available_at": now,
+        }
+        return values | {"seqs": list(range(len(replies))), "texts": list(replies)}
+
+    def run(self, connection: Connection, replies: Sequence[str]) -> list[Claim] | None:
+        """Finish on `connection`, in the caller's transaction: `_FINISH`, then the replies
+        queued in one INSERT."""
+        values = self.values(replies)
+        if not connection.execute(_FINISH, values).rowcount:
+            return None
+        rows = [
+            {name: values[f"out_{name}"] for name in (*_SAME_FOR_EVERY_REPLY, *_TIMES_OF_A_REPLY)}
+            | {"inbox_id": self.claim.id, "seq": seq, "text": text}
+            for seq, text in enumerate(replies)
+        ]
+        ids = list(connection.execute(_QUEUE_REPLIES, rows).scalars()) if rows else []
+        return self.claims(replies, ids)
+
+    def claims(self, replies: Sequence[str], ids: list[int] | None) -> list[Claim] | None:
+        """What `Inbox.finish` returns, given the ids of the queued replies in order (None:
+        the claim was lost)."""
+        if ids is None:
+            return None
+        token = self.token
         if token is None:
             return []
+        claim = self.claim
         return [
             Claim(
                 id=id,
@@ -450,33 +499,58 @@ _SENT = (
 )
 
 
-def _finish_and_queue() -> Any:
-    """Postgres: `_FINISH` and `_QUEUE_REPLIES` as one statement. The replies' seq and text
-    come as two arrays; every other column is the same for all of them. Returns (id, seq) of
-    each reply queued, and no row if the claim was lost."""
+_SAME_FOR_EVERY_REPLY = ("channel", "address", "chat_id", "status", "claim_token", "attempts")
+_TIMES_OF_A_REPLY = ("lease_expires_at", "created_at", "available_at")
+
+
+def finish_and_queue_ctes() -> tuple[Any, Any]:
+    """Postgres: `_FINISH` and `_QUEUE_REPLIES` as two CTEs, "finished" (the inbox item's id,
+    no row if the claim was lost) and "queued" (id and seq of each reply queued, only if the
+    claim was held). The replies' seq and text come as two arrays; every other column is the
+    same for all of them. Their parameters are `Finishing.values`."""
     finished = _FINISH.returning(InboxItem.id).cte("finished")
     replies = (
         func.unnest(bindparam("seqs", type_=ARRAY(Integer)), bindparam("texts", type_=ARRAY(Text)))
         .table_valued("seq", "text")
         .render_derived(name="replies")
     )
-    same = ("channel", "address", "chat_id", "status", "claim_token", "attempts")
+    # Named apart from the columns: the UPDATE would take a same-named value as its own.
     columns: list[Any] = [
-        bindparam(f"reply_{name}", type_=OutboxItem.__table__.c[name].type) for name in same
+        bindparam(f"out_{name}", type_=OutboxItem.__table__.c[name].type)
+        for name in _SAME_FOR_EVERY_REPLY
     ]
-    columns += [
-        bindparam(f"reply_{name}", type_=UTCDateTime())
-        for name in ("lease_expires_at", "created_at", "available_at")
-    ]
-    names = ["inbox_id", "seq", "text", *same, "lease_expires_at", "created_at", "available_at"]
+    columns += [bindparam(f"out_{name}", type_=UTCDateTime()) for name in _TIMES_OF_A_REPLY]
+    names = ["inbox_id", "seq", "text", *_SAME_FOR_EVERY_REPLY, *_TIMES_OF_A_REPLY]
     rows = select(finished.c.id, replies.c.seq, replies.c.text, *columns).select_from(
         finished.join(replies, true())
     )
-    return (
+    queued = (
         insert(OutboxItem)
         .from_select(names, rows, include_defaults=False)
         .returning(OutboxItem.id, OutboxItem.seq)
+        .cte("queued")
     )
+    return finished, queued
+
+
+def _finish_and_queue() -> Any:
+    """Postgres: finish the claim and queue its replies in one statement; (id, seq) of each
+    reply queued, no row if the claim was lost."""
+    _, queued = finish_and_queue_ctes()
+    return select(queued.c.id, queued.c.seq)
 
 
 _FINISH_AND_QUEUE = _finish_and_queue()
+
+
+def _save_reply_and_finish() -> Any:
+    """Postgres: `SAVE_REPLY` with the claim finished and the reply queued in two more CTEs,
+    one statement for the turn's whole write. Two columns more on every row: whether the
+    claim was still held, and the queued replies' ids in order."""
+    finished, queued = finish_and_queue_ctes()
+    held = select(func.count()).select_from(finished).scalar_subquery()
+    ids = select(func.array_agg(aggregate_order_by(queued.c.id, queued.c.seq))).scalar_subquery()
+    return SAVE_REPLY.add_cte(finished, queued).add_columns(held, ids)
+
+
+SAVE_REPLY_AND_FINISH = _save_reply_and_finish()

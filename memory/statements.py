@@ -399,8 +399,12 @@ def save_reply_and_read_backlog(
     corrections: Sequence[CorrectionRecord],
     usage: tuple[str, int, int],
     limit: int,
-) -> tuple[StoredMessage, Backlog]:
-    """Postgres: `SAVE_REPLY`. Pam's reply as stored, and the memory backlog with it."""
+    *,
+    also: tuple[Any, dict[str, Any]] | None = None,
+) -> tuple[StoredMessage, Backlog, Sequence[Any]]:
+    """Postgres: `SAVE_REPLY`. Pam's reply as stored, and the memory backlog with it. With
+    `also`, a statement built on `SAVE_REPLY` with more CTEs and columns, and its parameters:
+    what those columns hold (on the first row) comes third."""
     model, input_tokens, output_tokens = usage
     values: dict[str, Any] = {
         "now": utcnow(),
@@ -415,11 +419,13 @@ def save_reply_and_read_backlog(
     }
     for array, field_ in zip(_CORRECTION_ARRAYS, _CORRECTION_FIELDS, strict=True):
         values[array] = [getattr(c, field_) for c in corrections]
-    rows = connection.execute(SAVE_REPLY, values).all()
-    count, unfolded, unread = _backlog(row[1:] for row in rows)
+    statement, more = also or (SAVE_REPLY, {})
+    rows = connection.execute(statement, more | values).all()
+    columns = len(SAVE_REPLY.selected_columns)
+    count, unfolded, unread = _backlog(row[1:columns] for row in rows)
     # The statement's snapshot predates the reply; it is unfolded too.
     backlog = Backlog(count + 1, unfolded + tokens, unread)
-    return StoredMessage(rows[0][0], PAM, content, tokens), backlog
+    return StoredMessage(rows[0][0], PAM, content, tokens), backlog, rows[0][columns:]
 
 
 def read_stored_with_reply(

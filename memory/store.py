@@ -21,6 +21,7 @@ from memory.models import (
     Summary,
     utcnow,
 )
+from memory.queue import SAVE_REPLY_AND_FINISH, Finished, Finishing
 from memory.records import (
     LEARNER,
     LEARNER_TABLES,
@@ -262,18 +263,23 @@ class Store(Ledger, Inspection):
         usage: tuple[str, int, int],
         *,
         backlog_limit: int,
-    ) -> tuple[StoredMessage, Backlog | None]:
+        finishing: Finishing | None = None,
+    ) -> tuple[StoredMessage, Backlog | None, Finished | None]:
         """Pam's reply to message `reply_to`, the corrections it made and the call's usage
         (model, input, output tokens), written in one transaction that also reads the memory
-        backlog as of the reply (`memory_backlog` with `backlog_limit`). If another worker
-        stored a reply to that message first, theirs is returned with no backlog and only the
-        usage is recorded (the tokens were spent all the same). Raises LearnerGone if
-        forgotten meanwhile."""
+        backlog as of the reply (`memory_backlog` with `backlog_limit`). With `finishing`, the
+        inbox claim the turn answers is finished with the reply in the same transaction (on
+        Postgres the same statement) and the outcome comes third. If another worker stored a
+        reply to that message first, theirs is returned with no backlog, nothing is finished,
+        and only the usage is recorded (the tokens were spent all the same). Raises
+        LearnerGone if forgotten meanwhile."""
         model, input_tokens, output_tokens = usage
+        parts = finishing.split(content) if finishing else []
         try:
             if self.engine.dialect.name == "postgresql":  # one statement, one round trip
+                also = (SAVE_REPLY_AND_FINISH, finishing.values(parts)) if finishing else None
                 with self.single.connect() as connection:
-                    return save_reply_and_read_backlog(
+                    reply, backlog, more = save_reply_and_read_backlog(
                         connection,
                         learner_id,
                         reply_to,
@@ -282,7 +288,16 @@ class Store(Ledger, Inspection):
                         corrections,
                         usage,
                         backlog_limit,
+                        also=also,
                     )
+                if finishing is None:
+                    return reply, backlog, None
+                held, ids = more  # ids: NULL when no reply was queued
+                return (
+                    reply,
+                    backlog,
+                    Finished(finishing.claims(parts, (ids or []) if held else None)),
+                )
             with self.engine.begin() as connection:
                 reply = insert_message(
                     connection, learner_id, PAM, content, tokens, reply_to=reply_to
@@ -300,13 +315,16 @@ class Store(Ledger, Inspection):
                 if corrections:
                     rows = correction_rows(learner_id, reply_to, corrections)
                     connection.execute(INSERT_CORRECTIONS, rows)
-                return reply, read_backlog(connection, learner_id, backlog_limit)
+                backlog = read_backlog(connection, learner_id, backlog_limit)
+                if finishing is None:
+                    return reply, backlog, None
+                return reply, backlog, Finished(finishing.run(connection, parts))
         except IntegrityError as exc:
             existing = self.message_for(learner_id, reply_to=reply_to)
             if existing is None:
                 raise LearnerGone(learner_id) from exc
             self.record_usage(learner_id, model, "reply", input_tokens, output_tokens)
-            return existing, None
+            return existing, None, None
 
     def message_for(
         self, learner_id: int, *, inbox_id: int | None = None, reply_to: int | None = None

@@ -107,14 +107,15 @@ def test_an_apology_costs_three_round_trips_on_postgres(
     assert apology == by_backend(engine, sqlite=4, postgres=3)
 
 
-def test_a_message_from_inbox_to_sent_costs_five_round_trips_on_postgres(
+def test_a_message_from_inbox_to_sent_costs_four_round_trips_on_postgres(
     pam: Pam, engine: Engine, cost: Cost
 ) -> None:
-    """Claim it, with its learner; the turn's two (the claim found the learner); finish it
-    and queue the reply (on SQLite: a transaction of two statements); record the send."""
+    """Claim it, with its learner; store the message and read the context (the claim found
+    the learner); store the reply and finish the claim and queue the reply, in one statement
+    (on SQLite: one transaction); record the send."""
     worker = Worker(pam, {"test": RecordingSender()})
     user = unique_user()
     worker.inbox.accept(inbound(user, "Hola"))
     worker.drain()  # the learner exists
     worker.inbox.accept(inbound(user, "¿Qué tal?"))
-    assert cost.of(worker.answer_next) == by_backend(engine, sqlite=9, postgres=5)
+    assert cost.of(worker.answer_next) == by_backend(engine, sqlite=9, postgres=4)

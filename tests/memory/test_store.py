@@ -163,7 +163,7 @@ def test_add_learner_message_is_idempotent_and_brings_back_the_reply(store: Stor
     assert (stored.role, stored.content, stored.tokens) == (LEARNER, "hola", 3)
     # Run again before Pam answered (the LLM failed): the same message, still no reply.
     assert store.add_learner_message(learner.id, "hola", 3, inbox_id=inbox_id) == (stored, None)
-    reply, _ = store.save_reply(
+    reply, _, _ = store.save_reply(
         learner.id, stored.id, "¡hola!", 4, [], ("m", 9, 2), backlog_limit=9
     )
     # Run again after a crash that came after the reply: the message with its reply.
@@ -191,9 +191,10 @@ def test_save_reply_stores_everything_and_reads_the_backlog_as_of_the_reply(
     _converse(store, learner.id, 2, tokens=5)
     question, _ = store.add_learner_message(learner.id, "yo es Lena", 6)
     fix = CorrectionRecord("yo es", "yo soy", "ser", "grammar")
-    reply, backlog = store.save_reply(
+    reply, backlog, finished = store.save_reply(
         learner.id, question.id, "¡Hola, Lena!", 7, [fix], ("m", 30, 8), backlog_limit=2
     )
+    assert finished is None  # no inbox claim to finish
     assert store.messages(learner.id)[-2:] == [question, reply]
     assert store.corrections(learner.id) == [fix]
     assert store.usage(learner.id) == {"reply": (1, 30, 8)}
@@ -204,7 +205,7 @@ def test_save_reply_stores_everything_and_reads_the_backlog_as_of_the_reply(
 def test_a_second_reply_to_one_message_gets_the_first_and_no_backlog(store: Store) -> None:
     learner = store.learner(unique_user())
     question, _ = store.add_learner_message(learner.id, "hola", 3)
-    first, _ = store.save_reply(
+    first, _, _ = store.save_reply(
         learner.id, question.id, "uno", 2, [], ("m", 10, 1), backlog_limit=5
     )
     second = store.save_reply(
@@ -216,7 +217,7 @@ def test_a_second_reply_to_one_message_gets_the_first_and_no_backlog(store: Stor
         ("m", 20, 2),
         backlog_limit=5,
     )
-    assert second == (first, None)
+    assert second == (first, None, None)
     assert store.messages(learner.id) == [question, first]
     assert store.corrections(learner.id) == []
     assert store.usage(learner.id) == {"reply": (2, 30, 3)}  # both calls' tokens were spent
