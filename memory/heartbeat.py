@@ -12,6 +12,9 @@ from collections.abc import Callable, Iterator
 from types import TracebackType
 
 log = logging.getLogger(__name__)
+# How long a beat with `first` 0 waits for the beat thread to start its first call: a
+# moment normally; the bound only keeps a wedged thread from holding the block up.
+STARTS_WITHIN = 1.0
 
 
 class Heartbeat:
@@ -72,7 +75,9 @@ class Heartbeats:
         self, interval: float, renew: Callable[[], bool], *, first: float | None = None
     ) -> Iterator[None]:
         """Call `renew` every `interval` seconds (the first time after `first`) while the
-        `with` block runs; it stops once `renew` returns False."""
+        `with` block runs; it stops once `renew` returns False. With `first` 0 the block
+        starts once the first call has (on the beat thread: the block does not wait for it
+        to end), so a quick block still gets it."""
         key = next(self._ids)
         due = time.monotonic() + (interval if first is None else first)
         with self._changed:
@@ -82,6 +87,10 @@ class Heartbeats:
                 self._thread.start()
             elif due <= min(d for d, _, _ in self._due.values()):
                 self._changed.notify_all()
+            if first is not None and first <= 0:
+                self._changed.wait_for(
+                    lambda: self._due.get(key, (None,))[0] != due, timeout=STARTS_WITHIN
+                )
         try:
             yield
         finally:
@@ -103,6 +112,7 @@ class Heartbeats:
                 )
                 self._due[key] = (now + interval, interval, renew)
                 self._renewing = key
+                self._changed.notify_all()  # a beat waiting for its first call to start
             renewed = _renewed(renew)
             with self._changed:
                 self._renewing = None

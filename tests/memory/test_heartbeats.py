@@ -74,3 +74,15 @@ def test_a_lost_claim_stops_its_beat_and_a_failure_does_not() -> None:
         flaky.wait_calls(3)  # a database hiccup: tried again next beat
     threading.Event().wait(0.05)
     assert lost.calls == 1
+
+
+def test_a_beat_due_at_once_has_started_its_first_call_when_the_block_starts() -> None:
+    """`first=0` ("typing…" at the start of every turn): even a block that ends at once got
+    its first call, and the block did not wait for that call to end."""
+    beats = Heartbeats("test-beats")
+    for _ in range(20):
+        renew = Beats()
+        renew.release.clear()  # the call blocks until released
+        with beats.beat(60.0, renew, first=0.0):
+            assert renew.calls == 1
+            renew.release.set()
