@@ -399,17 +399,28 @@ def test_a_migrated_group_gets_the_reply_at_its_new_chat_id(
 # -- closing ----------------------------------------------------------------------------------
 
 
-def test_close_stops_the_event_loop_thread(telegram_server: TelegramServer) -> None:
+def test_each_thread_runs_the_bot_on_its_own_loop_and_close_closes_them(
+    telegram_server: TelegramServer,
+) -> None:
+    """No loop thread of its own: the calling threads run the Bot's coroutines, each on one
+    loop it keeps, and close() closes them all."""
+    before = set(threading.enumerate())
     client = TelegramClient(TOKEN, telegram_server.base_url)
     client.send("12345", "Hola", idempotency_key="k-4")
-    client.typing("12345")
-    assert client._thread in threading.enumerate()
+    client.typing("12345")  # the same thread: the same loop
+    other = threading.Thread(
+        target=client.send, args=("12345", "Hi"), kwargs={"idempotency_key": "k"}
+    )
+    other.start()
+    other.join()
+    assert set(threading.enumerate()) == before
+    loops = list(client._loops)
+    assert len(loops) == 2
+    assert telegram_server.sent_texts() == ["Hola", "Hi"]
 
     client.close()
 
-    assert not client._thread.is_alive()
-    assert client._thread not in threading.enumerate()
-    assert client._loop.is_closed()
+    assert all(loop.is_closed() for loop in loops)
 
 
 def test_close_closes_the_http_connections(telegram_server: TelegramServer) -> None:
