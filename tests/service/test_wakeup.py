@@ -56,13 +56,15 @@ def test_the_listener_reconnects_after_its_connection_is_cut(postgres_engine: En
     listener = InboxListener(postgres_engine, woken.set)
     listener.start()
     try:
-        wait_until(lambda: listeners(postgres_engine) >= 1, "the listener to LISTEN")
+        # Its first wake-up comes once it LISTENs. (Counting LISTENing connections instead
+        # would count one an earlier test's stopped listener has not closed yet.)
+        wait_until(woken.is_set, "the listener to LISTEN")
+        woken.clear()
         with postgres_engine.begin() as connection:
             connection.execute(
                 text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = :q"),
                 {"q": f"LISTEN {CHANNEL}"},
             )
-        woken.clear()
         wait_until(woken.is_set, "the listener to reconnect (it wakes the lanes on reconnect)")
         wait_until(lambda: listeners(postgres_engine) >= 1, "the listener to LISTEN again")
         woken.clear()
