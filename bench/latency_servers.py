@@ -88,6 +88,8 @@ class LLMProcess:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+        if self.process.stdout:
+            self.process.stdout.close()
 
 
 class StopwatchTelegram(TelegramServer):
