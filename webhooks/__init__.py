@@ -53,7 +53,7 @@ class WebContext:
             return self._telegram
 
     def close(self) -> None:
-        """Release what this process opened (the Telegram client's loop thread)."""
+        """Release what this process opened (the Telegram client: connections, event loops)."""
         with self._lock:
             if self._telegram is not None:
                 self._telegram.close()
