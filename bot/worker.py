@@ -152,7 +152,6 @@ class Worker:
                     known=claim.learner,
                     # The reply is stored and queued, and the claim finished, in one write.
                     finishing=Finishing(
-                        self.inbox,
                         claim,
                         split=lambda reply: _parts([reply], sender),
                         deliver_lease=self.outbox.lease,

@@ -290,7 +290,7 @@ class Inbox(_Queue):
         at the claim: replies go out in order, so these wait behind it (and an empty list is
         returned). A caller that dies before sending leaves them to the delivery lanes once
         the lease ends."""
-        finishing = Finishing(self, claim, failed=failed, deliver_lease=deliver_lease)
+        finishing = Finishing(claim, failed=failed, deliver_lease=deliver_lease)
         if replies and self.engine.dialect.name == "postgresql":
             # One statement, one round trip: the UPDATE runs in a CTE, and the replies are
             # inserted only if it found the claim still held.
@@ -315,7 +315,6 @@ class Finishing:
     turn finishes its claim in the statement or transaction that stores its reply.
     `split` makes the messages to queue of a reply (a channel's length limit)."""
 
-    inbox: Inbox
     claim: Claim
     split: Callable[[str], list[str]] = lambda reply: [reply]
     failed: bool = False
