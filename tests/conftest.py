@@ -18,6 +18,7 @@ from memory.models import InboxItem, OutboxItem
 from memory.store import Store
 from tests.fakes import FakeChatModel
 from tests.harness import ROOT, postgres_schema, sqlite_url
+from tests.openai_server import OpenAIServer
 
 SHARED_TIKTOKEN = ROOT.parent / "shared" / "tiktoken-cache"
 PG_URL = os.environ.get("PAM_TEST_DATABASE_URL")
@@ -91,6 +92,13 @@ def store(engine: Engine) -> Store:
 @pytest.fixture
 def fake_model() -> FakeChatModel:
     return FakeChatModel()
+
+
+@pytest.fixture
+def llm() -> Iterator[OpenAIServer]:
+    """The local OpenAI-compatible server, for Pam processes to call (answers per task)."""
+    with OpenAIServer() as server:
+        yield server
 
 
 @pytest.fixture

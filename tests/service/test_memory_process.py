@@ -234,12 +234,6 @@ class Callback(LocalServer):
 
 
 @pytest.fixture
-def llm() -> Iterator[OpenAIServer]:
-    with OpenAIServer() as server:
-        yield server
-
-
-@pytest.fixture
 def callback() -> Iterator[Callback]:
     with Callback() as server:
         yield server
@@ -393,9 +387,14 @@ def test_a_killed_memory_process_is_restarted_and_one_whose_worker_died_exits(
         )
 
 
-def seed_marked_jobs(store: Store, engine: Engine, external_id: str) -> int:
-    """A learner whose conversation needs a fold and a profile update, both marked as asked
-    for while no memory process ran (a worker stopped, say, before it got to them)."""
+@pytest.fixture
+def marked(tmp_path: Path, engine: Engine, env: dict[str, str]) -> tuple[Store, str]:
+    """The store and the external id of a learner whose conversation needs a fold and a
+    profile update, both marked as asked for while no memory process ran (a worker stopped,
+    say, before it got to them)."""
+    store = Store(engine)
+    external_id = unique_user("marked")
+    db_upgrade(env, tmp_path)
     learner = store.learner(external_id)
     for text in TEXTS:
         store.add_message(learner.id, LEARNER, text, 20)
@@ -403,17 +402,14 @@ def seed_marked_jobs(store: Store, engine: Engine, external_id: str) -> int:
     coordinator = Coordinator(engine, 60)
     assert coordinator.mark(learner.id, FOLD)
     assert coordinator.mark(learner.id, PROFILE)
-    return learner.id
+    return store, external_id
 
 
 @pytest.mark.slow
 def test_jobs_marked_while_no_memory_process_ran_are_run_when_a_worker_starts(
-    tmp_path: Path, engine: Engine, env: dict[str, str]
+    tmp_path: Path, env: dict[str, str], marked: tuple[Store, str]
 ) -> None:
-    store = Store(engine)
-    external_id = unique_user("marked")
-    db_upgrade(env, tmp_path)
-    seed_marked_jobs(store, engine, external_id)
+    store, external_id = marked
     with processes(tmp_path) as group:
         worker = group.start("worker", [*PAM_CMD, "worker"], env)
         wait_learned(store, external_id, "the marked fold and profile update")
@@ -425,12 +421,9 @@ def test_jobs_marked_while_no_memory_process_ran_are_run_when_a_worker_starts(
 
 @pytest.mark.slow
 def test_pam_memory_jobs_on_its_own_runs_marked_jobs_until_sigterm(
-    tmp_path: Path, engine: Engine, env: dict[str, str]
+    tmp_path: Path, env: dict[str, str], marked: tuple[Store, str]
 ) -> None:
-    store = Store(engine)
-    external_id = unique_user("alone")
-    db_upgrade(env, tmp_path)
-    seed_marked_jobs(store, engine, external_id)
+    store, external_id = marked
     with processes(tmp_path) as group:
         # Its stdin is /dev/null: without --stdin it does not stop at the end of it.
         jobs = group.start("memory-jobs", [*PAM_CMD, "memory-jobs"], env)

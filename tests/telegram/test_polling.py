@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -240,12 +240,6 @@ def test_a_transient_failure_is_retried(
 
 
 # -- the CLI ----------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def llm() -> Iterator[OpenAIServer]:
-    with OpenAIServer() as server:
-        yield server
 
 
 @pytest.fixture
