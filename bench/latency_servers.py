@@ -15,17 +15,15 @@ import sys
 import threading
 import time
 from collections import Counter, defaultdict
-from pathlib import Path
 from typing import Any, Self
 
 import requests
 
 from bench.fault_servers import MARKER, echo_answer
+from tests.harness import ROOT
 from tests.local_server import Answer
 from tests.openai_server import OpenAIServer, task_of
 from tests.telegram_server import TelegramServer
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 class InstantLLM(OpenAIServer):
