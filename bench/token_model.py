@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bench.conversations import Learner, corrections_for
-from bot.llm import ChatMessage, Completion, Purpose
+from bot.llm import ChatMessage, Completion, JsonSchema, Purpose
 from memory.tokens import TokenCounter
 
 # A chat message of two or three sentences, as the reply prompt asks for.
@@ -70,6 +70,7 @@ class ScriptedModel:
         model: str,
         max_tokens: int,
         purpose: Purpose,
+        schema: JsonSchema | None = None,
     ) -> Completion:
         """Answer deterministically and record the call."""
         if purpose == "reply":

@@ -6,7 +6,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol, TypedDict
+from typing import Any, Literal, Protocol, TypedDict
 
 import openai
 
@@ -22,18 +22,71 @@ class ChatMessage(TypedDict):
     content: str
 
 
-@dataclass(frozen=True)
-class Completion:
-    """What the model answered, and what the call cost."""
+# A JSON schema for structured output: {"name": ..., "schema": {...}} as OpenAI's
+# `response_format: {"type": "json_schema", "json_schema": ...}` takes it.
+JsonSchema = dict[str, Any]
 
-    text: str
+
+@dataclass(frozen=True)
+class Usage:
+    """What one billed call cost: the model that answered, input and output tokens."""
+
     model: str
     input_tokens: int
     output_tokens: int
 
 
+@dataclass(frozen=True)
+class Completion:
+    """What the model answered (its reasoning removed), and what the call cost. `billed`:
+    earlier calls made for this completion whose answers were unusable, each billed all the
+    same (the caller records them with this one). `truncated`: the answer stopped at the
+    output cap."""
+
+    text: str
+    model: str
+    input_tokens: int
+    output_tokens: int
+    truncated: bool = False
+    billed: tuple[Usage, ...] = ()
+
+
 class LLMError(Exception):
-    """The model gave no usable answer, after the client's own retries."""
+    """The model gave no usable answer, after the client's own retries. `billed`: the calls
+    that were made (and billed) on the way, to record in usage."""
+
+    def __init__(self, message: str, billed: tuple[Usage, ...] = ()) -> None:
+        super().__init__(message)
+        self.billed = billed
+
+
+class Outage(LLMError):
+    """The provider was unreachable, timed out, rate-limited or failed (5xx): worth trying
+    the whole turn again later, with backoff."""
+
+
+class Unusable(LLMError):
+    """The provider answered (200) with something that is no usable answer — malformed,
+    empty, the wrong shape — as often as Pam was willing to ask: not worth asking again."""
+
+
+class Refused(LLMError):
+    """The model refused or its content filter stopped the answer: not retried. `reason`
+    is the provider's own word for it (for the log, never shown to the learner)."""
+
+    def __init__(self, message: str, reason: str, billed: tuple[Usage, ...] = ()) -> None:
+        super().__init__(message, billed)
+        self.reason = reason
+
+
+class Misconfigured(LLMError):
+    """The provider rejected the configuration — a wrong API key, an unknown model, a base
+    URL that is not an OpenAI-compatible API: an operator must act. `advice` says what to
+    do, naming the URL or model (never the key)."""
+
+    def __init__(self, message: str, advice: str, billed: tuple[Usage, ...] = ()) -> None:
+        super().__init__(message, billed)
+        self.advice = advice
 
 
 class ChatModel(Protocol):
@@ -46,8 +99,11 @@ class ChatModel(Protocol):
         model: str,
         max_tokens: int,
         purpose: Purpose,
+        schema: JsonSchema | None = None,
     ) -> Completion:
-        """Answer `messages` with `model`; raise LLMError when no answer can be had."""
+        """Answer `messages` with `model`; with `schema`, ask for JSON of that shape
+        (structured output where the provider has it). Raise LLMError (one of its kinds)
+        when no answer can be had."""
         ...
 
 
@@ -67,6 +123,7 @@ class OpenAIChatModel:
         model: str,
         max_tokens: int,
         purpose: Purpose,
+        schema: JsonSchema | None = None,
     ) -> Completion:
         # The SDK retries errors it can see (status codes, timeouts); a 200 whose body is not
         # a completion (a proxy cutting the body, a server glitch) it hands over as is. Such

@@ -8,7 +8,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from bot.llm import ChatMessage, Completion, LLMError, Purpose
+from bot.llm import ChatMessage, Completion, JsonSchema, LLMError, Purpose
 
 Answer = str | Exception | Callable[[Sequence[ChatMessage]], str]
 
@@ -26,6 +26,7 @@ class Call:
     model: str
     max_tokens: int
     messages: list[ChatMessage]
+    schema: JsonSchema | None = None
 
     @property
     def text(self) -> str:
@@ -66,9 +67,10 @@ class FakeChatModel:
         model: str,
         max_tokens: int,
         purpose: Purpose,
+        schema: JsonSchema | None = None,
     ) -> Completion:
         with self.lock:
-            self.calls.append(Call(purpose, model, max_tokens, list(messages)))
+            self.calls.append(Call(purpose, model, max_tokens, list(messages), schema))
             pending = self.queues.get(purpose)
             answer = pending.popleft() if pending else self.defaults[purpose]
         if isinstance(answer, Exception):
