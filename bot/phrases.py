@@ -107,6 +107,19 @@ SERVICE_BUDGET = {
 }
 
 
+# When the model refuses to answer or its provider's content filter stops the answer: a light
+# change of subject, in the target language (the provider's reason goes to the log only).
+REFUSED = {
+    "English": "Hmm, I'd rather not talk about that 🙂 Shall we chat about something else?",
+    "Spanish": "Mmm, prefiero no hablar de eso 🙂 ¿Hablamos de otra cosa?",
+    "French": "Hmm, je préfère ne pas parler de ça 🙂 On parle d'autre chose ?",
+    "German": "Hm, darüber rede ich lieber nicht 🙂 Wollen wir über etwas anderes reden?",
+    "Italian": "Mmm, preferisco non parlarne 🙂 Parliamo d'altro?",
+    "Portuguese": "Hmm, prefiro não falar disso 🙂 Vamos conversar sobre outra coisa?",
+    "Dutch": "Hm, daar praat ik liever niet over 🙂 Zullen we het ergens anders over hebben?",
+}
+
+
 def in_language(texts: dict[str, str], target_language: str | None) -> str:
     """One of `texts` (keyed by English language names), in the target language when there
     is one for it, else English."""

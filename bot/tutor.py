@@ -10,7 +10,16 @@ from datetime import UTC, datetime, timedelta
 
 from bot import corrections, phrases
 from bot.commands import Commands, parse_command
-from bot.llm import ChatModel, LLMError
+from bot.llm import (
+    ChatModel,
+    Completion,
+    LLMError,
+    Misconfigured,
+    Outage,
+    Refused,
+    Unusable,
+    Usage,
+)
 from bot.prompt import reply_prompt
 from bot.settings import Settings
 from memory.density import is_low_information
@@ -28,6 +37,7 @@ MAX_MESSAGE_CHARS = 4000
 # How many unread learner messages a turn looks at to decide whether the profile is due; a
 # profile that keeps failing leaves more, and counting them all would grow without bound.
 PROFILE_COUNT_LIMIT = 200
+_NO_REPLY: type[Exception] = getattr(corrections, "NoReply", type("_Never", (Exception,), {}))
 LIMIT_PHRASES = {
     "rate": phrases.SLOW_DOWN,
     "learner_budget": phrases.LEARNER_BUDGET,
@@ -57,6 +67,10 @@ class Answer:
     due: tuple[str, ...] = ()
     # The inbox claim, if the turn finished it with its reply (see `Tutor.answer`).
     finished: Finished | None = None
+    # What the operator should know when the model could not be used because of how it is
+    # configured (a rejected key, an unknown model, an unreachable base URL): `pam chat`,
+    # where the learner is the operator, shows it on stderr. Never shown to a learner.
+    problem: str | None = None
 
 
 class ModelUnavailable(Exception):
@@ -118,11 +132,11 @@ class Tutor:
         `known`: the learner with `external_id`, if the caller has just read them.
         `finishing`: the inbox claim being answered; a turn that stores a reply finishes it
         in the same write (`Answer.finished`), any other answer leaves that to the caller."""
-        if kind != "text":
+        text = clean_text(text)
+        if kind != "text" and not text:
             known = known or self.store.find_learner(external_id)
             language = known.target_language if known else None
             return Answer([phrases.not_text(kind, language)], known.id if known else None)
-        text = clean_text(text)
         if not text:
             return Answer([], None)
         learner = known or self.store.learner(external_id, display_name)
@@ -135,14 +149,16 @@ class Tutor:
                 return Answer([phrases.FORGOTTEN], learner.id)
         if len(text) > MAX_MESSAGE_CHARS:
             return Answer([phrases.TOO_LONG.format(limit=MAX_MESSAGE_CHARS)], learner.id)
+        # A photo with a caption: the caption is answered like any message, after the
+        # friendly note that Pam cannot see the picture itself.
+        note = phrases.not_text(kind, learner.target_language) if kind != "text" else None
         try:
-            replies, due, finished = self.turn(
-                learner, text, inbox_id, can_retry=can_retry, finishing=finishing
+            return self.turn(
+                learner, text, inbox_id, can_retry=can_retry, finishing=finishing, note=note
             )
         except LearnerGone:  # /forget won a race with this turn: say nothing, keep nothing
             log.info("turn for learner %s dropped: forgotten mid-turn", learner.id)
             return Answer([], learner.id)
-        return Answer(replies, learner.id, due, finished)
 
     def start_jobs(self, answer: Answer) -> None:
         """Start the memory jobs `answer`'s turn made due (each runs in the background)."""
@@ -158,10 +174,12 @@ class Tutor:
         *,
         can_retry: bool = False,
         finishing: Finishing | None = None,
-    ) -> tuple[list[str], tuple[str, ...], Finished | None]:
+        note: str | None = None,
+    ) -> Answer:
         """A conversational turn: the replies, the memory jobs now due, and the inbox claim
         if `finishing` finished it with the reply. The learner's message is stored first, so
-        an LLM failure loses nothing."""
+        an LLM failure loses nothing. `note`: a line said before the reply (and kept with it).
+        """
         started = time.monotonic()
         stored, answered, context, activity = self.store.begin_turn(
             learner.id,
@@ -171,12 +189,13 @@ class Tutor:
             window=self._limit_window(),
         )
         if answered is not None:  # a re-run after a crash: the reply exists already
-            return [answered.content], (), None
+            return Answer([answered.content], learner.id)
         assert context is not None
+        language = context.learner.target_language
         limit = self._over_limit(activity)
         if limit is not None:  # the message stays in memory; the LLM is not called
             log.info("turn limited learner=%s limit=%s", learner.id, limit)
-            return [phrases.in_language(LIMIT_PHRASES[limit], learner.target_language)], (), None
+            return Answer([phrases.in_language(LIMIT_PHRASES[limit], language)], learner.id)
         prompt = reply_prompt(context, summary_cap_chars=self.memory.summary_max_tokens * 8)
         try:
             completion = self.model.complete(
@@ -184,14 +203,19 @@ class Tutor:
                 model=self.settings.model,
                 max_tokens=self.settings.reply_max_tokens,
                 purpose="reply",
+                schema=getattr(corrections, "REPLY_SCHEMA", None),
             )
+            answer = corrections.parse_answer(completion.text)
         except LLMError as exc:
-            if can_retry:
-                raise ModelUnavailable(str(exc)) from exc
-            due = self._due(self.store.memory_backlog(learner.id, PROFILE_COUNT_LIMIT))
-            return [phrases.apology(context.learner.target_language)], due, None
-        answer = corrections.parse_answer(completion.text)
+            self._record(learner.id, exc.billed)
+            return self._failed(learner.id, exc, language, can_retry=can_retry)
+        except _NO_REPLY as exc:  # JSON with no reply in it, even with more room
+            self._record(learner.id, (*completion.billed, _usage(completion)))
+            return self._failed(learner.id, Unusable(str(exc)), language, can_retry=False)
+        self._record(learner.id, completion.billed)
         shown = corrections.render(answer)
+        if note:
+            shown = f"{note}\n\n{shown}"
         reply, backlog, finished = self.store.save_reply(
             learner.id,
             stored.id,
@@ -203,16 +227,45 @@ class Tutor:
             finishing=finishing,
         )
         if backlog is None:  # another worker answered this message first: theirs stands
-            return [reply.content], (), None
+            return Answer([reply.content], learner.id)
         log.info(
-            "turn learner=%s prompt_tokens=%s output_tokens=%s corrections=%s ms=%d",
+            "turn learner=%s prompt_tokens=%s output_tokens=%s calls=%d corrections=%s "
+            "truncated=%s ms=%d",
             learner.id,
             completion.input_tokens,
             completion.output_tokens,
+            1 + len(completion.billed),
             len(answer.corrections),
+            completion.truncated,
             (time.monotonic() - started) * 1000,
         )
-        return [shown], self._due(backlog), finished
+        return Answer([shown], learner.id, self._due(backlog), finished)
+
+    def _failed(
+        self, learner_id: int, exc: LLMError, language: str | None, *, can_retry: bool
+    ) -> Answer:
+        """The answer when the model gave none. An outage (or a configuration an operator
+        may fix) is worth trying again later when the caller can; an unusable answer is not
+        asked for again (each costs a billed call); a refusal gets a friendly word."""
+        problem = getattr(exc, "advice", None) if isinstance(exc, Misconfigured | Outage) else None
+        retryable = isinstance(exc, Misconfigured | Outage)
+        if can_retry and retryable:
+            raise ModelUnavailable(str(exc)) from exc
+        if isinstance(exc, Refused):
+            log.warning("turn refused learner=%s reason=%s", learner_id, exc.reason)
+            said = phrases.in_language(phrases.REFUSED, language)
+        else:
+            log.warning("turn failed learner=%s: %s", learner_id, type(exc).__name__)
+            said = phrases.apology(language)
+        due = self._due(self.store.memory_backlog(learner_id, PROFILE_COUNT_LIMIT))
+        return Answer([said], learner_id, due, problem=problem)
+
+    def _record(self, learner_id: int, calls: tuple[Usage, ...]) -> None:
+        """Record calls the provider billed that no stored reply accounts for."""
+        for call in calls:
+            self.store.record_usage(
+                learner_id, call.model, "reply", call.input_tokens, call.output_tokens
+            )
 
     def _limit_window(self) -> ActivityWindow | None:
         """What the cost and abuse limits count this turn; None if none is set."""
@@ -246,3 +299,8 @@ class Tutor:
         if profile_due(sum(not is_low_information(t) for t in unread), self.memory):
             due += (PROFILE,)
         return due
+
+
+def _usage(completion: Completion) -> Usage:
+    """A completion's own call, as billed usage."""
+    return Usage(completion.model, completion.input_tokens, completion.output_tokens)

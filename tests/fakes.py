@@ -8,7 +8,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from bot.llm import ChatMessage, Completion, JsonSchema, LLMError, Purpose
+from bot.llm import ChatMessage, Completion, JsonSchema, LLMError, Outage, Purpose
 
 Answer = str | Exception | Callable[[Sequence[ChatMessage]], str]
 
@@ -81,8 +81,8 @@ class FakeChatModel:
 
 
 def failing(message: str = "LLM is down") -> LLMError:
-    """An LLMError to queue."""
-    return LLMError(message)
+    """An outage to queue: the provider unreachable, after the client's own retries."""
+    return Outage(message)
 
 
 class Gate:
