@@ -16,7 +16,9 @@ from bench.fault_traffic import Learner, Message, Platforms, progress
 from memory.store import LEARNER, PAM, Store
 
 KILL_GAP = 1.0  # seconds: a send this close before a worker's SIGKILL may not be recorded
-KILL_GAP = 1.0  # seconds: a send this close before a worker's SIGKILL may not be recorded
+# The run notes each kill's time rounded to 10 ms (after the process is gone): a send in the
+# last moment before the kill may be stamped up to that much after the noted time.
+KILL_TIME_ROUNDING = 0.01
 FAILURE_COLUMNS = (
     "never_answered",
     "answered_twice",
@@ -40,6 +42,7 @@ class Report:
     answered_once: int = 0
     answered_twice: int = 0
     twice_at_a_kill: int = 0  # the send-to-commit gap of a SIGKILLed worker: at-least-once
+    twice_per_kill: list[int] = field(default_factory=list)  # the same, per worker kill
     never_answered: int = 0
     out_of_order: int = 0
     apologies: int = 0
@@ -102,6 +105,30 @@ def answered_markers(tg: FaultyTelegram, twilio: RecordingTwilio) -> set[str]:
     return {m for d in deliveries_of(tg, twilio) for m in MARKER.findall(d.text)}
 
 
+def kill_gap_duplicates(
+    twice: list[str], deliveries: list[Any], per_marker: Counter[str], worker_kills: list[float]
+) -> tuple[list[str], list[int]]:
+    """The duplicated markers that the send-to-record gap of a SIGKILLed worker explains, and
+    how many each kill explains. Such a reply went out exactly twice, its first copy at most
+    KILL_GAP seconds before a worker's kill; each duplicate is charged to the first kill after
+    its first copy."""
+    explained: list[str] = []
+    per_kill = [0] * len(worker_kills)
+    for marker in twice:
+        if per_marker[marker] != 2:  # a kill leaves one copy unrecorded, never two
+            continue
+        first = next(d.at for d in deliveries if marker in MARKER.findall(d.text))
+        kills = [
+            n
+            for n, kill in enumerate(worker_kills)
+            if -KILL_TIME_ROUNDING <= kill - first <= KILL_GAP
+        ]
+        if kills:
+            explained.append(marker)
+            per_kill[kills[0]] += 1
+    return explained, per_kill
+
+
 def count_answers(
     report: Report,
     messages: list[Message],
@@ -123,12 +150,9 @@ def count_answers(
     # reply unrecorded, and another worker sends it again: no platform offers the idempotency
     # key that would prevent it (README, "Delivery"). Such a duplicate's first copy arrived
     # at most KILL_GAP seconds before a worker was killed; every other duplicate is a failure.
-    in_gap = []
-    for marker in twice:
-        first = next(d.at for d in deliveries if marker in MARKER.findall(d.text))
-        if any(0 <= kill - first <= KILL_GAP for kill in worker_kills):
-            in_gap.append(marker)
+    in_gap, per_kill = kill_gap_duplicates(twice, deliveries, per_marker, worker_kills)
     report.twice_at_a_kill = len(in_gap)
+    report.twice_per_kill = per_kill
     report.answered_twice = len(twice) - len(in_gap)
     report.never_answered = len(never)
     report.details += [

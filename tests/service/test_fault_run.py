@@ -1,7 +1,12 @@
 """The fault-injection run (bench/faults.py) at a smaller scale: real gunicorn and `pam worker`
 processes on Postgres, fake LLM, Telegram and Twilio servers, duplicate deliveries, LLM and
 Telegram failures, two worker SIGKILLs, a web SIGKILL and (in CI) a Postgres restart. Every
-failure column must be zero. The full 2,000-message run is `python3 dev.py bench faults`."""
+failure column must be zero. The full 2,000-message run is `python3 dev.py bench faults`.
+
+It asserts what the design promises, no more: a worker SIGKILLed between the platform
+accepting a reply and the outbox recording it leaves that reply to be sent again (README,
+"Delivery"). So each worker kill may explain one reply sent twice; a duplicate at any other
+moment, a third copy, or a second one at the same kill fails the test."""
 
 from __future__ import annotations
 
@@ -38,7 +43,10 @@ def test_every_message_is_answered_once_in_order_through_crashes_and_faults() ->
 
     print(report.table())
     assert report.passed(), f"{report.failures()}\n" + "\n".join(report.details)
-    assert report.answered_once == report.accepted == 300
+    assert report.accepted == 300
+    # Every message answered exactly once, except those a kill's send-to-record gap explains.
+    assert report.answered_once + report.twice_at_a_kill == report.accepted, report.details
+    assert len(report.twice_per_kill) == 2 and max(report.twice_per_kill) <= 1, report.details
     assert report.webhook_posts > 300, "duplicates and retries were delivered"
     assert set(report.llm_faults) == set(LLM_FAULTS), report.llm_faults
     assert report.telegram_429s > 0 and report.folded_messages > 0
