@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from pathlib import Path
 from typing import TextIO
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
@@ -30,6 +31,18 @@ def log_level(default: str) -> str:
 
 def configure(default_level: str, stream: TextIO) -> None:
     """Send log lines to `stream` at PAM_LOG_LEVEL (else `default_level`)."""
-    logging.basicConfig(level=log_level(default_level), format=FORMAT, stream=stream, force=True)
+    _configure(default_level, logging.StreamHandler(stream))
+
+
+def configure_file(default_level: str, path: Path) -> None:
+    """Append log lines to the file at `path` instead (`pam chat` in a terminal, whose
+    screen belongs to the conversation). The file is created with the first line."""
+    _configure(default_level, logging.FileHandler(path, encoding="utf-8", delay=True))
+
+
+def _configure(default_level: str, handler: logging.Handler) -> None:
+    logging.basicConfig(
+        level=log_level(default_level), format=FORMAT, handlers=[handler], force=True
+    )
     for name in QUIET:
         logging.getLogger(name).setLevel(logging.WARNING)

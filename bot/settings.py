@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
-from pydantic import AliasChoices, Field
+from typing import Literal
+
+from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from memory.config import MemoryConfig
+
+# Platforms redeliver an unacknowledged message for up to a day; finished queue items are kept
+# at least this long so that a redelivery is still recognised.
+MIN_QUEUE_RETENTION_HOURS = 24
 
 
 def _env(*names: str) -> AliasChoices:
@@ -15,7 +21,11 @@ def _env(*names: str) -> AliasChoices:
 class Settings(BaseSettings):
     """Every knob Pam has. Build it with `Settings()` at the edge; tests pass values directly."""
 
-    model_config = SettingsConfigDict(frozen=True, populate_by_name=True, extra="ignore")
+    # An empty variable (`TELEGRAM_WEBHOOK_SECRET=` as .env.example has it) means unset: the
+    # default applies, instead of an empty string failing validation for every command.
+    model_config = SettingsConfigDict(
+        frozen=True, populate_by_name=True, extra="ignore", env_ignore_empty=True
+    )
 
     database_url: str = Field(
         default="sqlite:///pam.db", validation_alias=_env("DATABASE_URL", "database_url")
@@ -39,6 +49,21 @@ class Settings(BaseSettings):
     )
     reply_max_tokens: int = Field(
         default=700, gt=0, validation_alias=_env("PAM_REPLY_MAX_TOKENS", "reply_max_tokens")
+    )
+    # auto: JSON schema where the provider has it, else JSON mode, else the prompt's word,
+    # learned per model from the provider's 400; any other value pins that mode.
+    structured_output: Literal["auto", "json_schema", "json_object", "off"] = Field(
+        default="auto", validation_alias=_env("PAM_STRUCTURED_OUTPUT", "structured_output")
+    )
+    # Sent to OpenAI's reasoning models (o-series, gpt-5*) only; "off" sends none.
+    reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh", "off"] = Field(
+        default="low", validation_alias=_env("PAM_REASONING_EFFORT", "reasoning_effort")
+    )
+    memory_reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh", "off"] = (
+        Field(
+            default="low",
+            validation_alias=_env("PAM_MEMORY_REASONING_EFFORT", "memory_reasoning_effort"),
+        )
     )
 
     rate_limit_per_minute: int = Field(
@@ -65,6 +90,11 @@ class Settings(BaseSettings):
     )
     summary_max_tokens: int = Field(
         default=120, gt=0, validation_alias=_env("PAM_SUMMARY_MAX_TOKENS", "summary_max_tokens")
+    )
+    fold_batch_messages: int = Field(
+        default=6,
+        ge=1,
+        validation_alias=_env("PAM_FOLD_BATCH_MESSAGES", "fold_batch_messages"),
     )
     profile_every: int = Field(
         default=5, ge=1, validation_alias=_env("PAM_PROFILE_EVERY", "profile_every")
@@ -107,6 +137,11 @@ class Settings(BaseSettings):
     )
     max_send_attempts: int = Field(
         default=8, ge=1, validation_alias=_env("PAM_MAX_SEND_ATTEMPTS", "max_send_attempts")
+    )
+    queue_retention_hours: float = Field(
+        default=168.0,
+        ge=0,
+        validation_alias=_env("PAM_QUEUE_RETENTION_HOURS", "queue_retention_hours"),
     )
 
     admin_token: str | None = Field(
@@ -153,6 +188,20 @@ class Settings(BaseSettings):
         default=None, validation_alias=_env("PAM_PUBLIC_URL", "public_url")
     )
 
+    @field_validator("queue_retention_hours")
+    @classmethod
+    def _retention_outlasts_redeliveries(cls, hours: float) -> float:
+        # A redelivery is recognised by its finished inbox row: pruned sooner, a message a
+        # platform delivers again would be answered twice.
+        if 0 < hours < MIN_QUEUE_RETENTION_HOURS:
+            raise ValueError(
+                f"PAM_QUEUE_RETENTION_HOURS is {hours:g}, but must be at least "
+                f"{MIN_QUEUE_RETENTION_HOURS}: Telegram and Twilio redeliver a message for up "
+                "to 24 hours, and Pam recognises a redelivery only while it keeps the finished "
+                "message (0 keeps finished messages forever)"
+            )
+        return hours
+
     @property
     def memory_model(self) -> str:
         """The model for summary and profile jobs: `PAM_MEMORY_MODEL`, else `PAM_MODEL`."""
@@ -169,6 +218,7 @@ class Settings(BaseSettings):
             window_messages=self.window_messages,
             summary_trigger_tokens=self.summary_trigger_tokens,
             summary_max_tokens=self.summary_max_tokens,
+            fold_batch_messages=self.fold_batch_messages,
             profile_every=self.profile_every,
             job_lease_seconds=self.job_lease_seconds,
             memory_model=self.memory_model,

@@ -9,6 +9,8 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DisconnectionError
@@ -22,6 +24,11 @@ PING_AFTER_IDLE_SECONDS = 2.0
 
 class DatabaseURLError(ValueError):
     """A DATABASE_URL Pam cannot use; the message says how to fix it."""
+
+
+class SchemaNotCurrent(RuntimeError):
+    """The database has no tables yet, or older ones than this Pam needs: the message says
+    so and to run `pam db upgrade`."""
 
 
 def normalize_url(url: str) -> str:
@@ -147,3 +154,56 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
 def downgrade(engine: Engine, revision: str) -> None:
     """Roll migrations back to `revision`."""
     command.downgrade(alembic_config(engine), revision)
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file of a SQLite `url` (None for Postgres and for in-memory SQLite)."""
+    parsed = make_url(normalize_url(url))
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    return Path(parsed.database)
+
+
+def schema_revision(engine: Engine) -> str | None:
+    """The migration the database is at (None: no tables at all, or none of Pam's)."""
+    with engine.connect() as connection:
+        return MigrationContext.configure(connection).get_current_revision()
+
+
+def require_current_schema(url: str) -> str | None:
+    """Raise SchemaNotCurrent unless the database at `url` is migrated to this Pam's newest
+    revision. Commands that do not migrate (`pam worker`, `pam memory-jobs`) call it first:
+    on missing tables they would fail every statement, over and over. A SQLite file that is
+    not there is reported without creating it (connecting would). Returns a warning when the
+    database is at a revision this Pam does not know (migrated by a newer release: this one
+    may still work, as during a rollback), else None."""
+    path = sqlite_file(url)
+    if path is not None and not path.exists():
+        raise SchemaNotCurrent(
+            f"there is no database at {path}: run `pam db upgrade` to create it (or point "
+            "DATABASE_URL at the one you use)"
+        )
+    engine = make_engine(url)
+    try:
+        current = schema_revision(engine)
+    finally:
+        engine.dispose()
+    scripts = ScriptDirectory.from_config(alembic_config(engine))
+    head = scripts.get_current_head()
+    if current == head:
+        return None
+    if current is None:
+        raise SchemaNotCurrent(
+            "the database has no tables yet: run `pam db upgrade` first (the release phase "
+            "does this on Heroku and Fly)"
+        )
+    known = {script.revision for script in scripts.walk_revisions()}
+    if current not in known:
+        return (
+            f"the database is at migration {current}, which this Pam does not know (a newer "
+            f"release migrated it; this one expects {head})"
+        )
+    raise SchemaNotCurrent(
+        f"the database is at migration {current} and this Pam needs {head}: run "
+        "`pam db upgrade` first"
+    )
