@@ -1,14 +1,19 @@
-"""The `pam` command: argument parsing, `pam chat` and `pam db upgrade`. The service commands
-(worker, serve, telegram) live in bot/services.py."""
+"""The `pam` command: argument parsing and help, the `.env` file, `pam chat` and
+`pam db upgrade`. The service commands (worker, serve, telegram) live in bot/services.py."""
 
 from __future__ import annotations
 
 import argparse
 import getpass
+import logging
+import os
 import sys
-from collections.abc import Sequence
+import textwrap
+from collections.abc import MutableMapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
+from dotenv import dotenv_values
 from pydantic import ValidationError
 from sqlalchemy.exc import OperationalError
 
@@ -33,10 +38,82 @@ Or a local OpenAI-compatible server, e.g. Ollama (https://ollama.com):
 Then run the pam command again."""
 
 
+# The log of `pam chat` in a terminal: beside its SQLite file, else in the working directory.
+CHAT_LOG = "pam-chat.log"
+DOTENV = Path(".env")
+
+# What each command reads from the environment, for its --help (tests/test_cli.py checks
+# that every setting is listed somewhere and that no name here is a typo).
+DATABASE = ("DATABASE_URL", "PAM_LOG_LEVEL")
+LLM = (
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "PAM_MODEL",
+    "PAM_MEMORY_MODEL",
+    "PAM_LLM_TIMEOUT",
+    "PAM_LLM_MAX_RETRIES",
+    "PAM_REPLY_MAX_TOKENS",
+)
+MEMORY = (
+    "PAM_WINDOW_MESSAGES",
+    "PAM_SUMMARY_TRIGGER_TOKENS",
+    "PAM_SUMMARY_MAX_TOKENS",
+    "PAM_PROFILE_EVERY",
+    "PAM_JOB_LEASE_SECONDS",
+    "PAM_SHUTDOWN_WAIT_SECONDS",
+)
+LIMITS = ("PAM_RATE_LIMIT_PER_MINUTE", "PAM_LEARNER_DAILY_TOKENS", "PAM_DAILY_TOKENS")
+LANES = (
+    "PAM_WORKER_THREADS",
+    "PAM_DELIVERY_THREADS",
+    "PAM_POLL_SECONDS",
+    "PAM_INBOX_LEASE_SECONDS",
+    "PAM_DELIVERY_LEASE_SECONDS",
+    "PAM_MAX_TURN_ATTEMPTS",
+    "PAM_MAX_SEND_ATTEMPTS",
+)
+TELEGRAM = ("TELEGRAM_BOT_TOKEN", "TELEGRAM_API_URL")
+SENDERS = (
+    *TELEGRAM,
+    "TWILIO_ACCOUNT_SID",
+    "TWILIO_AUTH_TOKEN",
+    "TWILIO_WHATSAPP_NUMBER",
+    "TWILIO_API_URL",
+    "PAM_API_TOKEN",
+    "PAM_API_CALLBACK_URL",
+    "PAM_PUBLIC_URL",
+)
+INBOUND = ("TELEGRAM_WEBHOOK_SECRET", "TWILIO_WEBHOOK_SHARED_KEY_SECRET", "PAM_ADMIN_TOKEN")
+WORKER = (*DATABASE, *LLM, *MEMORY, *LIMITS, *LANES, *SENDERS)
+READS: dict[str, tuple[str, ...]] = {
+    "chat": (*DATABASE, *LLM, *MEMORY, "PAM_LEARNER_DAILY_TOKENS", "PAM_DAILY_TOKENS"),
+    "worker": WORKER,
+    "serve": (*WORKER, "PORT", *INBOUND),
+    "telegram": (*WORKER, "TELEGRAM_WEBHOOK_SECRET"),
+    "memory-jobs": (*DATABASE, *LLM, *MEMORY),
+    "db": ("DATABASE_URL", "PAM_LOG_LEVEL"),
+    # Not a `pam` command: the web process on Heroku and Fly, gunicorn 'webhooks:create_app()'.
+    "web": ("DATABASE_URL", "PAM_DB_POOL_SIZE", "PAM_INBOX_LEASE_SECONDS", *SENDERS, *INBOUND),
+}
+
+
 def fail(message: str) -> NoReturn:
     """Say what is wrong and what to do, on stderr, and exit with status 2."""
     print(message, file=sys.stderr)
     raise SystemExit(2)
+
+
+def read_dotenv(path: Path = DOTENV, environ: MutableMapping[str, str] = os.environ) -> bool:
+    """Fill in, from the `.env` file at `path` (in the working directory), the variables that
+    the environment leaves unset or empty: the environment wins, and an empty value means
+    unset in both. Done first, so that everything reads them alike — the settings, the log
+    level and the processes a command starts. True if there was such a file."""
+    if not path.is_file():
+        return False
+    for name, value in dotenv_values(path).items():
+        if value and not environ.get(name):
+            environ[name] = value
+    return True
 
 
 def load_settings(*, needs_llm: bool = False) -> Settings:
@@ -61,10 +138,14 @@ def build_or_exit(
     from bot.runtime import build
 
     try:
+        if not migrate:
+            warning = db.require_current_schema(settings.database_url)
+            if warning:
+                logging.getLogger("pam.cli").warning("%s", warning)
         return build(
             settings, migrate=migrate, memory_process=memory_process, replayable=replayable
         )
-    except db.DatabaseURLError as exc:
+    except (db.DatabaseURLError, db.SchemaNotCurrent) as exc:
         fail(f"pam: {exc}")
     except OperationalError as exc:
         fail(
@@ -74,11 +155,26 @@ def build_or_exit(
         )
 
 
+def chat_log_file(settings: Settings) -> Path:
+    """Where `pam chat` in a terminal writes its logs: beside its SQLite file, else in the
+    working directory (a log line in the middle of `you> ` would garble what is typed)."""
+    try:
+        database = db.sqlite_file(settings.database_url)
+    except db.DatabaseURLError:
+        database = None
+    return (database.parent if database is not None else Path()).absolute() / CHAT_LOG
+
+
 def cmd_chat(args: argparse.Namespace) -> int:
+    """`pam chat`: the terminal channel, on an in-process scheduler."""
     from bot.terminal import chat
 
     # In the terminal the learner is the operator: no per-minute limit (scripts pipe fast).
     settings = load_settings(needs_llm=True).model_copy(update={"rate_limit_per_minute": 0})
+    log_file = None
+    if sys.stdin.isatty():
+        log_file = chat_log_file(settings)
+        logs.configure_file("WARNING", log_file)
     pam = build_or_exit(settings, migrate=True)
     assert pam.scheduler is not None
     pam.scheduler.start()
@@ -86,7 +182,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
     if hasattr(sys.stdin, "reconfigure"):
         sys.stdin.reconfigure(errors="replace")
     try:
-        chat(pam, args.user)
+        chat(pam.tutor, args.user, log_file=log_file)
     except KeyboardInterrupt:
         print(file=sys.stderr)
     finally:
@@ -99,6 +195,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
 
 def cmd_db_upgrade(args: argparse.Namespace) -> int:
+    """`pam db upgrade`: create the tables, or migrate them to the newest revision."""
     settings = load_settings()
     try:
         engine = db.make_engine(settings.database_url)
@@ -112,48 +209,131 @@ def cmd_db_upgrade(args: argparse.Namespace) -> int:
     return 0
 
 
+def reads(command: str) -> str:
+    """The --help epilog naming the environment variables `command` reads."""
+    names = ", ".join(dict.fromkeys(READS[command]))
+    return (
+        f"Reads these environment variables (a .env file in the working directory fills in "
+        f"those unset; see README.md, Configuration):\n  {names}"
+    )
+
+
+def _wrapped(text: str, width: int = 88) -> str:
+    """`text` wrapped line by line (argparse's raw formatter keeps line breaks as given)."""
+    return "\n".join(
+        textwrap.fill(line, width, subsequent_indent="  " if line.startswith("  ") else "")
+        for line in text.splitlines()
+    )
+
+
+def _command(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    summary: str,
+    description: str,
+    reads_from: str | None = None,
+) -> argparse.ArgumentParser:
+    """A subcommand whose --help says what it does, its flags and the variables it reads."""
+    return commands.add_parser(
+        name,
+        help=summary,
+        description=_wrapped(description),
+        epilog=_wrapped(reads(reads_from or name)),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
 def parser() -> argparse.ArgumentParser:
     """The `pam` argument parser."""
     from bot import services
 
     top = argparse.ArgumentParser(
-        prog="pam", description="Pam, a friend who speaks the language you are learning."
+        prog="pam",
+        description="Pam, a friend who speaks the language you are learning.",
+        epilog=_wrapped(
+            "Each command's --help says what it reads. The web process of a deployment "
+            "(gunicorn 'webhooks:create_app()') is no pam command; "
+            + reads("web").replace("Reads", "it reads", 1)
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    commands = top.add_subparsers(dest="command", required=True)
+    commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    chat = commands.add_parser("chat", help="talk to Pam in the terminal (reads stdin)")
+    chat = _command(
+        commands,
+        "chat",
+        "talk to Pam in the terminal (reads stdin)",
+        "Talk to Pam in the terminal, on a SQLite file (./pam.db) unless DATABASE_URL says "
+        "otherwise; migrates it first. One line is one message; /quit or Ctrl-D ends.\n"
+        "In a terminal: line editing and history (~/.pam_history, cleared by /forget), "
+        "corrections in colour (not with NO_COLOR), and logs in pam-chat.log beside the "
+        "SQLite file. Piped or scripted: answers only, as 'pam> ...' blocks, logs on stderr.",
+    )
     chat.add_argument(
         "--user", default=getpass.getuser(), help="who you are (default: your login name)"
     )
     chat.set_defaults(func=cmd_chat)
 
-    worker = commands.add_parser(
-        "worker", help="answer the inbox, run memory jobs, deliver replies (production)"
+    worker = _command(
+        commands,
+        "worker",
+        "answer the inbox, run memory jobs, deliver replies (production)",
+        "Answer the messages the web process stored, deliver the replies on every channel "
+        "configured, and run the memory jobs in a child process (pam memory-jobs). Runs "
+        "until SIGTERM; logs to stdout. Needs a migrated database (pam db upgrade).",
     )
     worker.set_defaults(func=services.cmd_worker)
 
-    serve = commands.add_parser(
-        "serve", help="web app and worker in one process (small, single-machine deployments)"
+    serve = _command(
+        commands,
+        "serve",
+        "web app and worker in one process (small, single-machine deployments)",
+        "The web app (waitress) and a worker in one process, for a single machine: says at "
+        "start which channels are on and which are off, and why. Migrates the database "
+        "first. Runs until SIGTERM or Ctrl-C; logs to stdout.",
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    serve.add_argument(
+        "--port", type=int, default=None, help="port to listen on (default: $PORT, else 8000)"
+    )
     serve.set_defaults(func=services.cmd_serve)
 
-    telegram = commands.add_parser(
-        "telegram", help="Telegram: long polling (default), or set-webhook / delete-webhook"
+    telegram = _command(
+        commands,
+        "telegram",
+        "Telegram: long polling (default), or set-webhook / delete-webhook",
+        "Without a subcommand: long-poll Telegram and answer in this process (development, "
+        "no public URL needed; migrates the database). set-webhook and delete-webhook "
+        "switch a bot to webhooks for production and back.",
     )
     telegram.set_defaults(func=services.cmd_telegram, telegram_command=None)
-    telegram_commands = telegram.add_subparsers(dest="telegram_command")
+    telegram_commands = telegram.add_subparsers(dest="telegram_command", metavar="SUBCOMMAND")
     set_webhook = telegram_commands.add_parser(
-        "set-webhook", help="register the webhook, its secret token and the command menu"
+        "set-webhook",
+        help="register the webhook, its secret token and the command menu",
+        description="Register the webhook URL with Telegram, with TELEGRAM_WEBHOOK_SECRET as "
+        "its secret token, the update types Pam handles and the command menu. The URL must "
+        "be https.",
+        epilog="Reads TELEGRAM_BOT_TOKEN, TELEGRAM_WEBHOOK_SECRET, TELEGRAM_API_URL and "
+        "PAM_PUBLIC_URL.",
     )
     set_webhook.add_argument(
         "url", nargs="?", help="the public webhook URL (default: $PAM_PUBLIC_URL/telegram/webhook)"
     )
-    telegram_commands.add_parser("delete-webhook", help="remove the webhook (to poll instead)")
+    telegram_commands.add_parser(
+        "delete-webhook",
+        help="remove the webhook (to poll instead)",
+        description="Remove the bot's webhook, so that `pam telegram` can poll.",
+        epilog="Reads TELEGRAM_BOT_TOKEN and TELEGRAM_API_URL.",
+    )
 
-    memory_jobs = commands.add_parser(
+    memory_jobs = _command(
+        commands,
         "memory-jobs",
-        help="run the memory jobs (summary, profile) due, until stopped; workers start their own",
+        "run the memory jobs (summary, profile) due, until stopped; workers start their own",
+        "Run the memory jobs (rolling summary, learned profile) marked in the database, at "
+        "start and then every minute, until SIGTERM. `pam worker` starts one itself; run it "
+        "alone only to catch up. Needs a migrated database (pam db upgrade).",
     )
     memory_jobs.add_argument(
         "--stdin",
@@ -163,15 +343,24 @@ def parser() -> argparse.ArgumentParser:
     )
     memory_jobs.set_defaults(func=services.cmd_memory_jobs)
 
-    database = commands.add_parser("db", help="database maintenance")
-    db_commands = database.add_subparsers(dest="db_command", required=True)
-    upgrade = db_commands.add_parser("upgrade", help="apply migrations")
+    database = _command(
+        commands, "db", "database maintenance", "Database maintenance: `pam db upgrade`."
+    )
+    db_commands = database.add_subparsers(dest="db_command", required=True, metavar="SUBCOMMAND")
+    upgrade = db_commands.add_parser(
+        "upgrade",
+        help="apply migrations",
+        description="Create the tables, or bring them up to this Pam's newest migration. "
+        "Safe to run again; Heroku's and Fly's release phase runs it on every deploy.",
+        epilog="Reads DATABASE_URL.",
+    )
     upgrade.set_defaults(func=cmd_db_upgrade)
     return top
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `pam` console script."""
+    read_dotenv()
     logs.configure("WARNING", sys.stderr)
     args = parser().parse_args(argv)
     return int(args.func(args))

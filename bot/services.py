@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from bot import logs
 from bot.cli import SETUP_HELP, build_or_exit, fail, load_settings
@@ -29,9 +30,17 @@ log = logging.getLogger("pam.services")
 # up to this long to go on. Memory jobs compute in a process of their own.
 GIL_SWITCH_SECONDS = 0.001
 
-TELEGRAM_SETUP = """Telegram needs TELEGRAM_BOT_TOKEN (from @BotFather).
-For the webhook, also set TELEGRAM_WEBHOOK_SECRET (letters, digits, _ and -; e.g. the output
-of `python3 -c "import secrets; print(secrets.token_urlsafe(32))"`)."""
+TELEGRAM_TOKEN_HELP = "TELEGRAM_BOT_TOKEN (the bot's token from @BotFather)"
+TELEGRAM_SECRET_HELP = (
+    "TELEGRAM_WEBHOOK_SECRET (letters, digits, _ and -; e.g. the output of "
+    '`python3 -c "import secrets; print(secrets.token_urlsafe(32))"`)'
+)
+TELEGRAM_URL_HELP = (
+    "the webhook URL: give it (`pam telegram set-webhook https://your-app.example/telegram/"
+    "webhook`) or set PAM_PUBLIC_URL"
+)
+# Telegram delivers webhooks to these ports only (Bot API, setWebhook).
+TELEGRAM_WEBHOOK_PORTS = (443, 80, 88, 8443)
 
 
 def service_logging() -> None:
@@ -86,6 +95,90 @@ def stop_worker(pam: Pam, worker: Worker) -> None:
         log.warning("stopped with a turn unfinished; its message is answered after the lease")
     pam.close(max(0.0, deadline - time.monotonic()))
     worker.close_senders()
+
+
+# The settings' field for each variable channel_report names.
+ENV_NAMES = {
+    "TELEGRAM_BOT_TOKEN": "telegram_bot_token",
+    "TELEGRAM_WEBHOOK_SECRET": "telegram_webhook_secret",
+    "TWILIO_ACCOUNT_SID": "twilio_account_sid",
+    "TWILIO_AUTH_TOKEN": "twilio_auth_token",
+    "TWILIO_WHATSAPP_NUMBER": "twilio_whatsapp_number",
+    "PAM_API_TOKEN": "api_token",
+    "PAM_API_CALLBACK_URL": "api_callback_url",
+    "PAM_ADMIN_TOKEN": "admin_token",
+}
+
+
+def channel_report(settings: Settings) -> list[tuple[str, bool, str]]:
+    """Each channel of the web app, whether it is on, and what it does or which variables
+    would turn it on: what `pam serve` says at start."""
+
+    def missing(*names: str) -> str:
+        unset = [name for name in names if not getattr(settings, ENV_NAMES[name])]
+        return "set " + ", ".join(unset)
+
+    report: list[tuple[str, bool, str]] = []
+    if settings.telegram_bot_token and settings.telegram_webhook_secret:
+        report.append(("telegram", True, "POST /telegram/webhook"))
+    else:
+        report.append(("telegram", False, missing("TELEGRAM_BOT_TOKEN", "TELEGRAM_WEBHOOK_SECRET")))
+    whatsapp = ("TWILIO_ACCOUNT_SID", "TWILIO_AUTH_TOKEN", "TWILIO_WHATSAPP_NUMBER")
+    if all(getattr(settings, ENV_NAMES[name]) for name in whatsapp):
+        checked = (
+            "signatures checked against PAM_PUBLIC_URL"
+            if settings.public_url
+            else "signatures checked against the Host and X-Forwarded-* headers (set "
+            "PAM_PUBLIC_URL behind a proxy that rewrites them)"
+        )
+        report.append(("whatsapp", True, f"POST /whatsapp/webhook; {checked}"))
+    else:
+        report.append(("whatsapp", False, missing(*whatsapp)))
+    if settings.api_token and settings.api_callback_url:
+        report.append(("http api", True, "POST /api/messages"))
+    else:
+        report.append(("http api", False, missing("PAM_API_TOKEN", "PAM_API_CALLBACK_URL")))
+    if settings.admin_token:
+        report.append(("admin", True, "GET /admin/learners/<id>/memory"))
+    else:
+        report.append(("admin", False, missing("PAM_ADMIN_TOKEN")))
+    return report
+
+
+def log_channels(settings: Settings) -> None:
+    """One line per channel: on, or off and why."""
+    report = channel_report(settings)
+    for name, on, detail in report:
+        log.info("channel %s %s: %s", name, "on" if on else "off", detail)
+    if not any(on for name, on, _ in report if name != "admin"):
+        log.warning(
+            "no channel is on: nothing can reach this Pam (see README.md, Running Pam as a "
+            "service; `pam chat` needs none)"
+        )
+
+
+def webhook_url_problem(url: str, *, local_bot_api: bool) -> str | None:
+    """Why Telegram would refuse `url` as a webhook, said before asking it; None if it looks
+    right. A local Bot API server (TELEGRAM_API_URL) also takes http and any port."""
+    if any(ch.isspace() for ch in url):
+        return f"the webhook URL {url!r} contains spaces"
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        return f"the webhook URL {url!r} is not a URL ({exc})"
+    if parts.scheme not in ("https", "http") or not parts.hostname:
+        return (
+            f"the webhook URL {url!r} is not a full URL; give one like "
+            "https://your-app.example/telegram/webhook"
+        )
+    if local_bot_api:
+        return None
+    if parts.scheme != "https":
+        return f"Telegram sends webhooks over https only; {url!r} is {parts.scheme}"
+    if port is not None and port not in TELEGRAM_WEBHOOK_PORTS:
+        return f"Telegram sends webhooks to ports 443, 80, 88 and 8443 only; {url!r} uses {port}"
+    return None
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -146,15 +239,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     service_logging()
     settings = load_settings(needs_llm=True)
+    port = args.port if args.port is not None else settings.port
+    if not 1 <= port <= 65535:
+        fail(f"pam: --port {port} is not a TCP port (1-65535)")
     pam, worker = start_worker(settings, migrate=True)
     app = create_app(settings, engine=pam.engine, on_inbound=worker.wake_inbox)
+    log_channels(settings)
 
     def terminate(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, terminate)
     try:
-        waitress.serve(app, host=args.host, port=settings.port, threads=8, ident="pam")
+        waitress.serve(app, host=args.host, port=port, threads=8, ident="pam")
     except KeyboardInterrupt:
         pass
     finally:
@@ -168,31 +265,44 @@ def cmd_telegram(args: argparse.Namespace) -> int:
 
     service_logging()
     settings = load_settings()
-    if not settings.telegram_bot_token:
-        fail(TELEGRAM_SETUP)
     action = args.telegram_command
+    url = None
+    if action == "set-webhook":
+        url = args.url or (
+            f"{settings.public_url.rstrip('/')}/telegram/webhook" if settings.public_url else None
+        )
+    needed = [
+        TELEGRAM_TOKEN_HELP if not settings.telegram_bot_token else None,
+        TELEGRAM_SECRET_HELP
+        if action == "set-webhook" and not settings.telegram_webhook_secret
+        else None,
+        TELEGRAM_URL_HELP if action == "set-webhook" and not url else None,
+    ]
+    missing = [item for item in needed if item]
+    if missing:
+        fail("pam: Telegram needs " + "; and ".join(missing) + ".")
+    assert settings.telegram_bot_token is not None
     if action is None:
         return poll_telegram(settings)
+    if url is not None:
+        problem = webhook_url_problem(url, local_bot_api=bool(settings.telegram_api_url))
+        if problem:
+            fail(f"pam: {problem}. Nothing was sent to Telegram.")
+        if not urlsplit(url).path.rstrip("/").endswith("/telegram/webhook"):
+            print(
+                f"pam: note: Pam's webhook route is /telegram/webhook; Telegram will POST to "
+                f"{urlsplit(url).path or '/'} (fine only if a proxy maps it)",
+                file=sys.stderr,
+            )
     client = TelegramClient(settings.telegram_bot_token, settings.telegram_api_url)
     try:
-        if action == "set-webhook":
-            url = args.url or (
-                f"{settings.public_url.rstrip('/')}/telegram/webhook"
-                if settings.public_url
-                else None
-            )
-            if not url or not settings.telegram_webhook_secret:
-                fail(
-                    "pam: give the webhook URL (or set PAM_PUBLIC_URL) and set "
-                    "TELEGRAM_WEBHOOK_SECRET.\n" + TELEGRAM_SETUP
-                )
+        if url is not None:
+            assert settings.telegram_webhook_secret is not None
             client.set_webhook(url, settings.telegram_webhook_secret)
             print(f"pam: Telegram now sends updates to {url}")
         else:
             client.delete_webhook()
             print("pam: webhook removed; `pam telegram` can poll now")
-    except SystemExit:
-        raise
     except Exception as exc:
         print(f"pam: Telegram refused: {exc}", file=sys.stderr)
         return 1

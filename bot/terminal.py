@@ -1,29 +1,212 @@
-"""`pam chat`: talk to Pam in the terminal, one line per message (so it can be scripted)."""
+"""`pam chat`: talk to Pam in the terminal, one line per message (so it can be scripted).
+
+Piped or scripted, it prints Pam's answers and nothing else. In a terminal it behaves like
+one: line editing and history (readline), "Pam is typing…" while a reply takes a moment,
+corrections set apart in colour, Ctrl-D to leave. Either way, a problem only the operator
+can fix (a rejected key, an unknown model, an unreachable server) is said on stderr: in the
+terminal the learner is the operator."""
 
 from __future__ import annotations
 
+import os
 import sys
-from typing import TextIO
+import threading
+from contextlib import suppress
+from pathlib import Path
+from types import TracebackType
+from typing import Protocol, TextIO
 
-from bot.runtime import Pam
+from bot.tutor import Answer
 
 QUIT = "/quit"
+FORGET = "/forget"
+PROMPT = "you> "
+TYPING = "Pam is typing…"
+# A reply faster than this shows no indicator: it would only flicker.
+TYPING_AFTER_SECONDS = 0.4
+HISTORY_LINES = 1000
+CORRECTION = "✏️ "
+# ANSI styles: bold for Pam's name, cyan for the correction lines.
+BOLD, CYAN, RESET = "\x1b[1m", "\x1b[36m", "\x1b[0m"
+ERASE_LINE = "\r\x1b[K"
 
 
-def chat(pam: Pam, user: str, stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout) -> None:
-    """Read lines until /quit or end of input, printing Pam's answers."""
+class Turns(Protocol):
+    """What the terminal needs of the tutor (bot.tutor.Tutor)."""
+
+    def answer(self, external_id: str, text: str, display_name: str | None = None) -> Answer:
+        """Answer one line from the learner."""
+        ...
+
+    def start_jobs(self, answer: Answer) -> None:
+        """Start the memory jobs the answer's turn made due."""
+        ...
+
+
+def history_file() -> Path:
+    """Where the line history of `pam chat` is kept: ~/.pam_history."""
+    return Path.home() / ".pam_history"
+
+
+def wants_colour(stream: TextIO) -> bool:
+    """True when `stream` is a terminal that shows colour and the user has not opted out
+    (https://no-color.org: NO_COLOR set to anything non-empty)."""
+    return (
+        stream.isatty()
+        and not os.environ.get("NO_COLOR")
+        and os.environ.get("TERM", "") not in ("", "dumb")
+    )
+
+
+def styled(reply: str, colour: bool) -> str:
+    """`reply` as printed: its correction lines in colour when `colour`, else unchanged."""
+    if not colour:
+        return reply
+    return "\n".join(
+        f"{CYAN}{line}{RESET}" if line.startswith(CORRECTION) else line
+        for line in reply.split("\n")
+    )
+
+
+class Typing:
+    """Shows "Pam is typing…" on `stream` if the block takes longer than `after` seconds, and
+    erases it before the block ends, so the answer prints on a clean line."""
+
+    def __init__(self, stream: TextIO, after: float = TYPING_AFTER_SECONDS) -> None:
+        self.stream = stream
+        self.after = after
+        self.done = threading.Event()
+        self.lock = threading.Lock()
+        self.shown = False
+        self.thread = threading.Thread(target=self._show, name="pam-typing", daemon=True)
+
+    def _show(self) -> None:
+        if self.done.wait(self.after):
+            return
+        with self.lock:
+            if not self.done.is_set():
+                self.stream.write(TYPING)
+                self.stream.flush()
+                self.shown = True
+
+    def __enter__(self) -> Typing:
+        self.thread.start()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        with self.lock:
+            self.done.set()
+            if self.shown:
+                self.stream.write(ERASE_LINE)
+                self.stream.flush()
+        self.thread.join()
+
+
+class LineEditing:
+    """readline for `input()`: arrow keys, Ctrl-R and a history kept in `path` (readable by
+    the user alone: it holds what they wrote). Only for a real terminal; where the standard
+    library has no readline (Windows), input() still works, without history."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            import readline
+        except ImportError:
+            self.readline = None
+            return
+        self.readline = readline
+        readline.set_history_length(HISTORY_LINES)
+        with suppress(OSError):  # no history yet, or unreadable: start afresh
+            readline.read_history_file(path)
+
+    def forget(self) -> None:
+        """Drop the history (the learner said /forget: their words go from here too)."""
+        if self.readline is not None:
+            self.readline.clear_history()
+        self.path.unlink(missing_ok=True)
+
+    def save(self) -> None:
+        """Write the history, for the next `pam chat`."""
+        if self.readline is None:
+            return
+        try:
+            self.path.touch(mode=0o600, exist_ok=True)
+            self.readline.write_history_file(self.path)
+        except OSError as exc:
+            print(f"pam: could not save the line history in {self.path}: {exc}", file=sys.stderr)
+
+
+def chat(
+    tutor: Turns,
+    user: str,
+    stdin: TextIO = sys.stdin,
+    stdout: TextIO = sys.stdout,
+    stderr: TextIO = sys.stderr,
+    *,
+    log_file: Path | None = None,
+) -> None:
+    """Read lines until /quit or end of input, printing Pam's answers. `log_file`: where the
+    logs go meanwhile, to say so at the start."""
     interactive = stdin.isatty()
+    # readline edits the real terminal only: input() reads sys.stdin and echoes to sys.stdout.
+    editing = (
+        LineEditing(history_file())
+        if interactive and stdin is sys.stdin and stdout is sys.stdout
+        else None
+    )
+    colour = interactive and wants_colour(stdout)
     if interactive:
-        print(f"Pam is here, {user}. Type /help for commands and /quit to leave.\n", file=stdout)
+        where = f"\nLogs go to {log_file}." if log_file is not None else ""
+        print(
+            f"Pam is here, {user}. Type /help for commands and /quit (or Ctrl-D) to leave."
+            f"{where}\n",
+            file=stdout,
+        )
     external_id = f"terminal:{user}"
-    while True:
-        if interactive:
-            print("you> ", end="", file=stdout, flush=True)
-        line = stdin.readline()
-        if not line:
-            break
-        text = line.rstrip("\n")
-        if text.strip().lower() == QUIT:
-            break
-        for answer in pam.tutor.handle(external_id, text, display_name=user):
-            print(f"pam> {answer}\n", file=stdout, flush=True)
+    said_problem: str | None = None
+    try:
+        while True:
+            line = read_line(stdin, stdout, interactive, editing is not None)
+            if line is None:
+                if interactive:
+                    print(file=stdout)  # Ctrl-D leaves the cursor after the prompt
+                break
+            text = line.rstrip("\n")
+            if text.strip().lower() == QUIT:
+                break
+            if interactive:
+                with Typing(stdout):
+                    answer = tutor.answer(external_id, text, display_name=user)
+            else:
+                answer = tutor.answer(external_id, text, display_name=user)
+            for reply in answer.replies:
+                name = f"{BOLD}pam>{RESET}" if colour else "pam>"
+                print(f"{name} {styled(reply, colour)}\n", file=stdout, flush=True)
+            tutor.start_jobs(answer)
+            if answer.problem and answer.problem != said_problem:
+                # Said once per cause, not after every message that meets it.
+                print(f"pam: {answer.problem}", file=stderr, flush=True)
+            said_problem = answer.problem
+            if editing is not None and text.strip().lower() == FORGET:
+                editing.forget()
+    finally:
+        if editing is not None:
+            editing.save()
+
+
+def read_line(stdin: TextIO, stdout: TextIO, interactive: bool, editing: bool) -> str | None:
+    """The next line the learner typed (None at the end of input)."""
+    if editing:
+        try:
+            return input(PROMPT)
+        except EOFError:
+            return None
+    if interactive:
+        print(PROMPT, end="", file=stdout, flush=True)
+    line = stdin.readline()
+    return line or None
