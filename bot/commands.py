@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from bot import phrases
-from bot.languages import LEVELS, language_name, normalize_level
+from bot.languages import LEVELS, explanation_language, language_name, normalize_level
 from memory.profile import FIELDS, document
 from memory.store import LearnerInfo, Store
 
@@ -31,12 +32,23 @@ def parse_command(text: str) -> Command | None:
     return Command(name, args)
 
 
-def _settings_line(learner: LearnerInfo) -> str:
+def _settings_line(learner: LearnerInfo, learned: dict[str, Any]) -> str:
+    """The learner's settings in a sentence, with the language corrections are explained in
+    as the reply prompt decides it (what the learner set, else what Pam learned)."""
     if not learner.target_language:
         return phrases.NEEDS_LANGUAGE
-    native = f", explained in {learner.native_language}" if learner.native_language else ""
-    level = f" at level {learner.level}" if learner.level else ""
-    return f"We're practising {learner.target_language}{level}{native}."
+    learned_native = learned.get("native_language")
+    native = learner.native_language or (
+        language_name(learned_native) if isinstance(learned_native, str) else None
+    )
+    level = learner.level or learned.get("level")
+    explained = explanation_language(level, learner.target_language, native)
+    line = f"We're practising {learner.target_language}"
+    line += f" at level {learner.level}" if learner.level else ""
+    line += f", with corrections explained in {explained}"
+    if level is None and native and native != explained:
+        return f"{line} (at /level A1 or A2, in {native})."
+    return f"{line}."
 
 
 LABELS = {
@@ -73,8 +85,11 @@ class Commands:
             return f"I don't know the command /{command.name}. {phrases.HELP}"
         return handler(learner, command)
 
+    def _settings_line(self, learner: LearnerInfo) -> str:
+        return _settings_line(learner, self.store.profile(learner.id).data)
+
     def start(self, learner: LearnerInfo, command: Command) -> str:
-        return phrases.WELCOME.format(settings=_settings_line(learner))
+        return phrases.WELCOME.format(settings=self._settings_line(learner))
 
     def help(self, learner: LearnerInfo, command: Command) -> str:
         return phrases.HELP
@@ -102,7 +117,7 @@ class Commands:
         updated = self.store.update_settings(
             learner.id, target_language=target, native_language=native
         )
-        return f"Great! {_settings_line(updated)} Say hi whenever you're ready!"
+        return f"Great! {self._settings_line(updated)} Say hi whenever you're ready!"
 
     def level(self, learner: LearnerInfo, command: Command) -> str:
         usage = (
@@ -115,7 +130,7 @@ class Commands:
             return usage
         updated = self.store.update_settings(learner.id, level=level)
         if updated.target_language:
-            return f"Got it. {_settings_line(updated)}"
+            return f"Got it. {self._settings_line(updated)}"
         return f"Got it: level {level}. {phrases.NEEDS_LANGUAGE}"
 
     def profile(self, learner: LearnerInfo, command: Command) -> str:
@@ -125,7 +140,7 @@ class Commands:
         unfolded, _ = self.store.unfolded_tokens(learner.id)
         corrections = self.store.corrections(learner.id, limit=5)
         doc = document(profile)
-        lines = ["Here's what I know about you:", "", _settings_line(learner)]
+        lines = ["Here's what I know about you:", "", _settings_line(learner, profile.data)]
         learned = [
             f"• {LABELS[key]}: {', '.join(value) if isinstance(value, list) else value}"
             for key in FIELDS

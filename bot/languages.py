@@ -41,13 +41,25 @@ def _code_for_name(text: str) -> str | None:
     return None
 
 
+def _is_code(text: str) -> bool:
+    """Whether `text` is a language code or tag with a name ("es", "pol", "pt-BR")."""
+    try:
+        language = langcodes.Language.get(text)
+    except (LookupError, ValueError):
+        return False
+    base = language.language
+    return bool(language.is_valid() and base and language_names.code_to_names(base))
+
+
 def language_name(text: str) -> str | None:
-    """The English name of the language `text` names ("español", "es", "German"), or None."""
+    """The English name of the language `text` names ("español", "es", "German"), or None.
+    A code wins over a name it also spells: "ca" is Catalan, not the Cayuga language some
+    call "Ca"; "en" English, not the En language of Vietnam."""
     text = text.strip()
     if not text or len(text) > 40:
         return None
     try:
-        code = _code_for_name(text) or text
+        code = text if _is_code(text) else (_code_for_name(text) or text)
         language = langcodes.Language.get(code)
     except (LookupError, ValueError):
         return None
@@ -75,3 +87,11 @@ def normalize_level(text: str) -> str | None:
 def explains_in_native(level: str | None) -> bool:
     """Beginners (A1–A2) get their corrections explained in their native language."""
     return level in ("A1", "A2")
+
+
+def explanation_language(level: str | None, target: str | None, native: str | None) -> str | None:
+    """The language Pam explains corrections in: the native language at A1–A2, the target
+    language from B1 up and while the level is unknown; whichever is known when the other is
+    not. The one rule behind both the reply prompt and what the settings line tells the
+    learner."""
+    return (native if explains_in_native(level) else target) or native or target

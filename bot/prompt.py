@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from bot import corrections
-from bot.languages import LEVEL_DESCRIPTIONS, explains_in_native, language_name
+from bot.languages import LEVEL_DESCRIPTIONS, explanation_language, language_name
 from bot.llm import ChatMessage
 from memory.profile import MAX_PROFILE_CHARS
 from memory.store import LEARNER, Context
@@ -23,7 +23,7 @@ def reply_prompt(context: Context, summary_cap_chars: int) -> list[ChatMessage]:
     target = learner.target_language or _language(profile.get("target_language"))
     native = learner.native_language or _language(profile.get("native_language"))
     level = learner.level or profile.get("level")
-    explanation_language = (native if explains_in_native(level) else target) or native or target
+    explained_in = explanation_language(level, target, native)
     system = render(
         "reply",
         target_language=target
@@ -35,7 +35,7 @@ def reply_prompt(context: Context, summary_cap_chars: int) -> list[ChatMessage]:
         level_description=LEVEL_DESCRIPTIONS.get(
             level or "", "level not known yet: start simple and adapt to how they write"
         ),
-        explanation_language=explanation_language
+        explanation_language=explained_in
         or "the learner's native language if you can tell, else English",
         # Compact JSON: indentation costs tokens in every reply prompt and tells the model nothing.
         profile=as_data(json.dumps(profile, ensure_ascii=False), MAX_PROFILE_CHARS)

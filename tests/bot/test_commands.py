@@ -38,7 +38,7 @@ def test_start_shows_the_settings_once_known(pam: Pam, fake_model: FakeChatModel
     ask(pam, user, "/language Spanish English")
     ask(pam, user, "/level b1")
     answer = ask(pam, user, "/start")
-    assert "We're practising Spanish at level B1, explained in English." in answer
+    assert "We're practising Spanish at level B1, with corrections explained in Spanish." in answer
     assert fake_model.calls == []
 
 
@@ -143,9 +143,54 @@ def test_level(pam: Pam, fake_model: FakeChatModel, text: str) -> None:
     user = unique_user()
     ask(pam, user, "/language Spanish English")
     answer = ask(pam, user, text)
-    assert answer == "Got it. We're practising Spanish at level B1, explained in English."
+    assert answer == (
+        "Got it. We're practising Spanish at level B1, with corrections explained in Spanish."
+    )
     assert learner(pam, user).level == "B1"
     assert fake_model.calls == []
+
+
+@pytest.mark.parametrize(
+    ("level", "explained_in"),
+    [
+        ("A1", "English"),
+        ("A2", "English"),
+        ("B1", "Spanish"),
+        ("B2", "Spanish"),
+        ("C1", "Spanish"),
+        ("C2", "Spanish"),
+    ],
+)
+def test_the_level_confirmation_and_the_prompt_name_the_same_explanation_language(
+    pam: Pam, fake_model: FakeChatModel, level: str, explained_in: str
+) -> None:
+    user = unique_user()
+    ask(pam, user, "/language es en")
+
+    answer = ask(pam, user, f"/level {level}")
+    pam.tutor.handle(user, "Hola, yo es Lena")
+
+    assert answer == (
+        f"Got it. We're practising Spanish at level {level}, "
+        f"with corrections explained in {explained_in}."
+    )
+    assert f"- explanation language: {explained_in}\n" in fake_model.of("reply")[-1].text
+    assert explained_in in ask(pam, user, "/start") and explained_in in ask(pam, user, "/profile")
+
+
+def test_without_a_level_corrections_are_explained_in_the_target_language(
+    pam: Pam, fake_model: FakeChatModel
+) -> None:
+    user = unique_user()
+
+    answer = ask(pam, user, "/language es en")
+    pam.tutor.handle(user, "Hola, yo es Lena")
+
+    assert answer == (
+        "Great! We're practising Spanish, with corrections explained in Spanish "
+        "(at /level A1 or A2, in English). Say hi whenever you're ready!"
+    )
+    assert "- explanation language: Spanish\n" in fake_model.of("reply")[-1].text
 
 
 def test_level_before_a_language_is_kept(pam: Pam, fake_model: FakeChatModel) -> None:
@@ -207,7 +252,8 @@ def test_profile_shows_what_pam_knows(pam: Pam, fake_model: FakeChatModel) -> No
 
     answer = ask(pam, user, "/profile")
 
-    assert "We're practising Spanish, explained in English." in answer
+    # No level set: the one Pam learned (A2) decides, as it does in the prompt.
+    assert "We're practising Spanish, with corrections explained in English." in answer
     assert "• Who you are: Lena, a nurse from Berlin" in answer
     assert "• Interests: climbing, jazz" in answer
     assert "• Mistakes you often make: ser/estar" in answer

@@ -406,7 +406,10 @@ def test_commands_typed_as_text_work_end_to_end(
     learner = store.find_learner(address)
     assert learner is not None
     assert (learner.target_language, learner.native_language) == ("Spanish", "English")
-    assert "We're practising Spanish, explained in English." in twilio_server.bodies(address)[-1]
+    assert (
+        "We're practising Spanish, with corrections explained in Spanish (at /level A1 or A2, "
+        "in English)." in twilio_server.bodies(address)[-1]
+    )
 
     post_form(client, text_form(wa_id, "Hola, me llamo Lucía"))
     post_form(client, text_form(wa_id, "/profile"))
