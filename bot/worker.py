@@ -1,7 +1,7 @@
 """`pam worker`: answers the durable inbox and delivers the outbox. A few inbox lanes and
 delivery lanes (threads that drain their queue, then wait for a wake-up or the next poll);
-the memory jobs and the recovery sweep run on Pam's APScheduler. Any number of workers share
-one database."""
+the memory jobs run in its memory process (bot/memory_process.py). Each worker also prunes
+finished queue items past the retention window. Any number of workers share one database."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from bot import phrases
 from bot.channels import PermanentSendError, Sender, TransientSendError
@@ -32,6 +32,9 @@ TYPING_EVERY_SECONDS = 4.0  # Telegram shows "typing…" for 5 s per call
 # "typing…" is shown once a turn takes longer than this: a reply that is there sooner needs
 # none, and each one is a Bot API call (they count against the bot's rate limits).
 TYPING_AFTER_SECONDS = 0.5
+# How often a worker deletes finished queue items past PAM_QUEUE_RETENTION_HOURS; each time
+# waits a random 50–100% of it, so that several workers rarely prune at once.
+PRUNE_EVERY_SECONDS = 600.0
 
 
 def backoff(attempts: int, retry_after: float | None = None) -> float:
@@ -89,6 +92,10 @@ class Worker:
         self.max_turn_attempts = settings.max_turn_attempts
         self.max_send_attempts = settings.max_send_attempts
         self.poll_seconds = settings.poll_seconds
+        hours = settings.queue_retention_hours
+        self.retention = timedelta(hours=hours) if hours else None  # None: keep them all
+        self._stopping = threading.Event()
+        self._pruning: threading.Thread | None = None
         self._inbox_lanes: Lanes | None = None
         self._delivery_lanes: Lanes | None = None
         self._listener: InboxListener | None = None
@@ -269,6 +276,27 @@ class Worker:
             claim.attempts,
         )
 
+    def prune(self, now: datetime | None = None) -> int:
+        """Delete the finished inbox and outbox items older than the retention window as of
+        `now` (default: the current time) that nothing needs any more; the number deleted.
+        The inbox keeps each message that long after it was answered, so a platform's
+        redelivery is still recognised; unfinished items and undelivered replies stay."""
+        if self.retention is None:
+            return 0
+        cutoff = (now or datetime.now(UTC)) - self.retention
+        sent = self.outbox.prune(cutoff)
+        answered = self.inbox.prune(cutoff)
+        if sent or answered:
+            log.info("queues pruned inbox=%d outbox=%d before=%s", answered, sent, cutoff)
+        return sent + answered
+
+    def _prune_now_and_then(self) -> None:
+        while not self._stopping.wait(PRUNE_EVERY_SECONDS * random.uniform(0.5, 1.0)):
+            try:
+                self.prune()
+            except Exception as exc:  # the database is away: the next round prunes
+                log.warning("queue pruning failed (%s); trying again later", type(exc).__name__)
+
     def drain(self) -> int:
         """Answer and deliver until both queues are empty right now (tests, `pam serve`)."""
         done = 0
@@ -286,6 +314,11 @@ class Worker:
         )
         self._inbox_lanes.start()
         self._delivery_lanes.start()
+        if self.retention is not None:
+            self._pruning = threading.Thread(
+                target=self._prune_now_and_then, name="queue-retention", daemon=True
+            )
+            self._pruning.start()
         if self.pam.engine.dialect.name == "postgresql":  # web processes NOTIFY new messages
             self._listener = InboxListener(self.pam.engine, self.wake_inbox)
             self._listener.start()
@@ -307,6 +340,7 @@ class Worker:
         """Stop taking new work; lanes finish the item they hold. Waits up to `wait_seconds`
         for them; True if they all finished (a lane still inside a turn is left to end with
         the process: its claim lapses with its lease and the item is taken up again)."""
+        self._stopping.set()
         if self._listener is not None:
             self._listener.stop()
         deadline = time.monotonic() + wait_seconds

@@ -25,6 +25,7 @@ from sqlalchemy import (
     and_,
     bindparam,
     case,
+    delete,
     exists,
     func,
     insert,
@@ -50,6 +51,9 @@ log = logging.getLogger(__name__)
 
 PENDING, CLAIMED, DONE, SENT, FAILED = "pending", "claimed", "done", "sent", "failed"
 UNFINISHED = (PENDING, CLAIMED)
+# Retention: finished items are deleted this many rows per statement, each in a transaction
+# of its own, so a prune never holds many row locks (or SQLite's write lock) for long.
+PRUNE_BATCH = 500
 
 
 @dataclass(frozen=True)
@@ -108,6 +112,30 @@ def _claimable(model: Any, now: Any) -> Any:
         and_(model.status == PENDING, model.available_at <= now),
         and_(model.status == CLAIMED, model.lease_expires_at < now),
     )
+
+
+def _prunable(model: Any, cutoff: datetime) -> Any:
+    """Items that nothing needs any more: finished (answered or given up; sent or failed for
+    good, never one waiting for a retry) before `cutoff`, and for an inbox item, no reply of
+    it still waiting to be delivered."""
+    if model is InboxItem:
+        replies_waiting = exists().where(
+            OutboxItem.inbox_id == InboxItem.id, OutboxItem.status.in_(UNFINISHED)
+        )
+        return and_(
+            InboxItem.status.in_((DONE, FAILED)),
+            func.coalesce(InboxItem.finished_at, InboxItem.received_at) < cutoff,
+            ~replies_waiting,
+        )
+    return and_(
+        OutboxItem.status.in_((SENT, FAILED)),
+        func.coalesce(OutboxItem.sent_at, OutboxItem.created_at) < cutoff,
+    )
+
+
+def _stored_at(model: Any) -> Any:
+    """When an item was stored: it grows with the id (both are set as the row is inserted)."""
+    return InboxItem.received_at if model is InboxItem else OutboxItem.created_at
 
 
 class _Queue:
@@ -232,6 +260,36 @@ class _Queue:
                 select(self.model.status, func.count()).group_by(self.model.status)
             )
             return {status: int(n) for status, n in rows}
+
+    def prune(self, cutoff: datetime, batch: int = PRUNE_BATCH) -> int:
+        """Delete the items finished before `cutoff` that nothing needs any more (see
+        `_prunable`); the number deleted. Unfinished items, retries and the replies still to
+        deliver are never touched, however old.
+
+        It walks the table in id order, `batch` ids at a time, each page one short DELETE
+        by primary key range: no statement reads or locks more than a page, whatever the
+        table holds, and it stops at the first page stored after `cutoff` (later ones are
+        newer still). Claims read only the unfinished items, so they never wait for it."""
+        model = self.model
+        stored_at = _stored_at(model)
+        page_end = (
+            select(model.id, stored_at.label("stored_at"))
+            .where(model.id > bindparam("after"))
+            .order_by(model.id)
+            .offset(batch - 1)
+            .limit(1)
+        )
+        deleted, after = 0, 0
+        while True:
+            with self.single.begin() as connection:
+                end = connection.execute(page_end, {"after": after}).first()
+            page = [model.id > after] + ([model.id <= end.id] if end is not None else [])
+            statement = delete(model).where(*page, _prunable(model, cutoff))
+            with self.single.begin() as connection:
+                deleted += connection.execute(statement).rowcount
+            if end is None or end.stored_at >= cutoff:
+                return deleted
+            after = end.id
 
 
 class Inbox(_Queue):
