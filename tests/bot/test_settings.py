@@ -1,13 +1,19 @@
-"""Settings come from the environment, typed and validated; database URLs are normalised."""
+"""Settings come from the environment (and a .env file), typed and validated; an empty variable
+means unset; database URLs are normalised."""
 
 from __future__ import annotations
+
+import shutil
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
+from bot.cli import read_dotenv
 from bot.settings import Settings
 from memory.config import MemoryConfig
 from memory.db import DatabaseURLError, normalize_url
+from tests.harness import ROOT
 
 
 def test_defaults_without_environment() -> None:
@@ -164,3 +170,78 @@ def test_the_rejection_says_how_to_fix_it() -> None:
         normalize_url("mysql://u@host/db")
     with pytest.raises(DatabaseURLError, match="unset it"):
         normalize_url("")
+
+
+def example_names() -> list[str]:
+    """The variables .env.example sets, in its order."""
+    lines = (ROOT / ".env.example").read_text().splitlines()
+    return [line.split("=", 1)[0] for line in lines if "=" in line and not line.startswith("#")]
+
+
+def test_every_variable_of_env_example_empty_in_the_environment_means_unset(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    names = example_names()
+    assert "TELEGRAM_WEBHOOK_SECRET" in names and "PORT" in names
+    for name in names:
+        monkeypatch.setenv(name, "")
+    assert Settings() == Settings.model_construct()  # every default, nothing failed
+    assert Settings().telegram_webhook_secret is None
+    assert Settings().port == 8000
+
+
+def test_env_example_copied_as_it_is_loads_with_the_defaults(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    dotenv = tmp_path / ".env"
+    shutil.copy(ROOT / ".env.example", dotenv)
+    environ: dict[str, str] = {}
+
+    assert read_dotenv(dotenv, environ) is True
+
+    assert set(environ) < set(example_names())  # the empty lines set nothing
+    assert "TELEGRAM_WEBHOOK_SECRET" not in environ
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    assert Settings() == Settings.model_construct()
+
+
+def test_an_empty_telegram_secret_is_unset_but_a_bad_one_still_fails(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TELEGRAM_WEBHOOK_SECRET", "")
+    assert Settings().telegram_webhook_secret is None
+    monkeypatch.setenv("TELEGRAM_WEBHOOK_SECRET", "has spaces")
+    with pytest.raises(ValidationError):
+        Settings()
+
+
+def test_dotenv_fills_in_only_what_the_environment_leaves_unset_or_empty(
+    tmp_path: Path,
+) -> None:
+    dotenv = tmp_path / ".env"
+    dotenv.write_text(
+        "# a comment\n"
+        "PAM_MODEL=from-file\n"
+        "OPENAI_BASE_URL=http://localhost:11434/v1\n"
+        "PAM_MEMORY_MODEL=from-file-too\n"
+        "TELEGRAM_WEBHOOK_SECRET=\n"
+        'PAM_ADMIN_TOKEN="quoted value"\n'
+    )
+    environ = {"PAM_MODEL": "from-environment", "PAM_MEMORY_MODEL": "", "OTHER": "x"}
+
+    assert read_dotenv(dotenv, environ) is True
+
+    assert environ == {
+        "PAM_MODEL": "from-environment",  # the environment wins
+        "PAM_MEMORY_MODEL": "from-file-too",  # empty there means unset
+        "OPENAI_BASE_URL": "http://localhost:11434/v1",
+        "PAM_ADMIN_TOKEN": "quoted value",
+        "OTHER": "x",
+    }
+
+
+def test_no_dotenv_file_changes_nothing(tmp_path: Path) -> None:
+    environ = {"PAM_MODEL": "x"}
+    assert read_dotenv(tmp_path / ".env", environ) is False
+    assert environ == {"PAM_MODEL": "x"}
