@@ -13,8 +13,9 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from sqlalchemy import Engine
 
-from bot.llm import ChatModel, OpenAIChatModel, openai_client
+from bot.llm import ChatModel
 from bot.memory_process import MemoryProcess
+from bot.openai_chat import OpenAIChatModel, openai_client
 from bot.settings import Settings
 from bot.tutor import Tutor
 from memory import db
@@ -96,7 +97,12 @@ def build(
     `db.make_engine`)."""
     if memory_process and submit is not None:
         raise ValueError("give either `submit` or `memory_process`, not both")
-    engine = engine or db.make_engine(settings.database_url, replayable=replayable)
+    # PAM_DB_POOL_SIZE (and as many overflow) bounds every process's connections, the
+    # worker's and its memory process's as much as the web's: the README's formula counts on it.
+    pool = settings.db_pool_size
+    engine = engine or db.make_engine(
+        settings.database_url, pool_size=pool, max_overflow=pool, replayable=replayable
+    )
     if migrate:
         db.upgrade(engine)
     store = Store(engine)
@@ -108,7 +114,13 @@ def build(
             settings.llm_timeout_seconds,
             settings.llm_max_retries,
         )
-        model = OpenAIChatModel(client, counter)
+        model = OpenAIChatModel(
+            client,
+            counter,
+            structured_output=settings.structured_output,
+            reasoning_effort=settings.reasoning_effort,
+            memory_reasoning_effort=settings.memory_reasoning_effort,
+        )
     memory = settings.memory_config()
     chat_model = model
 
