@@ -39,7 +39,7 @@ OTHER_NAME = {"max_tokens": "max_completion_tokens", "max_completion_tokens": "m
 OPTIONAL = {"temperature", "reasoning_effort", *OTHER_NAME}
 _UNSUPPORTED_PARAMETER = re.compile(r"unsupported (?:parameter|value):\s*['\"`](\w+)", re.I)
 _NOT_SUPPORTED = re.compile(r"not supported|unsupported|does not support|not allowed", re.I)
-_STRUCTURED = re.compile(r"response_format|json_schema|json_object|structured output", re.I)
+STRUCTURED_WORDS = re.compile(r"response_format|json_schema|json_object|structured output", re.I)
 
 
 def is_reasoning_model(model: str) -> bool:
@@ -140,7 +140,7 @@ class ModelQuirks:
             other = OTHER_NAME.get(refused)
             return f"refuses {refused}" + (f"; sending {other}" if other else "; leaving it out")
         if "response_format" in sent and (
-            param == "response_format" or _STRUCTURED.search(message)
+            param == "response_format" or STRUCTURED_WORDS.search(message)
         ):
             return self._step_down(model, sent["response_format"]["type"])
         return None

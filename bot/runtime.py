@@ -13,8 +13,9 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from sqlalchemy import Engine
 
-from bot.llm import ChatModel, OpenAIChatModel, openai_client
+from bot.llm import ChatModel
 from bot.memory_process import MemoryProcess
+from bot.openai_chat import OpenAIChatModel, openai_client
 from bot.settings import Settings
 from bot.tutor import Tutor
 from memory import db
@@ -113,7 +114,13 @@ def build(
             settings.llm_timeout_seconds,
             settings.llm_max_retries,
         )
-        model = OpenAIChatModel(client, counter)
+        model = OpenAIChatModel(
+            client,
+            counter,
+            structured_output=settings.structured_output,
+            reasoning_effort=settings.reasoning_effort,
+            memory_reasoning_effort=settings.memory_reasoning_effort,
+        )
     memory = settings.memory_config()
     chat_model = model
 

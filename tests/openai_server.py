@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tests.llm_shapes import OPENAI_REFUSES_MAX_TOKENS, encoded, openai_refuses_temperature
 from tests.local_server import Answer, LocalServer
 
 TASK = re.compile(r"^# Task: (\w+)", re.MULTILINE)
@@ -59,6 +60,16 @@ def default_answer(task: str, body: dict[str, Any], count: int) -> str:
     return "?"
 
 
+def refuse_like_openai_reasoning(body: dict[str, Any]) -> Answer | None:
+    """OpenAI's 400 for a reasoning model's request (o1, o3, o4-mini, gpt-5*): `max_tokens` is
+    refused first, then any temperature but 1; None for a request it accepts."""
+    if "max_tokens" in body:
+        return 400, {}, encoded(OPENAI_REFUSES_MAX_TOKENS)
+    if body.get("temperature", 1) != 1:
+        return 400, {}, encoded(openai_refuses_temperature(body["temperature"]))
+    return None
+
+
 class OpenAIServer(LocalServer):
     """Serve /v1/chat/completions on 127.0.0.1 until `close()`; use as a context manager."""
 
@@ -67,8 +78,11 @@ class OpenAIServer(LocalServer):
         answer: Callable[[str, dict[str, Any], int], str] = default_answer,
         *,
         usage: bool = True,
+        reject: Callable[[dict[str, Any]], Answer | None] | None = None,
     ) -> None:
         self.answer = answer
+        # Answers a request the server refuses (a 400 for a parameter), None to serve it.
+        self.reject = reject
         # Some compatible servers (older Ollama, LM Studio) leave `usage` out of the response.
         self.usage = usage
         self.requests: list[dict[str, Any]] = []
@@ -86,6 +100,10 @@ class OpenAIServer(LocalServer):
         """Misbehave on the next requests, one fault each, in order."""
         with self.lock:
             self.faults.extend(faults)
+
+    def answer_next(self, *bodies: object) -> None:
+        """Answer the next requests with these 200 bodies (recorded shapes), in order."""
+        self.fail_next(*(Fault(status=200, body=encoded(body)) for body in bodies))
 
     def of(self, task: str) -> list[dict[str, Any]]:
         """The recorded request bodies for `task`."""
@@ -111,6 +129,9 @@ class OpenAIServer(LocalServer):
                 return fault.status, fault.headers, fault.body or json.dumps(error).encode()
         if not path.endswith("/chat/completions"):
             return 404, {}, b'{"error": {"message": "not found"}}'
+        rejected = self.reject(body) if self.reject is not None else None
+        if rejected is not None:
+            return rejected
         content = self.answer(task, body, count)
         prompt_chars = sum(len(m["content"]) for m in body.get("messages", []))
         response: dict[str, Any] = {

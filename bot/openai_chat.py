@@ -1,0 +1,321 @@
+"""The ChatModel over the openai SDK: OpenAI itself or any compatible server (Ollama, vLLM,
+llama.cpp, LM Studio, OpenRouter, Groq, Azure, DeepSeek). The SDK retries what it sees as
+errors (connection errors, timeouts, 429, 5xx) with backoff, honouring Retry-After; this
+module asks again for what it cannot see (a 200 that is no answer), within a fixed budget,
+adapts the request to what each model accepts, and turns the rest into LLMError kinds."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import openai
+
+from bot.llm import (
+    ChatMessage,
+    Completion,
+    JsonSchema,
+    LLMError,
+    Misconfigured,
+    Outage,
+    Purpose,
+    Refused,
+    Unusable,
+    Usage,
+)
+from bot.llm_answers import Reading, complete_json_object, error_words, filtered_categories
+from bot.llm_answers import read_answer as read
+from bot.llm_requests import STRUCTURED_WORDS, Effort, ModelQuirks, StructuredOutput
+from memory.tokens import TokenCounter
+
+log = logging.getLogger(__name__)
+
+# Calls whose 200 answer was unusable, at most, for one learner message: a fixed cost, not
+# PAM_LLM_MAX_RETRIES (which is about outages, and multiplies with the turn's attempts).
+MAX_UNUSABLE_CALLS = 4
+# Requests adapted to what a model refuses, at most, within one call: each 400 teaches one
+# thing, and there are only so many things to learn.
+MAX_ADAPTATIONS = 6
+
+
+class OpenAIChatModel:
+    """A ChatModel over the openai SDK. `structured_output`: "auto" (json_schema, stepping
+    down to json_object and plain instructions when a model cannot) or a pinned mode.
+    `reasoning_effort` / `memory_reasoning_effort`: what reasoning models are asked for on
+    replies and on memory jobs. `sleep` waits between unusable answers (tests pass their
+    own)."""
+
+    def __init__(
+        self,
+        client: openai.OpenAI,
+        counter: TokenCounter,
+        *,
+        structured_output: StructuredOutput = "auto",
+        reasoning_effort: Effort = "low",
+        memory_reasoning_effort: Effort = "low",
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.client = client
+        self.counter = counter
+        self.quirks = ModelQuirks(
+            structured_output,
+            {
+                "reply": reasoning_effort,
+                "summary": memory_reasoning_effort,
+                "profile": memory_reasoning_effort,
+            },
+        )
+        self.sleep = sleep
+        self._logged: set[str] = set()
+        self._lock = threading.Lock()
+
+    def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        model: str,
+        max_tokens: int,
+        purpose: Purpose,
+        schema: JsonSchema | None = None,
+    ) -> Completion:
+        """Answer `messages`; see ChatModel. Unusable 200s are asked again, at most
+        MAX_UNUSABLE_CALLS calls in all; an answer cut off by the cap before it holds any
+        text (or the whole JSON asked for) once more with twice the room."""
+        billed: list[Usage] = []
+        room, adaptations = 1, 0
+        while True:
+            params = self.quirks.params(model, purpose, max_tokens, schema, room=room)
+            try:
+                body = self._post(messages, model, params)
+            except openai.BadRequestError as exc:
+                learned = self._learned(model, params, exc)
+                if learned is not None and adaptations < MAX_ADAPTATIONS:
+                    adaptations += 1
+                    log.warning("LLM model %s %s (learned once per process)", model, learned)
+                    continue
+                raise self._rejected(exc, model, purpose, tuple(billed), params) from exc
+            except openai.APIStatusError as exc:
+                raise self._rejected(exc, model, purpose, tuple(billed)) from exc
+            except openai.APIError as exc:  # no answer at all: unreachable, timed out
+                raise self._outage(exc, purpose, tuple(billed)) from exc
+            except ValueError as exc:  # a 200 whose body is not JSON (an HTML error page)
+                reading = Reading("unusable", reason=f"the body is not JSON ({type(exc).__name__})")
+            else:
+                reading = read(body)
+            usage = self._usage(reading, messages, model)
+            if reading.reasoned and self.quirks.saw_thinking(model):
+                log.info("LLM model %s reasons before it answers: leaving it room", model)
+            if reading.kind == "refused":
+                log.warning("LLM %s call refused: %s", purpose, reading.reason)
+                raise Refused(
+                    f"the model refused ({reading.reason})", reading.reason, (*billed, usage)
+                )
+            if reading.kind == "answer" and not self._cut_short(reading, schema):
+                return Completion(
+                    reading.text,
+                    usage.model,
+                    usage.input_tokens,
+                    usage.output_tokens,
+                    truncated=reading.truncated,
+                    billed=tuple(billed),
+                )
+            billed.append(usage)
+            if reading.kind == "answer":  # cut off before the answer was whole
+                if room == 1 and len(billed) < MAX_UNUSABLE_CALLS:
+                    log.warning(
+                        "LLM %s answer cut off at the cap: asking with twice the room", purpose
+                    )
+                    room = 2
+                    continue
+                if reading.text:  # still cut off: the caller salvages what there is
+                    return Completion(
+                        reading.text,
+                        usage.model,
+                        usage.input_tokens,
+                        usage.output_tokens,
+                        truncated=True,
+                        billed=tuple(billed[:-1]),
+                    )
+                # Reasoning filled even twice the room: the same request would do the same.
+                log.warning("LLM %s answer unusable: the output cap left no answer", purpose)
+                raise Unusable(f"the output cap left no {purpose} answer", tuple(billed))
+            log.warning("LLM %s answer unusable: %s", purpose, reading.reason)
+            if len(billed) >= MAX_UNUSABLE_CALLS:
+                raise Unusable(
+                    f"{len(billed)} unusable answers for the {purpose} call", tuple(billed)
+                )
+            self.sleep(min(2.0, 0.25 * 2 ** (len(billed) - 1)))
+
+    def _post(self, messages: Sequence[ChatMessage], model: str, params: Mapping[str, Any]) -> Any:
+        """One request (with the SDK's own retries); the parsed JSON body of its 200."""
+        # The raw response: the SDK still retries and raises for errors, but does not build
+        # its typed model of the answer (half a millisecond a call), and fields it does not
+        # know (reasoning, content arrays, in-body errors) arrive as sent. The messages and
+        # parameters go into the body as they are: the SDK walks typed arguments against its
+        # schema on every call (2.4 ms for a 13-message prompt, a sixth of a whole turn).
+        raw = self.client.chat.completions.with_raw_response.create(
+            model=model, messages=[], extra_body={"messages": list(messages), **params}
+        )
+        return raw.http_response.json()
+
+    def _usage(self, reading: Reading, messages: Sequence[ChatMessage], model: str) -> Usage:
+        """What the call cost: the provider's usage, or counted here where it is missing or
+        all zero (input: the prompt; output: everything written, reasoning included)."""
+        input_tokens = reading.input_tokens
+        if input_tokens is None:
+            input_tokens = sum(self.counter.count_message(m["content"]) for m in messages)
+        output_tokens = reading.output_tokens
+        if output_tokens is None:
+            output_tokens = self.counter.count(reading.spent_text)
+        return Usage(reading.model or model, input_tokens, output_tokens)
+
+    @staticmethod
+    def _cut_short(reading: Reading, schema: JsonSchema | None) -> bool:
+        """Whether a cut-off answer lacks what was asked: any text, or the whole JSON."""
+        if not reading.truncated:
+            return False
+        return not reading.text or (schema is not None and not complete_json_object(reading.text))
+
+    def _learned(
+        self, model: str, params: Mapping[str, Any], exc: openai.BadRequestError
+    ) -> str | None:
+        """What a 400 teaches about `model` (a refused parameter, an unsupported
+        structured-output mode), or None."""
+        if exc.code == "content_filter":
+            return None
+        return self.quirks.learn(model, params, exc.param, _message(exc))
+
+    def _rejected(
+        self,
+        exc: openai.APIStatusError,
+        model: str,
+        purpose: Purpose,
+        billed: tuple[Usage, ...],
+        sent: Mapping[str, Any] | None = None,
+    ) -> LLMError:
+        """The LLMError for an HTTP error the SDK gave up on or never retries; `sent`: the
+        parameters of a request that got a 400."""
+        status, words = exc.status_code, error_words(exc.body)
+        flagged = _flagged(exc)
+        if exc.code == "content_filter" or flagged is not None:
+            categories = filtered_categories(exc.body) or flagged or []
+            reason = "content_filter" + (f" ({', '.join(categories)})" if categories else "")
+            log.warning("LLM %s call refused (%s): %s", purpose, status, reason)
+            return Refused(f"the provider filtered the prompt ({reason})", reason, billed)
+        if (
+            (status == 429 and exc.code != "insufficient_quota")
+            or status >= 500
+            or status in (408, 409)
+        ):
+            log.warning("LLM %s call failed: %s %s", purpose, status, type(exc).__name__)
+            return _outage(f"{type(exc).__name__} ({status})", billed)
+        if sent is not None and "response_format" in sent and STRUCTURED_WORDS.search(words):
+            mode = sent["response_format"]["type"]
+            advice = (
+                f"The LLM server at {self.client.base_url} does not take structured output in "
+                f"{mode} mode for {model!r}: set PAM_STRUCTURED_OUTPUT=auto (or off)."
+            )
+        else:
+            advice = self._advice(status, exc.code, words, model)
+        self._log_once(
+            f"{status} {model}", "LLM %s call rejected (%s): %s", purpose, status, advice
+        )
+        # OpenAI's 401 message quotes part of the key: it stays out of messages and logs.
+        said = "" if status == 401 else f": {words}"
+        return Misconfigured(f"{type(exc).__name__} ({status}){said}", advice, billed)
+
+    def _advice(self, status: int, code: str | None, words: str, model: str) -> str:
+        """What an operator should do about a rejection, naming the URL or model, never the key."""
+        base = str(self.client.base_url)
+        if status == 401:
+            return f"The LLM server at {base} rejected the API key (401): check OPENAI_API_KEY."
+        if status == 402 or code == "insufficient_quota":
+            return f"The LLM account at {base} has no credit or quota left ({status}): top it up."
+        if status == 403:
+            return (
+                f"The LLM server at {base} refused access to model {model!r} (403): check the "
+                "key's permissions and that the model is available to the account."
+            )
+        lowered = words.lower()
+        if code == "model_not_found" or ("model" in lowered and _says_not_found(lowered)):
+            return (
+                f"The LLM server at {base} has no model {model!r} ({status}): check PAM_MODEL "
+                "and PAM_MEMORY_MODEL (on Ollama, `ollama pull` it first)."
+            )
+        if status == 404:
+            return (
+                f"{base} answered 404 for chat completions: OPENAI_BASE_URL should be the "
+                "OpenAI-compatible API's base, usually ending in /v1."
+            )
+        return f"The LLM server at {base} rejected the request for {model!r} ({status}): {words}"
+
+    def _outage(
+        self, exc: openai.APIError, purpose: Purpose, billed: tuple[Usage, ...]
+    ) -> LLMError:
+        """The LLMError for a request that got no answer at all."""
+        log.warning("LLM %s call failed: %s", purpose, type(exc).__name__)
+        advice = None
+        if isinstance(exc, openai.APIConnectionError) and not isinstance(
+            exc, openai.APITimeoutError
+        ):
+            advice = (
+                f"Pam cannot reach the LLM server at {self.client.base_url}: is it running, "
+                "and is OPENAI_BASE_URL right?"
+            )
+        return _outage(f"{type(exc).__name__}: {exc}", billed, advice)
+
+    def _log_once(self, cause: str, message: str, *args: object) -> None:
+        """Log a misconfiguration at ERROR once per cause and process, not per message."""
+        with self._lock:
+            if cause in self._logged:
+                return
+            self._logged.add(cause)
+        log.error(message, *args)
+
+
+def _outage(message: str, billed: tuple[Usage, ...], advice: str | None = None) -> LLMError:
+    """An Outage, worth trying the turn again later; but Unusable when unusable answers came
+    first in this call, so that trying again cannot spend the unusable budget twice."""
+    if billed:
+        return Unusable(message, billed)
+    return Outage(message, billed, advice=advice)
+
+
+def _message(exc: openai.APIStatusError) -> str:
+    """A provider's error message, wherever the server put it."""
+    body = exc.body
+    if isinstance(body, dict) and isinstance(body.get("message"), str):
+        return body["message"]
+    return body if isinstance(body, str) else exc.message
+
+
+def _flagged(exc: openai.APIStatusError) -> list[str] | None:
+    """The reasons of OpenRouter's 403 for input its moderation flagged (`metadata.reasons`),
+    None for any other error."""
+    body = exc.body
+    metadata = body.get("metadata") if isinstance(body, dict) else None
+    if exc.status_code != 403 or not isinstance(metadata, dict) or "flagged_input" not in metadata:
+        return None
+    reasons = metadata.get("reasons")
+    return [str(r) for r in reasons] if isinstance(reasons, list) else []
+
+
+def _says_not_found(text: str) -> bool:
+    """Whether an error message says something does not exist."""
+    return "not found" in text or "not exist" in text
+
+
+def openai_client(
+    api_key: str | None, base_url: str | None, timeout: float, max_retries: int
+) -> openai.OpenAI:
+    """The one place Pam constructs the OpenAI client."""
+    return openai.OpenAI(
+        # Local servers (Ollama, LM Studio) ignore the key but the SDK insists on one.
+        api_key=api_key or "not-needed",
+        base_url=base_url or None,
+        timeout=timeout,
+        max_retries=max_retries,
+    )
