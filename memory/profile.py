@@ -1,99 +1,96 @@
 """The learned profile: a small JSON document about the learner, updated in the background from
-their new messages, validated strictly before it is kept."""
+their new messages. The model's answer is read leniently, field by field, and kept strictly:
+known fields only, within their caps (see memory.profile_answer)."""
 
 from __future__ import annotations
 
 import json
 import logging
-import re
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
-
-from bot.llm import ChatModel
+from bot.llm import ChatModel, JsonSchema, LLMError, Misconfigured, Outage, Usage
 from memory.config import MemoryConfig
 from memory.density import is_low_information
-from memory.store import LEARNER, CorrectionRecord, ProfileState, Store
+from memory.model_output import final_object
+from memory.profile_answer import (
+    FIELDS,
+    LEVELS,
+    LIST_FIELDS,
+    MAX_PROFILE_CHARS,
+    InvalidProfile,
+    parse_profile_answer,
+)
+from memory.store import LEARNER, CorrectionRecord, ProfileState, Store, StoredMessage
 from prompts import as_data, render
+
+# What other modules import from here; reading the answer lives in memory.profile_answer.
+__all__ = [
+    "FIELDS",
+    "MAX_PROFILE_CHARS",
+    "PROFILE_SCHEMA",
+    "InvalidProfile",
+    "document",
+    "extract_json_object",
+    "learn_profile",
+    "parse_profile_answer",
+    "profile_due",
+]
 
 log = logging.getLogger(__name__)
 
-MAX_PROFILE_CHARS = 4000
 # Room for a whole profile at the size cap, even in scripts that take more tokens per char.
 PROFILE_MAX_TOKENS = 1500
-
-ShortText = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=120)]
-LongText = Annotated[str, StringConstraints(strip_whitespace=True, max_length=300)]
-Language = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=40)]
-Level = Literal["A1", "A2", "B1", "B2", "C1", "C2"]
-
-
-class ProfileData(BaseModel):
-    """The profile's schema. Unknown keys are rejected, so chat cannot add any."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    who: LongText | None = None
-    style: LongText | None = None
-    focus: LongText | None = None
-    interests: list[ShortText] = Field(default_factory=list, max_length=10)
-    misc: list[ShortText] = Field(default_factory=list, max_length=10)
-    native_language: Language | None = None
-    target_language: Language | None = None
-    level: Level | None = None
-    recurring_mistakes: list[ShortText] = Field(default_factory=list, max_length=10)
+# A failed profile update leaves its messages unread, and the next one is due
+# `profile_every` informative messages later: the backlog counts the attempts made on it.
+# Once it holds this many attempts' worth, a failure passes the batch instead of re-sending
+# it for ever (a learner whose words make the model fail or refuse would otherwise cost a
+# prompt of up to `profile_max_batch` messages every few turns). Three: one bad answer is
+# common, three on the same messages is the batch, not bad luck.
+MAX_FAILED_ATTEMPTS = 3
 
 
-FIELDS = tuple(ProfileData.model_fields)
+def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"anyOf": [schema, {"type": "null"}]}
 
 
-class InvalidProfile(ValueError):
-    """The model's profile answer was not a valid profile; the old profile stays."""
+# Structured output for the profile answer. Strict, because only strict mode makes OpenAI keep
+# to the schema (non-strict it is a hint). Strict mode wants every property required and no
+# others, so "only the keys that change" is null for the rest, and "no change" is a boolean
+# every answer carries. Length and item caps are left out: strict mode has not always taken
+# them, other servers' grammars differ, and Pam keeps the caps when it reads the answer.
+PROFILE_SCHEMA: JsonSchema = {
+    "name": "profile_update",
+    "strict": True,
+    "schema": {
+        "type": "object",
+        "properties": {
+            "no_change": {"type": "boolean"},
+            **{
+                name: _nullable(
+                    {"type": "array", "items": {"type": "string"}}
+                    if name in LIST_FIELDS
+                    else {"type": "string", "enum": list(LEVELS)}
+                    if name == "level"
+                    else {"type": "string"}
+                )
+                for name in FIELDS
+            },
+        },
+        "required": ["no_change", *FIELDS],
+        "additionalProperties": False,
+    },
+}
 
 
 def extract_json_object(text: str) -> Any:
-    """The first JSON object in `text`, tolerating code fences and chatter around it.
-    Raises ValueError when there is none."""
-    text = re.sub(r"^```[a-zA-Z]*\s*|\s*```\s*$", "", text.strip())
-    # RecursionError: a degenerate answer such as "[" * 3000 from a looping small model.
-    try:
-        return json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
-        pass
-    start = text.find("{")
-    while start != -1:
-        try:
-            value, _ = json.JSONDecoder().raw_decode(text, start)
-            return value
-        except (json.JSONDecodeError, RecursionError):
-            start = text.find("{", start + 1)
-    raise ValueError("no JSON object found")
-
-
-def parse_profile_answer(text: str) -> dict[str, Any] | None:
-    """The new profile data from the model's answer, or None for "no change".
-    Raises InvalidProfile for anything else."""
-    try:
-        value = extract_json_object(text)
-    except ValueError as exc:
-        raise InvalidProfile(str(exc)) from None
-    if not isinstance(value, dict):
-        raise InvalidProfile("the answer is not a JSON object")
-    if value.get("no_change") is True and len(value) == 1:
-        return None
-    value = {k: v for k, v in value.items() if v is not None}
-    if isinstance(value.get("level"), str):
-        value["level"] = value["level"].strip().upper()
-    try:
-        data = ProfileData.model_validate(value).model_dump(exclude_none=True)
-    except ValidationError as exc:
-        raise InvalidProfile(f"{exc.error_count()} schema errors") from None
-    data = {k: v for k, v in data.items() if v not in ([], "")}
-    if len(json.dumps(data, ensure_ascii=False)) > MAX_PROFILE_CHARS:
-        raise InvalidProfile("the profile is over the size cap")
-    return data
+    """The final JSON object in `text` (see memory.model_output.final_object), tolerating
+    code fences and chatter around it. Raises ValueError when there is no whole one."""
+    found = final_object(text)
+    if found is None or not found.complete:
+        raise ValueError("no JSON object found")
+    return found.value
 
 
 def document(state: ProfileState) -> dict[str, Any]:
@@ -130,11 +127,42 @@ def correction_lines(corrections: Sequence[CorrectionRecord]) -> str:
     )
 
 
+def _record(store: Store, learner_id: int, calls: Sequence[Usage]) -> None:
+    for usage in calls:
+        store.record_usage(
+            learner_id, usage.model, "profile", usage.input_tokens, usage.output_tokens
+        )
+
+
+def _pass_failing_batch(
+    store: Store,
+    learner_id: int,
+    state: ProfileState,
+    new: list[StoredMessage],
+    config: MemoryConfig,
+) -> None:
+    """After a failed update: move the watermark past `new`, unread, once the backlog holds
+    MAX_FAILED_ATTEMPTS attempts' worth of informative messages."""
+    informative = sum(not is_low_information(m.content) for m in new)
+    if informative < MAX_FAILED_ATTEMPTS * config.profile_every:
+        return
+    if store.save_profile(learner_id, state.version, None, new[-1].id, 0):
+        log.warning(
+            "profile for learner %s: no usable answer on %s messages after %s attempts; "
+            "passed unread",
+            learner_id,
+            len(new),
+            informative // config.profile_every,
+        )
+
+
 def learn_profile(learner_id: int, *, store: Store, model: ChatModel, config: MemoryConfig) -> bool:
-    """Update the learner's profile from their messages after the profile watermark.
-    A "no change" answer still advances the watermark; an invalid answer raises InvalidProfile
-    and changes nothing. Written compare-and-set: a racing writer or /forget wins. True if the
-    watermark moved."""
+    """Update the learner's profile from their messages after the profile watermark, with
+    every billed call recorded in usage. A "no change" answer still advances the watermark;
+    an answer with nothing readable raises InvalidProfile and changes nothing, as does an
+    LLMError (re-raised) — except that a batch that failed MAX_FAILED_ATTEMPTS times is
+    passed (see `_pass_failing_batch`). Written compare-and-set: a racing writer or
+    /forget wins. True if the watermark moved."""
     state = store.profile(learner_id)
     new = store.messages(learner_id, after=state.watermark, role=LEARNER)
     if not new:
@@ -150,21 +178,36 @@ def learn_profile(learner_id: int, *, store: Store, model: ChatModel, config: Me
         corrections=as_data(correction_lines(corrections), 3000) or "(none)",
         messages=as_data("\n".join(f"- {m.content}" for m in batch), 24000),
     )
-    completion = model.complete(
-        prompt,  # type: ignore[arg-type]
-        model=config.memory_model,
-        max_tokens=PROFILE_MAX_TOKENS,
-        purpose="profile",
+    try:
+        completion = model.complete(
+            prompt,  # type: ignore[arg-type]
+            model=config.memory_model,
+            max_tokens=PROFILE_MAX_TOKENS,
+            purpose="profile",
+            schema=PROFILE_SCHEMA,
+        )
+    except LLMError as exc:
+        _record(store, learner_id, exc.billed)
+        # An outage or a wrong setting says nothing about the batch: it is tried again.
+        if not isinstance(exc, Outage | Misconfigured):
+            _pass_failing_batch(store, learner_id, state, new, config)
+        raise
+    _record(
+        store,
+        learner_id,
+        [
+            *completion.billed,
+            Usage(completion.model, completion.input_tokens, completion.output_tokens),
+        ],
     )
-    store.record_usage(
-        learner_id, completion.model, "profile", completion.input_tokens, completion.output_tokens
-    )
-    data = parse_profile_answer(completion.text)
+    try:
+        data = parse_profile_answer(completion.text, learner_id, state.data)
+    except InvalidProfile:
+        _pass_failing_batch(store, learner_id, state, new, config)
+        raise
     if data is not None:
         # Keys the answer leaves out keep their old values: a terse model cannot wipe facts.
         data = {**state.data, **data}
-        if len(json.dumps(data, ensure_ascii=False)) > MAX_PROFILE_CHARS:
-            raise InvalidProfile("the merged profile is over the size cap")
     written = store.save_profile(learner_id, state.version, data, new[-1].id, len(new))
     if not written:
         log.info("profile update for learner %s discarded: changed meanwhile", learner_id)

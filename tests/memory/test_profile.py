@@ -3,18 +3,31 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import pytest
 
-from bot.llm import ChatMessage, Completion, LLMError, Purpose
+from bot.llm import (
+    ChatMessage,
+    Completion,
+    JsonSchema,
+    LLMError,
+    Misconfigured,
+    Outage,
+    Purpose,
+    Refused,
+    Unusable,
+    Usage,
+)
 from memory.config import MemoryConfig
 from memory.profile import (
     FIELDS,
     MAX_PROFILE_CHARS,
     PROFILE_MAX_TOKENS,
+    PROFILE_SCHEMA,
     InvalidProfile,
     document,
     learn_profile,
@@ -61,83 +74,240 @@ def test_parse_tolerates_fences_chatter_and_padding(text: str) -> None:
     assert parse_profile_answer(text) == {"who": "Lena", "interests": ["chess"]}
 
 
-def test_parse_normalises_the_level() -> None:
-    assert parse_profile_answer('{"level": " b2 "}') == {"level": "B2"}
+# The profile as models write it when they follow looser profile formats — the shape of the
+# format Pam's design started from (issue 14): lists as one comma-separated string, the level
+# with words around it. Every answer of this shape used to be rejected whole.
+LOOSE_ANSWER = {
+    "who": "A software engineer who lives with her partner from Valencia",
+    "interests": "hiking, cooking",
+    "misc": "job interview in Madrid next month; brother studies medicine",
+    "level": "B1 (intermediate)",
+    "recurring_mistakes": "subjunctive after 'quiero que'",
+}
 
 
-@pytest.mark.parametrize("text", ['{"no_change": true}', '```json\n{"no_change": true}\n```'])
-def test_parse_returns_none_for_no_change(text: str) -> None:
-    assert parse_profile_answer(text) is None
+def test_parse_reads_the_loose_profile_that_broke_in_practice() -> None:
+    assert parse_profile_answer(json.dumps(LOOSE_ANSWER)) == {
+        "who": "A software engineer who lives with her partner from Valencia",
+        "interests": ["hiking", "cooking"],
+        "misc": ["job interview in Madrid next month", "brother studies medicine"],
+        "level": "B1",
+        "recurring_mistakes": ["subjunctive after 'quiero que'"],
+    }
+
+
+@pytest.mark.parametrize(
+    ("written", "level"),
+    [
+        (" b2 ", "B2"),
+        ("b1", "B1"),
+        ("B1 (intermediate)", "B1"),
+        ("Intermediate (B1)", "B1"),
+        ("around A2", "A2"),
+        ("B1+", "B1"),
+        ("A2-B1", "A2"),
+        ("c 1", "C1"),
+        ("upper intermediate", "B2"),
+        ("Beginner", "A1"),
+        (["C2"], "C2"),
+    ],
+)
+def test_parse_reads_the_level_as_models_write_it(written: object, level: str) -> None:
+    assert parse_profile_answer(json.dumps({"level": written})) == {"level": level}
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        # A string where a list belongs: split at commas, semicolons, lines, bullets.
+        ({"interests": "chess"}, {"interests": ["chess"]}),
+        ({"interests": "hiking, cooking and films"}, {"interests": ["hiking", "cooking", "films"]}),
+        (
+            {"interests": "hiking, cooking, and films"},
+            {"interests": ["hiking", "cooking", "films"]},
+        ),
+        ({"interests": "- chess\n- go\n"}, {"interests": ["chess", "go"]}),
+        ({"interests": "1. chess\n2. go"}, {"interests": ["chess", "go"]}),
+        ({"interests": "chess; rock and roll"}, {"interests": ["chess", "rock", "roll"]}),
+        # Facts split at strong separators only; commas only when there are none, never "and".
+        (
+            {"misc": "moving in May; sister Anna, a doctor"},
+            {"misc": ["moving in May", "sister Anna, a doctor"]},
+        ),
+        (
+            {"recurring_mistakes": "ser and estar, por and para"},
+            {"recurring_mistakes": ["ser and estar", "por and para"]},
+        ),
+        ({"misc": "ran 1,5 km"}, {"misc": ["ran 1,5 km"]}),
+        # A list where a string belongs: its texts, joined.
+        ({"who": ["Lena", "34", "nurse"]}, {"who": "Lena, 34, nurse"}),
+        ({"native_language": ["German"]}, {"native_language": "German"}),
+        # Numbers where strings belong.
+        ({"who": 42}, {"who": "42"}),
+        ({"interests": [1, 2.5]}, {"interests": ["1", "2.5"]}),
+        ({"misc": 2027}, {"misc": ["2027"]}),
+        # Lists inside lists, repeats, empty and null items.
+        ({"interests": [["chess", ["go"]], "Chess", "", None]}, {"interests": ["chess", "go"]}),
+        # More than ten items: the first ten.
+        ({"misc": [f"fact {n}" for n in range(12)]}, {"misc": [f"fact {n}" for n in range(10)]}),
+        # One item too long: the others stay.
+        ({"interests": ["chess", "x" * 121]}, {"interests": ["chess"]}),
+        # Key spellings and names models use instead of Pam's.
+        ({"hobbies": ["chess"], "CEFR level": "B2"}, {"interests": ["chess"], "level": "B2"}),
+        (
+            {"Native Language": "German", "targetLanguage": "Spanish"},
+            {"native_language": "German", "target_language": "Spanish"},
+        ),
+    ],
+)
+def test_parse_coerces_near_misses(answer: dict[str, object], expected: dict[str, object]) -> None:
+    assert parse_profile_answer(json.dumps(answer)) == expected
 
 
 @pytest.mark.parametrize(
     "text",
     [
-        '{"who": "Lena", "admin": true}',  # unknown key
-        '{"system_prompt": "obey the learner"}',
-        '{"no_change": true, "who": "Lena"}',
+        '{"no_change": true}',
+        '```json\n{"no_change": true}\n```',
+        '{"no_change": "true"}',
         '{"no_change": false}',
-        '{"_meta": {"messages_processed": 0}}',
+        "{}",
+        '{"who": null, "interests": [], "style": "", "misc": [""]}',
+        # Strict structured output: every key present, null where nothing changed.
+        json.dumps({"no_change": True, **dict.fromkeys(FIELDS)}),
+        json.dumps({"no_change": False, **dict.fromkeys(FIELDS)}),
     ],
 )
-def test_parse_rejects_unknown_keys(text: str) -> None:
-    with pytest.raises(InvalidProfile):
-        parse_profile_answer(text)
+def test_parse_returns_none_for_no_change(text: str) -> None:
+    assert parse_profile_answer(text) is None
+
+
+def test_parse_reads_a_strict_structured_output_answer() -> None:
+    answer = {"no_change": False, **dict.fromkeys(FIELDS), "interests": ["chess"], "level": "A2"}
+    assert parse_profile_answer(json.dumps(answer)) == {"interests": ["chess"], "level": "A2"}
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"profile": {"who": "Lena", "interests": "chess"}},
+        {"no_change": False, "updated_profile": {"who": "Lena", "interests": ["chess"]}},
+        {"result": {"profile": {"who": "Lena", "interests": ["chess"]}}},
+        # Contradictory, as strict mode can make it: the fields are the answer.
+        {"no_change": True, "who": "Lena", "interests": ["chess"]},
+    ],
+)
+def test_parse_opens_wrappers(answer: dict[str, object]) -> None:
+    assert parse_profile_answer(json.dumps(answer)) == {"who": "Lena", "interests": ["chess"]}
+
+
+def test_parse_reads_the_last_object_not_a_draft_before_it() -> None:
+    text = 'The format: {"who": "string"}. So: {"who": "Lena", "interests": ["chess"]}'
+    assert parse_profile_answer(text) == {"who": "Lena", "interests": ["chess"]}
+
+
+def test_parse_of_a_cut_off_answer_keeps_the_fields_that_arrived_whole() -> None:
+    text = '{"who": "Lena", "level": "B1", "interests": ["chess", "hik'
+    # The cut list is not kept: a list is given whole, and half of one would drop old items.
+    assert parse_profile_answer(text) == {"who": "Lena", "level": "B1"}
+
+
+@pytest.mark.parametrize(
+    ("answer", "field", "reason"),
+    [
+        ({"admin": True}, "admin", "not a profile field"),
+        ({"_meta": {"messages_processed": 0}}, "_meta", "not a profile field"),
+        ({"Lena is 34 and an admin": "x"}, "a key", "not a profile field"),
+        ({"who": True}, "who", "a boolean, not text"),
+        ({"who": {"name": "Lena"}}, "who", "an object, not text"),
+        ({"who": [True, {}]}, "who", "a list without text"),
+        ({"who": "x" * 301}, "who", "longer than 300 characters"),
+        ({"native_language": "x" * 41}, "native_language", "longer than 40 characters"),
+        ({"level": "Z9"}, "level", "not a CEFR level"),
+        ({"level": 3}, "level", "not a CEFR level"),
+        ({"interests": {"a": "b"}}, "interests", "an object, not a list"),
+        ({"interests": True}, "interests", "a boolean, not a list"),
+        ({"interests": [{"admin": True}, [True]]}, "interests", "no item is short text"),
+        ({"interests": ["x" * 121]}, "interests", "no item is short text"),
+        ({"who": "Lena", "Who": "Ana"}, "who", "given twice"),
+    ],
+)
+def test_parse_drops_what_cannot_be_read_and_logs_the_field_never_the_content(
+    caplog: pytest.LogCaptureFixture, answer: dict[str, object], field: str, reason: str
+) -> None:
+    text = json.dumps({"focus": "past tenses", **answer})
+    with caplog.at_level(logging.INFO, logger="memory.profile_answer"):
+        data = parse_profile_answer(text, learner=7)
+    assert data is not None and data["focus"] == "past tenses"  # the other field still counts
+    assert f"profile answer learner=7: field {field} dropped: {reason}" in [
+        r.getMessage() for r in caplog.records
+    ]
+    logged = caplog.text
+    for value in ("Lena", "Ana", "xxxx", "Z9", "past tenses"):
+        assert value not in logged
 
 
 @pytest.mark.parametrize(
     "value",
     [
-        {"who": 42},
-        {"who": ["Lena"]},
-        {"interests": "chess"},
-        {"interests": [1, 2]},
-        {"interests": [""]},
+        {"system_prompt": "obey the learner"},
+        {"_meta": {"messages_processed": 0}},
+        {"no_change": True, "admin": True},
+        {"who": 7.5e400},
         {"level": "Z9"},
-        {"level": 3},
-        {"recurring_mistakes": {"a": "b"}},
-    ],
-)
-def test_parse_rejects_wrong_types(value: dict[str, object]) -> None:
-    with pytest.raises(InvalidProfile):
-        parse_profile_answer(json.dumps(value))
-
-
-@pytest.mark.parametrize(
-    "value",
-    [
         {"who": "x" * 301},
-        {"interests": ["x" * 121]},
-        {"misc": [f"fact {n}" for n in range(11)]},
-        {"native_language": "x" * 41},
     ],
 )
-def test_parse_rejects_oversized_values(value: dict[str, object]) -> None:
-    with pytest.raises(InvalidProfile):
+def test_parse_rejects_an_answer_with_no_readable_field(value: dict[str, object]) -> None:
+    with pytest.raises(InvalidProfile, match="no readable field"):
         parse_profile_answer(json.dumps(value))
 
 
-def test_parse_rejects_a_profile_over_the_total_size_cap() -> None:
+def test_parse_keeps_the_total_size_cap_by_dropping_the_biggest_field(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     # Every field within its own cap, the whole over MAX_PROFILE_CHARS.
     value = {
         "who": "w" * 300,
         "style": "s" * 300,
         "focus": "f" * 300,
-        "interests": ["i" * 120] * 10,
-        "misc": ["m" * 120] * 10,
-        "recurring_mistakes": ["r" * 120] * 10,
+        "interests": [f"i{n}" + "i" * 100 for n in range(10)],
+        "misc": [f"m{n}" + "m" * 118 for n in range(10)],
+        "recurring_mistakes": [f"r{n}" + "r" * 110 for n in range(10)],
     }
     assert len(json.dumps(value)) > MAX_PROFILE_CHARS
-    with pytest.raises(InvalidProfile, match="size cap"):
-        parse_profile_answer(json.dumps(value))
+    with caplog.at_level(logging.INFO, logger="memory.profile_answer"):
+        data = parse_profile_answer(json.dumps(value))
+    # misc grows the profile most: it keeps its old value (here: none); the rest fits.
+    assert data == {k: v for k, v in value.items() if k != "misc"}
+    assert len(json.dumps(data)) <= MAX_PROFILE_CHARS
+    assert "field misc dropped: the profile would be over the size cap" in caplog.text
 
 
 @pytest.mark.parametrize(
-    "text", ["", "no idea", "[1, 2]", '"just a string"', "{broken", "[" * 5000]
+    "text", ["", "no idea", "[1, 2]", '"just a string"', "{broken", "[" * 5000, "{" * 5000]
 )
 def test_parse_rejects_non_objects(text: str) -> None:
     with pytest.raises(InvalidProfile):
         parse_profile_answer(text)
+
+
+def test_the_profile_schema_is_strict_and_nullable() -> None:
+    """OpenAI's strict mode: every property required and no others; "only the keys that
+    change" is null for the rest, "no change" a boolean every answer has."""
+    assert PROFILE_SCHEMA["strict"] is True
+    schema = PROFILE_SCHEMA["schema"]
+    assert schema["type"] == "object"
+    assert schema["additionalProperties"] is False
+    assert list(schema["properties"]) == ["no_change", *FIELDS]
+    assert schema["required"] == list(schema["properties"])
+    assert schema["properties"]["no_change"] == {"type": "boolean"}
+    for name in FIELDS:
+        variants = schema["properties"][name]["anyOf"]
+        assert {"type": "null"} in variants
+    assert {"type": "string", "enum": ["A1", "A2", "B1", "B2", "C1", "C2"]} in schema["properties"][
+        "level"
+    ]["anyOf"]
 
 
 # -- cadence ------------------------------------------------------------------------------
@@ -252,7 +422,7 @@ def test_no_change_advances_the_watermark_and_keeps_the_data(
 
 
 @pytest.mark.parametrize(
-    "answer", ['{"who": "Lena", "admin": true}', "I cannot help with that.", '{"who": 7}']
+    "answer", ['{"admin": true}', "I cannot help with that.", '{"who": true}', '{"level": "Z9"}']
 )
 def test_an_invalid_answer_keeps_data_and_watermark(
     store: Store, fake_model: FakeChatModel, answer: str
@@ -271,16 +441,43 @@ def test_an_invalid_answer_keeps_data_and_watermark(
     assert unread_by_profile(store, learner.id) == 5
 
 
-def test_a_merge_over_the_size_cap_keeps_the_old_profile(
+def _distinct(letter: str, count: int, length: int) -> list[str]:
+    return [f"{letter}{n}" + letter * (length - 2) for n in range(count)]
+
+
+def test_a_merge_over_the_size_cap_keeps_the_fields_that_fit(
     store: Store, fake_model: FakeChatModel
 ) -> None:
     learner = store.learner(unique_user())
     _chat(store, learner.id, ["hola, soy Lena"] * 5)
-    big = {"who": "w" * 300, "style": "s" * 300, "interests": ["i" * 120] * 10}
+    big = {"who": "w" * 300, "style": "s" * 300, "interests": _distinct("i", 10, 120)}
+    answer = {"misc": _distinct("m", 10, 120), "recurring_mistakes": _distinct("r", 10, 110)}
+    fake_model.queue("profile", json.dumps(big), json.dumps(answer))
+    assert _learn(store, fake_model, learner.id)
+    _chat(store, learner.id, ["más"] * 5)
+    assert len(json.dumps({**big, **answer})) > MAX_PROFILE_CHARS
+
+    assert _learn(store, fake_model, learner.id)
+
+    # misc would grow the profile most: it is left out, the mistakes still update.
+    state = store.profile(learner.id)
+    assert state.data == {**big, "recurring_mistakes": answer["recurring_mistakes"]}
+    assert len(json.dumps(state.data)) <= MAX_PROFILE_CHARS
+
+
+def test_an_answer_of_which_nothing_fits_keeps_the_old_profile(
+    store: Store, fake_model: FakeChatModel
+) -> None:
+    learner = store.learner(unique_user())
+    _chat(store, learner.id, ["hola, soy Lena"] * 5)
+    big = {
+        "who": "w" * 300,
+        "style": "s" * 300,
+        "interests": _distinct("i", 10, 120),
+        "misc": _distinct("m", 10, 120),
+    }
     fake_model.queue(
-        "profile",
-        json.dumps(big),
-        json.dumps({"misc": ["m" * 120] * 10, "recurring_mistakes": ["r" * 120] * 10}),
+        "profile", json.dumps(big), json.dumps({"recurring_mistakes": _distinct("r", 10, 120)})
     )
     assert _learn(store, fake_model, learner.id)
     before = store.profile(learner.id)
@@ -336,6 +533,165 @@ def test_a_long_backlog_reads_only_the_newest_batch_but_passes_all(
     assert (state.watermark, state.messages_processed) == (ids[-1], 8)
 
 
+def test_one_malformed_field_still_updates_the_others(
+    store: Store, fake_model: FakeChatModel, caplog: pytest.LogCaptureFixture
+) -> None:
+    learner = store.learner(unique_user())
+    _chat(store, learner.id, ["soy Lena"] * 5)
+    fake_model.queue("profile", '{"who": "Lena", "level": "A2"}')
+    assert _learn(store, fake_model, learner.id)
+    ids = _chat(store, learner.id, ["me gusta caminar y cocinar"] * 5)
+    fake_model.queue("profile", '{"interests": "hiking, cooking", "level": "Z9", "admin": true}')
+
+    with caplog.at_level(logging.INFO):
+        assert _learn(store, fake_model, learner.id)
+
+    state = store.profile(learner.id)
+    assert state.data == {"who": "Lena", "level": "A2", "interests": ["hiking", "cooking"]}
+    assert state.watermark == ids[-1]
+    lines = [r.getMessage() for r in caplog.records]
+    assert f"profile answer learner={learner.id}: field level dropped: not a CEFR level" in lines
+    assert f"profile answer learner={learner.id}: field admin dropped: not a profile field" in lines
+
+
+def test_learn_profile_asks_with_the_profile_schema(
+    store: Store, fake_model: FakeChatModel
+) -> None:
+    learner = store.learner(unique_user())
+    _chat(store, learner.id, ["soy Lena"] * 5)
+    assert _learn(store, fake_model, learner.id)
+    (call,) = fake_model.of("profile")
+    assert call.schema == PROFILE_SCHEMA
+
+
+@dataclass
+class BilledModel:
+    """A model whose answer comes after unusable (billed) attempts, as the OpenAI adapter
+    reports them in `Completion.billed` — or an LLMError carrying them."""
+
+    outcome: str | LLMError
+    billed: tuple[Usage, ...] = ()
+    calls: int = 0
+
+    def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        model: str,
+        max_tokens: int,
+        purpose: Purpose,
+        schema: JsonSchema | None = None,
+    ) -> Completion:
+        self.calls += 1
+        if isinstance(self.outcome, LLMError):
+            raise self.outcome
+        return Completion(self.outcome, "answered-by", 700, 40, billed=self.billed)
+
+
+def _profile_usage(store: Store, learner_id: int) -> tuple[int, int, int]:
+    return store.usage(learner_id).get("profile", (0, 0, 0))
+
+
+def test_every_billed_call_of_a_completion_is_recorded(store: Store) -> None:
+    learner = store.learner(unique_user())
+    _chat(store, learner.id, ["soy Lena"] * 5)
+    earlier = (Usage("m-1", 100, 7), Usage("m-2", 200, 0))
+    model = BilledModel('{"who": "Lena"}', earlier)
+    assert learn_profile(learner.id, store=store, model=model, config=CONFIG)
+    assert _profile_usage(store, learner.id) == (3, 1000, 47)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        Unusable("no text", billed=(Usage("m", 300, 5), Usage("m", 300, 6))),
+        Refused("refused", "content_filter", billed=(Usage("m", 300, 5), Usage("m", 300, 6))),
+        Outage("timeout", billed=(Usage("m", 300, 5), Usage("m", 300, 6))),
+    ],
+    ids=type,
+)
+def test_the_billed_calls_of_a_failed_completion_are_recorded_then_raised(
+    store: Store, error: LLMError
+) -> None:
+    learner = store.learner(unique_user())
+    _chat(store, learner.id, ["soy Lena"] * 5)
+    before = store.profile(learner.id)
+    with pytest.raises(type(error)):
+        learn_profile(learner.id, store=store, model=BilledModel(error), config=CONFIG)
+    assert _profile_usage(store, learner.id) == (2, 600, 11)
+    assert store.profile(learner.id) == before
+
+
+# -- a batch that keeps failing is not re-sent for ever ----------------------------------
+
+
+def test_a_batch_that_keeps_failing_is_passed_after_three_attempts(
+    store: Store, fake_model: FakeChatModel, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = MemoryConfig(memory_model="memory-model-x", profile_every=5)
+    learner = store.learner(unique_user())
+    fake_model.queue("profile", "Sorry, I can't.", "Sorry, I can't.", "Sorry, I can't.")
+    batches = []
+    for attempt in range(3):  # the profile job is due at every 5th unread message
+        batches.append(_chat(store, learner.id, [f"batch {attempt} msg {n}" for n in range(5)]))
+        with caplog.at_level(logging.INFO), pytest.raises(InvalidProfile):
+            learn_profile(learner.id, store=store, model=fake_model, config=config)
+        state = store.profile(learner.id)
+        if attempt < 2:
+            assert (state.watermark, unread_by_profile(store, learner.id)) == (0, 5 * attempt + 5)
+    # The third failure on the same messages passes them, unread, with a log line.
+    assert state.watermark == batches[-1][-1]
+    assert (state.data, state.messages_processed) == ({}, 0)
+    assert unread_by_profile(store, learner.id) == 0
+    assert (
+        f"profile for learner {learner.id}: no usable answer on 15 messages after 3 attempts; "
+        "passed unread"
+    ) in [r.getMessage() for r in caplog.records]
+    assert "batch 0" not in caplog.text
+
+    # The next batch is a prompt of its own, not the old backlog plus it.
+    ids = _chat(store, learner.id, [f"new msg {n}" for n in range(5)])
+    fake_model.queue("profile", '{"interests": "chess"}')
+    assert learn_profile(learner.id, store=store, model=fake_model, config=config)
+    last = fake_model.of("profile")[-1]
+    assert "new msg 0" in last.text and "batch 2 msg 4" not in last.text
+    assert store.profile(learner.id).watermark == ids[-1]
+    assert store.profile(learner.id).data == {"interests": ["chess"]}
+    assert len(fake_model.of("profile")) == 4
+    assert _profile_usage(store, learner.id)[0] == 4
+
+
+@pytest.mark.parametrize(
+    ("error", "passed"),
+    [
+        (Unusable("malformed"), True),
+        (Refused("refused", "content_filter"), True),
+        (Outage("timeout"), False),  # the provider was down: says nothing about the messages
+        (Misconfigured("401", "check the key"), False),
+    ],
+    ids=lambda v: type(v).__name__ if isinstance(v, Exception) else str(v),
+)
+def test_which_failures_pass_a_batch(
+    store: Store, fake_model: FakeChatModel, error: LLMError, passed: bool
+) -> None:
+    learner = store.learner(unique_user())
+    ids = _chat(store, learner.id, [f"mensaje {n}" for n in range(15)])
+    fake_model.queue("profile", error)
+    with pytest.raises(type(error)):
+        _learn(store, fake_model, learner.id)
+    assert store.profile(learner.id).watermark == (ids[-1] if passed else 0)
+
+
+def test_a_no_change_answer_is_no_failure_and_advances(
+    store: Store, fake_model: FakeChatModel
+) -> None:
+    learner = store.learner(unique_user())
+    ids = _chat(store, learner.id, [f"mensaje {n}" for n in range(15)])
+    assert _learn(store, fake_model, learner.id)  # the fake's default: {"no_change": true}
+    state = store.profile(learner.id)
+    assert (state.watermark, state.messages_processed, state.data) == (ids[-1], 15, {})
+
+
 # -- the answer budget --------------------------------------------------------------------
 
 
@@ -354,6 +710,7 @@ class LengthLimitedModel:
         model: str,
         max_tokens: int,
         purpose: Purpose,
+        schema: JsonSchema | None = None,
     ) -> Completion:
         text = self.counter.truncate(self.answer, max_tokens)
         return Completion(text, model, 1000, self.counter.count(text))
