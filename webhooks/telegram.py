@@ -15,6 +15,7 @@ from flask.typing import ResponseReturnValue
 
 from bot.channels import MEDIA, VOICE, Inbound
 from webhooks import accept, json_body, web
+from webhooks.telegram_bot import chat_address
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,13 @@ def _names_pam(piece: str, username: Callable[[], str]) -> bool:
 def _addressed_in_group(message: Any, bot_id: int | None, username: Callable[[], str]) -> bool:
     """In groups Pam answers only when mentioned, commanded (/help@PamBot) or replied to."""
     replied = message.reply_to_message
-    if replied is not None and replied.from_user is not None and replied.from_user.id == bot_id:
+    # In a forum topic every message "replies" to the topic's first (service) message.
+    if (
+        replied is not None
+        and replied.forum_topic_created is None
+        and replied.from_user is not None
+        and replied.from_user.id == bot_id
+    ):
         return True
     for entity, piece in _entities(message):
         if entity.type == "text_mention" and entity.user is not None:
@@ -64,8 +71,8 @@ def _addressed_in_group(message: Any, bot_id: int | None, username: Callable[[],
 
 
 def _strip_mentions(message: Any, username: Callable[[], str]) -> str:
-    """The message text without the @mentions of Pam (other mentions stay)."""
-    encoded = message.text.encode("utf-16-le")
+    """The message text (or caption) without the @mentions of Pam (other mentions stay)."""
+    encoded = (message.text or message.caption or "").encode("utf-16-le")
     for entity, piece in reversed(_entities(message)):
         if entity.type == "mention" and _names_pam(piece, username):
             start, end = 2 * entity.offset, 2 * (entity.offset + entity.length)
@@ -89,20 +96,25 @@ def inbound_from_update(
     if group and not _addressed_in_group(message, bot_id, username):
         return None
     if message.text:
-        kind, text = "text", message.text
-        if group:
-            text = _strip_mentions(message, username)
+        kind = "text"
     elif any(getattr(message, name, None) for name in VOICE_FIELDS):
-        kind, text = VOICE, ""
+        kind = VOICE
     elif any(getattr(message, name, None) for name in MEDIA_FIELDS):
-        kind, text = MEDIA, ""
+        kind = MEDIA
     else:  # new members, pinned messages and other service messages
         return None
+    # A caption is answered as text, after the friendly note about what Pam cannot see.
+    text = message.text or message.caption or ""
+    if group and text:
+        text = _strip_mentions(message, username)
+    # A message in a forum topic is answered in that topic; a reply thread of an ordinary
+    # group carries a thread id too, but replies there go to the chat itself.
+    thread = message.message_thread_id if message.is_topic_message else None
     return Inbound(
         channel=CHANNEL,
         platform_id=str(update.update_id),
         address=f"{CHANNEL}:{user.id}",
-        chat_id=str(message.chat.id),
+        chat_id=chat_address(message.chat.id, thread),
         text=text,
         display_name=(user.first_name or None),
         kind=kind,
@@ -130,16 +142,30 @@ def _well_typed(message: Any) -> bool:
         return False
     if not all(isinstance(v, str | None) for v in (message.text, message.caption)):
         return False
+    if not (message.message_thread_id is None or type(message.message_thread_id) is int):
+        return False
     entities = (message.entities or ()) + (message.caption_entities or ())
     return all(type(e.offset) is int and type(e.length) is int for e in entities)
 
 
+def update_type(payload: dict[str, Any]) -> str:
+    """What kind of update the JSON is ("message", "callback_query", …), for the log."""
+    kinds = [str(key) for key in payload if key != "update_id"]
+    # Only letters, digits and "_": a key is the sender's text, and stays on one log line.
+    return "".join(ch for ch in kinds[0][:40] if ch.isalnum() or ch == "_") if kinds else "-"
+
+
+class NotAnUpdate(ValueError):
+    """The body is no Telegram update at all (no integer update_id): nothing Telegram sent."""
+
+
 def parse_update(payload: Any) -> Any:
-    """A python-telegram-bot `Update` from webhook JSON; ValueError if it is not one."""
+    """A python-telegram-bot `Update` from webhook JSON. NotAnUpdate if it is none at all;
+    ValueError if it is one that python-telegram-bot cannot read or that has wrong types."""
     from telegram import Update
 
     if not isinstance(payload, dict) or type(payload.get("update_id")) is not int:
-        raise ValueError("not a Telegram update")
+        raise NotAnUpdate("not a Telegram update")
     try:
         update = Update.de_json(payload, None)
     except Exception as exc:  # a structurally wrong update: say so, never a 500
@@ -165,10 +191,22 @@ def webhook() -> ResponseReturnValue:
     given = request.headers.get(SECRET_HEADER, "")
     if not hmac.compare_digest(given.encode(), secret.encode()):
         return jsonify(error="Forbidden", detail="wrong or missing secret token"), 403
+    payload = json_body()
     try:
-        update = parse_update(json_body())
-    except ValueError as exc:
+        update = parse_update(payload)
+    except NotAnUpdate as exc:
         return jsonify(error="Bad Request", detail=str(exc)), 400
+    except ValueError as exc:
+        # An update Pam cannot read is one Telegram would deliver again and again after a
+        # 4xx: acknowledge it, and say which one (never its content).
+        log.warning(
+            "inbound unreadable channel=%s update=%s type=%s: %s",
+            CHANNEL,
+            payload["update_id"],
+            update_type(payload),
+            exc,
+        )
+        return jsonify(status="ignored", detail=str(exc)), 200
     telegram = context.telegram()
     try:
         inbound = inbound_from_update(update, telegram.bot_id, lambda: _username(telegram))
@@ -176,7 +214,12 @@ def webhook() -> ResponseReturnValue:
         body = jsonify(error="Service Unavailable", detail="Telegram is unreachable")
         return body, 503, {"Retry-After": "5"}
     if inbound is None:
-        log.info("inbound ignored channel=%s update=%s", CHANNEL, update.update_id)
+        log.info(
+            "inbound ignored channel=%s update=%s type=%s",
+            CHANNEL,
+            update.update_id,
+            update_type(payload),
+        )
         return jsonify(status="ignored"), 200
     new = accept(inbound, started)
     return jsonify(status="accepted" if new else "duplicate"), 200

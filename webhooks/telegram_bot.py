@@ -55,6 +55,22 @@ def format_html(text: str) -> str:
     return "\n".join(lines)
 
 
+TOPIC_SEPARATOR = ":"
+
+
+def chat_address(chat_id: int | str, thread_id: int | None = None) -> str:
+    """Where replies go, as one string: the chat, and the forum topic in it if any
+    ("-1001234567890:42"). Carrying the topic here keeps the learner (the user) and the
+    inbox's deduplication (the update id) as they are, with no column of its own."""
+    return f"{chat_id}{TOPIC_SEPARATOR}{thread_id}" if thread_id is not None else str(chat_id)
+
+
+def destination(address: str) -> tuple[str, int | None]:
+    """The chat id and forum topic (or None) in a `chat_address`."""
+    chat, _, thread = address.partition(TOPIC_SEPARATOR)
+    return chat, int(thread) if thread.isdigit() else None
+
+
 def _seconds(value: int | float | timedelta) -> float:
     return value.total_seconds() if isinstance(value, timedelta) else float(value)
 
@@ -178,17 +194,24 @@ class TelegramClient:
         from telegram.constants import ParseMode
         from telegram.error import BadRequest, ChatMigrated
 
+        chat, thread = destination(chat_id)
         try:
             try:
                 message = self._run(
-                    self.bot.send_message(chat_id, format_html(text), parse_mode=ParseMode.HTML)
+                    self.bot.send_message(
+                        chat,
+                        format_html(text),
+                        parse_mode=ParseMode.HTML,
+                        message_thread_id=thread,
+                    )
                 )
             except BadRequest as exc:
                 if "parse" not in str(exc).lower() and "entit" not in str(exc).lower():
                     raise
                 log.info("telegram refused the formatting; sending plain text")
-                message = self._run(self.bot.send_message(chat_id, text))
+                message = self._run(self.bot.send_message(chat, text, message_thread_id=thread))
         except ChatMigrated as exc:  # a group became a supergroup: its id changed
+            # Only a basic group migrates, and a basic group has no topics.
             log.info("telegram group migrated; delivering to its new id")
             return self.send(str(exc.new_chat_id), text, idempotency_key=idempotency_key)
         except Exception as exc:
@@ -210,10 +233,11 @@ class TelegramClient:
         return TransientSendError(f"telegram error: {type(exc).__name__}: {exc}")
 
     def typing(self, chat_id: str) -> None:
-        """Show "typing…" in the chat for a few seconds."""
+        """Show "typing…" in the chat (in its forum topic, if any) for a few seconds."""
         from telegram.constants import ChatAction
 
-        self._run(self.bot.send_chat_action(chat_id, ChatAction.TYPING))
+        chat, thread = destination(chat_id)
+        self._run(self.bot.send_chat_action(chat, ChatAction.TYPING, message_thread_id=thread))
 
     # -- identity, webhook, polling --------------------------------------------------------
 

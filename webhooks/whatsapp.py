@@ -80,10 +80,17 @@ def inbound_from_form(form: Any) -> Inbound | None:
     media_types = [
         form.get(f"MediaContentType{n}") or "" for n in range(int(_number(form, "NumMedia")))
     ]
+    # Media with a caption: the caption is answered as text, after the friendly note.
     if any(kind.startswith("audio/") for kind in media_types):
-        kind, text = VOICE, ""
-    elif media_types or form.get("Latitude") or form.get("Longitude"):
-        kind, text = MEDIA, ""
+        kind, text = VOICE, body
+    elif (
+        media_types
+        or form.get("Latitude")
+        or form.get("Longitude")
+        # Twilio's MessageType for what WhatsApp does not pass on (polls, edits, …)
+        or (form.get("MessageType") or "").strip().lower() == "unsupported"
+    ):
+        kind, text = MEDIA, body
     elif body.strip():
         kind, text = "text", body
     else:

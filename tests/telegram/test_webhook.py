@@ -5,6 +5,7 @@ deduplication by update_id, and malformed bodies."""
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -75,11 +76,20 @@ ACCEPTED = {
     "audio": Case(lambda me, g: u.audio(me), "voice", reply=VOICE_ANSWER),
     "video_note": Case(lambda me, g: u.video_note(me), "voice", reply=VOICE_ANSWER),
     "photo": Case(lambda me, g: u.photo(me), "media", reply=MEDIA_ANSWER),
+    # A caption is answered like a text, after the note that Pam cannot see the picture.
     "photo with caption": Case(
-        lambda me, g: u.photo(me, "Mi perro en la playa"), "media", reply=MEDIA_ANSWER
+        lambda me, g: u.photo(me, "Mi perro en la playa"),
+        "media",
+        "Mi perro en la playa",
+        reply=f"{MEDIA_ANSWER}\n\n{DEFAULT_REPLY}",
     ),
     "sticker": Case(lambda me, g: u.sticker(me), "media", reply=MEDIA_ANSWER),
-    "document": Case(lambda me, g: u.document(me), "media", reply=MEDIA_ANSWER),
+    "document with caption": Case(
+        lambda me, g: u.document(me),
+        "media",
+        "Mis deberes",
+        reply=f"{MEDIA_ANSWER}\n\n{DEFAULT_REPLY}",
+    ),
     "location": Case(lambda me, g: u.location(me), "media", reply=MEDIA_ANSWER),
     "venue": Case(lambda me, g: u.venue(me), "media", reply=MEDIA_ANSWER),
     "contact": Case(lambda me, g: u.contact(me), "media", reply=MEDIA_ANSWER),
@@ -131,8 +141,9 @@ ACCEPTED = {
     "group photo, caption mentioning Pam": Case(
         lambda me, g: u.photo(me, f"@{USERNAME} ¿qué es esto?", g),
         "media",
+        "¿qué es esto?",
         in_group=True,
-        reply=MEDIA_ANSWER,
+        reply=f"{MEDIA_ANSWER}\n\n{DEFAULT_REPLY}",
     ),
 }
 
@@ -431,7 +442,7 @@ def _without(body: Json, key: str) -> Json:
     return {k: v for k, v in body.items() if k != key}
 
 
-MALFORMED_JSON: dict[str, Any] = {
+NOT_AN_UPDATE: dict[str, Any] = {
     "JSON array": [{"update_id": 1, "message": _GOOD}],
     "JSON string": "update",
     "JSON null": None,
@@ -442,6 +453,10 @@ MALFORMED_JSON: dict[str, Any] = {
     "update_id null": {"update_id": None, "message": _GOOD},
     "update_id a float": {"update_id": 10001.5, "message": _GOOD},
     "update_id true": {"update_id": True, "message": _GOOD},
+}
+# Updates (an integer update_id) that python-telegram-bot cannot read, or that carry a field
+# of the wrong type: Telegram would redeliver them after a 4xx, so they get a 200.
+UNREADABLE: dict[str, Any] = {
     "message a string": {"update_id": 1, "message": "Hola"},
     "message a list": {"update_id": 1, "message": [_GOOD]},
     "message empty": {"update_id": 1, "message": {}},
@@ -450,6 +465,10 @@ MALFORMED_JSON: dict[str, Any] = {
     "message date a string": {"update_id": 1, "message": {**_GOOD, "date": "yesterday"}},
     "message from a string": {"update_id": 1, "message": {**_GOOD, "from": "Lena"}},
     "message entities a string": {"update_id": 1, "message": {**_GOOD, "entities": "bold"}},
+    "message_thread_id a string": {
+        "update_id": 1,
+        "message": {**_GOOD, "message_thread_id": "7", "is_topic_message": True},
+    },
     "message text a number": {"update_id": 1, "message": {**_GOOD, "text": 42}},
     "message text a list": {"update_id": 1, "message": {**_GOOD, "text": ["Hola"]}},
     "message text an object": {"update_id": 1, "message": {**_GOOD, "text": {"es": "Hola"}}},
@@ -509,15 +528,89 @@ def test_a_body_that_is_not_json_is_400_and_writes_nothing(
 
 
 @sqlite_only
-@pytest.mark.parametrize("name", list(MALFORMED_JSON))
+@pytest.mark.parametrize("name", list(NOT_AN_UPDATE))
 def test_json_that_is_not_a_telegram_update_is_400_and_writes_nothing(
     name: str, client: FlaskClient, engine: Engine, woken: list[int]
 ) -> None:
-    response = raw_post(client, json.dumps(MALFORMED_JSON[name]))
+    response = raw_post(client, json.dumps(NOT_AN_UPDATE[name]))
     assert response.status_code == 400, response.get_data(as_text=True)
     assert response.is_json and isinstance(response.get_json()["error"], str)
     assert queue_rows(engine) == 0
     assert woken == []
+
+
+@sqlite_only
+@pytest.mark.parametrize("name", list(UNREADABLE))
+def test_an_update_pam_cannot_read_is_acknowledged_logged_and_writes_nothing(
+    name: str,
+    client: FlaskClient,
+    engine: Engine,
+    woken: list[int],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    body = {**UNREADABLE[name], "update_id": 424_242}
+    with caplog.at_level(logging.DEBUG, logger="webhooks"):
+        response = raw_post(client, json.dumps(body))
+
+    assert response.status_code == 200, response.get_data(as_text=True)
+    assert response.get_json()["status"] == "ignored"
+    assert queue_rows(engine) == 0
+    assert woken == []
+    [line] = [r for r in caplog.records if r.name == "webhooks.telegram"]
+    assert line.levelno == logging.WARNING
+    assert line.getMessage().startswith(
+        "inbound unreadable channel=telegram update=424242 type=message: malformed update"
+    )
+    assert "Hola" not in caplog.text  # the message's text never reaches the log
+
+
+@sqlite_only
+@pytest.mark.parametrize(
+    ("kind", "body"),
+    [
+        # Bot API docs, "CallbackQuery": a button press (Pam sends no buttons yet).
+        (
+            "callback_query",
+            {
+                "id": "4382bfdwdsb323b2d9",
+                "from": _ME,
+                "message": {**_GOOD, "from": u.PAM},
+                "chat_instance": "-8427654654375384543",
+                "data": "Data from button callback",
+            },
+        ),
+        # Bot API docs, "MessageReactionUpdated".
+        (
+            "message_reaction",
+            {
+                "chat": _GOOD["chat"],
+                "message_id": _GOOD["message_id"],
+                "user": _ME,
+                "date": u.DATE,
+                "old_reaction": [],
+                "new_reaction": [{"type": "emoji", "emoji": "👍"}],
+            },
+        ),
+        ("a type from a later Bot API", {"some_new_field": {"x": 1}}),
+    ],
+    ids=["callback_query", "message_reaction", "unknown type"],
+)
+def test_update_types_pam_ignores_get_a_200_and_a_log_line(
+    kind: str,
+    body: Json,
+    client: FlaskClient,
+    engine: Engine,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    update = {"update_id": 515_151, kind: body}
+    with caplog.at_level(logging.INFO, logger="webhooks"):
+        response = raw_post(client, json.dumps(update))
+
+    assert response.status_code == 200
+    assert response.get_json() == {"status": "ignored"}
+    assert queue_rows(engine) == 0
+    expected = "".join(ch for ch in kind if ch.isalnum() or ch == "_")
+    assert f"inbound ignored channel=telegram update=515151 type={expected}" in caplog.text
 
 
 @sqlite_only

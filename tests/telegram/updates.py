@@ -347,3 +347,43 @@ def reply_to_pam(user: Json, chat: Json, words: str) -> Json:
 def text_mention(user: Json, chat: Json, words: str, name: str) -> Json:
     """A group message mentioning Pam by name (a text_mention entity carrying the user)."""
     return text(user, words, chat, entities=[entity(words, name, "text_mention", user=PAM)])
+
+
+def forum_chat() -> Json:
+    """A supergroup with topics turned on (Bot API: Chat.is_forum)."""
+    return {**group_chat(), "is_forum": True}
+
+
+def topic_created(creator: Json, chat: Json, name: str = "Deberes") -> Json:
+    """The service message that opened a forum topic: its message_id is the topic's id."""
+    topic = next(_message_ids)
+    return {
+        "message_id": topic,
+        "from": creator,
+        "chat": chat,
+        "date": DATE,
+        "message_thread_id": topic,
+        "forum_topic_created": {"name": name, "icon_color": 7_322_096},
+        "is_topic_message": True,
+    }
+
+
+def in_topic(user: Json, topic: Json, words: str, **extra: Any) -> Json:
+    """A message in the forum topic `topic` opened, as the Bot API delivers it: with the
+    topic's id, flagged as a topic message, "replying" to the topic's first message unless it
+    replies to another one."""
+    return update(
+        message=message(
+            user,
+            topic["chat"],
+            message_thread_id=topic["message_thread_id"],
+            is_topic_message=True,
+            text=words,
+            **{"reply_to_message": topic, **extra},
+        )
+    )
+
+
+def topic_mention(user: Json, topic: Json, words: str) -> Json:
+    """A message mentioning Pam in the forum topic `topic` opened."""
+    return in_topic(user, topic, words, entities=[entity(words, f"@{USERNAME}", "mention")])

@@ -38,6 +38,8 @@ from tests.whatsapp.conftest import (
 from webhooks import create_app
 from webhooks.whatsapp import SIGNATURE_HEADER
 
+DEFAULT_REPLY = "¡Qué bien! ¿Y qué más hiciste?"  # the fake model's answer
+
 PUBLIC = "https://pam.example"
 
 
@@ -137,6 +139,51 @@ def test_media_is_stored_by_kind(
     [item] = inbox_items(engine)
     assert (item.kind, item.text, item.address) == (kind, "", f"whatsapp:+{wa_id}")
     assert item.platform_id == form["MessageSid"]
+
+
+def test_media_with_a_caption_keeps_the_caption_as_its_text(
+    client: FlaskClient, engine: Engine
+) -> None:
+    form = media_form(new_wa_id(), "image/jpeg", "image", body="Mi perro en la playa")
+
+    assert_empty_twiml(post_form(client, form))
+
+    [item] = inbox_items(engine)
+    assert (item.kind, item.text) == ("media", "Mi perro en la playa")
+
+
+def test_a_captioned_photo_gets_the_note_and_an_answer_to_its_caption(
+    client: FlaskClient, worker: Worker, twilio_server: CountingTwilioServer
+) -> None:
+    wa_id = new_wa_id()
+    post_form(client, text_form(wa_id, "/language Spanish"))
+    post_form(client, media_form(wa_id, "image/jpeg", "image", body="Mi perro en la playa"))
+
+    worker.drain()
+
+    answer = twilio_server.bodies(f"whatsapp:+{wa_id}")[-1]
+    assert answer == f"{phrases.NOT_TEXT['media']['Spanish']}\n\n{DEFAULT_REPLY}"
+
+
+def unsupported_form(wa_id: str) -> dict[str, str]:
+    """What Twilio posts for a WhatsApp message type it does not pass on (a poll, say):
+    MessageType=unsupported, no body, no media."""
+    form = text_form(wa_id, "")
+    form["MessageType"] = "unsupported"
+    return form
+
+
+def test_an_unsupported_message_type_gets_the_friendly_media_answer(
+    client: FlaskClient, engine: Engine, worker: Worker, twilio_server: CountingTwilioServer
+) -> None:
+    wa_id = new_wa_id()
+
+    assert_empty_twiml(post_form(client, unsupported_form(wa_id)))
+
+    [item] = inbox_items(engine)
+    assert (item.kind, item.text) == ("media", "")
+    worker.drain()
+    assert twilio_server.bodies(f"whatsapp:+{wa_id}") == [phrases.NOT_TEXT["media"]["English"]]
 
 
 def test_a_location_is_stored_as_media(client: FlaskClient, engine: Engine) -> None:
