@@ -497,28 +497,32 @@ def test_invalid_utf8_and_control_characters_do_not_crash(
 
 
 @pytest.mark.parametrize(
-    "fault",
+    "faults",
     [
-        pytest.param(Fault(status=500), id="server-error"),
-        pytest.param(Fault(status=200, body=b"<html>proxy error</html>"), id="malformed-body"),
+        pytest.param([Fault(status=500)], id="server-error"),
+        # An unusable answer is asked again, four calls in all: then the apology.
+        pytest.param(
+            [Fault(status=200, body=b"<html>proxy error</html>")] * 4, id="malformed-body"
+        ),
     ],
 )
 def test_an_llm_failure_gets_an_apology_and_the_chat_goes_on(
-    tmp_path: Path, server: OpenAIServer, open_store: Store, fault: Fault
+    tmp_path: Path, server: OpenAIServer, open_store: Store, faults: list[Fault]
 ) -> None:
-    server.fail_next(fault)
+    server.fail_next(*faults)
     env = pam_env(tmp_path, server, PAM_LLM_MAX_RETRIES="0")
 
     process, stdout = chat(LINES[:3], cwd=tmp_path, env=env)
 
     assert process.returncode == 0
-    assert answers(stdout) == [phrases.APOLOGIES["English"], shown_reply(2), shown_reply(3)]
+    second, third = shown_reply(len(faults) + 1), shown_reply(len(faults) + 2)
+    assert answers(stdout) == [phrases.APOLOGIES["English"], second, third]
     learner = open_store.find_learner(EXTERNAL_ID)
     assert learner is not None
     assert [(m.role, m.content) for m in open_store.messages(learner.id)] == [
         (LEARNER, LINES[0]),
         (LEARNER, LINES[1]),
-        (PAM, shown_reply(2)),
+        (PAM, second),
         (LEARNER, LINES[2]),
-        (PAM, shown_reply(3)),
+        (PAM, third),
     ]
