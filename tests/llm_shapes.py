@@ -435,3 +435,23 @@ def mistral(content: str = REPLY) -> dict[str, Any]:
         ],
         "usage": {"prompt_tokens": 1021, "completion_tokens": 377, "total_tokens": 1398},
     }
+
+
+def answers() -> dict[str, dict[str, Any]]:
+    """Every server's answer with REPLY as the answer, after whatever reasoning it shows and
+    wherever it puts it: fresh bodies, by a name for test ids."""
+    return {
+        "openai": openai(),
+        "openai-o3-mini": openai_reasoning(),
+        "ollama-raw": ollama(f"<think>\n{REASONING}\n</think>\n\n{REPLY}"),
+        "ollama-reasoning-field": ollama(REPLY, reasoning=REASONING),
+        "vllm-reasoning": vllm(REPLY, REASONING),
+        "vllm-0.8-reasoning_content": vllm(REPLY, REASONING, "reasoning_content"),
+        "llama.cpp-deepseek-format": llama_cpp(REPLY, reasoning=REASONING),
+        "llama.cpp-template-opened-think": llama_cpp(f"{REASONING}\n</think>\n\n{REPLY}"),
+        "groq-raw": groq(f"<think>{REASONING}</think>\n{REPLY}"),
+        "groq-parsed": groq(REPLY, reasoning=REASONING),
+        "openrouter-reasoning": openrouter_reasoning(),
+        "deepseek-reasoner": deepseek(),
+        "mistral-content-array": mistral(),
+    }

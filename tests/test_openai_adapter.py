@@ -443,16 +443,7 @@ def test_structured_output_off_sends_no_response_format(
 
 
 @pytest.mark.parametrize(
-    "body",
-    [
-        pytest.param(shapes.ollama(f"<think>\n{REASONING}\n</think>\n\n{REPLY}"), id="ollama-raw"),
-        pytest.param(shapes.llama_cpp(f"{REASONING}\n</think>\n\n{REPLY}"), id="llama.cpp"),
-        pytest.param(shapes.vllm(REPLY, REASONING), id="vllm"),
-        pytest.param(shapes.groq(REPLY, reasoning=REASONING), id="groq-parsed"),
-        pytest.param(shapes.openrouter_reasoning(), id="openrouter"),
-        pytest.param(shapes.deepseek(), id="deepseek"),
-        pytest.param(shapes.mistral(), id="mistral-content-array"),
-    ],
+    "body", [pytest.param(body, id=name) for name, body in shapes.answers().items()]
 )
 def test_only_the_answer_after_the_reasoning_comes_back(
     server: OpenAIServer, make_model: ModelFactory, body: dict[str, Any]

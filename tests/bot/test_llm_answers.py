@@ -54,22 +54,7 @@ def test_no_reasoning_tag_survives_and_the_answer_after_it_does(
 
 
 @pytest.mark.parametrize(
-    "body",
-    [
-        pytest.param(shapes.openai(), id="openai"),
-        pytest.param(shapes.openai_reasoning(), id="openai-o3-mini"),
-        pytest.param(shapes.ollama(f"<think>\n{REASONING}\n</think>\n\n{REPLY}"), id="ollama-raw"),
-        pytest.param(shapes.ollama(REPLY, reasoning=REASONING), id="ollama-reasoning-field"),
-        pytest.param(shapes.vllm(REPLY, REASONING), id="vllm-reasoning"),
-        pytest.param(shapes.vllm(REPLY, REASONING, "reasoning_content"), id="vllm-0.8"),
-        pytest.param(shapes.llama_cpp(REPLY, reasoning=REASONING), id="llama.cpp-deepseek-format"),
-        pytest.param(shapes.llama_cpp(f"{REASONING}\n</think>\n\n{REPLY}"), id="llama.cpp-none"),
-        pytest.param(shapes.groq(f"<think>{REASONING}</think>\n{REPLY}"), id="groq-raw"),
-        pytest.param(shapes.groq(REPLY, reasoning=REASONING), id="groq-parsed"),
-        pytest.param(shapes.openrouter_reasoning(), id="openrouter-reasoning"),
-        pytest.param(shapes.deepseek(), id="deepseek-reasoner"),
-        pytest.param(shapes.mistral(), id="mistral-content-array"),
-    ],
+    "body", [pytest.param(body, id=name) for name, body in shapes.answers().items()]
 )
 def test_every_server_shape_reads_as_the_answer_alone(body: dict[str, object]) -> None:
     reading = read_answer(body)
