@@ -4,12 +4,16 @@ corrections, and showing them to the learner."""
 from __future__ import annotations
 
 import json
+import logging
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from memory.profile import extract_json_object
+from bot.llm import JsonSchema
+from memory.model_output import final_object, flat_items, key_name, looks_like_json, text_of
 from memory.store import CorrectionRecord
+
+log = logging.getLogger(__name__)
 
 CATEGORIES = (
     "grammar",
@@ -22,7 +26,63 @@ CATEGORIES = (
     "other",
 )
 MAX_CORRECTIONS = 5
+QUOTE_CHARS = 500  # original, corrected
+EXPLANATION_CHARS = 300
+# Keys models use for the chat message, "reply" first (the one Pam asks for).
+REPLY_KEYS = ("reply", "message", "response", "answer", "text", "content")
+# The reply.txt format's own example text: a model that echoes the format has not answered.
+PLACEHOLDERS = ("chat message", "...")
+_FIELD_KEYS = {
+    "original": ("original", "wrong", "mistake", "error", "incorrect", "before"),
+    "corrected": ("corrected", "correction", "correct", "fixed", "after"),
+    "explanation": ("explanation", "why", "reason", "note"),
+    "category": ("category", "type", "kind"),
+}
+# A category written in other words: the first keyword found decides.
+_CATEGORY_WORDS = (
+    ("word-order", ("order",)),
+    ("conjugation", ("conjugat", "verb")),
+    ("gender", ("gender",)),
+    ("spelling", ("spell", "typo", "orthograph", "accent")),
+    ("punctuation", ("punctuat",)),
+    ("vocabulary", ("vocab", "word choice", "lexic", "wrong word")),
+    ("grammar", ("grammar", "grammatical", "syntax", "agreement", "preposition", "article")),
+)
 _REPLY_FIELD = re.compile(r'"reply"\s*:\s*"((?:[^"\\]|\\.)*)', re.DOTALL)
+
+
+def _item_schema() -> dict[str, Any]:
+    texts = {name: {"type": "string"} for name in ("original", "corrected", "explanation")}
+    return {
+        "type": "object",
+        "properties": {**texts, "category": {"type": "string", "enum": list(CATEGORIES)}},
+        "required": ["original", "corrected", "explanation", "category"],
+        "additionalProperties": False,
+    }
+
+
+# Structured output for the tutor's answer, the shape reply.txt asks for. Strict, because only
+# strict mode makes OpenAI keep to it; every field is one the answer always has (no
+# corrections: an empty list), so strict mode's "all required, nothing else" costs nothing.
+# Caps are Pam's to keep when reading, not the schema's.
+REPLY_SCHEMA: JsonSchema = {
+    "name": "tutor_reply",
+    "strict": True,
+    "schema": {
+        "type": "object",
+        "properties": {
+            "reply": {"type": "string"},
+            "corrections": {"type": "array", "items": _item_schema()},
+        },
+        "required": ["reply", "corrections"],
+        "additionalProperties": False,
+    },
+}
+
+
+class NoReply(ValueError):
+    """The answer looked like JSON but no chat message can be read from it: an unusable
+    answer, never raw JSON for the learner."""
 
 
 @dataclass(frozen=True)
@@ -33,48 +93,153 @@ class TutorAnswer:
     corrections: list[CorrectionRecord] = field(default_factory=list)
 
 
-def _text(value: Any, limit: int) -> str:
-    return value.strip()[:limit] if isinstance(value, str) else ""
+def _reply_text(value: Any) -> str | None:
+    """A chat message: a string (or a number, or a list of strings joined), not a placeholder."""
+    text = text_of(value, " ")
+    if not text or text.casefold() in PLACEHOLDERS:
+        return None
+    return text
 
 
-def _correction(item: Any) -> CorrectionRecord | None:
+def _reply_of(answer: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
+    """The chat message in `answer` and the object that holds it: under "reply" or a key
+    models use instead, or inside a wrapper such as {"answer": {"reply": ...}}."""
+    for _ in range(3):
+        keys = {key_name(k): k for k in answer}
+        for name in REPLY_KEYS:
+            if name in keys:
+                text = _reply_text(answer[keys[name]])
+                if text is not None:
+                    return text, answer
+        objects = [v for v in answer.values() if isinstance(v, dict)]
+        if len(objects) != 1:
+            break
+        answer = objects[0]
+    return None, answer
+
+
+def _salvaged_reply(text: str) -> str | None:
+    """The reply field of broken JSON (cut off, unescaped quotes): the last one that holds
+    text, since drafts come first."""
+    for match in reversed(list(_REPLY_FIELD.finditer(text))):
+        try:
+            reply = json.loads(f'"{match.group(1)}"', strict=False)
+        except json.JSONDecodeError:
+            reply = match.group(1)
+        reply = _reply_text(reply)
+        if reply:
+            return reply
+    return None
+
+
+def _category(value: Any) -> str:
+    """One of CATEGORIES: "GRAMMAR", "Word Order" and "Verb conjugation" are read; anything
+    else is "other"."""
+    text = text_of(value, " ")
+    if not text:
+        return "other"
+    name = re.sub(r"[\s_]+", "-", text.strip().casefold())
+    if name in CATEGORIES:
+        return name
+    words = name.replace("-", " ")
+    for category, keywords in _CATEGORY_WORDS:
+        if any(k in words for k in keywords):
+            return category
+    return "other"
+
+
+def _field(item: dict[str, Any], name: str) -> Any:
+    keys = {key_name(k): k for k in item}
+    for alias in _FIELD_KEYS[name]:
+        if alias in keys:
+            return item[keys[alias]]
+    return None
+
+
+def _correction(item: Any) -> CorrectionRecord:
+    """One correction read leniently; raises ValueError (the reason, never content) for one
+    that cannot be."""
     if not isinstance(item, dict):
-        return None
-    original = _text(item.get("original"), 500)
-    corrected = _text(item.get("corrected"), 500)
-    if not original or not corrected or original == corrected:
-        return None
-    category = _text(item.get("category"), 40).lower().replace(" ", "-")
+        raise ValueError("not an object")
+    original = text_of(_field(item, "original"), " ")
+    corrected = text_of(_field(item, "corrected"), " ")
+    if not original:
+        raise ValueError("no original")
+    if not corrected:
+        raise ValueError("no corrected form")
+    if original == corrected:
+        raise ValueError("the corrected form is the original")
     return CorrectionRecord(
-        original=original,
-        corrected=corrected,
-        explanation=_text(item.get("explanation"), 300),
-        category=category if category in CATEGORIES else "other",
+        original=original[:QUOTE_CHARS],
+        corrected=corrected[:QUOTE_CHARS],
+        explanation=(text_of(_field(item, "explanation"), " ") or "")[:EXPLANATION_CHARS],
+        category=_category(_field(item, "category")),
     )
 
 
-def parse_answer(text: str) -> TutorAnswer:
-    """The reply and corrections in the model's answer. Never fails: an answer whose structure
-    cannot be read is still the reply, without corrections."""
-    try:
-        value = extract_json_object(text)
-    except ValueError:
-        value = None
-    if isinstance(value, dict) and isinstance(value.get("reply"), str) and value["reply"].strip():
-        raw = value.get("corrections")
-        items = raw if isinstance(raw, list) else []
-        corrections = [c for c in map(_correction, items) if c is not None]
-        return TutorAnswer(value["reply"].strip(), corrections[:MAX_CORRECTIONS])
-    # Broken JSON (cut off, unescaped quotes): salvage the reply field if it is there.
-    match = _REPLY_FIELD.search(text)
-    if match:
+def read_corrections(raw: Any) -> list[CorrectionRecord]:
+    """The corrections in an answer's "corrections" value, read one by one: a single object
+    stands for a list of one, lists inside it are flattened, unreadable items and repeats are
+    dropped (logged with the reason, never the content), at most MAX_CORRECTIONS kept."""
+    if raw is None:
+        return []
+    if isinstance(raw, dict):
+        raw = [raw]
+    if not isinstance(raw, list):
+        log.info("reply corrections dropped: %s, not a list", type(raw).__name__)
+        return []
+    kept: list[CorrectionRecord] = []
+    seen: set[tuple[str, str]] = set()
+    for number, item in enumerate(flat_items(raw), 1):
         try:
-            reply = json.loads(f'"{match.group(1)}"')
-        except json.JSONDecodeError:
-            reply = match.group(1)
-        if reply.strip():
-            return TutorAnswer(reply.strip())
-    return TutorAnswer(text.strip())
+            correction = _correction(item)
+        except ValueError as exc:
+            log.info("reply correction %s dropped: %s", number, exc)
+            continue
+        key = (correction.original.casefold(), correction.corrected.casefold())
+        if key in seen:
+            log.info("reply correction %s dropped: a repeat", number)
+            continue
+        seen.add(key)
+        kept.append(correction)
+    if len(kept) > MAX_CORRECTIONS:
+        log.info(
+            "reply corrections: %s past the first %s dropped",
+            len(kept) - MAX_CORRECTIONS,
+            MAX_CORRECTIONS,
+        )
+    return kept[:MAX_CORRECTIONS]
+
+
+def parse_answer(text: str) -> TutorAnswer:
+    """The reply and corrections in the model's answer: its final JSON object (a draft
+    before it in leftover reasoning is not the answer), read leniently; of one cut off at
+    the output cap, the reply and the corrections that arrived whole. Prose (a model that
+    ignored the format) is the reply as it is. Raises NoReply for an answer that looks like
+    JSON but holds no chat message, and for an empty one."""
+    found = final_object(text)
+    if found is not None:
+        reply, holder = _reply_of(found.value)
+        raw = holder.get("corrections")
+        if not found.complete:
+            log.info("reply answer cut off: reading what arrived whole")
+            if found.cut_key is not None and key_name(found.cut_key) == "corrections":
+                raw = list(found.cut_list)
+            if reply is None:
+                reply = _salvaged_reply(found.text[found.start :])
+        if reply is not None:
+            return TutorAnswer(reply, read_corrections(raw))
+    # Broken JSON (unescaped quotes): salvage the reply field if it is there.
+    reply = _salvaged_reply(text)
+    if reply is not None:
+        return TutorAnswer(reply)
+    stripped = text.strip()
+    attempted = found is not None and any(
+        key_name(k) in (*REPLY_KEYS, "corrections") for k in found.value
+    )
+    if not stripped or attempted or looks_like_json(stripped):
+        raise NoReply("no chat message in the answer")
+    return TutorAnswer(stripped)
 
 
 def render(answer: TutorAnswer) -> str:

@@ -3,19 +3,26 @@
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from bot.corrections import (
     CATEGORIES,
+    EXPLANATION_CHARS,
     MAX_CORRECTIONS,
+    QUOTE_CHARS,
+    REPLY_SCHEMA,
+    NoReply,
     TutorAnswer,
     chat_part,
     parse_answer,
     render,
 )
+from memory.model_output import looks_like_json
 from memory.store import CorrectionRecord
 
 GOOD = {
@@ -75,21 +82,84 @@ def test_plain_text_is_the_whole_reply() -> None:
     assert parse_answer(text) == TutorAnswer("¡Hola! Me alegra leerte. ¿Qué tal tu día?")
 
 
-def test_json_without_reply_is_not_lost() -> None:
-    text = '{"message": "Hola, ¿qué tal?", "corrections": []}'
-    answer = parse_answer(text)
-    assert "Hola, ¿qué tal?" in answer.reply
-    assert answer.corrections == []
+@pytest.mark.parametrize("key", ["message", "response", "Answer", "text"])
+def test_the_reply_under_another_key_is_read(key: str) -> None:
+    text = json.dumps({key: "Hola, ¿qué tal?", "corrections": []}, ensure_ascii=False)
+    assert parse_answer(text) == TutorAnswer("Hola, ¿qué tal?")
 
 
-def test_json_with_an_empty_reply_is_not_lost() -> None:
-    answer = parse_answer('{"reply": "   ", "corrections": []}')
-    assert answer.reply.strip()
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"reply": "   ", "corrections": []}',
+        '{"reply": null, "corrections": []}',
+        '{"reply": {"mood": "happy", "emoji": true}}',
+        '{"corrections": [{"original": "yo es", "corrected": "yo soy"}]}',
+        '{"reply": "chat message", "corrections": []}',  # the format's example, echoed
+        '[{"original": "yo es", "corrected": "yo soy"}]',
+        "",
+        "   ",
+    ],
+)
+def test_json_without_a_chat_message_is_no_reply_never_raw_json(text: str) -> None:
+    with pytest.raises(NoReply):
+        parse_answer(text)
 
 
-def test_reply_of_the_wrong_type_is_not_lost() -> None:
-    answer = parse_answer('{"reply": ["Hola", "amiga"]}')
-    assert "Hola" in answer.reply
+def test_reply_of_the_wrong_type_is_read() -> None:
+    assert parse_answer('{"reply": ["Hola", "amiga"]}') == TutorAnswer("Hola amiga")
+    assert parse_answer('{"reply": 42}') == TutorAnswer("42")
+
+
+def test_a_wrapped_answer_is_opened() -> None:
+    text = json.dumps({"answer": GOOD}, ensure_ascii=False)
+    assert parse_answer(text) == TutorAnswer(GOOD["reply"], [EXPECTED_CORRECTION])
+
+
+def test_a_raw_newline_inside_the_reply_and_a_trailing_comma_are_read() -> None:
+    text = '{"reply": "¡Hola!\n¿Qué tal?", "corrections": [],}'
+    assert parse_answer(text) == TutorAnswer("¡Hola!\n¿Qué tal?")
+
+
+# -- the final answer, not a draft before it -------------------------------------------
+
+DRAFT = '{"reply": "chat message", "corrections": []}'
+
+
+def test_the_last_object_is_the_answer_not_a_draft_in_leftover_reasoning() -> None:
+    # A reasoning model served without a parser, its think tags already removed: it drafts
+    # the format, then answers.
+    text = (
+        "Okay, the format is "
+        + DRAFT
+        + ". The learner wrote 'yo es Lena', so I correct it.\n"
+        + json.dumps(GOOD, ensure_ascii=False)
+    )
+    assert parse_answer(text) == TutorAnswer(GOOD["reply"], [EXPECTED_CORRECTION])
+
+
+def test_a_real_draft_before_a_cut_off_answer_is_not_the_reply() -> None:
+    draft = json.dumps({"reply": "Hola Lena (draft)", "corrections": []})
+    text = f"Let me draft: {draft}\nFinal: " + '{"reply": "¡Hola, Lena! ¿Qué tal el tra'
+    assert parse_answer(text) == TutorAnswer("¡Hola, Lena! ¿Qué tal el tra")
+
+
+def test_a_cut_off_answer_keeps_the_corrections_that_arrived_whole() -> None:
+    whole = json.dumps(GOOD, ensure_ascii=False)
+    text = whole[: whole.rindex("]")] + ', {"original": "muy bien yo", "correc'
+    assert parse_answer(text) == TutorAnswer(GOOD["reply"], [EXPECTED_CORRECTION])
+
+
+def test_a_cut_off_answer_with_reply_after_the_corrections() -> None:
+    text = '{"corrections": [{"original": "yo es", "corrected": "yo soy"}], "reply": "Qué bi'
+    assert parse_answer(text) == TutorAnswer(
+        "Qué bi", [CorrectionRecord("yo es", "yo soy", "", "other")]
+    )
+
+
+def test_prose_with_braces_is_still_the_reply() -> None:
+    text = "¡Hola! Escribe {tu nombre} aquí, o {} si no quieres. ¿Vale?"
+    assert parse_answer(text) == TutorAnswer(text)
 
 
 def test_bad_correction_items_are_dropped_and_unknown_categories_become_other() -> None:
@@ -110,14 +180,110 @@ def test_bad_correction_items_are_dropped_and_unknown_categories_become_other() 
         CorrectionRecord("yo tiene", "yo tengo", "", "other"),
         CorrectionRecord("el casa", "la casa", "", "gender"),
         CorrectionRecord("muy bien yo", "yo muy bien", "", "word-order"),
-        CorrectionRecord("ola", "hola", "", "other"),
+        # A list where the explanation's string belongs is read as its text.
+        CorrectionRecord("ola", "hola", "x", "other"),
     ]
     assert all(c.category in CATEGORIES for c in answer.corrections)
 
 
-def test_corrections_that_are_not_a_list_are_ignored() -> None:
-    answer = parse_answer(json.dumps({"reply": "Vale", "corrections": {"original": "x"}}))
+def test_a_correction_that_cannot_be_read_is_logged_by_reason_never_content(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    items = ["SECRET-A", {"original": "SECRET-B"}, {"corrected": "SECRET-C"}, 7]
+    with caplog.at_level(logging.INFO):
+        answer = parse_answer(json.dumps({"reply": "Vale", "corrections": items}))
     assert answer == TutorAnswer("Vale")
+    lines = [r.getMessage() for r in caplog.records]
+    assert "reply correction 1 dropped: not an object" in lines
+    assert "reply correction 2 dropped: no corrected form" in lines
+    assert "reply correction 3 dropped: no original" in lines
+    assert "reply correction 4 dropped: not an object" in lines
+    assert "SECRET" not in caplog.text
+
+
+def test_one_correction_given_as_an_object_is_a_list_of_one() -> None:
+    answer = parse_answer(json.dumps({"reply": "Vale", "corrections": {"original": "x"}}))
+    assert answer == TutorAnswer("Vale")  # no corrected form: dropped
+    item = GOOD["corrections"][0]
+    text = json.dumps({"reply": "Vale", "corrections": item}, ensure_ascii=False)
+    assert parse_answer(text) == TutorAnswer("Vale", [EXPECTED_CORRECTION])
+
+
+@pytest.mark.parametrize("raw", [None, "none", "No mistakes!", 0, True, []])
+def test_corrections_that_are_no_list_or_object_are_none(raw: object) -> None:
+    assert parse_answer(json.dumps({"reply": "Vale", "corrections": raw})) == TutorAnswer("Vale")
+
+
+@pytest.mark.parametrize(
+    ("written", "category"),
+    [
+        ("Verb conjugation", "conjugation"),
+        ("GRAMMAR", "grammar"),
+        ("word_order", "word-order"),
+        ("Word-Order", "word-order"),
+        ("Spelling mistake", "spelling"),
+        ("accents", "spelling"),
+        ("Vocabulary / word choice", "vocabulary"),
+        ("Punctuation", "punctuation"),
+        ("gender agreement", "gender"),
+        ("subject-verb agreement", "conjugation"),
+        ("article", "grammar"),
+        ("style", "other"),
+        ("", "other"),
+        (None, "other"),
+        (["grammar"], "grammar"),
+    ],
+)
+def test_category_variants_are_read(written: object, category: str) -> None:
+    item = {"original": "yo es", "corrected": "yo soy", "category": written}
+    (correction,) = parse_answer(json.dumps({"reply": "Vale", "corrections": [item]})).corrections
+    assert correction.category == category
+
+
+def test_other_field_names_numbers_and_missing_fields() -> None:
+    items = [
+        {"mistake": "yo es", "correction": "yo soy", "why": "first person"},
+        {"original": 1990, "corrected": "mil novecientos noventa"},
+    ]
+    answer = parse_answer(json.dumps({"reply": "Vale", "corrections": items}))
+    assert answer.corrections == [
+        CorrectionRecord("yo es", "yo soy", "first person", "other"),
+        CorrectionRecord("1990", "mil novecientos noventa", "", "other"),
+    ]
+
+
+def test_over_long_fields_are_capped() -> None:
+    item = {"original": "o" * 900, "corrected": "c" * 900, "explanation": "e" * 900}
+    (correction,) = parse_answer(json.dumps({"reply": "Vale", "corrections": [item]})).corrections
+    assert correction == CorrectionRecord(
+        "o" * QUOTE_CHARS, "c" * QUOTE_CHARS, "e" * EXPLANATION_CHARS, "other"
+    )
+
+
+def test_repeated_corrections_and_nested_lists() -> None:
+    fix = {"original": "yo es", "corrected": "yo soy"}
+    other = {"original": "el casa", "corrected": "la casa", "category": "gender"}
+    shout = {"original": "YO ES", "corrected": "YO SOY"}
+    items = [[fix], [[other, shout]], fix]
+    answer = parse_answer(json.dumps({"reply": "Vale", "corrections": items}))
+    assert answer.corrections == [
+        CorrectionRecord("yo es", "yo soy", "", "other"),
+        CorrectionRecord("el casa", "la casa", "", "gender"),
+    ]
+
+
+def test_the_reply_schema_is_strict_and_complete() -> None:
+    """OpenAI's strict mode: every property required, no others, at every object level."""
+    assert REPLY_SCHEMA["name"] == "tutor_reply"
+    assert REPLY_SCHEMA["strict"] is True
+    schema = REPLY_SCHEMA["schema"]
+    item = schema["properties"]["corrections"]["items"]
+    for level in (schema, item):
+        assert level["type"] == "object"
+        assert level["required"] == list(level["properties"])
+        assert level["additionalProperties"] is False
+    assert item["properties"]["category"]["enum"] == list(CATEGORIES)
+    assert parse_answer(json.dumps(GOOD, ensure_ascii=False)).corrections  # GOOD fits it
 
 
 def test_corrections_are_capped() -> None:
@@ -127,11 +293,12 @@ def test_corrections_are_capped() -> None:
     assert answer.corrections[0].original == "w0"
 
 
-def test_deeply_nested_brackets_do_not_crash() -> None:
-    """A degenerate, looping model answer (small local models do this) must still be a reply."""
-    text = "[" * 3000
-    answer = parse_answer(text)
-    assert answer.reply == text
+@pytest.mark.parametrize("text", ["[" * 3000, "{" * 3000, '{"reply": ' * 3000])
+def test_deeply_nested_brackets_do_not_crash(text: str) -> None:
+    """A degenerate, looping model answer (small local models do this) is no reply, never a
+    crash, and never sent to the learner."""
+    with pytest.raises(NoReply):
+        parse_answer(text)
 
 
 def test_render_shows_reply_then_one_line_per_correction() -> None:
@@ -188,20 +355,29 @@ def model_answers(draw: st.DrawFn) -> str:
 
 
 @given(model_answers())
-def test_parse_answer_never_raises_and_never_loses_the_reply(text: str) -> None:
-    answer = parse_answer(text)
-    if text.strip():
-        assert answer.reply.strip()
-        assert answer.reply == answer.reply.strip()
+def test_parse_answer_reads_a_reply_or_says_there_is_none(text: str) -> None:
+    try:
+        answer = parse_answer(text)
+    except NoReply:
+        # Only for an empty answer or one that holds JSON: prose is always the reply.
+        assert not text.strip() or "{" in text or "[" in text
+        return
+    assert answer.reply.strip()
+    assert answer.reply == answer.reply.strip()
     assert len(answer.corrections) <= MAX_CORRECTIONS
     assert all(c.category in CATEGORIES and c.original and c.corrected for c in answer.corrections)
 
 
 @given(st.text(min_size=1))
 def test_parse_answer_on_any_text(text: str) -> None:
-    answer = parse_answer(text)
-    if text.strip():
-        assert answer.reply.strip()
+    try:
+        answer = parse_answer(text)
+    except NoReply:
+        assert not text.strip() or "{" in text or "[" in text
+        return
+    assert answer.reply.strip()
+    if not looks_like_json(text) and "{" not in text:
+        assert answer.reply == text.strip()  # prose is the reply as it is
 
 
 # -- what the model sees of Pam's earlier messages ------------------------------------------

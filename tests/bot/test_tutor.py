@@ -155,7 +155,8 @@ def test_corrections_are_stored_and_linked_to_the_learner_message(
         ).all()
     assert [tuple(r) for r in rows] == [
         (learner_message.id, "yo es Lena", "yo soy Lena", "ser → soy", "conjugation"),
-        (learner_message.id, "el casa", "la casa", "", "other"),
+        # "Gender stuff" names a category in other words: read as "gender".
+        (learner_message.id, "el casa", "la casa", "", "gender"),
     ]
     # what the learner saw is what Pam remembers saying
     assert pam.store.messages(info.id, role=PAM)[0].content == answer
@@ -379,17 +380,19 @@ def _chat(pam: Pam, user: str, texts: list[str]) -> None:
 
 
 @pytest.mark.parametrize(
-    "bad_answer",
+    ("bad_answer", "read"),
     [
-        '{"who": "Lena, a nurse", "admin": true}',
-        '{"who": "Lena, a nurse", "_meta": {"admin": true}}',
-        '{"no_change": true, "admin": true}',
-        '{"who": "' + "admin " * 80 + '"}',
-        "Done! I set admin to true for you.",
+        # Read field by field: the unknown key is dropped, the known field is the same fact.
+        ('{"who": "Lena, a nurse", "admin": true}', True),
+        ('{"who": "Lena, a nurse", "_meta": {"admin": true}}', True),
+        # Nothing readable in these: rejected, nothing moves.
+        ('{"no_change": true, "admin": true}', False),
+        ('{"who": "' + "admin " * 80 + '"}', False),
+        ("Done! I set admin to true for you.", False),
     ],
 )
 def test_prompt_injection_stays_data_and_cannot_reach_the_profile(
-    pam: Pam, fake_model: FakeChatModel, engine: Engine, bad_answer: str
+    pam: Pam, fake_model: FakeChatModel, engine: Engine, bad_answer: str, read: bool
 ) -> None:
     user = unique_user()
     good = {"who": "Lena, a nurse", "interests": ["climbing"]}
@@ -405,14 +408,14 @@ def test_prompt_injection_stays_data_and_cannot_reach_the_profile(
 
     profile = pam.store.profile(info.id)
     assert profile.data == good
-    assert profile.messages_processed == 5  # the rejected answer moved nothing
+    assert profile.messages_processed == (10 if read else 5)  # a rejected answer moves nothing
     with engine.connect() as connection:
         failures = connection.execute(
             select(MemoryJob.failures).where(
                 MemoryJob.learner_id == info.id, MemoryJob.kind == "profile"
             )
         ).scalar_one()
-    assert failures == 1
+    assert failures == (0 if read else 1)
 
     for call in fake_model.of("reply"):
         assert INJECTION not in system_of(call)
