@@ -174,13 +174,16 @@ class OpenAIChatModel:
 
     @staticmethod
     def _cut_short(reading: Reading, schema: JsonSchema | None) -> bool:
-        """Whether a cut-off answer lacks what was asked: any text, or the whole JSON."""
+        """Whether a cut-off answer lacks what was asked: any text, or the whole JSON (asked
+        for with a schema, or begun by the model: a prompt may ask for JSON too)."""
         if not reading.truncated:
             return False
-        return not reading.text or (schema is not None and not complete_json_object(reading.text))
+        json_begun = reading.text.startswith(("{", "```"))
+        wants_json = schema is not None or json_begun
+        return not reading.text or (wants_json and not complete_json_object(reading.text))
 
     def _learned(
-        self, model: str, params: Mapping[str, Any], exc: openai.BadRequestError
+        self, model: str, params: Mapping[str, Any], exc: openai.APIStatusError
     ) -> str | None:
         """What a 400 teaches about `model` (a refused parameter, an unsupported
         structured-output mode), or None."""

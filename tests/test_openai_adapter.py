@@ -656,6 +656,18 @@ def test_cut_off_json_is_asked_again_with_twice_the_room(
     assert completion.billed == (Usage("gpt-4o-2024-08-06", 1117, 46),)
 
 
+def test_cut_off_json_the_prompt_asked_for_is_asked_again_too(
+    server: OpenAIServer, make_model: ModelFactory
+) -> None:
+    # No schema (structured output is the caller's choice), but the answer began as JSON.
+    server.answer_next(shapes.finished(shapes.openai('```json\n{"reply": "¡Qué'), "length"))
+
+    completion = complete(make_model())
+
+    assert completion.text == default_answer("reply", {}, 2)
+    assert [r["max_tokens"] for r in server.requests] == [120, 240]
+
+
 def test_json_still_cut_off_with_twice_the_room_comes_back_truncated(
     server: OpenAIServer, make_model: ModelFactory
 ) -> None:
