@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import select as io_select
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -526,3 +529,149 @@ def test_an_llm_failure_gets_an_apology_and_the_chat_goes_on(
         (LEARNER, LINES[2]),
         (PAM, third),
     ]
+
+
+# -- in a terminal (a pseudo-terminal) -------------------------------------------------------
+
+
+class Pty:
+    """`pam chat` on a pseudo-terminal, as a person at a keyboard runs it: stdin, stdout and
+    stderr are the terminal; keys are written to it and the screen's bytes read back."""
+
+    def __init__(self, cwd: Path, env: dict[str, str]) -> None:
+        self.master, slave = os.openpty()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "bot.cli", "chat", "--user", USER],
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
+        )
+        os.close(slave)
+        self.screen = b""
+
+    def read_until(self, wanted: str, after: int = 0) -> str:
+        """The screen once `wanted` appears on it after byte `after` (bounded by TIMEOUT)."""
+        deadline = time.monotonic() + TIMEOUT
+        while wanted.encode() not in self.screen[after:]:
+            assert time.monotonic() < deadline, f"no {wanted!r} on the screen: {self.screen!r}"
+            ready, _, _ = io_select.select([self.master], [], [], 0.1)
+            if ready:
+                try:
+                    self.screen += os.read(self.master, 65536)
+                except OSError:  # the child closed the terminal
+                    break
+        return self.screen.decode(errors="replace")
+
+    def type(self, keys: str) -> int:
+        """Type `keys`; the screen's length before them (for `read_until`)."""
+        mark = len(self.screen)
+        os.write(self.master, keys.encode())
+        return mark
+
+    def finish(self) -> int:
+        """Wait for the exit status, reading the screen to the end."""
+        deadline = time.monotonic() + TIMEOUT
+        while self.process.poll() is None or io_select.select([self.master], [], [], 0)[0]:
+            assert time.monotonic() < deadline, f"pam chat did not exit: {self.screen!r}"
+            if io_select.select([self.master], [], [], 0.1)[0]:
+                try:
+                    self.screen += os.read(self.master, 65536)
+                except OSError:
+                    break
+        return self.process.wait(TIMEOUT)
+
+    def close(self) -> None:
+        """Kill the chat if it still runs (a failed test), and close the terminal."""
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(TIMEOUT)
+        with suppress(OSError):
+            os.close(self.master)
+
+
+@pytest.fixture
+def terminals() -> Iterator[list[Pty]]:
+    """The terminals a test opens, closed after it whatever happened."""
+    opened: list[Pty] = []
+    yield opened
+    for terminal in opened:
+        terminal.close()
+
+
+def terminal_env(tmp_path: Path, server: OpenAIServer, **knobs: str) -> dict[str, str]:
+    """A terminal's environment: a home of its own (for the history), a colour terminal."""
+    env = pam_env(tmp_path, server, HOME=str(tmp_path), TERM="xterm-256color")
+    env.pop("NO_COLOR", None)
+    return {**env, **knobs}
+
+
+def test_in_a_terminal_pam_edits_lines_types_colours_and_keeps_the_log_apart(
+    tmp_path: Path, server: OpenAIServer, terminals: list[Pty]
+) -> None:
+    # The first reply takes a while (the indicator shows); the second call fails once, and its
+    # warning goes to the log file, not into the line being typed.
+    server.fail_next(Fault(status=200, delay=1.5), Fault(status=500))
+    terminal = Pty(tmp_path, terminal_env(tmp_path, server, PAM_LLM_MAX_RETRIES="0"))
+    terminals.append(terminal)
+
+    banner = terminal.read_until("you> ")
+    log_file = tmp_path / "pam-chat.log"
+    assert f"Logs go to {log_file}." in banner, "it says where the logs go, once"
+    mark = terminal.type("Hola, yo es Lena\r")
+    screen = terminal.read_until("you> ", after=mark + 10)[mark:]
+    typing, erased, answer = screen.partition("Pam is typing…\r\x1b[K")
+    assert erased, f"no typing indicator, erased before the answer: {screen!r}"
+    assert "Hola, yo es Lena" in typing  # the terminal's echo of what was typed
+    assert answer.startswith("\x1b[1mpam>\x1b[0m Respuesta 1")
+    assert "\x1b[36m✏️ yo es → yo soy" in answer, "the correction is set apart in colour"
+
+    mark = terminal.type("Otra cosa\r")
+    terminal.read_until(phrases.APOLOGIES["English"], after=mark)
+    terminal.read_until("you> ", after=terminal.screen.index(b"foggy", mark))
+    mark = terminal.type("\x1b[A\x1b[A\r")  # up, up: the first line again, from the history
+    terminal.read_until("Respuesta", after=mark)
+    terminal.read_until("you> ", after=terminal.screen.index(b"Respuesta", mark))
+    terminal.type("\x04")  # Ctrl-D
+    assert terminal.finish() == 0
+
+    assert terminal.screen.endswith(b"you> \r\n"), "Ctrl-D leaves on a new line"
+    screen = terminal.screen.decode(errors="replace")
+    assert "WARNING" not in screen and "Traceback" not in screen
+    assert "LLM reply call failed" in log_file.read_text()
+    said = [body["messages"][-1]["content"] for body in server.of("reply")]
+    assert said == ["Hola, yo es Lena", "Otra cosa", "Hola, yo es Lena"]
+    history = (tmp_path / ".pam_history").read_text().splitlines()
+    assert history[-2:] == ["Otra cosa", "Hola, yo es Lena"]
+    assert (tmp_path / ".pam_history").stat().st_mode & 0o077 == 0, "readable by the user only"
+
+
+def test_in_a_terminal_forget_also_empties_the_line_history(
+    tmp_path: Path, server: OpenAIServer, terminals: list[Pty]
+) -> None:
+    terminal = Pty(tmp_path, terminal_env(tmp_path, server))
+    terminals.append(terminal)
+    terminal.read_until("you> ")
+    for line in ("Me llamo Lena", "/forget"):
+        mark = terminal.type(f"{line}\r")
+        terminal.read_until("you> ", after=mark + len(line) + 2)
+    terminal.type("/quit\r")
+    assert terminal.finish() == 0
+
+    assert "Lena" not in (tmp_path / ".pam_history").read_text()
+
+
+def test_no_color_keeps_a_terminal_plain(
+    tmp_path: Path, server: OpenAIServer, terminals: list[Pty]
+) -> None:
+    terminal = Pty(tmp_path, terminal_env(tmp_path, server, NO_COLOR="1"))
+    terminals.append(terminal)
+    terminal.read_until("you> ")
+    mark = terminal.type("Hola, yo es Lena\r")
+    screen = terminal.read_until("you> ", after=mark + 20)[mark:]
+    terminal.type("\x04")
+    assert terminal.finish() == 0
+    assert "pam> Respuesta 1" in screen and "✏️ yo es → yo soy" in screen
+    assert "\x1b[36m" not in screen and "\x1b[1m" not in screen

@@ -1,0 +1,149 @@
+"""The terminal loop of `pam chat` in-process, with the real tutor and the fake model: what a
+script sees, what a person at a terminal sees, and the operator's problems on stderr."""
+
+from __future__ import annotations
+
+import io
+import threading
+
+import pytest
+
+from bot import phrases
+from bot.llm import Misconfigured
+from bot.runtime import Pam
+from bot.terminal import (
+    BOLD,
+    CYAN,
+    ERASE_LINE,
+    PROMPT,
+    RESET,
+    TYPING,
+    Typing,
+    chat,
+    styled,
+    wants_colour,
+)
+from tests.fakes import FakeChatModel, reply_json
+
+CORRECTED = reply_json(
+    "¡Qué bien!",
+    [
+        {
+            "original": "yo es",
+            "corrected": "yo soy",
+            "explanation": "'ser': soy",
+            "category": "conjugation",
+        }
+    ],
+)
+SHOWN = "¡Qué bien!\n\n✏️ yo es → yo soy — 'ser': soy"
+KEY_REJECTED = "the API key was rejected by http://127.0.0.1:9/v1: set OPENAI_API_KEY"
+NO_MODEL = "http://127.0.0.1:9/v1 has no model 'gpt-nope': set PAM_MODEL"
+
+
+class Terminal(io.StringIO):
+    """A stream that says it is a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def run(pam: Pam, lines: list[str], stdin: io.StringIO | None = None) -> tuple[str, str]:
+    """`chat` over `lines`; what it wrote to stdout and to stderr."""
+    stdin = stdin or io.StringIO("".join(f"{line}\n" for line in lines))
+    stdout = Terminal() if stdin.isatty() else io.StringIO()
+    stderr = io.StringIO()
+    chat(pam.tutor, "lena", stdin, stdout, stderr)
+    return stdout.getvalue(), stderr.getvalue()
+
+
+def test_a_script_gets_the_answers_and_nothing_else(pam: Pam, fake_model: FakeChatModel) -> None:
+    fake_model.queue("reply", CORRECTED, reply_json("Vale."))
+
+    stdout, stderr = run(pam, ["Hola, yo es Lena", "", "Adiós", "/quit", "never read"])
+
+    assert stdout == f"pam> {SHOWN}\n\npam> Vale.\n\n"
+    assert stderr == ""
+    assert len(fake_model.of("reply")) == 2
+
+
+def test_a_configuration_problem_is_said_on_stderr_once_per_cause(
+    pam: Pam, fake_model: FakeChatModel
+) -> None:
+    fake_model.queue(
+        "reply",
+        Misconfigured("401 Unauthorized", KEY_REJECTED),
+        Misconfigured("401 Unauthorized", KEY_REJECTED),
+        reply_json("Vale."),
+        Misconfigured("401 Unauthorized", KEY_REJECTED),
+        Misconfigured("404 model_not_found", NO_MODEL),
+    )
+
+    stdout, stderr = run(pam, ["uno", "dos", "tres", "cuatro", "cinco"])
+
+    apology = phrases.APOLOGIES["English"]
+    assert (
+        stdout.split("pam> ")[1:] == [f"{apology}\n\n"] * 2 + ["Vale.\n\n"] + [f"{apology}\n\n"] * 2
+    ), "the learner still gets the persona's answer"
+    # Once for the first two, again after it had worked in between, and for the new cause.
+    assert stderr.splitlines() == [
+        f"pam: {KEY_REJECTED}",
+        f"pam: {KEY_REJECTED}",
+        f"pam: {NO_MODEL}",
+    ]
+
+
+def test_at_a_terminal_pam_prompts_sets_corrections_apart_and_ends_on_a_new_line(
+    pam: Pam, fake_model: FakeChatModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TERM", "xterm-256color")
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    fake_model.queue("reply", CORRECTED)
+
+    stdout, _ = run(pam, [], stdin=Terminal("Hola, yo es Lena\n"))  # then end of input: Ctrl-D
+
+    banner, _, conversation = stdout.partition("\n\n")
+    assert banner.startswith("Pam is here, lena.") and "Ctrl-D" in banner
+    assert conversation == (
+        f"{PROMPT}{BOLD}pam>{RESET} ¡Qué bien!\n\n{CYAN}✏️ yo es → yo soy — 'ser': soy{RESET}\n\n"
+        f"{PROMPT}\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("term", "no_color", "colour"),
+    [("xterm", None, True), ("xterm", "1", False), ("dumb", None, False), (None, None, False)],
+)
+def test_colour_only_where_the_terminal_shows_it_and_no_color_is_unset(
+    monkeypatch: pytest.MonkeyPatch, term: str | None, no_color: str | None, colour: bool
+) -> None:
+    for name, value in (("TERM", term), ("NO_COLOR", no_color)):
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
+    assert wants_colour(Terminal()) is colour
+    assert wants_colour(io.StringIO()) is False  # piped: never
+
+
+def test_styled_colours_correction_lines_only() -> None:
+    assert styled(SHOWN, colour=False) == SHOWN
+    assert styled(SHOWN, colour=True) == (
+        f"¡Qué bien!\n\n{CYAN}✏️ yo es → yo soy — 'ser': soy{RESET}"
+    )
+
+
+def test_typing_shows_while_a_reply_takes_long_and_is_erased_before_it() -> None:
+    stream = Terminal()
+    with Typing(stream, after=0.0) as typing:
+        while not typing.shown:  # the reply "takes long": until the indicator is up
+            threading.Event().wait(0.01)
+        assert stream.getvalue() == TYPING
+    assert stream.getvalue() == TYPING + ERASE_LINE
+
+
+def test_a_quick_reply_shows_no_typing_indicator() -> None:
+    stream = Terminal()
+    with Typing(stream, after=3600.0):
+        pass
+    assert stream.getvalue() == ""
