@@ -4,23 +4,28 @@ Inbound: `POST /api/messages` with `Authorization: Bearer $PAM_API_TOKEN` and JS
 `{"id": "<unique message id>", "user": "<user id>", "text": "...", "name": "<optional>"}`.
 Answers 202 when accepted, 200 for a redelivery; disabled (404) while PAM_API_TOKEN is unset.
 
-Outbound: each reply is POSTed as JSON `{"id", "user", "text"}` to PAM_API_CALLBACK_URL,
-signed with `X-Pam-Signature: sha256=<HMAC-SHA256 of the body with PAM_API_TOKEN>`; `id` is
-an idempotency key, stable across retries of the same reply."""
+Outbound: each reply is POSTed as JSON `{"id", "in_reply_to", "user", "text"}` to
+PAM_API_CALLBACK_URL, signed the Standard Webhooks way (standardwebhooks.com) with
+PAM_API_TOKEN as the key: `webhook-id` (= `id`, an idempotency key stable across retries of the
+same reply), `webhook-timestamp` (this attempt, Unix seconds) and `webhook-signature: v1,<base64
+HMAC-SHA256 of "{id}.{timestamp}.{body}">`, so a receiver can reject replays. `in_reply_to` is
+the `id` the client POSTed. The older `X-Pam-Signature` (HMAC of the body alone) is still sent."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import json
 import logging
 import time
 import unicodedata
+from collections.abc import Callable
 
 import requests
 from flask import Blueprint, jsonify, request
 from flask.typing import ResponseReturnValue
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from bot.channels import Inbound, PermanentSendError, Sent, TransientSendError
 from webhooks import accept, json_body, web
@@ -29,6 +34,22 @@ log = logging.getLogger(__name__)
 
 CHANNEL = "api"
 blueprint = Blueprint("api", __name__, url_prefix="/api")
+# The chat address carries the user and the request's id, apart by a character neither may
+# hold (no control characters), so the reply can name the request it answers.
+REQUEST_SEPARATOR = "\x1f"
+MAX_CHAT_CHARS = 100  # the width of the queues' chat_id columns
+
+
+def chat_address(user: str, request_id: str) -> str:
+    """Where the reply to `request_id` from `user` goes, as the queues store it."""
+    return f"{user}{REQUEST_SEPARATOR}{request_id}"
+
+
+def recipient(address: str) -> tuple[str, str | None]:
+    """The user and the request id in a `chat_address` (no request id in replies queued
+    before the callback carried one)."""
+    user, _, request_id = address.partition(REQUEST_SEPARATOR)
+    return user, request_id or None
 
 
 class ApiMessage(BaseModel):
@@ -48,6 +69,15 @@ class ApiMessage(BaseModel):
         if value is not None and any(unicodedata.category(ch) == "Cc" for ch in value):
             raise ValueError("must not contain control characters")
         return value
+
+    @model_validator(mode="after")
+    def fits_the_chat_address(self) -> ApiMessage:
+        """`user` and `id` travel together with the reply, in one column."""
+        if len(chat_address(self.user, self.id)) > MAX_CHAT_CHARS:
+            raise ValueError(
+                f"user and id together must be at most {MAX_CHAT_CHARS - 1} characters"
+            )
+        return self
 
 
 def _authorized(token: str) -> bool:
@@ -74,14 +104,18 @@ def receive() -> ResponseReturnValue:
     try:
         message = ApiMessage.model_validate(payload)
     except ValidationError as exc:
-        fields = sorted({".".join(map(str, e["loc"])) for e in exc.errors()})
-        return jsonify(error="Bad Request", detail=f"invalid fields: {', '.join(fields)}"), 400
+        errors = exc.errors()
+        fields = sorted({".".join(map(str, e["loc"])) for e in errors if e["loc"]})
+        # A rule over several fields has no field of its own: its message says what is wrong.
+        rules = [e["msg"].removeprefix("Value error, ") for e in errors if not e["loc"]]
+        detail = f"invalid fields: {', '.join(fields)}" if fields else "; ".join(rules)
+        return jsonify(error="Bad Request", detail=detail), 400
     new = accept(
         Inbound(
             channel=CHANNEL,
             platform_id=message.id,
             address=f"{CHANNEL}:{message.user}",
-            chat_id=message.user,
+            chat_id=chat_address(message.user, message.id),
             text=message.text,
             display_name=message.name,
         ),
@@ -91,8 +125,15 @@ def receive() -> ResponseReturnValue:
 
 
 def signature(token: str, body: bytes) -> str:
-    """The X-Pam-Signature header value for `body`."""
+    """The X-Pam-Signature header value for `body` (kept for receivers that check it)."""
     return "sha256=" + hmac.new(token.encode(), body, hashlib.sha256).hexdigest()
+
+
+def webhook_signature(key: bytes, webhook_id: str, timestamp: int, body: bytes) -> str:
+    """The Standard Webhooks `webhook-signature` value: v1 and the base64 HMAC-SHA256, keyed
+    with `key`, of "{webhook-id}.{webhook-timestamp}.{body}"."""
+    signed = f"{webhook_id}.{timestamp}.".encode() + body
+    return "v1," + base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode()
 
 
 class ApiCallbackSender:
@@ -105,18 +146,36 @@ class ApiCallbackSender:
         """Characters."""
         return len(text)
 
-    def __init__(self, url: str, token: str, timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        token: str,
+        timeout: float = 10.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.url = url
         self.token = token
         self.timeout = timeout
+        self.clock = clock
         self.session = requests.Session()
 
     def send(self, chat_id: str, text: str, *, idempotency_key: str) -> Sent:
-        body = json.dumps(
-            {"id": idempotency_key, "user": chat_id, "text": text}, ensure_ascii=False
-        ).encode()
+        """POST the reply, signed; raise TransientSendError or PermanentSendError."""
+        user, request_id = recipient(chat_id)
+        reply: dict[str, str] = {"id": idempotency_key}
+        if request_id is not None:
+            reply["in_reply_to"] = request_id
+        body = json.dumps({**reply, "user": user, "text": text}, ensure_ascii=False).encode()
+        # Each attempt is signed anew: the timestamp is when it was sent, so a receiver that
+        # rejects old timestamps rejects replays, and the id lets it drop a retry it has seen.
+        timestamp = int(self.clock())
         headers = {
             "Content-Type": "application/json",
+            "webhook-id": idempotency_key,
+            "webhook-timestamp": str(timestamp),
+            "webhook-signature": webhook_signature(
+                self.token.encode(), idempotency_key, timestamp, body
+            ),
             "X-Pam-Signature": signature(self.token, body),
             "Idempotency-Key": idempotency_key,
         }

@@ -324,7 +324,7 @@ def test_a_valid_message_is_persisted_once_and_acknowledged(
         "api",
         body["id"],
         f"api:{user}",
-        user,
+        f"{user}\x1f{body['id']}",  # the reply names the request it answers
     )
     assert (item.text, item.display_name, item.status) == ("Hola, yo es Lena 🇩🇪", "Lena", PENDING)
     assert fake_model.calls == [], "the webhook never calls the LLM"
@@ -357,9 +357,23 @@ def test_each_new_message_wakes_the_worker_once(
     assert rows(engine) == 5
 
 
+@pytest.mark.parametrize(("id_chars", "user_chars"), [(98, 1), (49, 50), (1, 98)])
 def test_a_message_of_exactly_the_size_limits_is_accepted(
-    client: FlaskClient, engine: Engine
+    client: FlaskClient, engine: Engine, id_chars: int, user_chars: int
 ) -> None:
-    body = {"id": "i" * 100, "user": "u" * 100, "text": "t" * 20000, "name": "n" * 100}
+    """`id` and `user` travel with the reply in one 100-character column, joined by one
+    character: together they may have 99."""
+    body = {"id": "i" * id_chars, "user": "u" * user_chars, "text": "t" * 20000, "name": "n" * 100}
     assert post(client, body).status_code == 202
     assert rows(engine) == 1
+
+
+@pytest.mark.parametrize(("id_chars", "user_chars"), [(100, 100), (50, 50), (99, 1)])
+def test_an_id_and_user_too_long_together_are_400_and_say_so(
+    client: FlaskClient, engine: Engine, id_chars: int, user_chars: int
+) -> None:
+    response = post(client, message(user="u" * user_chars, id="i" * id_chars))
+
+    assert_json_error(response, 400)
+    assert response.get_json()["detail"] == ("user and id together must be at most 99 characters")
+    assert rows(engine) == 0
