@@ -114,14 +114,7 @@ class OpenAIChatModel:
                     f"the model refused ({reading.reason})", reading.reason, (*billed, usage)
                 )
             if reading.kind == "answer" and not self._cut_short(reading, schema):
-                return Completion(
-                    reading.text,
-                    usage.model,
-                    usage.input_tokens,
-                    usage.output_tokens,
-                    truncated=reading.truncated,
-                    billed=tuple(billed),
-                )
+                return _completion(reading.text, usage, billed, truncated=reading.truncated)
             billed.append(usage)
             if reading.kind == "answer":  # cut off before the answer was whole
                 if room == 1 and len(billed) < MAX_UNUSABLE_CALLS:
@@ -131,14 +124,7 @@ class OpenAIChatModel:
                     room = 2
                     continue
                 if reading.text:  # still cut off: the caller salvages what there is
-                    return Completion(
-                        reading.text,
-                        usage.model,
-                        usage.input_tokens,
-                        usage.output_tokens,
-                        truncated=True,
-                        billed=tuple(billed[:-1]),
-                    )
+                    return _completion(reading.text, usage, billed[:-1], truncated=True)
                 # Reasoning filled even twice the room: the same request would do the same.
                 log.warning("LLM %s answer unusable: the output cap left no answer", purpose)
                 raise Unusable(f"the output cap left no {purpose} answer", tuple(billed))
@@ -277,6 +263,18 @@ class OpenAIChatModel:
                 return
             self._logged.add(cause)
         log.error(message, *args)
+
+
+def _completion(text: str, usage: Usage, billed: list[Usage], *, truncated: bool) -> Completion:
+    """The Completion of a call that cost `usage`, after the unusable calls in `billed`."""
+    return Completion(
+        text,
+        usage.model,
+        usage.input_tokens,
+        usage.output_tokens,
+        truncated=truncated,
+        billed=tuple(billed),
+    )
 
 
 def _outage(message: str, billed: tuple[Usage, ...], advice: str | None = None) -> LLMError:
