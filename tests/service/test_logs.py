@@ -8,6 +8,7 @@ import json
 import logging
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine
@@ -167,3 +168,32 @@ def test_no_secret_or_message_text_is_logged_at_info(
         assert BODY not in line, line
         for secret in SECRETS:
             assert secret not in line, f"a secret reached the logs: {line}"
+
+
+def test_pam_chat_at_a_terminal_logs_to_a_file_made_with_its_first_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = logging.getLogger()
+    saved_handlers, saved_level = root.handlers[:], root.level
+    saved = {name: logging.getLogger(name).level for name in logs.QUIET}
+    monkeypatch.delenv("PAM_LOG_LEVEL", raising=False)
+    path = tmp_path / "pam-chat.log"
+    try:
+        logs.configure_file("WARNING", path)
+        logging.getLogger("pam.test").info("not at WARNING")
+        assert not path.exists(), "no empty log file before there is something to say"
+        logging.getLogger("pam.test").warning("a memory job failed")
+        logging.getLogger("httpx").info("GET https://api.telegram.org/bot123:secret/getMe")
+        for handler in root.handlers:
+            handler.flush()
+    finally:
+        for handler in root.handlers:
+            handler.close()
+        root.handlers[:] = saved_handlers
+        root.setLevel(saved_level)
+        for name, level in saved.items():
+            logging.getLogger(name).setLevel(level)
+
+    lines = path.read_text().splitlines()
+    assert len(lines) == 1 and lines[0].endswith("WARNING pam.test a memory job failed")
+    assert capsys.readouterr() == ("", ""), "nothing reaches the terminal"
