@@ -840,3 +840,26 @@ def test_an_unusable_answer_is_asked_again_and_both_calls_are_recorded(
     counted = sum(live_pam.tutor.counter.count_message(m["content"]) for m in unusable["messages"])
     input_tokens, output_tokens = server_usage(answered, default_answer("reply", {}, 2))
     assert live_pam.store.usage(learner.id) == {"reply": (2, counted + input_tokens, output_tokens)}
+
+
+def test_the_llm_edges_logs_name_reasons_never_message_content(
+    server: OpenAIServer, make_model: ModelFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="bot")
+    model = make_model()
+    server.answer_next(
+        shapes.ollama(f"<think>{REASONING}</think>"),  # unusable: reasoning and no answer
+        shapes.finished(shapes.openai('{"reply": "¡Qué bien! Y lu'), "length"),
+        shapes.OPENAI_REFUSAL,
+    )
+    server.fail_next(Fault(status=401, body=encoded(shapes.OPENAI_BAD_KEY)))
+
+    with pytest.raises(Refused):
+        complete(model, name="deepseek-r1:8b", schema=SCHEMA)
+    with pytest.raises(Misconfigured):
+        complete(model)
+
+    said = caplog.text
+    assert "no text in the answer" in said and "refusal" in said and "OPENAI_API_KEY" in said
+    for content in (PROMPT[1]["content"], REASONING, "¡Qué bien!", "cannot assist", "sk-proj"):
+        assert content not in said
