@@ -204,7 +204,7 @@ class OpenAIChatModel:
         if sent is not None and "response_format" in sent and STRUCTURED_WORDS.search(words):
             mode = sent["response_format"]["type"]
             advice = (
-                f"The LLM server at {self.client.base_url} does not take structured output in "
+                f"The LLM server at {self._base_url()} does not take structured output in "
                 f"{mode} mode for {model!r}: set PAM_STRUCTURED_OUTPUT=auto (or off)."
             )
         else:
@@ -218,7 +218,7 @@ class OpenAIChatModel:
 
     def _advice(self, status: int, code: str | None, words: str, model: str) -> str:
         """What an operator should do about a rejection, naming the URL or model, never the key."""
-        base = str(self.client.base_url)
+        base = self._base_url()
         if status == 401:
             return f"The LLM server at {base} rejected the API key (401): check OPENAI_API_KEY."
         if status == 402 or code == "insufficient_quota":
@@ -251,10 +251,14 @@ class OpenAIChatModel:
             exc, openai.APITimeoutError
         ):
             advice = (
-                f"Pam cannot reach the LLM server at {self.client.base_url}: is it running, "
+                f"Pam cannot reach the LLM server at {self._base_url()}: is it running, "
                 "and is OPENAI_BASE_URL right?"
             )
         return _outage(f"{type(exc).__name__}: {exc}", billed, advice)
+
+    def _base_url(self) -> str:
+        """The API base URL, as the operator wrote it in OPENAI_BASE_URL."""
+        return str(self.client.base_url).rstrip("/")
 
     def _log_once(self, cause: str, message: str, *args: object) -> None:
         """Log a misconfiguration at ERROR once per cause and process, not per message."""

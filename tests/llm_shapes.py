@@ -313,6 +313,14 @@ OPENROUTER_ERROR_200 = {
         "metadata": {"provider_name": "DeepInfra"},
     }
 }
+# 402, in the words of the same page's list of error codes.
+OPENROUTER_NO_CREDITS = {
+    "error": {
+        "code": 402,
+        "message": "Your account or API key has insufficient credits. Add more credits and "
+        "retry the request.",
+    }
+}
 OPENROUTER_FLAGGED = {
     "error": {
         "code": 403,

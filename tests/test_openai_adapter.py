@@ -709,6 +709,10 @@ def test_reasoning_that_fills_twice_the_room_is_unusable(
         pytest.param(404, shapes.VLLM_NO_SUCH_MODEL, "PAM_MODEL", id="vllm-no-model"),
         pytest.param(404, {"error": {"message": "not found"}}, "/v1", id="not-an-api"),
         pytest.param(429, shapes.OPENAI_NO_QUOTA, "credit", id="no-quota"),
+        pytest.param(402, shapes.OPENROUTER_NO_CREDITS, "credit", id="openrouter-no-credits"),
+        pytest.param(
+            403, {"error": {"code": 403, "message": "Forbidden"}}, "permissions", id="403"
+        ),
     ],
 )
 def test_a_rejected_configuration_says_what_to_do(
