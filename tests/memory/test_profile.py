@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import pytest
+from sqlalchemy import Engine
 
 from bot.llm import (
     ChatMessage,
@@ -22,6 +23,8 @@ from bot.llm import (
     Unusable,
     Usage,
 )
+from bot.runtime import build
+from bot.settings import Settings
 from memory.config import MemoryConfig
 from memory.profile import (
     FIELDS,
@@ -690,6 +693,73 @@ def test_a_no_change_answer_is_no_failure_and_advances(
     assert _learn(store, fake_model, learner.id)  # the fake's default: {"no_change": true}
     state = store.profile(learner.id)
     assert (state.watermark, state.messages_processed, state.data) == (ids[-1], 15, {})
+
+
+# -- regression: "the profile is never learned" (issue 14) -------------------------------
+
+HOBBIES = {
+    "senderismo": "hiking",
+    "cocinar": "cooking",
+    "ajedrez": "chess",
+    "fotografía": "photography",
+    "escalar": "climbing",
+    "novelas": "reading",
+}
+
+
+def _loose_profile_answer(messages: Sequence[ChatMessage]) -> str:
+    """A model that answers the profile the way the format Pam's design started from has
+    it: every list one comma-separated string, the level with words around it."""
+    prompt = "\n".join(m["content"] for m in messages)
+    found = [en for es, en in HOBBIES.items() if es in prompt or en in prompt]
+    return json.dumps(
+        {
+            "who": "Lena, a nurse from Bremen",
+            "interests": ", ".join(found),
+            "level": "B1 (intermediate)",
+            "recurring_mistakes": "ser vs estar, gender of nouns in -ma",
+        }
+    )
+
+
+def test_31_self_describing_turns_teach_the_profile_and_profile_shows_it(
+    settings: Settings, engine: Engine, fake_model: FakeChatModel
+) -> None:
+    # Memory jobs inline; no rate limit, so all 31 turns reach the model.
+    quick = settings.model_copy(update={"rate_limit_per_minute": 0})
+    pam = build(quick, model=fake_model, submit=lambda work: work(), engine=engine)
+    fake_model.defaults["profile"] = _loose_profile_answer
+    user = unique_user()
+    hobbies = list(HOBBIES)
+    lines = [
+        f"Soy Lena, enfermera en Bremen. Hoy hablo de {hobbies[n % len(hobbies)]}: "
+        f"me encanta, es mi mensaje número {n}."
+        for n in range(31)
+    ]
+    for line in lines:
+        assert pam.tutor.handle(user, line)
+
+    shown = pam.tutor.handle(user, "/profile")[0]
+    assert "I haven't learned anything about you yet" not in shown
+    expected = ", ".join(HOBBIES.values())
+    assert f"• Interests: {expected}" in shown
+    assert "• Level (my estimate): B1" in shown
+    assert "• Mistakes you often make: ser vs estar, gender of nouns in -ma" in shown
+    assert "(learned from 30 of your messages, " in shown
+
+    info = pam.store.find_learner(user)
+    assert info is not None
+    state = pam.store.profile(info.id)
+    assert state.data["interests"] == list(HOBBIES.values())
+    # One profile call per 5 messages, each reading only its own 5: no growing backlog.
+    calls = fake_model.of("profile")
+    assert len(calls) == 6
+    for call in calls:
+        new = call.messages[1]["content"].split("<new_learner_messages>")[1]
+        assert new.count("\n- ") == 5
+    # The learned profile reaches the later reply prompts.
+    last_reply = fake_model.of("reply")[-1]
+    assert '"interests": ["hiking", "cooking"' in last_reply.messages[0]["content"]
 
 
 # -- the answer budget --------------------------------------------------------------------
