@@ -94,7 +94,12 @@ class OpenAIChatModel:
                 learned = self._learned(model, params, exc)
                 if learned is not None and adaptations < MAX_ADAPTATIONS:
                     adaptations += 1
-                    log.warning("LLM model %s %s (learned once per process)", model, learned)
+                    log.warning(
+                        "LLM model %s %s (learned once per process; the server said: %s)",
+                        model,
+                        learned,
+                        error_words(exc.body),
+                    )
                     continue
                 raise self._rejected(exc, model, purpose, tuple(billed), params) from exc
             except openai.APIStatusError as exc:

@@ -320,9 +320,12 @@ def test_an_unknown_model_learns_what_it_refuses_once_per_process(
     learned = [r.getMessage() for r in caplog.records if "learned" in r.getMessage()]
     assert learned == [
         "LLM model my-reasoning-deployment refuses max_tokens; sending max_completion_tokens "
-        "(learned once per process)",
-        "LLM model my-reasoning-deployment refuses temperature; leaving it out "
-        "(learned once per process)",
+        "(learned once per process; the server said: unsupported_parameter Unsupported "
+        "parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' "
+        "instead.)",
+        "LLM model my-reasoning-deployment refuses temperature; leaving it out (learned once "
+        "per process; the server said: unsupported_value Unsupported value: 'temperature' "
+        "does not support 0.7 with this model. Only the default (1) value is supported.)",
     ]
 
     second = complete(model, "summary", name="my-reasoning-deployment")
