@@ -160,14 +160,19 @@ def build_or_exit(
         )
 
 
-def chat_log_file(settings: Settings) -> Path:
+def chat_log_file(settings: Settings) -> Path | None:
     """Where `pam chat` in a terminal writes its logs: beside its SQLite file, else in the
-    working directory (a log line in the middle of `you> ` would garble what is typed)."""
+    working directory (a log line in the middle of `you> ` would garble what is typed).
+    None when neither folder can be written to: the logs stay on stderr then."""
     try:
         database = db.sqlite_file(settings.database_url)
     except db.DatabaseURLError:
         database = None
-    return (database.parent if database is not None else Path()).absolute() / CHAT_LOG
+    folders = [database.parent] if database is not None else []
+    for folder in (*folders, Path()):
+        if folder.is_dir() and os.access(folder, os.W_OK):
+            return folder.absolute() / CHAT_LOG
+    return None
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
@@ -176,9 +181,8 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
     # In the terminal the learner is the operator: no per-minute limit (scripts pipe fast).
     settings = load_settings(needs_llm=True).model_copy(update={"rate_limit_per_minute": 0})
-    log_file = None
-    if sys.stdin.isatty():
-        log_file = chat_log_file(settings)
+    log_file = chat_log_file(settings) if sys.stdin.isatty() else None
+    if log_file is not None:
         logs.configure_file("WARNING", log_file)
     pam = build_or_exit(settings, migrate=True)
     assert pam.scheduler is not None

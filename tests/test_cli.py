@@ -337,10 +337,27 @@ def telegram_env(tmp_path: Path, **knobs: str) -> dict[str, str]:
     return service_env(f"sqlite:///{tmp_path / 'pam.db'}", **knobs)
 
 
+@pytest.fixture
+def bot_env(tmp_path: Path, telegram_server: TelegramServer) -> dict[str, str]:
+    """A bot with its token and webhook secret, against the fake Bot API."""
+    return telegram_env(
+        tmp_path,
+        TELEGRAM_BOT_TOKEN=TOKEN,
+        TELEGRAM_WEBHOOK_SECRET=SECRET,
+        TELEGRAM_API_URL=telegram_server.base_url,
+    )
+
+
+def without(env: dict[str, str], *names: str) -> dict[str, str]:
+    return {name: value for name, value in env.items() if name not in names}
+
+
 @pytest.mark.slow
-def test_set_webhook_refuses_an_http_url_before_calling_telegram(tmp_path: Path) -> None:
+def test_set_webhook_refuses_an_http_url_before_calling_telegram(
+    tmp_path: Path, bot_env: dict[str, str]
+) -> None:
     # No TELEGRAM_API_URL: this would go to the real Telegram, were it not refused first.
-    env = telegram_env(tmp_path, TELEGRAM_BOT_TOKEN=TOKEN, TELEGRAM_WEBHOOK_SECRET=SECRET)
+    env = without(bot_env, "TELEGRAM_API_URL")
     code, out, err = pam(
         "telegram", "set-webhook", "http://pam.example/telegram/webhook", cwd=tmp_path, env=env
     )
@@ -351,41 +368,22 @@ def test_set_webhook_refuses_an_http_url_before_calling_telegram(tmp_path: Path)
 
 @pytest.mark.slow
 def test_set_webhook_refuses_a_malformed_url_and_sends_nothing(
-    tmp_path: Path, telegram_server: TelegramServer
+    tmp_path: Path, telegram_server: TelegramServer, bot_env: dict[str, str]
 ) -> None:
-    env = telegram_env(
-        tmp_path,
-        TELEGRAM_BOT_TOKEN=TOKEN,
-        TELEGRAM_WEBHOOK_SECRET=SECRET,
-        TELEGRAM_API_URL=telegram_server.base_url,
-    )
-    code, _, err = pam("telegram", "set-webhook", "pam.example/hook", cwd=tmp_path, env=env)
+    code, _, err = pam("telegram", "set-webhook", "pam.example/hook", cwd=tmp_path, env=bot_env)
     assert code == 2 and "not a full URL" in err
     assert telegram_server.calls == []
 
 
 @pytest.mark.slow
 def test_set_webhook_names_only_what_is_missing(
-    tmp_path: Path, telegram_server: TelegramServer
+    tmp_path: Path, telegram_server: TelegramServer, bot_env: dict[str, str]
 ) -> None:
-    base = {"TELEGRAM_API_URL": telegram_server.base_url}
     url = "https://pam.example/telegram/webhook"
+    no_secret_env = without(bot_env, "TELEGRAM_WEBHOOK_SECRET")
 
-    _, _, no_secret = pam(
-        "telegram",
-        "set-webhook",
-        url,
-        cwd=tmp_path,
-        env=telegram_env(tmp_path, TELEGRAM_BOT_TOKEN=TOKEN, **base),
-    )
-    _, _, no_url = pam(
-        "telegram",
-        "set-webhook",
-        cwd=tmp_path,
-        env=telegram_env(
-            tmp_path, TELEGRAM_BOT_TOKEN=TOKEN, TELEGRAM_WEBHOOK_SECRET=SECRET, **base
-        ),
-    )
+    _, _, no_secret = pam("telegram", "set-webhook", url, cwd=tmp_path, env=no_secret_env)
+    _, _, no_url = pam("telegram", "set-webhook", cwd=tmp_path, env=bot_env)
     _, _, nothing = pam("telegram", "set-webhook", cwd=tmp_path, env=telegram_env(tmp_path))
     _, _, polling = pam("telegram", cwd=tmp_path, env=telegram_env(tmp_path))
 
@@ -402,15 +400,11 @@ def test_set_webhook_names_only_what_is_missing(
 
 @pytest.mark.slow
 def test_set_webhook_notes_a_path_that_is_not_pams_route(
-    tmp_path: Path, telegram_server: TelegramServer
+    tmp_path: Path, telegram_server: TelegramServer, bot_env: dict[str, str]
 ) -> None:
-    env = telegram_env(
-        tmp_path,
-        TELEGRAM_BOT_TOKEN=TOKEN,
-        TELEGRAM_WEBHOOK_SECRET=SECRET,
-        TELEGRAM_API_URL=telegram_server.base_url,
+    code, out, err = pam(
+        "telegram", "set-webhook", "https://pam.example/tg", cwd=tmp_path, env=bot_env
     )
-    code, out, err = pam("telegram", "set-webhook", "https://pam.example/tg", cwd=tmp_path, env=env)
     assert code == 0, err
     assert "/telegram/webhook" in err and "https://pam.example/tg" in out
     [hook] = telegram_server.of("setWebhook")
