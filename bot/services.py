@@ -251,7 +251,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, terminate)
     try:
-        waitress.serve(app, host=args.host, port=port, threads=8, ident="pam")
+        # waitress would drop X-Forwarded-* before the app sees them; the app decides which to
+        # trust (PAM_PROXY_HOPS), as it does under gunicorn, which passes them on.
+        waitress.serve(
+            app,
+            host=args.host,
+            port=port,
+            threads=8,
+            ident="pam",
+            clear_untrusted_proxy_headers=False,
+        )
     except KeyboardInterrupt:
         pass
     finally:

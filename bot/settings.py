@@ -187,6 +187,15 @@ class Settings(BaseSettings):
     public_url: str | None = Field(
         default=None, validation_alias=_env("PAM_PUBLIC_URL", "public_url")
     )
+    # Reverse proxies in front of the web app whose X-Forwarded-* headers are trusted; unset:
+    # one on Heroku and Fly (they set DYNO and FLY_APP_NAME on every process), else none.
+    proxy_hops_override: int | None = Field(
+        default=None, ge=0, le=10, validation_alias=_env("PAM_PROXY_HOPS", "proxy_hops_override")
+    )
+    heroku_dyno: str | None = Field(default=None, validation_alias=_env("DYNO", "heroku_dyno"))
+    fly_app_name: str | None = Field(
+        default=None, validation_alias=_env("FLY_APP_NAME", "fly_app_name")
+    )
 
     @field_validator("queue_retention_hours")
     @classmethod
@@ -206,6 +215,15 @@ class Settings(BaseSettings):
     def memory_model(self) -> str:
         """The model for summary and profile jobs: `PAM_MEMORY_MODEL`, else `PAM_MODEL`."""
         return self.memory_model_override or self.model
+
+    @property
+    def proxy_hops(self) -> int:
+        """How many proxies' X-Forwarded-* headers to trust: `PAM_PROXY_HOPS`, else 1 on
+        Heroku and Fly (their router or proxy), else 0 (a client's own headers count for
+        nothing)."""
+        if self.proxy_hops_override is not None:
+            return self.proxy_hops_override
+        return 1 if self.heroku_dyno or self.fly_app_name else 0
 
     @property
     def llm_configured(self) -> bool:

@@ -22,7 +22,8 @@ from tests.openai_server import OpenAIServer
 
 SHARED_TIKTOKEN = ROOT.parent / "shared" / "tiktoken-cache"
 PG_URL = os.environ.get("PAM_TEST_DATABASE_URL")
-ENV_PREFIXES = ("PAM_", "OPENAI_", "DATABASE_URL", "TELEGRAM_", "TWILIO_")
+# DYNO and FLY_APP_NAME: on Heroku and Fly, Pam trusts one proxy's X-Forwarded-* headers.
+ENV_PREFIXES = ("PAM_", "OPENAI_", "DATABASE_URL", "TELEGRAM_", "TWILIO_", "DYNO", "FLY_APP_NAME")
 
 
 def pytest_configure(config: pytest.Config) -> None:

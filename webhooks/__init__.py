@@ -16,6 +16,7 @@ from flask.typing import ResponseReturnValue
 from sqlalchemy import Engine
 from sqlalchemy.exc import DataError, SQLAlchemyError
 from werkzeug.exceptions import HTTPException
+from werkzeug.middleware.proxy_fix import ProxyFix
 
 from bot import logs
 from bot.channels import Inbound
@@ -92,6 +93,18 @@ def accept(inbound: Inbound, started: float) -> bool:
     return new
 
 
+def trust_proxies(app: Flask, hops: int) -> None:
+    """Read the scheme and client address from the X-Forwarded-Proto and -For headers of
+    `hops` proxies (the nearest ones; values further out are a client's own), the same
+    under gunicorn and waitress. With 0 they are ignored. The Host header is kept as the
+    client sent it, as Heroku's router and Fly's proxy pass it on: X-Forwarded-Host, which
+    neither sets, would be whatever a client wrote."""
+    if hops:
+        app.wsgi_app = ProxyFix(  # type: ignore[method-assign]
+            app.wsgi_app, x_for=hops, x_proto=hops, x_host=0, x_port=0, x_prefix=0
+        )
+
+
 def create_app(
     settings: Settings | None = None,
     *,
@@ -109,6 +122,7 @@ def create_app(
     )
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
+    trust_proxies(app, settings.proxy_hops)
     app.extensions["pam"] = WebContext(
         settings,
         engine,

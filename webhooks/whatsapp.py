@@ -29,15 +29,13 @@ PERMANENT_CODES = {21211, 21408, 21610, 21612, 21614, 63003, 63016, 63018, 63024
 
 
 def called_url() -> str:
-    """The URL Twilio called, as Twilio signed it: from PAM_PUBLIC_URL when set, else from
-    the proxy's X-Forwarded-Proto/-Host (Heroku, Fly) or the request itself."""
+    """The URL Twilio called, as Twilio signed it: from PAM_PUBLIC_URL when set, else the
+    request's own, its scheme as the trusted proxies (PAM_PROXY_HOPS) forwarded it."""
     public = web().settings.public_url
     path = request.full_path if request.query_string else request.path
     if public:
         return public.rstrip("/") + path
-    proto = request.headers.get("X-Forwarded-Proto", request.scheme).split(",")[0].strip()
-    host = request.headers.get("X-Forwarded-Host", request.host).split(",")[0].strip()
-    return f"{proto}://{host}{path}"
+    return f"{request.scheme}://{request.host}{path}"
 
 
 def _signed() -> bool:

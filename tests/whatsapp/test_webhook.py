@@ -267,14 +267,21 @@ def test_the_query_string_of_the_configured_url_is_part_of_what_was_signed(
 # -- behind a proxy, and PAM_PUBLIC_URL -----------------------------------------------------
 
 
+@pytest.fixture
+def behind_a_proxy(whatsapp_settings: Settings, engine: Engine, woken: list[int]) -> FlaskClient:
+    """The web app behind one trusted proxy (PAM_PROXY_HOPS=1)."""
+    settings = whatsapp_settings.model_copy(update={"proxy_hops_override": 1})
+    return app_for(settings, engine, woken).test_client()
+
+
 def test_behind_a_tls_proxy_the_https_url_is_what_was_signed(
-    client: FlaskClient, engine: Engine
+    behind_a_proxy: FlaskClient, engine: Engine
 ) -> None:
     form = text_form(new_wa_id(), "Hola")
     signature = sign(f"{PUBLIC}{WEBHOOK}", form)
 
     response = post_form(
-        client,
+        behind_a_proxy,
         form,
         signature=signature,
         headers={"X-Forwarded-Proto": "https"},
@@ -285,29 +292,74 @@ def test_behind_a_tls_proxy_the_https_url_is_what_was_signed(
     assert len(inbox_items(engine)) == 1
 
 
-def test_the_https_signature_without_x_forwarded_proto_is_refused(
+def test_without_a_proxy_a_clients_x_forwarded_proto_counts_for_nothing(
     client: FlaskClient, engine: Engine, woken: list[int]
 ) -> None:
     form = text_form(new_wa_id(), "Hola")
-    signature = sign(f"{PUBLIC}{WEBHOOK}", form)
+    forwarded = {"X-Forwarded-Proto": "https"}
 
-    response = post_form(client, form, signature=signature, base_url="http://pam.example")
+    refused = post_form(
+        client,
+        form,
+        signature=sign(f"{PUBLIC}{WEBHOOK}", form),
+        headers=forwarded,
+        base_url="http://pam.example",
+    )
+    accepted = post_form(client, form, headers=forwarded, base_url="http://pam.example")
+
+    assert refused.status_code == 403
+    assert_empty_twiml(accepted)  # signed over the URL it really called: http://pam.example
+    assert len(inbox_items(engine)) == 1
+
+
+def test_only_the_nearest_proxys_scheme_is_trusted(
+    behind_a_proxy: FlaskClient, engine: Engine, woken: list[int]
+) -> None:
+    """A client that sends its own X-Forwarded-Proto gets the proxy's appended after it."""
+    form = text_form(new_wa_id(), "Hola")
+    forwarded = {"X-Forwarded-Proto": "http, https"}
+
+    response = post_form(
+        behind_a_proxy,
+        form,
+        signature=sign(f"http://pam.example{WEBHOOK}", form),
+        headers=forwarded,
+        base_url="http://pam.example",
+    )
 
     assert_refused(response, 403, engine, woken)
 
 
-def test_behind_a_proxy_that_rewrites_the_host_the_forwarded_host_counts(
-    client: FlaskClient, engine: Engine
+def test_the_https_signature_without_x_forwarded_proto_is_refused(
+    behind_a_proxy: FlaskClient, engine: Engine, woken: list[int]
 ) -> None:
+    form = text_form(new_wa_id(), "Hola")
+    signature = sign(f"{PUBLIC}{WEBHOOK}", form)
+
+    response = post_form(behind_a_proxy, form, signature=signature, base_url="http://pam.example")
+
+    assert_refused(response, 403, engine, woken)
+
+
+def test_a_forwarded_host_is_not_trusted_even_behind_a_proxy(
+    behind_a_proxy: FlaskClient, engine: Engine, woken: list[int]
+) -> None:
+    """Heroku's router and Fly's proxy pass the Host on and set no X-Forwarded-Host: one that
+    arrives was written by the client. Behind a proxy that rewrites the Host, set
+    PAM_PUBLIC_URL."""
     form = text_form(new_wa_id(), "Hola")
     signature = sign(f"{PUBLIC}{WEBHOOK}", form)
     forwarded = {"X-Forwarded-Proto": "https", "X-Forwarded-Host": "pam.example"}
 
     response = post_form(
-        client, form, signature=signature, headers=forwarded, base_url="http://10.0.0.7:8000"
+        behind_a_proxy,
+        form,
+        signature=signature,
+        headers=forwarded,
+        base_url="http://10.0.0.7:8000",
     )
 
-    assert_empty_twiml(response)
+    assert_refused(response, 403, engine, woken)
 
 
 @pytest.mark.parametrize("public_url", [PUBLIC, PUBLIC + "/"])
