@@ -37,7 +37,6 @@ MAX_MESSAGE_CHARS = 4000
 # How many unread learner messages a turn looks at to decide whether the profile is due; a
 # profile that keeps failing leaves more, and counting them all would grow without bound.
 PROFILE_COUNT_LIMIT = 200
-_NO_REPLY: type[Exception] = getattr(corrections, "NoReply", type("_Never", (Exception,), {}))
 LIMIT_PHRASES = {
     "rate": phrases.SLOW_DOWN,
     "learner_budget": phrases.LEARNER_BUDGET,
@@ -203,13 +202,13 @@ class Tutor:
                 model=self.settings.model,
                 max_tokens=self.settings.reply_max_tokens,
                 purpose="reply",
-                schema=getattr(corrections, "REPLY_SCHEMA", None),
+                schema=corrections.REPLY_SCHEMA,
             )
             answer = corrections.parse_answer(completion.text)
         except LLMError as exc:
             self._record(learner.id, exc.billed)
             return self._failed(learner.id, exc, language, can_retry=can_retry)
-        except _NO_REPLY as exc:  # JSON with no reply in it, even with more room
+        except corrections.NoReply as exc:  # JSON with no reply in it, even with more room
             self._record(learner.id, (*completion.billed, _usage(completion)))
             return self._failed(learner.id, Unusable(str(exc)), language, can_retry=False)
         self._record(learner.id, completion.billed)
