@@ -25,6 +25,7 @@ from memory.store import LEARNER, PAM, Store, StoredMessage
 from memory.summary import transcript
 from memory.tokens import TokenCounter
 from tests.conftest import ROOT
+from tests.harness import free_port
 from tests.openai_server import Fault, OpenAIServer, default_answer
 
 pytestmark = pytest.mark.slow
@@ -675,3 +676,78 @@ def test_no_color_keeps_a_terminal_plain(
     assert terminal.finish() == 0
     assert "pam> Respuesta 1" in screen and "✏️ yo es → yo soy" in screen
     assert "\x1b[36m" not in screen and "\x1b[1m" not in screen
+
+
+# -- the learner is the operator: problems only they can fix, said plainly -----------------
+
+REJECTED_KEY = json.dumps(
+    {
+        "error": {
+            "message": "Incorrect API key provided: sk-test***********. You can find your API "
+            "key at https://platform.openai.com/account/api-keys.",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": "invalid_api_key",
+        }
+    }
+).encode()  # OpenAI's 401 body (platform.openai.com/docs/guides/error-codes)
+NO_SUCH_MODEL = json.dumps(
+    {
+        "error": {
+            "message": "The model `gpt-4o-mini` does not exist or you do not have access to it.",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": "model_not_found",
+        }
+    }
+).encode()
+
+
+def operator_lines(stderr: str) -> list[str]:
+    """The lines `pam chat` itself says on stderr (not the log lines)."""
+    return [line for line in stderr.splitlines() if line.startswith("pam: ")]
+
+
+@pytest.mark.parametrize(
+    ("fault", "advice"),
+    [
+        pytest.param(
+            Fault(status=401, body=REJECTED_KEY),
+            "rejected the API key (401): check OPENAI_API_KEY.",
+            id="rejected-key",
+        ),
+        pytest.param(
+            Fault(status=404, body=NO_SUCH_MODEL),
+            "has no model 'gpt-4o-mini' (404): check PAM_MODEL and PAM_MEMORY_MODEL (on "
+            "Ollama, `ollama pull` it first).",
+            id="unknown-model",
+        ),
+    ],
+)
+def test_a_misconfigured_llm_is_said_on_stderr_once_naming_the_url(
+    tmp_path: Path, server: OpenAIServer, fault: Fault, advice: str
+) -> None:
+    server.fail_next(fault, fault, fault)
+    env = pam_env(tmp_path, server, OPENAI_API_KEY="sk-test-SECRET-3f9a")
+
+    process, stdout = chat(LINES[:3], cwd=tmp_path, env=env)
+
+    assert process.returncode == 0
+    assert answers(stdout) == [phrases.APOLOGIES["English"]] * 3  # the persona still answers
+    stderr = process.stderr.decode()
+    assert operator_lines(stderr) == [f"pam: The LLM server at {server.base_url} {advice}"], stderr
+    assert "SECRET" not in stderr and "sk-test" not in stderr
+
+
+def test_an_unreachable_base_url_is_said_on_stderr_with_what_to_check(tmp_path: Path) -> None:
+    base_url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
+    env = pam_env(tmp_path, None, OPENAI_BASE_URL=base_url, PAM_LLM_MAX_RETRIES="0")
+
+    process, stdout = chat(LINES[:2], cwd=tmp_path, env=env)
+
+    assert process.returncode == 0
+    assert answers(stdout) == [phrases.APOLOGIES["English"]] * 2
+    assert operator_lines(process.stderr.decode()) == [
+        f"pam: Pam cannot reach the LLM server at {base_url}: is it running, and is "
+        "OPENAI_BASE_URL right?"
+    ]
