@@ -88,7 +88,15 @@ SENDERS = (
     "PAM_API_CALLBACK_URL",
     "PAM_PUBLIC_URL",
 )
-INBOUND = ("TELEGRAM_WEBHOOK_SECRET", "TWILIO_WEBHOOK_SHARED_KEY_SECRET", "PAM_ADMIN_TOKEN")
+INBOUND = (
+    "TELEGRAM_WEBHOOK_SECRET",
+    "TWILIO_WEBHOOK_SHARED_KEY_SECRET",
+    "PAM_ADMIN_TOKEN",
+    # which proxies' X-Forwarded-* the web app trusts: set, or Heroku's and Fly's own
+    "PAM_PROXY_HOPS",
+    "DYNO",
+    "FLY_APP_NAME",
+)
 WORKER = (*DATABASE, *LLM, *MEMORY, *LIMITS, *LANES, *SENDERS)
 READS: dict[str, tuple[str, ...]] = {
     "chat": (*DATABASE, *LLM, *MEMORY, "PAM_LEARNER_DAILY_TOKENS", "PAM_DAILY_TOKENS"),
