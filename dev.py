@@ -4,10 +4,12 @@
     python3 dev.py chat [--user NAME]   talk to Pam in the terminal (SQLite in this folder)
     python3 dev.py test [PYTEST ARGS]   run the test suite
     python3 dev.py bench NAME [ARGS]    run a benchmark: tokens, latency or faults (bench/)
+    python3 dev.py lock [--upgrade]     update uv.lock to pyproject.toml (--upgrade: every
+                                        pin to its newest allowed version)
     python3 dev.py <pam arguments>      any other `pam` command, e.g. `db upgrade`
 
-The first run creates .venv/ and installs Pam into it; later runs reinstall only when
-pyproject.toml changes.
+The first run creates .venv/ and installs Pam into it, with exactly the versions (and hashes)
+in uv.lock; later runs reinstall only when pyproject.toml or uv.lock changes.
 """
 
 from __future__ import annotations
@@ -24,28 +26,62 @@ VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PYTHON = BIN / ("python.exe" if os.name == "nt" else "python")
 STAMP = VENV / ".pam-installed"
+UV = BIN / ("uv.exe" if os.name == "nt" else "uv")
+# The uv that installs from uv.lock (the Dockerfile uses the same one).
+UV_VERSION = "0.13.9"
 SHARED_TIKTOKEN = ROOT.parent / "shared" / "tiktoken-cache"
 
 
-def ensure_environment() -> None:
-    """Create .venv and install Pam with its test tools, unless already up to date."""
+def ensure_uv() -> None:
+    """Create .venv if needed and install uv into it (pip, from PyPI), at UV_VERSION."""
     if sys.version_info < (3, 11):  # noqa: UP036 - dev.py runs before anything is installed
         sys.exit(f"Pam needs Python 3.11 or newer; this is {sys.version.split()[0]}.")
-    wanted = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
-    if PYTHON.exists() and STAMP.exists() and STAMP.read_text() == wanted:
-        return
     if not PYTHON.exists():
         print("Setting up Pam in .venv (first run only, takes a minute)...", file=sys.stderr)
         try:
             venv.create(VENV, with_pip=True)
         except Exception as exc:  # e.g. Debian without python3-venv
             sys.exit(f"Could not create .venv ({exc}). On Debian/Ubuntu: apt install python3-venv")
-    else:
-        print("Updating Pam's dependencies in .venv...", file=sys.stderr)
+    if UV.exists():
+        found = subprocess.run([str(UV), "--version"], capture_output=True, text=True).stdout
+        if found.split()[1:2] == [UV_VERSION]:
+            return
     install = [str(PYTHON), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
-    if subprocess.call([*install, "-e", f"{ROOT}[dev]"]) != 0:
-        sys.exit("Installing Pam's dependencies failed; see the pip output above.")
+    if subprocess.call([*install, f"uv=={UV_VERSION}"]) != 0:
+        sys.exit("Installing uv into .venv failed; see the pip output above.")
+
+
+def uv_environ() -> dict[str, str]:
+    """The environment for uv: this .venv, and never a Python of uv's own."""
+    return dict(os.environ, UV_PROJECT_ENVIRONMENT=str(VENV), UV_PYTHON_DOWNLOADS="never")
+
+
+def ensure_environment() -> None:
+    """Create .venv and install Pam with its test tools from uv.lock, unless up to date."""
+    inputs = (ROOT / "pyproject.toml").read_bytes() + (ROOT / "uv.lock").read_bytes()
+    wanted = hashlib.sha256(inputs).hexdigest()
+    if PYTHON.exists() and STAMP.exists() and STAMP.read_text() == wanted:
+        return
+    if PYTHON.exists():
+        print("Updating Pam's dependencies in .venv...", file=sys.stderr)
+    ensure_uv()
+    # --locked: fail instead of resolving anew when uv.lock no longer matches pyproject.toml;
+    # --inexact: leave what else is in .venv (uv itself, pip) alone.
+    sync = [str(UV), "sync", "--locked", "--extra", "dev", "--inexact", "--quiet"]
+    if subprocess.call(sync, cwd=ROOT, env=uv_environ()) != 0:
+        sys.exit(
+            "Installing Pam's dependencies from uv.lock failed; see uv's output above. If it "
+            "says the lockfile needs to be updated, pyproject.toml changed: run "
+            "`python3 dev.py lock` and commit uv.lock."
+        )
     STAMP.write_text(wanted)
+
+
+def lock(args: list[str]) -> int:
+    """`uv lock` for this project: uv.lock follows pyproject.toml (`--upgrade`: and every pin
+    moves to the newest version allowed), for all platforms and Python 3.11+ at once."""
+    ensure_uv()
+    return subprocess.call([str(UV), "lock", *args], cwd=ROOT, env=uv_environ())
 
 
 def _is_bench(path: Path) -> bool:
@@ -57,6 +93,8 @@ def main(argv: list[str]) -> int:
     if not argv or argv[0] in {"-h", "--help"}:
         print(__doc__)
         return 0 if argv else 2
+    if argv[0] == "lock":
+        return lock(argv[1:])
     ensure_environment()
     env = dict(os.environ)
     if "TIKTOKEN_CACHE_DIR" not in env and SHARED_TIKTOKEN.is_dir():
