@@ -13,7 +13,6 @@ from typing import Any
 from bot.llm import ChatModel, JsonSchema, LLMError, Misconfigured, Outage, Usage
 from memory.config import MemoryConfig
 from memory.density import is_low_information
-from memory.model_output import final_object
 from memory.profile_answer import (
     FIELDS,
     LEVELS,
@@ -32,7 +31,6 @@ __all__ = [
     "PROFILE_SCHEMA",
     "InvalidProfile",
     "document",
-    "extract_json_object",
     "learn_profile",
     "parse_profile_answer",
     "profile_due",
@@ -51,8 +49,15 @@ PROFILE_MAX_TOKENS = 1500
 MAX_FAILED_ATTEMPTS = 3
 
 
-def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
-    return {"anyOf": [schema, {"type": "null"}]}
+def _field_schema(name: str) -> dict[str, Any]:
+    """The schema of one profile field: its kind, or null for "unchanged"."""
+    if name in LIST_FIELDS:
+        kind: dict[str, Any] = {"type": "array", "items": {"type": "string"}}
+    elif name == "level":
+        kind = {"type": "string", "enum": list(LEVELS)}
+    else:
+        kind = {"type": "string"}
+    return {"anyOf": [kind, {"type": "null"}]}
 
 
 # Structured output for the profile answer. Strict, because only strict mode makes OpenAI keep
@@ -67,30 +72,12 @@ PROFILE_SCHEMA: JsonSchema = {
         "type": "object",
         "properties": {
             "no_change": {"type": "boolean"},
-            **{
-                name: _nullable(
-                    {"type": "array", "items": {"type": "string"}}
-                    if name in LIST_FIELDS
-                    else {"type": "string", "enum": list(LEVELS)}
-                    if name == "level"
-                    else {"type": "string"}
-                )
-                for name in FIELDS
-            },
+            **{name: _field_schema(name) for name in FIELDS},
         },
         "required": ["no_change", *FIELDS],
         "additionalProperties": False,
     },
 }
-
-
-def extract_json_object(text: str) -> Any:
-    """The final JSON object in `text` (see memory.model_output.final_object), tolerating
-    code fences and chatter around it. Raises ValueError when there is no whole one."""
-    found = final_object(text)
-    if found is None or not found.complete:
-        raise ValueError("no JSON object found")
-    return found.value
 
 
 def document(state: ProfileState) -> dict[str, Any]:
@@ -148,8 +135,8 @@ def _pass_failing_batch(
         return
     if store.save_profile(learner_id, state.version, None, new[-1].id, 0):
         log.warning(
-            "profile for learner %s: no usable answer on %s messages after %s attempts; "
-            "passed unread",
+            "profile for learner %s: no usable answer with %s messages unread (%s attempts' "
+            "worth); passed unread",
             learner_id,
             len(new),
             informative // config.profile_every,

@@ -128,7 +128,8 @@ def _items(value: Any, notes: list[str], topics: bool) -> list[str] | None:
         text = scalar_text(item)
         text = _BULLET.sub("", text).strip() if text else text
         if not text:
-            skipped += item is not None and item != ""
+            if item not in (None, ""):  # a boolean, an object: not an item
+                skipped += 1
             continue
         if len(text) > ITEM_CHARS:
             notes.append(f"an item longer than {ITEM_CHARS} characters left out")
@@ -176,11 +177,11 @@ def _unwrapped(answer: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     wrapper such as {"profile": {...}} or {"updated_profile": {...}} opened (two levels at
     most)."""
     no_change = False
-    for _ in range(3):
+    for depth in range(3):
         answer = dict(answer)
         for key in [k for k in answer if key_name(k) == "no_change"]:
             no_change = no_change or _no_change(answer.pop(key))
-        if any(ALIASES.get(key_name(k), key_name(k)) in READERS for k in answer):
+        if depth == 2 or any(ALIASES.get(key_name(k), key_name(k)) in READERS for k in answer):
             break
         objects = [v for v in answer.values() if isinstance(v, dict)]
         if len(objects) != 1:

@@ -647,8 +647,8 @@ def test_a_batch_that_keeps_failing_is_passed_after_three_attempts(
     assert (state.data, state.messages_processed) == ({}, 0)
     assert unread_by_profile(store, learner.id) == 0
     assert (
-        f"profile for learner {learner.id}: no usable answer on 15 messages after 3 attempts; "
-        "passed unread"
+        f"profile for learner {learner.id}: no usable answer with 15 messages unread "
+        "(3 attempts' worth); passed unread"
     ) in [r.getMessage() for r in caplog.records]
     assert "batch 0" not in caplog.text
 
