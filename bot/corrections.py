@@ -220,7 +220,12 @@ def parse_answer(text: str) -> TutorAnswer:
     found = final_object(text)
     if found is not None:
         reply, holder = _reply_of(found.value)
-        raw = holder.get("corrections")
+        raw = next((v for k, v in holder.items() if key_name(k) == "corrections"), None)
+        if reply is not None and found.complete and looks_like_json(reply):
+            # Encoded twice ({"reply": "{\"reply\": ...}"}): the inner answer is the answer.
+            inner = final_object(reply)
+            if inner is not None and inner.complete and _reply_of(inner.value)[0]:
+                return parse_answer(reply)
         if not found.complete:
             log.info("reply answer cut off: reading what arrived whole")
             if found.cut_key is not None and key_name(found.cut_key) == "corrections":

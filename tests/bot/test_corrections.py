@@ -116,6 +116,14 @@ def test_a_wrapped_answer_is_opened() -> None:
     assert parse_answer(text) == TutorAnswer(GOOD["reply"], [EXPECTED_CORRECTION])
 
 
+def test_an_answer_encoded_twice_is_read_once() -> None:
+    inner = json.dumps(GOOD, ensure_ascii=False)
+    text = json.dumps({"reply": inner, "corrections": []}, ensure_ascii=False)
+    assert parse_answer(text) == TutorAnswer(GOOD["reply"], [EXPECTED_CORRECTION])
+    # A reply that only starts like JSON is still the reply.
+    assert parse_answer('{"reply": "[risas] ¡Qué bueno!"}') == TutorAnswer("[risas] ¡Qué bueno!")
+
+
 def test_a_raw_newline_inside_the_reply_and_a_trailing_comma_are_read() -> None:
     text = '{"reply": "¡Hola!\n¿Qué tal?", "corrections": [],}'
     assert parse_answer(text) == TutorAnswer("¡Hola!\n¿Qué tal?")
