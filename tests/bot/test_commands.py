@@ -8,6 +8,7 @@ from bot import phrases
 from bot.commands import parse_command
 from bot.runtime import Pam
 from memory.store import LEARNER, CorrectionRecord, LearnerInfo
+from tests.bot.test_languages import EXPLAINED_IN
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel
 
@@ -150,17 +151,7 @@ def test_level(pam: Pam, fake_model: FakeChatModel, text: str) -> None:
     assert fake_model.calls == []
 
 
-@pytest.mark.parametrize(
-    ("level", "explained_in"),
-    [
-        ("A1", "English"),
-        ("A2", "English"),
-        ("B1", "Spanish"),
-        ("B2", "Spanish"),
-        ("C1", "Spanish"),
-        ("C2", "Spanish"),
-    ],
-)
+@pytest.mark.parametrize(("level", "explained_in"), EXPLAINED_IN)
 def test_the_level_confirmation_and_the_prompt_name_the_same_explanation_language(
     pam: Pam, fake_model: FakeChatModel, level: str, explained_in: str
 ) -> None:

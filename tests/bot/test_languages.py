@@ -78,18 +78,18 @@ def test_names_in_any_language_still_resolve(text: str, language: str) -> None:
     assert language_name(text) == language
 
 
-@pytest.mark.parametrize(
-    ("level", "explained_in"),
-    [
-        ("A1", "English"),
-        ("A2", "English"),
-        ("B1", "Spanish"),
-        ("B2", "Spanish"),
-        ("C1", "Spanish"),
-        ("C2", "Spanish"),
-        (None, "Spanish"),
-    ],
-)
+# A Spanish learner whose native language is English, level by level.
+EXPLAINED_IN = [
+    ("A1", "English"),
+    ("A2", "English"),
+    ("B1", "Spanish"),
+    ("B2", "Spanish"),
+    ("C1", "Spanish"),
+    ("C2", "Spanish"),
+]
+
+
+@pytest.mark.parametrize(("level", "explained_in"), [*EXPLAINED_IN, (None, "Spanish")])
 def test_beginners_get_explanations_in_their_native_language(
     level: str | None, explained_in: str
 ) -> None:
