@@ -6,7 +6,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bot.llm import ChatModel
+from bot.llm import ChatModel, LLMError, Usage
 from memory.config import MemoryConfig
 from memory.store import LEARNER, Store, StoredMessage
 from memory.tokens import TokenCounter
@@ -31,11 +31,14 @@ class FoldPlan:
 
 
 def fold_due(unfolded_count: int, unfolded_tokens: int, config: MemoryConfig) -> bool:
-    """A fold is due when the unfolded conversation is over the token threshold and some of it
-    is older than the verbatim window."""
-    return (
-        unfolded_tokens > config.summary_trigger_tokens and unfolded_count > config.window_messages
-    )
+    """A fold is due when the unfolded conversation is over the token trigger and at least a
+    batch of it lies outside the verbatim window."""
+    # The batch keeps folds rare for learners who write long messages, whose window alone is
+    # over the trigger: without it every turn would fold its two newest messages, one more call
+    # per message and a summary re-compressed until it drifts. A fold takes everything outside
+    # the window, so a batch of 2b messages means at most one fold every b turns.
+    outside = unfolded_count - config.window_messages
+    return unfolded_tokens > config.summary_trigger_tokens and outside >= config.fold_batch_messages
 
 
 def plan_fold(unfolded: Sequence[StoredMessage], config: MemoryConfig) -> FoldPlan | None:
@@ -82,18 +85,24 @@ def fold(
         previous_summary=as_data(state.text, config.summary_max_tokens * 8) or "(none yet)",
         transcript=as_data(transcript(plan.messages), MAX_FOLD_INPUT_TOKENS * 8),
     )
-    completion = model.complete(
-        prompt,  # type: ignore[arg-type]
-        model=config.memory_model,
-        max_tokens=config.summary_max_tokens,
-        purpose="summary",
-    )
-    store.record_usage(
+    try:
+        completion = model.complete(
+            prompt,  # type: ignore[arg-type]
+            model=config.memory_model,
+            max_tokens=config.summary_max_tokens,
+            purpose="summary",
+        )
+    except LLMError as exc:
+        # Answers the provider billed but Pam could not use cost all the same.
+        _record(store, learner_id, exc.billed)
+        raise
+    _record(
+        store,
         learner_id,
-        completion.model,
-        "summary",
-        completion.input_tokens,
-        completion.output_tokens,
+        (
+            *completion.billed,
+            Usage(completion.model, completion.input_tokens, completion.output_tokens),
+        ),
     )
     text = counter.truncate(completion.text.strip(), config.summary_max_tokens)
     written = store.save_summary(
@@ -102,3 +111,9 @@ def fold(
     if not written:
         log.info("fold for learner %s discarded: the summary changed meanwhile", learner_id)
     return written
+
+
+def _record(store: Store, learner_id: int, calls: Sequence[Usage]) -> None:
+    """Record each billed summary call in the learner's usage."""
+    for call in calls:
+        store.record_usage(learner_id, call.model, "summary", call.input_tokens, call.output_tokens)

@@ -443,7 +443,9 @@ def test_a_learner_cannot_reach_another_learners_data(settings: Settings, engine
     a_mark, b_mark = mark("alice"), mark("bob")
     a_name, b_name = mark("Alicia"), mark("Bartolome")
     model = secrets_echo([a_mark, b_mark, a_name, b_name])
-    pam = pam_for(settings, engine, model, summary_trigger_tokens=40, profile_every=3)
+    pam = pam_for(
+        settings, engine, model, summary_trigger_tokens=40, fold_batch_messages=2, profile_every=3
+    )
     a_user, b_user = unique_user("alice"), unique_user("bob")
     b_says = [f"yo es Bob y mi secreto es {b_mark} número {n}" for n in range(8)]
     a_says = [

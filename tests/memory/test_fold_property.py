@@ -1,9 +1,12 @@
-"""Property test of the fold invariant: folding never loses, repeats or reorders a message."""
+"""Property tests of the fold invariant: folding never loses, repeats or reorders a message, the
+window always holds the newest messages, and folds come in batches — for any learner, at most
+one summary rewrite every three turns at the default settings."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from unittest import mock
 
@@ -15,14 +18,15 @@ from bot.llm import ChatMessage, LLMError
 from memory import db
 from memory import summary as summary_module
 from memory.config import MemoryConfig
-from memory.store import LEARNER, PAM, Store
-from memory.summary import fold, fold_due
+from memory.store import LEARNER, PAM, Store, StoredMessage
+from memory.summary import fold, fold_due, plan_fold
 from memory.tokens import TokenCounter
 from tests.conftest import sqlite_url, unique_user
 from tests.fakes import FakeChatModel, failing
 
 WINDOW = 10
 CONFIG = MemoryConfig(window_messages=WINDOW, summary_trigger_tokens=400, summary_max_tokens=60)
+BATCHES = st.integers(1, 8)
 CHUNK_TOKENS = 300  # stands in for MAX_FOLD_INPUT_TOKENS, so backlogs take several folds
 MARK = re.compile(r"\bm(\d{4})\b")
 COUNTER = TokenCounter("gpt-4o-mini")
@@ -76,26 +80,52 @@ def _marks(call_text: str) -> list[int]:
 class Conversation:
     """One learner's conversation under test, with what every landed fold took."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, batch: int) -> None:
         self.store = store
+        self.config = replace(CONFIG, fold_batch_messages=batch)
         self.learner = store.learner(unique_user("prop")).id
         self.sent = 0
         self.mark_to_id: dict[int, int] = {}
         self.folded_marks: list[int] = []  # every landed fold's messages, in fold order
         self.watermark = 0
         self.landed = 0
+        # Messages said since the last landed fold that left nothing beyond the window (None:
+        # no such fold yet): the next fold needs a whole batch of them.
+        self.since_clean_fold: int | None = None
 
     def say(self, role: str, tokens: int) -> None:
         mark = self.sent
         self.sent += 1
+        if self.since_clean_fold is not None:
+            self.since_clean_fold += 1
         message = self.store.add_message(self.learner, role, f"m{mark:04d} {'bla ' * 3}", tokens)
         self.mark_to_id[mark] = message.id
 
     def fold(self, model: FakeChatModel) -> bool:
-        return fold(self.learner, store=self.store, model=model, counter=COUNTER, config=CONFIG)
+        return fold(
+            self.learner, store=self.store, model=model, counter=COUNTER, config=self.config
+        )
 
     def due(self) -> bool:
-        return fold_due(*self.store.unfolded_tokens(self.learner), CONFIG)
+        return fold_due(*self.store.unfolded_tokens(self.learner), self.config)
+
+    def landed_fold(self, marks: list[int]) -> None:
+        """Account for a fold that landed with the messages `marks`, checking the batch rule."""
+        unfolded = self.store.messages(self.learner, after=self.watermark)
+        beyond = unfolded[: len(unfolded) - WINDOW]
+        assert len(beyond) >= self.config.fold_batch_messages, "a fold takes a whole batch"
+        if self.since_clean_fold is not None:
+            assert self.since_clean_fold >= self.config.fold_batch_messages
+        taken = [m for m in beyond if int(MARK.findall(m.content)[0]) in marks]
+        assert taken == beyond[: len(marks)], "the oldest messages, in order"
+        # All of it beyond the window, unless the next one would pass the chunk budget.
+        clean = len(taken) == len(beyond)
+        if not clean:
+            budget = CHUNK_TOKENS - sum(m.tokens for m in taken)
+            assert beyond[len(taken)].tokens > budget
+        self.since_clean_fold = 0 if clean else None
+        self.landed += 1
+        self.folded_marks += marks
 
     def run(self, op: Op) -> None:
         before = self.store.summary(self.learner)
@@ -106,11 +136,11 @@ class Conversation:
             self.say(role, tokens)
         elif op[0] == "fold":
             model.queue("summary", f"summary after {self.sent} messages")
-            assert self.fold(model) is due
             if due:
-                self.landed += 1
-                self.folded_marks += _marks(model.calls[-1].text)
+                assert self.fold(model)
+                self.landed_fold(_marks(model.calls[-1].text))
             else:
+                assert not self.fold(model)
                 assert model.calls == []
         elif op[0] == "fold_fails":
             model.queue("summary", failing())
@@ -126,8 +156,7 @@ class Conversation:
             def rival_folds_first(messages: Sequence[ChatMessage]) -> str:
                 # Another runner (e.g. after a lease takeover) folds while this one waits.
                 assert self.fold(rival)
-                self.landed += 1
-                self.folded_marks.extend(_marks(rival.calls[-1].text))
+                self.landed_fold(_marks(rival.calls[-1].text))
                 return "the slow fold's summary"
 
             model.queue("summary", rival_folds_first)
@@ -161,8 +190,8 @@ class Conversation:
         )
 
 
-def _fold_invariant_holds(store: Store, ops: list[Op]) -> None:
-    conversation = Conversation(store)
+def _fold_invariant_holds(store: Store, ops: list[Op], batch: int) -> None:
+    conversation = Conversation(store, batch)
     with mock.patch.object(summary_module, "MAX_FOLD_INPUT_TOKENS", CHUNK_TOKENS):
         for op in ops:
             conversation.run(op)
@@ -182,14 +211,47 @@ SHARED_DB = [HealthCheck.function_scoped_fixture]
 
 
 @settings(max_examples=50, deadline=None, suppress_health_check=SHARED_DB)
-@given(ops=OPS)
-def test_folding_keeps_every_message_exactly_once(sqlite_store: Store, ops: list[Op]) -> None:
-    _fold_invariant_holds(sqlite_store, ops)
+@given(ops=OPS, batch=BATCHES)
+def test_folding_keeps_every_message_exactly_once(
+    sqlite_store: Store, ops: list[Op], batch: int
+) -> None:
+    _fold_invariant_holds(sqlite_store, ops, batch)
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=SHARED_DB)
-@given(ops=OPS)
+@given(ops=OPS, batch=BATCHES)
 def test_folding_keeps_every_message_exactly_once_on_postgres(
-    postgres_store: Store, ops: list[Op]
+    postgres_store: Store, ops: list[Op], batch: int
 ) -> None:
-    _fold_invariant_holds(postgres_store, ops)
+    _fold_invariant_holds(postgres_store, ops, batch)
+
+
+# Any learner: each turn a learner message of any length and a reply of any length.
+TURNS = st.lists(st.tuples(st.integers(1, 1000), st.integers(1, 300)), min_size=1, max_size=120)
+
+
+@settings(max_examples=200, deadline=None)
+@given(turns=TURNS)
+def test_for_any_learner_the_summary_is_rewritten_at_most_once_every_three_turns(
+    turns: list[tuple[int, int]],
+) -> None:
+    config = MemoryConfig()  # the defaults, whatever they are
+    unfolded: list[StoredMessage] = []
+    folded: list[StoredMessage] = []
+    said: list[StoredMessage] = []
+    folds = 0
+    for learner_tokens, reply_tokens in turns:
+        for role, tokens in ((LEARNER, learner_tokens), (PAM, reply_tokens)):
+            said.append(StoredMessage(len(said) + 1, role, f"m{len(said):04d}", tokens))
+            unfolded.append(said[-1])
+        # As the tutor does: after the turn, a fold if one is due, landing before the next.
+        plan = plan_fold(unfolded, config)
+        if plan is not None:
+            folds += 1
+            assert plan.messages == unfolded[: len(plan.messages)]
+            folded += plan.messages
+            unfolded = unfolded[len(plan.messages) :]
+        assert folded + unfolded == said, "every message folded or in the prompt, once, in order"
+        assert unfolded[-config.window_messages :] == said[-config.window_messages :]
+    event(f"folds: {folds}")
+    assert 3 * folds <= len(turns)

@@ -50,9 +50,10 @@ class Worker(threading.Thread):
 
 
 def _due_for_both_jobs(store: Store, learner_id: int) -> None:
-    """Enough conversation for both jobs: 12 messages of 300 tokens (a fold is due) of which
-    6 are the learner's (the profile job has something to read)."""
-    for n in range(12):
+    """Enough conversation for both jobs: 16 messages of 300 tokens (a fold is due: a batch
+    of 6 beyond the window) of which 8 are the learner's (the profile job has something to
+    read)."""
+    for n in range(16):
         role = LEARNER if n % 2 == 0 else PAM
         store.add_message(learner_id, role, f"Soy Lena, enfermera en Bremen ({n})", 300)
 

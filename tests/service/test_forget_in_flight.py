@@ -131,6 +131,7 @@ def scene(settings: Settings, engine: Engine, sender: RecordingSender) -> Iterat
     jobs = JobThreads()
     knobs = {
         "summary_trigger_tokens": 40,
+        "fold_batch_messages": 2,
         "profile_every": 5,
         "rate_limit_per_minute": 0,
         "admin_token": ADMIN,

@@ -96,6 +96,7 @@ def test_no_secret_or_message_text_is_logged_at_info(
                 "twilio_whatsapp_number": NUMBER,
                 "twilio_api_url": twilio.base_url,
                 "summary_trigger_tokens": 200,
+                "fold_batch_messages": 2,
             }
         )
         pam = build(config, submit=lambda work: work(), engine=engine)

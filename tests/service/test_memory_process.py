@@ -253,6 +253,7 @@ def env(database_url: str, llm: OpenAIServer, callback: Callback) -> dict[str, s
         PAM_JOB_LEASE_SECONDS="5",
         PAM_WINDOW_MESSAGES="2",
         PAM_SUMMARY_TRIGGER_TOKENS="40",
+        PAM_FOLD_BATCH_MESSAGES="2",
         PAM_PROFILE_EVERY="1",
         PAM_SHUTDOWN_WAIT_SECONDS="5",
     )

@@ -222,6 +222,7 @@ def pam_knobs(llm: OpenAIServer, callback: Callback) -> dict[str, str]:
         "PAM_LLM_MAX_RETRIES": "0",
         "PAM_LLM_TIMEOUT": "10",
         "PAM_SUMMARY_TRIGGER_TOKENS": "150",
+        "PAM_FOLD_BATCH_MESSAGES": "2",
         "PAM_SHUTDOWN_WAIT_SECONDS": "5",
     }
 
