@@ -23,6 +23,7 @@ from bot.llm import (
     Unusable,
     Usage,
 )
+from bot.openai_chat import OpenAIChatModel, openai_client
 from bot.runtime import build
 from bot.settings import Settings
 from memory.config import MemoryConfig
@@ -39,10 +40,18 @@ from memory.profile import (
 )
 from memory.store import LEARNER, PAM, CorrectionRecord, Store
 from memory.tokens import TokenCounter
+from tests import llm_shapes as shapes
 from tests.conftest import unique_user, unread_by_profile
 from tests.fakes import FakeChatModel, failing
+from tests.openai_server import OpenAIServer
 
 CONFIG = MemoryConfig(memory_model="memory-model-x")
+
+
+@pytest.fixture
+def counter() -> TokenCounter:
+    return TokenCounter("gpt-4o-mini")
+
 
 # -- parsing the model's answer -----------------------------------------------------------
 
@@ -760,6 +769,61 @@ def test_31_self_describing_turns_teach_the_profile_and_profile_shows_it(
     # The learned profile reaches the later reply prompts.
     last_reply = fake_model.of("reply")[-1]
     assert '"interests": ["hiking", "cooking"' in last_reply.messages[0]["content"]
+
+
+# -- through the real openai SDK, against recorded server shapes ---------------------------
+
+STRICT_ANSWER = json.dumps(
+    {"no_change": False, **dict.fromkeys(FIELDS), "interests": ["chess"], "level": "A2"}
+)
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        # OpenAI with structured output: every key present, null where nothing changed.
+        (shapes.openai(STRICT_ANSWER), {"interests": ["chess"], "level": "A2"}),
+        # Ollama without a reasoning parser: the thinking (drafting the format) stays in the
+        # content, then the answer in the loose shape.
+        (
+            shapes.ollama(
+                '<think>The format is {"interests": "..."}; she likes hiking.</think>\n'
+                + json.dumps(LOOSE_ANSWER)
+            ),
+            {
+                "who": LOOSE_ANSWER["who"],
+                "interests": ["hiking", "cooking"],
+                "misc": ["job interview in Madrid next month", "brother studies medicine"],
+                "level": "B1",
+                "recurring_mistakes": ["subjunctive after 'quiero que'"],
+            },
+        ),
+        # llama.cpp with the reasoning in its own field, the answer fenced.
+        (
+            shapes.llama_cpp(
+                '```json\n{"profile": {"interests": "chess and go", "level": "b1"}}\n```',
+                reasoning='She plays chess. Output {"interests": ["chess"]}?',
+            ),
+            {"interests": ["chess", "go"], "level": "B1"},
+        ),
+    ],
+    ids=["openai-strict", "ollama-think", "llama.cpp-wrapped"],
+)
+def test_a_profile_is_learned_through_the_sdk_from_recorded_answers(
+    store: Store, counter: TokenCounter, body: dict[str, object], expected: dict[str, object]
+) -> None:
+    learner = store.learner(unique_user())
+    ids = _chat(store, learner.id, ["Me gusta el ajedrez"] * 5)
+    with OpenAIServer() as server:
+        server.answer_next(body)
+        client = openai_client("test-key", server.base_url, timeout=10, max_retries=0)
+        model = OpenAIChatModel(client, counter)
+        assert learn_profile(learner.id, store=store, model=model, config=CONFIG)
+        (request,) = server.of("profile")
+    assert request["response_format"] == {"type": "json_schema", "json_schema": PROFILE_SCHEMA}
+    state = store.profile(learner.id)
+    assert (state.data, state.watermark) == (expected, ids[-1])
+    assert store.usage(learner.id)["profile"][0] == 1
 
 
 # -- the answer budget --------------------------------------------------------------------
