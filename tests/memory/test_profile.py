@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from sqlalchemy import Engine
 
 from bot.llm import (
@@ -320,6 +322,44 @@ def test_the_profile_schema_is_strict_and_nullable() -> None:
     assert {"type": "string", "enum": ["A1", "A2", "B1", "B2", "C1", "C2"]} in schema["properties"][
         "level"
     ]["anyOf"]
+
+
+profile_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=130),
+    lambda children: (
+        st.lists(children, max_size=12)
+        | st.dictionaries(st.sampled_from([*FIELDS, "no_change", "profile", "x"]), children)
+    ),
+    max_leaves=16,
+)
+
+
+@given(
+    st.dictionaries(st.sampled_from([*FIELDS, "no_change", "profile", "admin"]), profile_values),
+    st.integers(0, 400),
+)
+def test_parse_keeps_every_cap_for_any_answer(answer: dict[str, object], cut: int) -> None:
+    """Whatever the answer (and wherever the cap cuts it), what is kept is known fields of
+    the right kind within their caps, or InvalidProfile."""
+    text = json.dumps(answer)
+    for candidate in (text, text[:cut]):
+        try:
+            data = parse_profile_answer(candidate)
+        except InvalidProfile:
+            continue
+        if data is None:
+            continue
+        assert data and set(data) <= set(FIELDS)
+        assert len(json.dumps(data, ensure_ascii=False)) <= MAX_PROFILE_CHARS
+        for name, value in data.items():
+            if name in ("interests", "misc", "recurring_mistakes"):
+                assert isinstance(value, list) and 1 <= len(value) <= 10
+                assert all(isinstance(i, str) and 0 < len(i) <= 120 for i in value)
+            elif name == "level":
+                assert value in ("A1", "A2", "B1", "B2", "C1", "C2")
+            else:
+                cap = 40 if name.endswith("_language") else 300
+                assert isinstance(value, str) and 0 < len(value) <= cap
 
 
 # -- cadence ------------------------------------------------------------------------------
