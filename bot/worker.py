@@ -290,6 +290,16 @@ class Worker:
             log.info("queues pruned inbox=%d outbox=%d before=%s", answered, sent, cutoff)
         return sent + answered
 
+    def start_pruning(self) -> None:
+        """Prune every PRUNE_EVERY_SECONDS or so, on a thread of its own, until `stop`
+        (`start` does this; nothing happens without a retention window)."""
+        if self.retention is None or self._pruning is not None:
+            return
+        self._pruning = threading.Thread(
+            target=self._prune_now_and_then, name="queue-retention", daemon=True
+        )
+        self._pruning.start()
+
     def _prune_now_and_then(self) -> None:
         while not self._stopping.wait(PRUNE_EVERY_SECONDS * random.uniform(0.5, 1.0)):
             try:
@@ -314,11 +324,7 @@ class Worker:
         )
         self._inbox_lanes.start()
         self._delivery_lanes.start()
-        if self.retention is not None:
-            self._pruning = threading.Thread(
-                target=self._prune_now_and_then, name="queue-retention", daemon=True
-            )
-            self._pruning.start()
+        self.start_pruning()
         if self.pam.engine.dialect.name == "postgresql":  # web processes NOTIFY new messages
             self._listener = InboxListener(self.pam.engine, self.wake_inbox)
             self._listener.start()
@@ -344,11 +350,15 @@ class Worker:
         if self._listener is not None:
             self._listener.stop()
         deadline = time.monotonic() + wait_seconds
-        return all(
+        stopped = all(
             lanes.stop(deadline)
             for lanes in (self._inbox_lanes, self._delivery_lanes)
             if lanes is not None
         )
+        if self._pruning is not None:  # it ends after the batch it may be deleting
+            self._pruning.join(max(0.0, deadline - time.monotonic()))
+            stopped = stopped and not self._pruning.is_alive()
+        return stopped
 
     def close_senders(self) -> None:
         """Close senders that hold connections or threads (after the lanes stopped)."""
