@@ -263,6 +263,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
     except KeyboardInterrupt:
         pass
+    except OSError as exc:  # the port is taken, or the address is not this machine's
+        print(f"pam: cannot listen on {args.host}:{port}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     finally:
         stop_worker(pam, worker)
         app.extensions["pam"].close()

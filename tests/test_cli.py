@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import signal
+import socket
 import sqlite3
 import subprocess
 from collections.abc import Iterator
@@ -409,3 +410,15 @@ def test_set_webhook_notes_a_path_that_is_not_pams_route(
     assert "/telegram/webhook" in err and "https://pam.example/tg" in out
     [hook] = telegram_server.of("setWebhook")
     assert hook.params["url"] == "https://pam.example/tg"
+
+
+@pytest.mark.slow
+def test_serve_on_a_port_in_use_says_so_and_stops(tmp_path: Path, llm: OpenAIServer) -> None:
+    env = service_env(f"sqlite:///{tmp_path / 'pam.db'}", OPENAI_BASE_URL=llm.base_url)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code, _, err = pam("serve", "--port", str(port), cwd=tmp_path, env=env)
+    assert code == 2, err
+    assert f"cannot listen on 127.0.0.1:{port}" in err and "Traceback" not in err
