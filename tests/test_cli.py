@@ -106,8 +106,8 @@ def test_serve_has_a_port_flag_beside_the_port_variable(
     assert "--port PORT" in text and "$PORT" in text and "--host HOST" in text
 
 
-def test_the_top_level_help_lists_the_commands_and_the_web_process() -> None:
-    code, out, err = pam("--help", cwd=ROOT, env=service_env("sqlite:///unused.db"))
+def test_the_top_level_help_lists_the_commands_and_the_web_process(tmp_path: Path) -> None:
+    code, out, err = pam("--help", cwd=tmp_path, env=service_env("sqlite:///unused.db"))
     assert code == 0, err
     for command in ("chat", "worker", "serve", "telegram", "memory-jobs", "db"):
         assert f"\n    {command}" in out
