@@ -1,6 +1,8 @@
 """Scripted learners for the token benchmark, generated deterministically from fixed seeds:
-a Spanish learner and a German learner who chat about their lives (5–40 words a message, some
-with typical mistakes), and a 50-message chat that is mostly "ok", "jaja" and 👍."""
+a Spanish (A2) and a German (B1) learner who chat about their lives in 5–40 words a message, a
+French (B2) learner who writes paragraphs of 40–120 words about work, family, plans and
+opinions (all with typical mistakes of their level), and a 50-message chat that is mostly "ok",
+"jaja" and 👍."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 
 MIN_WORDS, MAX_WORDS = 5, 40
+LONG_MIN_WORDS, LONG_MAX_WORDS = 40, 120
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,11 @@ class Learner:
     mistakes: tuple[Mistake, ...]
     seed: int
     replies: tuple[str, ...] = field(default=())
+    # Whether the learner writes paragraphs (several sentences to a length drawn from
+    # min_words…max_words) rather than a few short sentences.
+    paragraphs: bool = False
+    min_words: int = MIN_WORDS
+    max_words: int = MAX_WORDS
 
 
 SPANISH = Learner(
@@ -182,7 +190,134 @@ GERMAN = Learner(
     ),
 )
 
-LEARNERS = (SPANISH, GERMAN)
+FRENCH = Learner(
+    external_id="bench:sam",
+    name="Sam",
+    target="French",
+    native="English",
+    level="B2",
+    seed=37,
+    paragraphs=True,
+    min_words=LONG_MIN_WORDS,
+    max_words=LONG_MAX_WORDS,
+    openers=("Salut Pam !", "Alors,", "Bon,", "Tu sais,", "Franchement,", "Écoute,", ""),
+    sentences=(
+        "Cette semaine au bureau a été assez intense, parce que nous lançons une nouvelle "
+        "version de l'application et tout le monde travaille tard le soir.",
+        "Mon équipe à {city} est petite mais très soudée, et j'apprécie vraiment que ma "
+        "cheffe nous laisse organiser notre travail comme nous le voulons.",
+        "Bien que je suis fatigué en ce moment, je continue à faire mes exercices de "
+        "français tous les matins dans le tram avant d'arriver au bureau.",
+        "Le week-end dernier, je suis allé voir {person} à {place} et nous avons passé des "
+        "heures à discuter de politique, de cinéma et de nos projets.",
+        "Si j'aurais plus de temps, je m'inscrirais à un cours de théâtre, parce que je "
+        "pense que ça m'aiderait à parler avec moins d'hésitations.",
+        "Ma sœur vient d'avoir un bébé, donc toute la famille est un peu en ébullition et "
+        "ma mère appelle tout le monde trois fois par jour.",
+        "Je trouve que les gens ici sont plus directs qu'en Angleterre, ce qui m'a surpris "
+        "au début, mais maintenant je trouve ça plutôt rafraîchissant.",
+        "Les photos que j'ai pris pendant les vacances à {place} sont magnifiques, je "
+        "pourrais te montrer celles du marché et du vieux port.",
+        "Je me demande souvent si je vais rester en France à long terme ou si je vais "
+        "rentrer au Royaume-Uni quand mon contrat se terminera.",
+        "Hier soir, j'ai cuisiné {dish} pour des collègues, et même si la sauce était un "
+        "peu trop salée, tout le monde a eu l'air de se régaler.",
+        "Ce qui m'énerve le plus dans mon travail, ce sont les réunions qui durent une heure "
+        "alors qu'on pourrait tout régler en dix minutes.",
+        "La réunion que je t'ai parlé la semaine dernière s'est finalement bien passée, et "
+        "mon projet a été accepté par la direction.",
+        "Il faut que tu viens un jour à {city}, je suis sûr que tu adorerais les petits "
+        "restaurants du quartier où j'habite.",
+        "Mon colocataire est {job} et il rentre souvent à des heures impossibles, mais "
+        "on s'entend très bien et on cuisine souvent ensemble.",
+        "Je suis en train de lire un roman de {author}, et même si certains passages sont "
+        "difficiles, j'arrive à suivre l'histoire sans dictionnaire.",
+        "À mon avis, les villes devraient investir beaucoup plus dans les pistes cyclables, "
+        "parce que le vélo est le moyen le plus simple de se déplacer.",
+        "L'été prochain, j'aimerais faire une randonnée de plusieurs jours dans {region} "
+        "avec {person}, si nous arrivons à trouver des dates qui conviennent.",
+        "Après que nous soyons arrivés à la gare, nous avons appris que le train était "
+        "annulé, alors nous avons dû prendre un bus pendant quatre heures.",
+        "Mes parents viennent me rendre visite le mois prochain, et je dois encore trouver "
+        "des activités qui plairont à mon père, qui n'aime pas marcher.",
+        "Au travail, je dois de plus en plus présenter nos résultats en français, ce qui me "
+        "stresse un peu, même si mes collègues sont très patients.",
+        "Je pense que j'ai fait beaucoup de progrès depuis l'année dernière, surtout à "
+        "l'oral, mais j'ai encore du mal avec le subjonctif.",
+        "Ce week-end, on a prévu d'aller au festival de jazz de {place}, où un ami de "
+        "{person} joue du saxophone dans un petit groupe.",
+        "Je ne suis pas d'accord avec l'idée que le télétravail rend les gens moins "
+        "productifs, en tout cas ce n'est pas du tout mon expérience.",
+        "Quand j'étais petit, nous passions toutes nos vacances chez mes grands-parents au "
+        "bord de la mer, et j'en garde des souvenirs merveilleux.",
+        "J'ai commencé à {hobby} le mardi soir avec des collègues, et c'est une bonne façon "
+        "de pratiquer mon français dans un contexte détendu.",
+        "Le plus difficile pour moi, ce n'est pas la grammaire, c'est de comprendre les "
+        "gens quand ils parlent vite avec beaucoup d'argot.",
+        "Ma cheffe m'a proposé de diriger un nouveau projet à partir de janvier, et "
+        "j'hésite encore, parce que ça veut dire beaucoup plus de responsabilités.",
+        "Tu crois que c'est une bonne idée de changer de travail après seulement deux ans, "
+        "ou est-ce que ça donne une mauvaise image aux recruteurs ?",
+        "Mon frère veut que je l'aide à préparer son voyage à {place}, alors je lui envoie "
+        "des listes de choses à voir et d'endroits où manger.",
+        "Il a plu pendant tout le week-end, donc je suis resté chez moi à regarder des "
+        "séries françaises avec les sous-titres, ce qui est très utile.",
+    ),
+    slots={
+        "city": ("Lyon",),
+        "place": ("Marseille", "Annecy", "Bordeaux", "Nantes", "Grenoble", "Montpellier"),
+        "person": ("ma copine", "mon frère", "des amis d'université", "ma collègue Julie"),
+        "dish": ("un gratin dauphinois", "un bœuf bourguignon", "une quiche", "un curry"),
+        "job": ("infirmier", "cuisinier", "musicien", "médecin urgentiste"),
+        "author": ("Annie Ernaux", "Albert Camus", "Amélie Nothomb", "Marcel Pagnol"),
+        "region": ("les Alpes", "les Pyrénées", "le Jura", "les Vosges"),
+        "hobby": ("jouer au badminton", "faire de l'escalade", "chanter dans une chorale"),
+    },
+    mistakes=(
+        Mistake(
+            "Bien que je suis",
+            "Bien que je sois",
+            "mood",
+            "Bien que takes the subjunctive: je sois.",
+        ),
+        Mistake("Si j'aurais", "Si j'avais", "conditional", "After si, the imperfect: j'avais."),
+        Mistake(
+            "que j'ai pris",
+            "que j'ai prises",
+            "agreement",
+            "The participle agrees with les photos, placed before avoir.",
+        ),
+        Mistake(
+            "que je t'ai parlé",
+            "dont je t'ai parlé",
+            "grammar",
+            "Parler de quelque chose → dont.",
+        ),
+        Mistake("faut que tu viens", "faut que tu viennes", "mood", "Il faut que + subjunctive."),
+        Mistake(
+            "Après que nous soyons",
+            "Après que nous sommes",
+            "mood",
+            "Après que takes the indicative.",
+        ),
+    ),
+    replies=(
+        "Ça a l'air d'être une semaine bien remplie, Sam !",
+        "Moi aussi, j'ai eu beaucoup de travail, mais ce soir je me repose enfin.",
+        "J'adore cette idée, ça me semble vraiment chouette.",
+        "Ici, il fait encore doux, alors je me promène beaucoup au bord du fleuve.",
+        "Le week-end dernier, je suis allée au marché avec une amie.",
+        "Ton français devient vraiment naturel, je le remarque chaque semaine.",
+        "Je suis sûre que ça va bien se passer, tu as l'air très motivé.",
+        "Moi aussi, j'aime cuisiner pour les autres, surtout des plats simples.",
+        "Qu'est-ce que tu vas faire ensuite ?",
+        "Et comment tu te sens par rapport à ça ?",
+        "Qu'est-ce qui te plaît le plus dans ton travail ?",
+        "Tu sais déjà avec qui tu vas partir ?",
+    ),
+)
+
+LEARNERS = (SPANISH, GERMAN, FRENCH)
 
 
 def word_count(text: str) -> int:
@@ -195,23 +330,44 @@ def _fill(sentence: str, learner: Learner, rng: random.Random) -> str:
 
 
 def learner_messages(learner: Learner, turns: int) -> list[str]:
-    """`turns` messages of 5–40 words, the same every run (seeded per learner)."""
+    """`turns` messages of `min_words`…`max_words` words, the same every run (seeded per
+    learner)."""
     rng = random.Random(learner.seed)
-    messages: list[str] = []
-    for _ in range(turns):
-        wanted = rng.choices((1, 2, 3, 4), weights=(3, 4, 2, 1))[0]
-        parts = [_fill(s, learner, rng) for s in rng.sample(learner.sentences, wanted)]
-        opener = rng.choice(learner.openers)
-        if opener and not opener.endswith("!"):  # "Oye, mi perro…", not "Oye, Mi perro…"
-            parts[0] = parts[0][0].lower() + parts[0][1:]
-        text = " ".join([opener, *parts]).strip()
-        while word_count(text) > MAX_WORDS:
-            parts.pop()
-            text = " ".join([opener, *parts]).strip()
-        if word_count(text) < MIN_WORDS:
-            text = f"{text} {_fill(rng.choice(learner.sentences), learner, rng)}"
-        messages.append(text)
-    return messages
+    write = _paragraph if learner.paragraphs else _short_message
+    return [write(learner, rng) for _ in range(turns)]
+
+
+def _opened(opener: str, parts: list[str]) -> str:
+    if opener and not opener.endswith("!"):  # "Oye, mi perro…", not "Oye, Mi perro…"
+        parts = [parts[0][0].lower() + parts[0][1:], *parts[1:]]
+    return " ".join([opener, *parts]).strip()
+
+
+def _short_message(learner: Learner, rng: random.Random) -> str:
+    wanted = rng.choices((1, 2, 3, 4), weights=(3, 4, 2, 1))[0]
+    parts = [_fill(s, learner, rng) for s in rng.sample(learner.sentences, wanted)]
+    opener = rng.choice(learner.openers)
+    text = _opened(opener, parts)
+    while word_count(text) > learner.max_words:
+        parts.pop()
+        text = _opened(opener, parts)
+    if word_count(text) < learner.min_words:
+        text = f"{text} {_fill(rng.choice(learner.sentences), learner, rng)}"
+    return text
+
+
+def _paragraph(learner: Learner, rng: random.Random) -> str:
+    # A length first, then sentences until it is reached: B2 learners tell a story or argue a
+    # point over several sentences, and their messages vary in length as people's do.
+    length = rng.randint(learner.min_words, learner.max_words)
+    opener = rng.choice(learner.openers)
+    pool = [_fill(s, learner, rng) for s in rng.sample(learner.sentences, len(learner.sentences))]
+    parts = [pool.pop()]
+    while pool and word_count(_opened(opener, parts)) < length:
+        parts.append(pool.pop())
+    while word_count(_opened(opener, parts)) > learner.max_words:
+        parts.pop()
+    return _opened(opener, parts)
 
 
 def corrections_for(learner: Learner, text: str) -> list[dict[str, str]]:

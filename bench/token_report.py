@@ -14,6 +14,8 @@ from bot.llm import ChatMessage
 from memory.tokens import MESSAGE_OVERHEAD, TokenCounter
 
 CACHE_MIN_TOKENS = 1024  # providers discount a cached prompt prefix from this length on
+# The summary is rewritten at most once every three turns on average, for any learner.
+MAX_FOLDS_PER_TURN = 1 / 3
 STRATEGIES = ("pam", "full", "window")
 NAMES = {"pam": "Pam (elastic memory)", "full": "Full replay", "window": "Last 20 messages"}
 
@@ -47,6 +49,14 @@ def stable_prefix(previous: Sequence[ChatMessage], current: Sequence[ChatMessage
     return shared
 
 
+def prefixes(series: Series) -> list[int]:
+    """The stable prefix of each reply prompt from turn 2 on, against the turn before."""
+    return [
+        stable_prefix(series.messages[turn - 1], series.messages[turn])
+        for turn in range(1, len(series.messages))
+    ]
+
+
 @dataclass(frozen=True)
 class PrefixStats:
     """How much of each reply prompt repeats the start of the previous one."""
@@ -57,17 +67,13 @@ class PrefixStats:
 
     @classmethod
     def of(cls, series: Series) -> PrefixStats:
-        shares, cacheable, cached_tokens = [], 0, 0
-        for turn in range(1, len(series.messages)):
-            prefix = stable_prefix(series.messages[turn - 1], series.messages[turn])
-            shares.append(prefix / series.prompts[turn])
-            if prefix >= CACHE_MIN_TOKENS:
-                cacheable += 1
-                cached_tokens += prefix
+        found = prefixes(series)
+        shares = [prefix / prompt for prefix, prompt in zip(found, series.prompts[1:], strict=True)]
+        cacheable = [prefix for prefix in found if prefix >= CACHE_MIN_TOKENS]
         return cls(
             statistics.fmean(shares) if shares else 0.0,
-            cacheable,
-            cached_tokens / sum(series.prompts),
+            len(cacheable),
+            sum(cacheable) / sum(series.prompts),
         )
 
 
@@ -97,7 +103,7 @@ class Target:
 
     def line(self) -> str:
         verdict = "PASS" if self.passed else "FAIL"
-        measured = f"{self.value:.3f} ≤ {self.limit} ({self.detail})"
+        measured = f"{self.value:.3f} ≤ {self.limit:.3g} ({self.detail})"
         return f"{verdict}  {self.name} [{self.learner}]: {measured}"
 
     def as_dict(self) -> dict[str, Any]:
@@ -142,7 +148,40 @@ def targets(learner: str, pam: Series, full: Series) -> list[Target]:
                     f"{ours:,} vs {theirs:,} tokens",
                 )
             )
+    folds = sum(pam.folds)
+    found.append(
+        Target(
+            "summary rewrites per turn",
+            learner,
+            folds / turns,
+            MAX_FOLDS_PER_TURN,
+            f"{folds} folds in {turns} turns",
+        )
+    )
     return found
+
+
+def learner_table(pam: dict[str, Series], full: dict[str, Series]) -> str:
+    """The README's per-learner table: each target's measure, LLM calls per message and
+    summary rewrites per turn, for Pam."""
+    turns = len(next(iter(pam.values())).prompts)
+    columns = [(a, b) for a, b in ((91, 110), (291, 310)) if turns >= b]
+    spans = [n for n in (100, 300) if turns >= n]
+    lines = [
+        "| learner | "
+        + "".join(f"reply prompt {a}–{b} vs full | " for a, b in columns)
+        + "".join(f"all tokens {n} turns vs full | " for n in spans)
+        + "LLM calls per message | summary rewrites per turn |",
+        "|---|" + "---:|" * (len(columns) + len(spans) + 2),
+    ]
+    for learner, ours in pam.items():
+        theirs = full[learner]
+        cells = [f"{mean_prompt(ours, a, b) / mean_prompt(theirs, a, b):.1%}" for a, b in columns]
+        cells += [f"{total(ours, n) / total(theirs, n):.1%}" for n in spans]
+        cells.append(f"{sum(ours.calls) / turns:.2f}")
+        cells.append(f"{sum(ours.folds) / turns:.3f} (1 in {turns / max(1, sum(ours.folds)):.1f})")
+        lines.append(f"| {learner} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def strategy_figures(runs: dict[str, Series]) -> dict[str, Any]:
@@ -157,6 +196,7 @@ def strategy_figures(runs: dict[str, Series]) -> dict[str, Any]:
         "turns": turns,
         "largest_prompt": mean(lambda s: max(s.prompts)),
         "calls_per_100": mean(lambda s: 100 * sum(s.calls) / turns),
+        "folds_per_100": mean(lambda s: 100 * sum(s.folds) / turns),
     }
     for first_turn, last_turn in ((91, 110), (291, 310)):
         if turns >= last_turn:

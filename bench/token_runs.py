@@ -4,10 +4,11 @@ window of the last 20 messages — built with the same reply prompt and the same
 
 from __future__ import annotations
 
+import functools
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from bench.conversations import LOW_INFO_CHAT, Learner, learner_messages
@@ -38,6 +39,13 @@ class Series:
     calls: list[int] = field(default_factory=list)  # LLM calls made on the turn
     outputs: list[int] = field(default_factory=list)  # output tokens of the reply call
     messages: list[list[ChatMessage]] = field(default_factory=list)  # each reply prompt
+    folds: list[int] = field(default_factory=list)  # summary calls made on the turn
+    memory_inputs: list[int] = field(default_factory=list)  # summary and profile input tokens
+    memory_outputs: list[int] = field(default_factory=list)  # and their output tokens
+
+    def head(self, turns: int) -> Series:
+        """The first `turns` turns of this series."""
+        return Series(**{f.name: getattr(self, f.name)[:turns] for f in fields(self)})
 
 
 @dataclass
@@ -65,6 +73,7 @@ def bench_settings(database_url: str, memory: MemoryConfig) -> Settings:
         window_messages=memory.window_messages,
         summary_trigger_tokens=memory.summary_trigger_tokens,
         summary_max_tokens=memory.summary_max_tokens,
+        fold_batch_messages=memory.fold_batch_messages,
         profile_every=memory.profile_every,
     )
 
@@ -114,6 +123,9 @@ def run_pam(
                 s.calls.append(len(made))
                 s.outputs.append(reply.output_tokens)
                 s.messages.append(reply.messages)
+                s.folds.append(sum(c.purpose == "summary" for c in made))
+                s.memory_inputs.append(sum(c.input_tokens for c in made[1:]))
+                s.memory_outputs.append(sum(c.output_tokens for c in made[1:]))
             if progress and ((turn + 1) % every == 0 or turn + 1 == turns):
                 progress(
                     f"pam trigger={memory.summary_trigger_tokens} cap="
@@ -133,7 +145,8 @@ def baseline(run: PamRun, target: str, window: int | None) -> Series:
     `window` ones. Replies are the same as Pam's, so each turn's output is Pam's reply output."""
     info = run.learners[target]
     conversation = run.conversations[target]
-    counter = TokenCounter(REPLY_MODEL)
+    # Full replay counts every message again on every turn: count each text once.
+    count = functools.cache(TokenCounter(REPLY_MODEL).count_message)
     no_profile = ProfileState({}, 0, 0, 0, None)
     no_summary = SummaryState("", 0, 0, 0, 0, None)
     cap = run.memory.summary_max_tokens * 8
@@ -145,12 +158,15 @@ def baseline(run: PamRun, target: str, window: int | None) -> Series:
             conversation[:upto] if window is None else conversation[max(0, upto - window) : upto]
         )
         messages = reply_prompt(Context(info, no_profile, no_summary, shown), cap)
-        prompt = sum(counter.count_message(m["content"]) for m in messages)
+        prompt = sum(count(m["content"]) for m in messages)
         out.prompts.append(prompt)
         out.tokens.append(prompt + pam.outputs[turn])
         out.calls.append(1)
         out.outputs.append(pam.outputs[turn])
         out.messages.append(messages)
+        out.folds.append(0)
+        out.memory_inputs.append(0)
+        out.memory_outputs.append(0)
     return out
 
 

@@ -4,8 +4,9 @@ the same scripted conversations and the same tokenizer (real tiktoken), with Pam
     python -m bench.tokens                 # 310 turns per learner, figures in bench/results/
     python -m bench.tokens --quick         # 120 turns, a small curve: what the tests run
 
-Prints progress, the targets (PASS/FAIL) and a markdown table; writes tokens.json,
-tokens.png and threshold_curve.png. Deterministic: fixed seeds, nothing depends on the clock.
+Prints progress, the targets (PASS/FAIL), markdown tables and the dollars per learner-month;
+writes tokens.json, tokens.png, threshold_curve.png and costs.png. Deterministic: fixed seeds,
+nothing depends on the clock.
 """
 
 from __future__ import annotations
@@ -22,15 +23,28 @@ from pathlib import Path
 from typing import Any
 
 from bench.conversations import LEARNERS, LOW_INFO_CHAT, SPANISH, Learner
-from bench.token_report import NAMES, Target, markdown_table, strategy_figures, targets, total
+from bench.token_costs import MONTH_MESSAGES, cost_table, month_costs
+from bench.token_report import (
+    NAMES,
+    Target,
+    learner_table,
+    markdown_table,
+    strategy_figures,
+    targets,
+    total,
+)
 from bench.token_runs import Progress, baseline, memory_calls_bounded, run_density, run_pam
 from memory.config import MemoryConfig
 
 RESULTS = Path(__file__).resolve().parent / "results"
 TRIGGERS = (400, 500, 600, 800, 1000, 1500, 2000, 3000)
 CAPS = (100, 120, 150, 200, 300, 500)
-QUICK_TRIGGERS, QUICK_CAPS = (800, 2000), (250,)
+BATCHES = (4, 6, 8)  # messages outside the window before a fold: two, three, four turns
+QUICK_TRIGGERS, QUICK_CAPS, QUICK_BATCHES = (800, 2000), (250,), (6,)
 CURVE_TURNS = 300
+# The README's cost table: the two small models most deployments start with.
+COST_MODELS = ("gpt-4o-mini", "gpt-4.1-mini")
+LABELS = {lr.target: f"{lr.name} ({lr.target} {lr.level})" for lr in LEARNERS}
 
 
 def log(line: str) -> None:
@@ -38,9 +52,15 @@ def log(line: str) -> None:
     print(line, flush=True)
 
 
-def curve_point(trigger: int, cap: int, turns: int) -> dict[str, Any]:
-    """Pam's cost and targets at one summary trigger and cap (run in a worker process)."""
-    memory = replace(MemoryConfig(), summary_trigger_tokens=trigger, summary_max_tokens=cap)
+def curve_point(trigger: int, cap: int, batch: int, turns: int) -> dict[str, Any]:
+    """Pam's cost and targets at one summary trigger, cap and fold batch (run in a worker
+    process)."""
+    memory = replace(
+        MemoryConfig(),
+        summary_trigger_tokens=trigger,
+        summary_max_tokens=cap,
+        fold_batch_messages=batch,
+    )
     run = run_pam(LEARNERS, turns, memory)
     checked: list[Target] = []
     for learner in run.series:
@@ -49,7 +69,9 @@ def curve_point(trigger: int, cap: int, turns: int) -> dict[str, Any]:
     return {
         "trigger": trigger,
         "cap": cap,
+        "batch": batch,
         "total": statistics.fmean(total(s, span) for s in run.series.values()),
+        "folds_per_turn": statistics.fmean(sum(s.folds) / turns for s in run.series.values()),
         "passes": all(t.passed for t in checked),
         "worst": {
             t.name: round(max(u.value for u in checked if u.name == t.name), 4) for t in checked
@@ -57,37 +79,50 @@ def curve_point(trigger: int, cap: int, turns: int) -> dict[str, Any]:
     }
 
 
-def threshold_curve(
-    triggers: Sequence[int], caps: Sequence[int], turns: int, jobs: int
-) -> list[dict[str, Any]]:
-    """`curve_point` for every trigger and cap, on `jobs` processes (the result is the same
-    for any number)."""
-    grid = [(t, c) for c in caps for t in triggers]
+Grid = Sequence[tuple[int, int, int]]
+
+
+def threshold_curve(grid: Grid, turns: int, jobs: int) -> list[dict[str, Any]]:
+    """`curve_point` for every (trigger, cap, batch) of `grid`, on `jobs` processes (the
+    result is the same for any number)."""
     log(f"threshold curve: {len(grid)} runs of {turns} turns on {jobs} process(es)")
     points: list[dict[str, Any]] = []
+
+    def done(point: dict[str, Any]) -> None:
+        points.append(point)
+        log(
+            f"  trigger={point['trigger']} cap={point['cap']} batch={point['batch']}: "
+            f"{point['total']:,.0f} tokens, {point['folds_per_turn']:.3f} folds a turn"
+            f"{'' if point['passes'] else ' (misses a target)'}"
+        )
+
     if jobs <= 1:
-        for trigger, cap in grid:
-            points.append(curve_point(trigger, cap, turns))
-            log(f"  trigger={trigger} cap={cap}: {points[-1]['total']:,.0f} tokens")
+        for trigger, cap, batch in grid:
+            done(curve_point(trigger, cap, batch, turns))
         return points
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        futures = [pool.submit(curve_point, t, c, turns) for t, c in grid]
-        for (trigger, cap), future in zip(grid, futures, strict=True):
-            points.append(future.result())
-            log(f"  trigger={trigger} cap={cap}: {points[-1]['total']:,.0f} tokens")
+        futures = [pool.submit(curve_point, *point, turns) for point in grid]
+        for future in futures:
+            done(future.result())
     return points
+
+
+def curve_grid(triggers: Sequence[int], caps: Sequence[int], batches: Sequence[int]) -> Grid:
+    """Every combination of trigger, cap and batch."""
+    return [(t, c, b) for b in batches for c in caps for t in triggers]
 
 
 def choose_defaults(curve: Sequence[dict[str, Any]]) -> dict[str, int] | None:
     """The largest summary cap (the most memory) that meets every target, with its cheapest
-    passing trigger — of triggers within 1% of that cost, the largest (fewer summary calls);
-    None if no point meets them."""
+    passing trigger and batch — of points within 1% of that cost, the one that rewrites the
+    summary least often (then the larger trigger); None if no point meets them."""
     for cap in sorted({p["cap"] for p in curve}, reverse=True):
         passing = [p for p in curve if p["cap"] == cap and p["passes"]]
         if passing:
             cheapest = min(p["total"] for p in passing)
             near = [p for p in passing if p["total"] <= cheapest * 1.01]
-            return {"trigger": max(p["trigger"] for p in near), "cap": cap}
+            best = min(near, key=lambda p: (p["folds_per_turn"], -p["trigger"]))
+            return {"trigger": best["trigger"], "cap": cap, "batch": best["batch"]}
     return None
 
 
@@ -119,37 +154,46 @@ def run(
     plots: bool = True,
     triggers: Sequence[int] = TRIGGERS,
     caps: Sequence[int] = CAPS,
+    batches: Sequence[int] = BATCHES,
+    month: int = MONTH_MESSAGES,
     jobs: int = 2,
     progress: Progress = log,
 ) -> dict[str, Any]:
-    """The whole benchmark; writes tokens.json (and the figures) under `out`."""
+    """The whole benchmark; writes tokens.json (and the figures) under `out`. Pam runs for
+    `month` turns if that is longer, for the cost of a learner-month; everything else is
+    measured on the first `turns`."""
     memory = MemoryConfig()
     progress(
         f"Pam with the defaults: trigger {memory.summary_trigger_tokens}, cap "
-        f"{memory.summary_max_tokens}, window {memory.window_messages}; {turns} turns"
+        f"{memory.summary_max_tokens}, batch {memory.fold_batch_messages}, window "
+        f"{memory.window_messages}; {max(turns, month)} turns"
     )
-    pam_run = run_pam(LEARNERS, turns, memory, progress)
-    series = {
+    pam_run = run_pam(LEARNERS, max(turns, month), memory, progress)
+    whole = {
         "pam": pam_run.series,
         "full": {k: baseline(pam_run, k, None) for k in pam_run.series},
         "window": {k: baseline(pam_run, k, 20) for k in pam_run.series},
     }
-    progress("baselines built; measuring stable prefixes")
+    series = {key: {k: s.head(turns) for k, s in runs.items()} for key, runs in whole.items()}
+    progress("baselines built; measuring stable prefixes and costs")
     figures = {key: strategy_figures(runs) for key, runs in series.items()}
+    costs = month_costs(whole, month)
     checked: list[Target] = []
     for learner in pam_run.series:
         checked += targets(learner, series["pam"][learner], series["full"][learner])
     bounded, bounded_detail = memory_calls_bounded(pam_run)
     progress("the 50-message chat")
     density = run_density(SPANISH, memory)
-    curve = threshold_curve(triggers, caps, turns, jobs)
+    curve = threshold_curve(curve_grid(triggers, caps, batches), turns, jobs)
     chosen = choose_defaults(curve)
+    labelled = {LABELS[k]: s for k, s in series["pam"].items()}
     result: dict[str, Any] = {
         "turns": turns,
-        "learners": [f"{lr.name} ({lr.target}, {lr.level})" for lr in LEARNERS],
+        "learners": list(LABELS.values()),
         "memory": asdict(memory),
         "figures": figures,
         "table": markdown_table(figures),
+        "learner_table": learner_table(labelled, {LABELS[k]: s for k, s in series["full"].items()}),
         "targets": [t.as_dict() for t in checked],
         "memory_calls_bounded": {"passed": bounded, "detail": bounded_detail},
         "density": {
@@ -158,6 +202,12 @@ def run(
             "passed": density.reduction >= 0.5 and density.rich_seen == density.rich,
             "random_placement": density_sensitivity(SPANISH, memory),
         },
+        "costs": costs,
+        "cost_table": cost_table(
+            {**costs, "learners": {LABELS[k]: v for k, v in costs["learners"].items()}},
+            NAMES,
+            COST_MODELS,
+        ),
         "curve": curve,
         "recommended": chosen,
         "per_turn": {k: {lr: s.prompts for lr, s in v.items()} for k, v in series.items()},
@@ -165,13 +215,14 @@ def run(
     out.mkdir(parents=True, exist_ok=True)
     (out / "tokens.json").write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
     if plots:
-        from bench.token_plots import plot_prompts, plot_threshold_curve
+        from bench.token_plots import plot_costs, plot_prompts, plot_threshold_curve
 
         mean_per_turn = {
             k: [statistics.fmean(values) for values in zip(*v.values(), strict=True)]
             for k, v in result["per_turn"].items()
         }
-        plot_prompts(mean_per_turn, NAMES, out / "tokens.png", "mean of 2 learners")
+        plot_prompts(mean_per_turn, NAMES, out / "tokens.png", f"mean of {len(LEARNERS)} learners")
+        plot_costs(costs, NAMES, COST_MODELS, out / "costs.png")
         if chosen:
             plot_threshold_curve(curve, chosen, out / "threshold_curve.png", min(turns, 300))
     return result
@@ -199,10 +250,18 @@ def report(result: dict[str, Any]) -> str:
     )
     memory, chosen = result["memory"], result["recommended"]
     lines.append(
-        f"Curve: recommended trigger/cap {chosen}; defaults are "
-        f"{memory['summary_trigger_tokens']}/{memory['summary_max_tokens']}"
+        f"Curve: recommended {chosen}; defaults are trigger {memory['summary_trigger_tokens']}, "
+        f"cap {memory['summary_max_tokens']}, batch {memory['fold_batch_messages']}"
     )
-    lines += ["", result["table"], ""]
+    lines += ["", result["table"], "", result["learner_table"], ""]
+    costs = result["costs"]
+    lines += [
+        f"Dollars per learner-month of {costs['messages']} messages, every call on the model "
+        f"named ({costs['source']}):",
+        "",
+        result["cost_table"],
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -213,16 +272,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--turns", type=int, default=310, help="learner turns per learner")
     parser.add_argument("--out", type=Path, default=RESULTS, help="where results go")
     parser.add_argument("--quick", action="store_true", help="120 turns and a 2-point curve")
+    parser.add_argument(
+        "--month", type=int, default=MONTH_MESSAGES, help="learner messages a month, for costs"
+    )
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
     parser.add_argument("--jobs", type=int, default=2, help="processes for the curve")
     args = parser.parse_args(argv)
     turns: int = args.turns
+    month: int = args.month
     triggers: Sequence[int] = TRIGGERS
     caps: Sequence[int] = CAPS
+    batches: Sequence[int] = BATCHES
     if args.quick:
-        turns, triggers, caps = 120, QUICK_TRIGGERS, QUICK_CAPS
+        turns, month = 120, 120
+        triggers, caps, batches = QUICK_TRIGGERS, QUICK_CAPS, QUICK_BATCHES
     result = run(
-        turns, args.out, plots=not args.no_plots, triggers=triggers, caps=caps, jobs=args.jobs
+        turns,
+        args.out,
+        plots=not args.no_plots,
+        triggers=triggers,
+        caps=caps,
+        batches=batches,
+        month=month,
+        jobs=args.jobs,
     )
     print(report(result))
     everything = [t["passed"] for t in result["targets"]]

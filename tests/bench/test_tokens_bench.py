@@ -10,9 +10,20 @@ from typing import Any
 import pytest
 
 from bench import tokens
-from bench.conversations import LEARNERS, LOW_INFO_CHAT, learner_messages, word_count
+from bench.conversations import (
+    FRENCH,
+    LEARNERS,
+    LOW_INFO_CHAT,
+    corrections_for,
+    learner_messages,
+    word_count,
+)
+from bench.token_costs import PRICES, Bill, cached_tokens
 from bench.token_report import stable_prefix
+from bench.token_runs import REPLY_MODEL, Series
+from bot.llm import ChatMessage
 from memory.density import is_low_information
+from memory.tokens import TokenCounter
 
 QUICK_TURNS = 120
 
@@ -26,6 +37,8 @@ def result(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         plots=False,
         triggers=tokens.QUICK_TRIGGERS,
         caps=tokens.QUICK_CAPS,
+        batches=tokens.QUICK_BATCHES,
+        month=QUICK_TURNS,
         jobs=1,
         progress=lambda line: None,
     )
@@ -37,9 +50,21 @@ def test_the_scripts_are_long_enough_realistic_and_the_same_every_run() -> None:
     for learner in LEARNERS:
         messages = learner_messages(learner, 310)
         assert messages == learner_messages(learner, 310)
-        assert all(5 <= word_count(m) <= 40 for m in messages)
+        assert all(learner.min_words <= word_count(m) <= learner.max_words for m in messages)
         assert not any(is_low_information(m) for m in messages)
-    assert {learner.target for learner in LEARNERS} == {"Spanish", "German"}
+    assert {learner.target for learner in LEARNERS} == {"Spanish", "German", "French"}
+    assert [(lr.min_words, lr.max_words) for lr in LEARNERS] == [(5, 40), (5, 40), (40, 120)]
+
+
+def test_the_b2_learner_writes_paragraphs_with_the_occasional_b2_mistake() -> None:
+    messages = learner_messages(FRENCH, 310)
+    assert FRENCH.level == "B2"
+    lengths = sorted(word_count(m) for m in messages)
+    assert lengths[len(lengths) // 2] >= 70  # the median message is a paragraph
+    with_mistakes = [m for m in messages if corrections_for(FRENCH, m)]
+    assert 0.2 < len(with_mistakes) / len(messages) < 0.8  # some, not every message
+    categories = {c["category"] for m in with_mistakes for c in corrections_for(FRENCH, m)}
+    assert {"mood", "agreement", "conditional"} <= categories
     assert len(LOW_INFO_CHAT) == 50
     assert sum(rich for rich, _ in LOW_INFO_CHAT) == 10
 
@@ -52,7 +77,7 @@ def test_the_low_information_chat_is_labelled_as_the_filter_sees_it() -> None:
 def test_every_strategy_is_measured_on_every_turn(result: dict[str, Any]) -> None:
     assert set(result["per_turn"]) == {"pam", "full", "window"}
     for runs in result["per_turn"].values():
-        assert set(runs) == {"Spanish", "German"}
+        assert set(runs) == {"Spanish", "German", "French"}
         assert all(len(prompts) == QUICK_TURNS for prompts in runs.values())
     figures = result["figures"]
     assert figures["full"]["calls_per_100"] == figures["window"]["calls_per_100"] == 100
@@ -61,6 +86,8 @@ def test_every_strategy_is_measured_on_every_turn(result: dict[str, Any]) -> Non
         assert 0 <= figures[key]["prefix_share"] <= 1
     assert "| Pam (elastic memory) |" in result["table"]
     assert "| Full replay |" in result["table"]
+    for learner in result["learners"]:
+        assert f"| {learner} |" in result["learner_table"]
 
 
 def test_full_replay_grows_and_the_window_stays_bounded(result: dict[str, Any]) -> None:
@@ -76,7 +103,9 @@ def test_the_targets_that_120_turns_can_check_pass(result: dict[str, Any]) -> No
     assert names == {
         "mean reply prompt, turns 91–110, vs full replay",
         "all tokens over 100 turns vs full replay",
+        "summary rewrites per turn",
     }
+    assert {learner for _, learner in checked} == {"Spanish", "German", "French"}
     failed = [t for t in checked.values() if not t["passed"]]
     assert not failed, failed
 
@@ -97,12 +126,113 @@ def test_the_density_filter_halves_profile_calls_and_sees_every_rich_message(
     assert shuffled["share_meeting_50pct"] == shuffled["share_all_rich_seen"] == 1.0, shuffled
 
 
+def test_the_summary_is_rewritten_at_most_once_every_three_turns_for_every_learner(
+    result: dict[str, Any],
+) -> None:
+    rewrites = {
+        t["learner"]: t for t in result["targets"] if t["name"] == "summary rewrites per turn"
+    }
+    assert set(rewrites) == {"Spanish", "German", "French"}
+    for target in rewrites.values():
+        assert 0 < target["value"] <= 1 / 3, target
+    # Long messages do not fold more often than short ones by more than the batch allows.
+    assert rewrites["French"]["value"] <= 1 / 3
+
+
+def test_costs_per_learner_month_for_every_strategy_at_dated_prices(result: dict[str, Any]) -> None:
+    costs = result["costs"]
+    assert costs["messages"] == QUICK_TURNS
+    assert "OpenAI" in costs["source"] and "2025" in costs["source"]
+    models = {p["model"] for p in costs["prices"]}
+    assert {"gpt-4o-mini", "gpt-4.1-mini"} <= models
+    assert set(costs["learners"]) == {"Spanish", "German", "French"}
+    for runs in costs["learners"].values():
+        assert set(runs) == {"pam", "full", "window"}
+        for model in models:
+            for key in ("pam", "full", "window"):
+                assert 0 < runs[key]["dollars"][model] <= runs[key]["dollars_uncached"][model]
+            assert runs["pam"]["dollars_uncached"][model] < runs["full"]["dollars_uncached"][model]
+        assert runs["full"]["tokens"]["cached"] > 0  # full replay repeats its whole past
+    assert "| Pam (elastic memory) |" in result["cost_table"]
+    assert "gpt-4.1-mini" in result["cost_table"]
+
+
+def test_cached_input_follows_openais_1024_token_prefix_in_128_token_steps() -> None:
+    assert [cached_tokens(n) for n in (0, 1023, 1024, 1151, 1152, 5000)] == [
+        0,
+        0,
+        1024,
+        1024,
+        1152,
+        4992,
+    ]
+
+
+def test_a_bill_prices_cached_input_at_the_cached_rate() -> None:
+    counter = TokenCounter(REPLY_MODEL)
+    system: ChatMessage = {"role": "system", "content": "Eres Pam. " * 400}
+    first: list[ChatMessage] = [system, {"role": "user", "content": "hola"}]
+    second: list[ChatMessage] = [
+        *first,
+        {"role": "assistant", "content": "¡hola!"},
+        {"role": "user", "content": "¿qué tal?"},
+    ]
+    prompts = [sum(counter.count_message(m["content"]) for m in p) for p in (first, second)]
+    series = Series(
+        prompts=prompts,
+        outputs=[20, 30],
+        messages=[first, second],
+        memory_inputs=[0, 500],
+        memory_outputs=[0, 100],
+    )
+    bill = Bill.of(series)
+    prefix = stable_prefix(first, second)
+    assert 1024 < prefix < prompts[1]
+    assert bill.cached == cached_tokens(prefix)
+    assert bill.input == sum(prompts) - bill.cached + 500
+    assert bill.output == 20 + 30 + 100
+    mini = next(p for p in PRICES if p.model == "gpt-4o-mini")
+    assert bill.dollars(mini) == pytest.approx(
+        (bill.input * 0.15 + bill.cached * 0.075 + bill.output * 0.60) / 1e6
+    )
+    assert bill.dollars(mini, cache=False) > bill.dollars(mini)
+
+
 def test_the_curve_recommends_a_point_it_measured(result: dict[str, Any]) -> None:
-    points = {(p["trigger"], p["cap"]) for p in result["curve"]}
-    assert points == {(t, c) for t in tokens.QUICK_TRIGGERS for c in tokens.QUICK_CAPS}
+    points = {(p["trigger"], p["cap"], p["batch"]) for p in result["curve"]}
+    assert points == {
+        (t, c, b)
+        for t in tokens.QUICK_TRIGGERS
+        for c in tokens.QUICK_CAPS
+        for b in tokens.QUICK_BATCHES
+    }
     chosen = result["recommended"]
     if chosen is not None:
-        assert (chosen["trigger"], chosen["cap"]) in points
+        assert (chosen["trigger"], chosen["cap"], chosen["batch"]) in points
+
+
+def test_choose_defaults_takes_the_largest_passing_cap_at_its_cheapest_point() -> None:
+    def point(
+        trigger: int, cap: int, batch: int, total: int, folds: float, passes: bool = True
+    ) -> dict[str, Any]:
+        return {
+            "trigger": trigger,
+            "cap": cap,
+            "batch": batch,
+            "total": total,
+            "folds_per_turn": folds,
+            "passes": passes,
+        }
+
+    curve = [
+        point(600, 300, 6, 900, 0.30, passes=False),  # the largest cap misses a target
+        point(400, 120, 6, 1000, 0.33),
+        point(600, 120, 6, 1005, 0.31),  # within 1% and fewer rewrites
+        point(600, 120, 8, 1200, 0.24),  # fewer still, but dearer
+        point(400, 100, 4, 800, 0.50),
+    ]
+    assert tokens.choose_defaults(curve) == {"trigger": 600, "cap": 120, "batch": 6}
+    assert tokens.choose_defaults([curve[0]]) is None
 
 
 def test_stable_prefix_counts_framing_and_the_shared_start_of_a_changed_message() -> None:
