@@ -17,6 +17,7 @@ from tests.conftest import unique_user
 from tests.fakes import FakeChatModel, reply_json
 from tests.service.conftest import API_TOKEN, WAIT, RecordingSender, wait_until, with_knobs
 from webhooks import create_app
+from webhooks.api import recipient
 
 
 class StalledReplies:
@@ -73,5 +74,6 @@ def test_the_webhook_acknowledges_while_the_llm_is_stalled(
         pam.close(5)
 
     assert [d.text for d in sender.calls] == [f"re: {t}" for t in texts]
-    assert {d.chat_id for d in sender.calls} == {user}
+    # Each reply goes to the user, naming the request it answers.
+    assert [recipient(d.chat_id) for d in sender.calls] == [(user, f"{user}-{n}") for n in range(3)]
     assert len(model.of("reply")) == 3
