@@ -125,6 +125,8 @@ def plot_costs(
     """Dollars per learner-month, one panel per model, one bar per strategy and learner (log
     scale: full replay costs tens of times more)."""
     plt = _pyplot()
+    from matplotlib import ticker
+
     learners = list(costs["learners"])
     fig, axes = plt.subplots(1, len(models), figsize=(10, 4.5), dpi=120, sharey=True)
     width = 0.8 / len(names)
@@ -136,6 +138,9 @@ def plot_costs(
             ax.bar_label(bars, labels=[f"${v:.2f}" for v in values], fontsize=7, padding=2)
         ax.set_xticks(range(len(learners)), learners)
         ax.set_yscale("log")
+        ax.yaxis.set_major_locator(ticker.FixedLocator([0.1, 0.2, 0.5, 1, 2, 5, 10, 20]))
+        ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"${v:g}"))
+        ax.yaxis.set_minor_formatter(ticker.NullFormatter())
         ax.set_title(model)
         ax.grid(True, axis="y", which="both", alpha=0.3)
     axes[0].set_ylabel(f"dollars per learner-month ({costs['messages']} messages, log scale)")
