@@ -28,6 +28,7 @@ from webhooks.telegram_bot import TelegramClient
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 256 * 1024
+WORKER_BOOT_ERROR = 3
 
 
 @dataclass
@@ -105,6 +106,35 @@ def trust_proxies(app: Flask, hops: int) -> None:
         )
 
 
+def _production_settings() -> Settings:
+    """The web process's settings, read as every `pam` command reads them (`.env` filling in
+    what the environment leaves unset), with a clear exit — not a traceback from each
+    gunicorn worker — when they or the database's schema are unusable. A database that is
+    merely unreachable at start is no reason to stay down: the app answers 503 until it is
+    back, and the platforms retry."""
+    from bot import cli  # the web process shares the command line's configuration rules
+
+    cli.read_dotenv()
+    logs.configure("INFO", sys.stdout)
+    settings = cli.load_settings()
+    try:
+        warning = db.require_current_schema(settings.database_url)
+    except (db.DatabaseURLError, db.SchemaNotCurrent) as exc:
+        print(f"pam web: {exc}", file=sys.stderr)
+        # gunicorn's code for "worker failed to boot": its master stops, instead of booting
+        # worker after worker into the same wall.
+        raise SystemExit(WORKER_BOOT_ERROR) from None
+    except SQLAlchemyError as exc:
+        log.warning(
+            "database unreachable at start (%s); answering 503 until it is back",
+            type(exc).__name__,
+        )
+    else:
+        if warning:
+            log.warning("%s", warning)
+    return settings
+
+
 def create_app(
     settings: Settings | None = None,
     *,
@@ -115,8 +145,7 @@ def create_app(
     from webhooks import admin, api, health, telegram, whatsapp
 
     if settings is None:  # the production entry point (gunicorn 'webhooks:create_app()')
-        logs.configure("INFO", sys.stdout)
-        settings = Settings()
+        settings = _production_settings()
     engine = engine or db.make_engine(
         settings.database_url, pool_size=settings.db_pool_size, max_overflow=settings.db_pool_size
     )
