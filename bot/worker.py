@@ -205,7 +205,8 @@ class Worker:
     ) -> contextlib.AbstractContextManager[object]:
         """Show "typing…" on channels that have it, renewed while the turn runs."""
         typing = getattr(sender, "typing", None)
-        if typing is None or claim.kind != "text":
+        # Media without words gets a canned note at once; a caption is a turn like any text.
+        if typing is None or (claim.kind != "text" and not claim.text.strip()):
             return contextlib.nullcontext()
 
         def show() -> bool:

@@ -138,6 +138,31 @@ def test_typing_is_shown_before_the_reply(worker: Worker, telegram_server: Teleg
     assert action.params["action"] == "typing"
 
 
+@pytest.mark.parametrize(("caption", "typing"), [("Mi perro en la playa", True), ("", False)])
+def test_a_captioned_photo_shows_typing_while_a_bare_one_needs_none(
+    worker: Worker, telegram_server: TelegramServer, caption: str, typing: bool
+) -> None:
+    # The caption is a turn like any text (the model is called); a bare photo gets its
+    # friendly note at once.
+    chat = new_chat()
+    stored = worker.inbox.accept(
+        Inbound(
+            channel="telegram",
+            platform_id=str(uuid.uuid4().int % 10**12),
+            address=f"telegram:{chat}",
+            chat_id=str(chat),
+            text=caption,
+            kind="media",
+        )
+    )
+    assert stored
+
+    worker.drain()
+
+    assert bool(telegram_server.of("sendChatAction")) is typing
+    assert len(telegram_server.of("sendMessage")) == 1
+
+
 def test_a_reply_there_at_once_needs_no_typing(
     pam: Pam, telegram_client: TelegramClient, telegram_server: TelegramServer
 ) -> None:
