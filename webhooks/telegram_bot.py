@@ -12,7 +12,8 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Coroutine, Sequence
+import warnings
+from collections.abc import Coroutine
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -25,6 +26,8 @@ from bot.channels import PermanentSendError, Sent, TransientSendError
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+# Telegram holds a long poll open for `timeout` seconds; the read may take this much longer.
+POLL_READ_MARGIN_SECONDS = 10
 UPDATE_TYPES = ["message", "edited_message", "channel_post", "my_chat_member"]
 COMMANDS = [
     ("start", "Say hello and see your settings"),
@@ -260,16 +263,28 @@ class TelegramClient:
         """Remove the webhook, so long polling can be used."""
         self._run(self.bot.delete_webhook())
 
-    def get_updates(self, offset: int | None, timeout: int = 25) -> Sequence[Any]:
-        """Long-poll for updates after `offset`. Raises WebhookIsSet on Telegram's 409."""
+    def get_updates(self, offset: int | None, timeout: int = 25) -> list[Any]:
+        """Long-poll for updates after `offset`, as the JSON Telegram sent. Each is then read
+        on its own (`webhooks.telegram.parse_update`, as the webhook reads it):
+        python-telegram-bot's `get_updates` reads a whole batch or fails, so one update it
+        cannot read would stall polling for good. Raises WebhookIsSet on Telegram's 409."""
         from telegram.error import Conflict
+        from telegram.warnings import PTBUserWarning
 
+        kwargs: dict[str, Any] = {"timeout": timeout, "allowed_updates": list(UPDATE_TYPES)}
+        if offset is not None:
+            kwargs["offset"] = offset
+        request = self.bot.do_api_request(
+            "getUpdates", api_kwargs=kwargs, read_timeout=timeout + POLL_READ_MARGIN_SECONDS
+        )
         try:
-            return self._run(
-                self.bot.get_updates(offset=offset, timeout=timeout, allowed_updates=UPDATE_TYPES)
-            )
+            with warnings.catch_warnings():
+                # It points at `get_updates`, which is what cannot be used here.
+                warnings.filterwarnings("ignore", "Please use 'Bot.getUpdates'", PTBUserWarning)
+                result = self._run(request)
         except Conflict as exc:
             raise WebhookIsSet(str(exc)) from exc
+        return list(result) if isinstance(result, list) else []
 
     def close(self) -> None:
         """Close the HTTP clients and the threads' event loops (once; later calls do

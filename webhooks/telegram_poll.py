@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable
 
 from memory.queue import Inbox
-from webhooks.telegram import inbound_from_update
+from webhooks.telegram import NotAnUpdate, inbound_from_update, parse_update, update_type
 from webhooks.telegram_bot import TelegramClient
 
 log = logging.getLogger(__name__)
@@ -44,7 +44,21 @@ def poll(
             pause = min(MAX_PAUSE_SECONDS, pause * 2)
             continue
         pause = 1.0
-        for update in updates:
+        for payload in updates:
+            try:
+                update = parse_update(payload)
+            except NotAnUpdate:  # no update id: nothing Telegram sent, nothing to move past
+                log.warning("telegram polling skipped a result that is no update")
+                continue
+            except ValueError as exc:  # one Pam cannot read: say which, and move past it
+                log.warning(
+                    "inbound unreadable channel=telegram update=%s type=%s: %s",
+                    payload["update_id"],
+                    update_type(payload),
+                    exc,
+                )
+                offset = payload["update_id"] + 1
+                continue
             inbound = inbound_from_update(update, client.bot_id, client.username)
             if inbound is not None and inbox.accept(inbound):
                 on_inbound()

@@ -163,6 +163,32 @@ def test_updates_are_stored_once_each_and_the_offset_advances(
     }
 
 
+def test_an_update_python_telegram_bot_cannot_read_is_passed_and_polling_goes_on(
+    telegram_client: TelegramClient,
+    telegram_server: TelegramServer,
+    inbox: Inbox,
+    engine: Engine,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # One such update used to fail the whole getUpdates batch, again and again, for good.
+    lena = u.learner()
+    before = u.text(lena, "Hola Pam")
+    unreadable = u.update(message={"message_id": 1, "date": 0, "chat": "secreto"})
+    after = u.text(lena, "¿Qué tal?")
+    serve(telegram_server, before, unreadable, after)
+
+    with Poller(telegram_client, inbox):
+        wait_until(lambda: len(stored(engine, address_of(lena))) == 2, "both readable updates")
+        wait_until(
+            lambda: offsets(telegram_server)[-1] == after["update_id"] + 1,
+            "the offset to move past all three",
+        )
+
+    assert [text for _, _, text in stored(engine, address_of(lena))] == ["Hola Pam", "¿Qué tal?"]
+    assert f"inbound unreadable channel=telegram update={unreadable['update_id']}" in caplog.text
+    assert "secreto" not in caplog.text  # the update's content never reaches the log
+
+
 def test_updates_delivered_again_after_a_restart_are_not_stored_twice(
     telegram_client: TelegramClient,
     telegram_server: TelegramServer,
@@ -255,13 +281,20 @@ def cli_env(tmp_path: Path, telegram_server: TelegramServer, llm: OpenAIServer) 
         "OPENAI_BASE_URL": llm.base_url,
         "OPENAI_API_KEY": "test-key",
         "PAM_SHUTDOWN_WAIT_SECONDS": "5",
+        "PYTHONPATH": str(ROOT),
     }
+
+
+def folder_of(env: dict[str, str]) -> Path:
+    """Where a `pam` subprocess runs: the test's own folder (a `.env` in the repository, a
+    developer's own, must not reach the tests), the one its SQLite file is in."""
+    return Path(env["DATABASE_URL"].removeprefix("sqlite:///")).parent
 
 
 def pam(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "bot.cli", *args],
-        cwd=ROOT,
+        cwd=folder_of(env),
         env=env,
         capture_output=True,
         text=True,
@@ -388,7 +421,7 @@ def test_polling_end_to_end_answers_each_message_once_in_order(
     with log.open("w") as output:
         process = subprocess.Popen(
             [sys.executable, "-m", "bot.cli", "telegram"],
-            cwd=ROOT,
+            cwd=folder_of(cli_env),
             env=cli_env,
             stdout=output,
             stderr=subprocess.STDOUT,
