@@ -7,6 +7,7 @@ import json
 from bot import corrections
 from bot.languages import LEVEL_DESCRIPTIONS, explanation_language, language_name
 from bot.llm import ChatMessage
+from bot.llm_answers import has_reasoning_markup, strip_reasoning
 from memory.profile import MAX_PROFILE_CHARS
 from memory.store import LEARNER, Context
 from prompts import as_data, render
@@ -48,10 +49,17 @@ def reply_prompt(context: Context, summary_cap_chars: int) -> list[ChatMessage]:
         if message.role == LEARNER:
             messages.append({"role": "user", "content": message.content})
         else:
-            messages.append(
-                {"role": "assistant", "content": corrections.chat_part(message.content)}
-            )
+            messages.append({"role": "assistant", "content": _said(message.content)})
     return messages
+
+
+def _said(stored: str) -> str:
+    """What Pam said in a stored reply, for the model to read again: without its correction
+    lines (stored apart), and without any reasoning a reply stored before Pam removed it
+    from answers carried (never replayed)."""
+    if has_reasoning_markup(stored):
+        stored = strip_reasoning(stored)
+    return corrections.chat_part(stored)
 
 
 def _language(value: object) -> str | None:
