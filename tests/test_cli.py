@@ -159,11 +159,20 @@ def test_env_example_copied_to_dotenv_loads_for_every_command(
             process = group.start(name, [*PAM_CMD, name, *flags], env)
             wait_for(lambda p=process, s=started: s in p.tail(200), TIMEOUT, f"{name} to start")
             if name == "serve":
-                assert requests.get(f"http://127.0.0.1:{port}/healthz", timeout=5).ok
+                wait_for(lambda: healthy(port), TIMEOUT, "pam serve to listen")
             process.popen.send_signal(signal.SIGTERM)
             assert process.popen.wait(TIMEOUT) == 0, process.tail()
             assert "invalid configuration" not in process.tail(200)
             assert "Traceback" not in process.tail(200)
+
+
+def healthy(port: int) -> bool:
+    """Whether `pam serve` on `port` answers its health check (it logs its channels just
+    before waitress starts listening)."""
+    try:
+        return requests.get(f"http://127.0.0.1:{port}/healthz", timeout=5).ok
+    except requests.ConnectionError:
+        return False
 
 
 # -- a database nobody migrated --------------------------------------------------------------
@@ -278,7 +287,7 @@ def test_serve_reports_its_channels_and_listens_on_the_port_flag(
     with processes(tmp_path) as group:
         serve = group.start("serve", [*PAM_CMD, "serve", "--port", str(port)], env)
         wait_for(lambda: "channel admin" in serve.tail(200), TIMEOUT, "pam serve to start")
-        assert requests.get(f"http://127.0.0.1:{port}/healthz", timeout=5).ok
+        wait_for(lambda: healthy(port), TIMEOUT, "pam serve to listen")
         log = serve.tail(200)
         serve.popen.send_signal(signal.SIGTERM)
         assert serve.popen.wait(TIMEOUT) == 0, serve.tail()
