@@ -178,7 +178,7 @@ class OpenAIChatModel:
     ) -> str | None:
         """What a 400 teaches about `model` (a refused parameter, an unsupported
         structured-output mode), or None."""
-        if exc.code == "content_filter":
+        if exc.code in ("content_filter", "invalid_prompt"):
             return None
         return self.quirks.learn(model, params, exc.param, _message(exc))
 
@@ -193,6 +193,11 @@ class OpenAIChatModel:
         """The LLMError for an HTTP error the SDK gave up on or never retries; `sent`: the
         parameters of a request that got a 400."""
         status, words = exc.status_code, error_words(exc.body)
+        if exc.code == "invalid_prompt":
+            # OpenAI's reasoning models answer a prompt their safety check flagged with a 400:
+            # a refusal, to be answered as one, not a configuration to fix or to try again.
+            log.warning("LLM %s call refused (%s): invalid_prompt", purpose, status)
+            return Refused("the provider flagged the prompt", "invalid_prompt", billed)
         flagged = _flagged(exc)
         if exc.code == "content_filter" or flagged is not None:
             categories = filtered_categories(exc.body) or flagged or []

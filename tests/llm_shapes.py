@@ -111,6 +111,20 @@ def openai_refuses_temperature(value: object) -> dict[str, Any]:
     }
 
 
+# A prompt the reasoning models' safety check flagged: a 400, code invalid_prompt, as quoted in
+# https://github.com/alan-turing-institute/t0-1/issues/69 (and openai/codex#7250).
+OPENAI_FLAGGED_PROMPT = {
+    "error": {
+        "message": "Invalid prompt: your prompt was flagged as potentially violating our usage "
+        "policy. Please try again with a different prompt: "
+        "https://platform.openai.com/docs/guides/reasoning#advice-on-prompting",
+        "type": "invalid_request_error",
+        "param": None,
+        "code": "invalid_prompt",
+    }
+}
+
+
 # A model without structured outputs (chatgpt-4o-latest, older models); the message as quoted
 # in https://github.com/web-infra-dev/midscene/issues/259, in OpenAI's error object.
 OPENAI_NO_JSON_SCHEMA = {

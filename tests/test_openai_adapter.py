@@ -515,6 +515,7 @@ def test_a_refused_answer_is_refused_at_once_and_billed(
         pytest.param(
             403, shapes.OPENROUTER_FLAGGED, "content_filter (harassment)", id="openrouter"
         ),
+        pytest.param(400, shapes.OPENAI_FLAGGED_PROMPT, "invalid_prompt", id="openai-o-series"),
     ],
 )
 def test_a_filtered_prompt_is_refused_at_once(
