@@ -247,7 +247,9 @@ class Tutor:
         may fix) is worth trying again later when the caller can; an unusable answer is not
         asked for again (each costs a billed call); a refusal gets a friendly word."""
         problem = getattr(exc, "advice", None) if isinstance(exc, Misconfigured | Outage) else None
-        retryable = isinstance(exc, Misconfigured | Outage)
+        # Billed calls came back unusable before the failure: a new try would spend a new
+        # budget of them on the same message, so the message ends here.
+        retryable = isinstance(exc, Misconfigured | Outage) and not exc.billed
         if can_retry and retryable:
             raise ModelUnavailable(str(exc)) from exc
         if isinstance(exc, Refused):

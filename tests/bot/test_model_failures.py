@@ -102,6 +102,21 @@ def test_a_misconfigured_model_is_tried_again_later_when_the_caller_can(
         pam.tutor.answer(user, "Hola", inbox_id=7004, can_retry=True)
 
 
+def test_a_misconfiguration_after_unusable_answers_is_not_tried_again(
+    pam: Pam, fake_model: FakeChatModel
+) -> None:
+    # A retried turn would get a fresh budget of unusable calls for the same message.
+    user = spanish_learner(pam)
+    advice = "The LLM server at http://127.0.0.1:9/v1 rejected the API key (401)."
+    fake_model.queue("reply", Misconfigured("401", advice=advice, billed=BILLED))
+
+    answer = pam.tutor.answer(user, "Hola", inbox_id=7005, can_retry=True)
+
+    assert answer.replies == [phrases.APOLOGIES["Spanish"]]
+    assert answer.problem == advice
+    assert usage_of(pam, user) == {"reply": (2, 1800, 75)}
+
+
 def test_calls_billed_before_a_usable_answer_are_recorded_with_it(
     pam: Pam, fake_model: FakeChatModel
 ) -> None:
