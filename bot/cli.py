@@ -44,7 +44,8 @@ DOTENV = Path(".env")
 
 # What each command reads from the environment, for its --help (tests/test_cli.py checks
 # that every setting is listed somewhere and that no name here is a typo).
-DATABASE = ("DATABASE_URL", "PAM_LOG_LEVEL")
+# Every process that runs turns or jobs opens a pool of PAM_DB_POOL_SIZE (bot/runtime.py).
+DATABASE = ("DATABASE_URL", "PAM_DB_POOL_SIZE", "PAM_LOG_LEVEL")
 LLM = (
     "OPENAI_API_KEY",
     "OPENAI_BASE_URL",

@@ -95,6 +95,17 @@ def test_the_help_names_every_setting_and_nothing_that_is_not_one() -> None:
     assert env_names() - listed == set(), "a setting no --help mentions: add it to bot/cli.py"
 
 
+@pytest.mark.parametrize("command", ["chat", "worker", "serve", "telegram", "memory-jobs"])
+def test_every_command_with_a_connection_pool_names_its_size(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Each of them builds Pam (bot/runtime.py), whose pool PAM_DB_POOL_SIZE bounds: the
+    # variable an operator sets to fit a small Postgres plan (README, Scaling).
+    with pytest.raises(SystemExit):
+        cli.parser().parse_args([command, "--help"])
+    assert "PAM_DB_POOL_SIZE" in capsys.readouterr().out
+
+
 def test_serve_has_a_port_flag_beside_the_port_variable(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
