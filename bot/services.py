@@ -182,6 +182,8 @@ def webhook_url_problem(url: str, *, local_bot_api: bool) -> str | None:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
+    """`pam worker`: answer the inbox, deliver the outbox and run the memory process, on a
+    database already migrated, until SIGTERM."""
     service_logging()
     settings = load_settings(needs_llm=True)
     stop = stop_on_sigterm()
@@ -233,6 +235,8 @@ def cmd_memory_jobs(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    """`pam serve`: the web app (waitress) and a worker in one process, until SIGTERM or
+    Ctrl-C; exit 2 when it cannot listen."""
     import waitress
 
     from webhooks import create_app
@@ -273,6 +277,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_telegram(args: argparse.Namespace) -> int:
+    """`pam telegram`: long polling, or `set-webhook` / `delete-webhook`; exit 2 naming only
+    what is missing or wrong, before anything is sent to Telegram."""
     from webhooks.telegram_bot import TelegramClient
 
     service_logging()
