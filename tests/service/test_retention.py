@@ -184,6 +184,25 @@ def test_the_worker_prunes_past_its_retention_setting(pam: Pam, engine: Engine) 
     assert ids(engine, OutboxItem) == set()
 
 
+def test_an_id_pruned_with_the_whole_queue_is_never_given_again(engine: Engine) -> None:
+    # A quiet week prunes every row, the newest too. An id handed out again would meet what
+    # still names the old one: the turn's stored message (messages.inbox_id, how a retried
+    # turn knows it already ran) and the reply ids that callbacks use as idempotency keys.
+    inbox, outbox = Inbox(engine, LEASE), Outbox(engine, LEASE)
+    first = answered(inbox, unique_user(), ["hola"])
+    deliver_all(outbox)
+    [reply] = ids(engine, OutboxItem)
+    later = utcnow() + timedelta(seconds=1)
+    assert outbox.prune(later) == 1 and inbox.prune(later) == 1
+    assert ids(engine, InboxItem) == set() and ids(engine, OutboxItem) == set()
+
+    again = answered(inbox, unique_user(), ["otra vez"])
+    deliver_all(outbox)
+
+    assert again > first
+    assert min(ids(engine, OutboxItem)) > reply
+
+
 def test_retention_zero_keeps_everything(pam: Pam, engine: Engine) -> None:
     worker = Worker(with_retention(pam, 0), {})
     answered(Inbox(engine, LEASE), unique_user(), [])
