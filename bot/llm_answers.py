@@ -32,7 +32,9 @@ class Reading:
     output tokens when the provider reports none. `reason`: why it is refused or unusable,
     in the provider's words (for the log; never message content). `input_tokens` and
     `output_tokens` are the provider's usage, None where missing or not to be trusted.
-    `reasoned`: the answer showed reasoning (a block, a field or reasoning tokens)."""
+    `reasoned`: the answer showed reasoning (a block, a field or reasoning tokens).
+    `template_opened`: its reasoning ends in a closing tag that no opening tag begins (the
+    chat template opened it in the prompt, as DeepSeek-R1's does)."""
 
     kind: Kind
     text: str = ""
@@ -43,6 +45,7 @@ class Reading:
     input_tokens: int | None = None
     output_tokens: int | None = None
     reasoned: bool = False
+    template_opened: bool = False
 
 
 def strip_reasoning(text: str) -> str:
@@ -62,6 +65,13 @@ def strip_reasoning(text: str) -> str:
 def has_reasoning_markup(text: str) -> bool:
     """Whether `text` carries reasoning tags of any kind."""
     return bool(_OPEN.search(text) or _CLOSE.search(text))
+
+
+def opened_by_template(text: str) -> bool:
+    """Whether the reasoning in `text` was opened by the chat template: a closing tag comes
+    before any opening one."""
+    closing, opening = _CLOSE.search(text), _OPEN.search(text)
+    return closing is not None and (opening is None or closing.start() < opening.start())
 
 
 def content_text(content: object) -> tuple[str, str] | None:
@@ -110,9 +120,11 @@ def complete_json_object(text: str) -> bool:
     return isinstance(value, dict)
 
 
-def read_answer(body: object) -> Reading:
+def read_answer(body: object, *, template_opens: bool = False) -> Reading:
     """Classify a 200 body: an answer (maybe cut off at the cap), a refusal or content
-    filter (not worth asking again), or unusable (an in-body error, no choices, no text)."""
+    filter (not worth asking again), or unusable (an in-body error, no choices, no text).
+    `template_opens`: the model's chat template opens its reasoning in the prompt, so an
+    answer cut off before any closing tag is reasoning only (no tag says where it began)."""
     if not isinstance(body, dict):
         return Reading("unusable", reason="the body is not a JSON object")
     model = body.get("model")
@@ -149,15 +161,19 @@ def read_answer(body: object) -> Reading:
         texts = ("", "")
     answer, written = texts
     fields = "".join(_all_text(message.get(name)) for name in REASONING_FIELDS)
+    truncated = choice.get("finish_reason") == "length"
+    unclosed = template_opens and truncated and not _CLOSE.search(answer)
     reading = replace(
         billed,
         kind="answer",
-        text=strip_reasoning(answer),
+        text="" if unclosed else strip_reasoning(answer),
         spent_text=written + fields,
-        truncated=choice.get("finish_reason") == "length",
+        truncated=truncated,
+        template_opened=opened_by_template(answer),
         reasoned=bool(fields.strip())
         or written != answer
         or has_reasoning_markup(answer)
+        or unclosed
         or reasoning_tokens > 0,
     )
     if not reading.text and not reading.truncated:

@@ -55,6 +55,7 @@ class _Learned:
     refused: set[str] = field(default_factory=set)
     mode: int = 0
     thinks: bool = False
+    template_opens: bool = False
 
 
 class ModelQuirks:
@@ -119,12 +120,22 @@ class ModelQuirks:
             params["response_format"] = {"type": "json_object"}
         return params
 
-    def saw_thinking(self, model: str) -> bool:
-        """Note that `model` thinks aloud, so later calls leave it room; True the first time."""
+    def saw_thinking(self, model: str, *, template_opened: bool = False) -> bool:
+        """Note that `model` thinks aloud, so later calls leave it room, and whether its chat
+        template opens the reasoning (see `template_opens`); True the first time."""
         with self._lock:
             known = self._of(model)
-            first, known.thinks = not known.thinks, True
+            first = not known.thinks or (template_opened and not known.template_opens)
+            known.thinks = True
+            known.template_opens = known.template_opens or template_opened
             return first
+
+    def template_opens(self, model: str) -> bool:
+        """Whether `model`'s reasoning was seen opened by its chat template (DeepSeek-R1's
+        ends the prompt with "<think>"): then an answer cut off before the closing tag holds
+        reasoning only."""
+        with self._lock:
+            return self._of(model).template_opens
 
     def learn(
         self, model: str, sent: Mapping[str, Any], param: str | None, message: str

@@ -109,9 +109,11 @@ class OpenAIChatModel:
             except ValueError as exc:  # a 200 whose body is not JSON (an HTML error page)
                 reading = Reading("unusable", reason=f"the body is not JSON ({type(exc).__name__})")
             else:
-                reading = read(body)
+                reading = read(body, template_opens=self.quirks.template_opens(model))
             usage = self._usage(reading, messages, model)
-            if reading.reasoned and self.quirks.saw_thinking(model):
+            if reading.reasoned and self.quirks.saw_thinking(
+                model, template_opened=reading.template_opened
+            ):
                 log.info("LLM model %s reasons before it answers: leaving it room", model)
             if reading.kind == "refused":
                 log.warning("LLM %s call refused: %s", purpose, reading.reason)

@@ -700,6 +700,30 @@ def test_reasoning_that_fills_twice_the_room_is_unusable(
     assert caught.value.billed == (Usage("gpt-3.5-turbo", 1021, 412),) * 2
 
 
+def test_a_template_opened_thinker_cut_off_in_its_reasoning_is_asked_again(
+    server: OpenAIServer, make_model: ModelFactory
+) -> None:
+    # DeepSeek-R1 on llama.cpp (--reasoning-format none): the template opened <think>, so
+    # once the model is known for it, an answer cut off before </think> is reasoning only,
+    # draft and all, and never the reply.
+    whole = shapes.llama_cpp(f"{REASONING}\n</think>\n\n{REPLY}")
+    cut_in_reasoning = shapes.llama_cpp(REASONING, finish="length")
+    server.answer_next(whole, cut_in_reasoning)
+    model = make_model()
+
+    assert complete(model, name="deepseek-r1").text == REPLY
+    completion = complete(model, name="deepseek-r1", schema=SCHEMA)
+
+    assert completion.text == default_answer("reply", {}, 3)
+    assert "chat message" not in completion.text
+    assert [r["max_tokens"] for r in server.requests] == [
+        120,
+        120 + THINKING_ROOM,
+        2 * (120 + THINKING_ROOM),
+    ]
+    assert completion.billed == (Usage("gpt-3.5-turbo", 1021, 412),)
+
+
 # -- misconfiguration: advice for the operator, logged once ---------------------------------
 
 

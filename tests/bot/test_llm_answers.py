@@ -126,6 +126,25 @@ def test_a_cut_off_answer_is_an_answer_marked_truncated() -> None:
     assert reading.text == '{"reply": "Hola, ¿qué tal tu'
 
 
+def test_reasoning_a_template_opened_is_noticed() -> None:
+    reading = read_answer(shapes.llama_cpp(f"{REASONING}\n</think>\n\n{REPLY}"))
+
+    assert (reading.text, reading.template_opened) == (REPLY, True)
+    assert not read_answer(shapes.groq(f"<think>{REASONING}</think>{REPLY}")).template_opened
+
+
+def test_template_opened_reasoning_cut_off_before_its_close_is_no_answer() -> None:
+    cut = shapes.llama_cpp(REASONING, finish="length")
+
+    reading = read_answer(cut, template_opens=True)
+
+    assert (reading.kind, reading.text, reading.truncated) == ("answer", "", True)
+    assert reading.reasoned
+    assert REASONING in reading.spent_text
+    # Without knowing the template opens it, no tag marks the text as reasoning.
+    assert read_answer(cut).text == REASONING
+
+
 def test_reasoning_cut_off_by_the_cap_is_an_empty_truncated_answer() -> None:
     reading = read_answer(shapes.llama_cpp(f"<think>\n{REASONING}", finish="length"))
 

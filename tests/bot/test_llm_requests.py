@@ -228,3 +228,14 @@ def test_a_model_seen_thinking_aloud_gets_room_from_then_on() -> None:
     assert q.saw_thinking("deepseek-r1:8b") is True
     assert q.saw_thinking("deepseek-r1:8b") is False
     assert q.params("deepseek-r1:8b", "reply", 700, None)["max_tokens"] == 700 + THINKING_ROOM
+
+
+def test_a_model_whose_template_opens_its_reasoning_is_known_for_it() -> None:
+    q = quirks()
+
+    assert q.saw_thinking("deepseek-r1:8b") is True
+    assert not q.template_opens("deepseek-r1:8b")
+    assert q.saw_thinking("deepseek-r1:8b", template_opened=True) is True  # something new
+    assert q.saw_thinking("deepseek-r1:8b") is False
+    assert q.template_opens("deepseek-r1:8b")
+    assert not q.template_opens("qwen3:8b")
