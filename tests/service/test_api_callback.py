@@ -172,6 +172,33 @@ def test_a_replayed_or_altered_callback_is_rejected() -> None:
     assert not readme_verifier()(body.replace(b"Hola", b"Adios"), signed_now, API_TOKEN)
 
 
+@pytest.mark.parametrize(
+    "forged",
+    [
+        {},
+        {"webhook-timestamp": None},
+        {"webhook-timestamp": "soon"},
+        {"webhook-timestamp": "١٧٣٣٠٥٠٠٠٠"},  # digits, but not ASCII ones
+        {"webhook-signature": None},
+        {"webhook-signature": "v1,ñandú"},  # not ASCII: compare_digest would raise on str
+        {"webhook-id": None},
+    ],
+)
+def test_the_readme_check_answers_false_to_forged_headers(forged: dict[str, str | None]) -> None:
+    # A receiver's endpoint faces anyone: a header missing or malformed is a no, never an
+    # exception (a 500 for whoever sent it).
+    body = b'{"id": "pam-7", "in_reply_to": "m", "user": "u", "text": "Hola"}'
+    now = int(time.time())
+    signed = {
+        "webhook-id": "pam-7",
+        "webhook-timestamp": str(now),
+        "webhook-signature": webhook_signature(API_TOKEN.encode(), "pam-7", now, body),
+    }
+    headers = {k: v for k, v in {**signed, **forged}.items() if v is not None}
+
+    assert readme_verifier()(body, headers, API_TOKEN) is (headers == signed)
+
+
 def test_a_reply_queued_before_the_upgrade_still_goes_out(callback: Callback) -> None:
     """Its chat address holds the user alone: the reply carries no in_reply_to."""
     sender = ApiCallbackSender(callback.url, API_TOKEN, timeout=5)
