@@ -184,7 +184,8 @@ def read_answer(body: object, *, template_opens: bool = False) -> Reading:
 def _usage(usage: object) -> tuple[int | None, int | None, int]:
     """Input, output and reasoning tokens as the provider reports them; None where missing or
     not a count, and both None when both are zero (a server that fills in zeros counts
-    nothing)."""
+    nothing). Zero input is never a count (no prompt is empty); zero output can be (an empty
+    answer)."""
     if not isinstance(usage, dict):
         return None, None, 0
     prompt, completion = _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
@@ -192,7 +193,7 @@ def _usage(usage: object) -> tuple[int | None, int | None, int]:
     reasoning = _count(details.get("reasoning_tokens")) if isinstance(details, dict) else None
     if not prompt and not completion:
         return None, None, reasoning or 0
-    return prompt, completion, reasoning or 0
+    return prompt or None, completion, reasoning or 0
 
 
 def _count(value: object) -> int | None:

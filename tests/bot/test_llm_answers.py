@@ -190,7 +190,8 @@ def test_non_answers_are_unusable_with_a_reason(body: object, reason: str) -> No
     [
         pytest.param((812, 17), (812, 17), id="counts"),
         pytest.param((0, 0), (None, None), id="all-zero-is-not-trusted"),
-        pytest.param((812, 0), (812, 0), id="one-zero-is"),
+        pytest.param((812, 0), (812, 0), id="zero-output-is-a-count"),
+        pytest.param((0, 17), (None, 17), id="zero-input-is-not"),
         pytest.param(("812", 17.0), (None, None), id="not-integers"),
         pytest.param((True, 17), (None, 17), id="a-bool-is-no-count"),
         pytest.param((-3, 17), (None, 17), id="negative"),
