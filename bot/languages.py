@@ -25,19 +25,23 @@ MAX_NAME_CHARS = 60  # the width of the learner settings columns
 
 
 @functools.cache
-def _name_index() -> object:
+def _name_index(language: str) -> object:
+    """The names of languages as written in `language` ("und": in every language at once)."""
     return language_names.load_trie(
-        language_names.data_filename("trie/und/name_to_language.marisa")
+        language_names.data_filename(f"trie/{language}/name_to_language.marisa")
     )
 
 
 def _code_for_name(text: str) -> str | None:
     # An exact match on a name in any language ("Spanish", "español", "brazilian portuguese").
     # langcodes.find would also accept any word that merely starts like one ("frenchfries").
-    index = _name_index()
+    # The all-languages index leaves out names that some language spells for another one
+    # ("Hindi", "Ojibwa"): their English names are looked up on their own.
     key = language_names.normalize_name(text)
-    if key in index:  # type: ignore[operator]
-        return str(language_names.get_trie_value(index, key))
+    for language in ("und", "en"):
+        index = _name_index(language)
+        if key in index:  # type: ignore[operator]
+            return str(language_names.get_trie_value(index, key))
     return None
 
 

@@ -7,7 +7,10 @@ import langcodes
 import pytest
 from language_data import names as language_names
 
-from bot.languages import explanation_language, language_name
+from bot.languages import _code_for_name, explanation_language, language_name
+
+# The withdrawn "sh" stands for a language in a script, "Serbian (Latin)": no language's name.
+SCRIPT_TAG = "sh"
 
 
 def iso_639_1_codes() -> list[str]:
@@ -52,7 +55,7 @@ def test_every_iso_639_1_code_names_its_own_language(code: str) -> None:
         ("pa", "Punjabi", "Pare"),
         ("yo", "Yoruba", "Zou"),
         ("so", "Somali", "So"),
-        ("pol", "Polish", "Pamona"),
+        ("pol", "Polish", "Pomo"),
         ("tha", "Thai", "Tha"),
     ],
 )
@@ -60,7 +63,20 @@ def test_a_code_wins_over_a_language_whose_name_it_spells(
     code: str, language: str, not_the_one_named: str
 ) -> None:
     assert language_name(code) == language
-    assert not_the_one_named != language
+    # The clash is real: read as a name alone, the code would be that other language.
+    spelled = _code_for_name(code)
+    assert spelled is not None
+    assert langcodes.Language.get(spelled).display_name().startswith(not_the_one_named)
+
+
+@pytest.mark.parametrize("code", [code for code in iso_639_1_codes() if code != SCRIPT_TAG])
+def test_every_iso_639_1_language_is_found_by_its_english_name(code: str) -> None:
+    # "Hindi" and "Ojibwa" are names some other language gives to another one, so the
+    # index of names in every language leaves them out.
+    name = langcodes.Language.get(code).display_name()
+
+    assert language_name(name) == name
+    assert language_name(name.lower()) == name
 
 
 @pytest.mark.parametrize(
