@@ -91,17 +91,20 @@ class OpenAIChatModel:
             try:
                 body = self._post(messages, model, params)
             except openai.BadRequestError as exc:
-                learned = self._learned(model, params, exc)
-                if learned is not None and adaptations < MAX_ADAPTATIONS:
-                    adaptations += 1
-                    log.warning(
-                        "LLM model %s %s (learned once per process; the server said: %s)",
-                        model,
-                        learned,
-                        error_words(exc.body),
-                    )
-                    continue
-                raise self._rejected(exc, model, purpose, tuple(billed), params) from exc
+                failed = _failed_generation(exc)
+                if failed is None:
+                    learned = self._learned(model, params, exc)
+                    if learned is not None and adaptations < MAX_ADAPTATIONS:
+                        adaptations += 1
+                        log.warning(
+                            "LLM model %s %s (learned once per process; the server said: %s)",
+                            model,
+                            learned,
+                            error_words(exc.body),
+                        )
+                        continue
+                    raise self._rejected(exc, model, purpose, tuple(billed), params) from exc
+                reading = failed
             except openai.APIStatusError as exc:
                 raise self._rejected(exc, model, purpose, tuple(billed)) from exc
             except openai.APIError as exc:  # no answer at all: unreachable, timed out
@@ -299,6 +302,21 @@ def _outage(message: str, billed: tuple[Usage, ...], advice: str | None = None) 
     if billed:
         return Unusable(message, billed)
     return Outage(message, billed, advice=advice)
+
+
+def _failed_generation(exc: openai.APIStatusError) -> Reading | None:
+    """Groq's 400 for JSON mode output that failed its validation, as what it is: an unusable
+    answer the model wrote (and is counted for), asked again like any other; None for any
+    other 400."""
+    if exc.code != "json_validate_failed":
+        return None
+    body = exc.body
+    written = body.get("failed_generation") if isinstance(body, dict) else None
+    return Reading(
+        "unusable",
+        reason="json_validate_failed (the server found the JSON invalid)",
+        spent_text=written if isinstance(written, str) else "",
+    )
 
 
 def _message(exc: openai.APIStatusError) -> str:

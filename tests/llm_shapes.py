@@ -396,6 +396,21 @@ GROQ_NO_JSON_SCHEMA = {
 }
 
 
+# JSON mode whose output failed Groq's own validation: a 400 carrying what the model wrote, as
+# quoted in https://github.com/thepersonalaicompany/amurex-backend/issues/38 and
+# https://github.com/build-with-groq/g1/pull/23 (a maintainer: "the model producing invalid
+# JSON", validated before the answer is returned).
+GROQ_JSON_VALIDATE_FAILED = {
+    "error": {
+        "message": "Failed to generate JSON. Please adjust your prompt. See 'failed_generation' "
+        "for more details.",
+        "type": "invalid_request_error",
+        "code": "json_validate_failed",
+        "failed_generation": '```json\n{\n   "reply": "¡Qué bien! ¿Y qué cocinaste',
+    }
+}
+
+
 # -- DeepSeek -------------------------------------------------------------------------------
 # https://api-docs.deepseek.com/guides/reasoning_model : deepseek-reasoner's chain of thought
 # in `reasoning_content`, beside the answer; reasoning tokens in the usage details.

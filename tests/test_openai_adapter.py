@@ -563,6 +563,21 @@ def test_an_unusable_answer_is_asked_again_and_billed(
     assert waits == [0.25]
 
 
+def test_json_the_server_found_invalid_is_an_unusable_answer_asked_again(
+    server: OpenAIServer, make_model: ModelFactory, counter: TokenCounter, waits: list[float]
+) -> None:
+    # Groq answers 400 for it, but the model did write it: no misconfiguration, billed.
+    body = shapes.GROQ_JSON_VALIDATE_FAILED
+    server.fail_next(Fault(status=400, body=encoded(body)))
+
+    completion = complete(make_model(), schema=SCHEMA)
+
+    assert completion.text == default_answer("reply", {}, 2)
+    assert len(server.requests) == 2
+    assert completion.billed == billed_locally(counter, 1, body["error"]["failed_generation"])
+    assert waits == [0.25]
+
+
 def test_an_empty_answers_usage_is_the_providers(
     server: OpenAIServer, make_model: ModelFactory
 ) -> None:
