@@ -1,7 +1,8 @@
 """`pam worker`: answers the durable inbox and delivers the outbox. A few inbox lanes and
 delivery lanes (threads that drain their queue, then wait for a wake-up or the next poll);
 the memory jobs run in its memory process (bot/memory_process.py). Each worker also prunes
-finished queue items past the retention window. Any number of workers share one database."""
+finished queue items past the retention window (bot/retention.py). Any number of workers
+share one database."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from bot import phrases
 from bot.channels import PermanentSendError, Sender, TransientSendError
+from bot.retention import Retention
 from bot.runtime import Pam
 from bot.splitting import split_message
 from bot.tutor import Answer, ModelUnavailable
@@ -32,9 +34,6 @@ TYPING_EVERY_SECONDS = 4.0  # Telegram shows "typing…" for 5 s per call
 # "typing…" is shown once a turn takes longer than this: a reply that is there sooner needs
 # none, and each one is a Bot API call (they count against the bot's rate limits).
 TYPING_AFTER_SECONDS = 0.5
-# How often a worker deletes finished queue items past PAM_QUEUE_RETENTION_HOURS; each time
-# waits a random 50–100% of it, so that several workers rarely prune at once.
-PRUNE_EVERY_SECONDS = 600.0
 
 
 def backoff(attempts: int, retry_after: float | None = None) -> float:
@@ -92,10 +91,7 @@ class Worker:
         self.max_turn_attempts = settings.max_turn_attempts
         self.max_send_attempts = settings.max_send_attempts
         self.poll_seconds = settings.poll_seconds
-        hours = settings.queue_retention_hours
-        self.retention = timedelta(hours=hours) if hours else None  # None: keep them all
-        self._stopping = threading.Event()
-        self._pruning: threading.Thread | None = None
+        self.retention = Retention(self.inbox, self.outbox, settings.queue_retention_hours)
         self._inbox_lanes: Lanes | None = None
         self._delivery_lanes: Lanes | None = None
         self._listener: InboxListener | None = None
@@ -277,37 +273,6 @@ class Worker:
             claim.attempts,
         )
 
-    def prune(self, now: datetime | None = None) -> int:
-        """Delete the finished inbox and outbox items older than the retention window as of
-        `now` (default: the current time) that nothing needs any more; the number deleted.
-        The inbox keeps each message that long after it was answered, so a platform's
-        redelivery is still recognised; unfinished items and undelivered replies stay."""
-        if self.retention is None:
-            return 0
-        cutoff = (now or datetime.now(UTC)) - self.retention
-        sent = self.outbox.prune(cutoff)
-        answered = self.inbox.prune(cutoff)
-        if sent or answered:
-            log.info("queues pruned inbox=%d outbox=%d before=%s", answered, sent, cutoff)
-        return sent + answered
-
-    def start_pruning(self) -> None:
-        """Prune every PRUNE_EVERY_SECONDS or so, on a thread of its own, until `stop`
-        (`start` does this; nothing happens without a retention window)."""
-        if self.retention is None or self._pruning is not None:
-            return
-        self._pruning = threading.Thread(
-            target=self._prune_now_and_then, name="queue-retention", daemon=True
-        )
-        self._pruning.start()
-
-    def _prune_now_and_then(self) -> None:
-        while not self._stopping.wait(PRUNE_EVERY_SECONDS * random.uniform(0.5, 1.0)):
-            try:
-                self.prune()
-            except Exception as exc:  # the database is away: the next round prunes
-                log.warning("queue pruning failed (%s); trying again later", type(exc).__name__)
-
     def drain(self) -> int:
         """Answer and deliver until both queues are empty right now (tests, `pam serve`)."""
         done = 0
@@ -325,7 +290,7 @@ class Worker:
         )
         self._inbox_lanes.start()
         self._delivery_lanes.start()
-        self.start_pruning()
+        self.retention.start()
         if self.pam.engine.dialect.name == "postgresql":  # web processes NOTIFY new messages
             self._listener = InboxListener(self.pam.engine, self.wake_inbox)
             self._listener.start()
@@ -347,7 +312,7 @@ class Worker:
         """Stop taking new work; lanes finish the item they hold. Waits up to `wait_seconds`
         for them; True if they all finished (a lane still inside a turn is left to end with
         the process: its claim lapses with its lease and the item is taken up again)."""
-        self._stopping.set()
+        self.retention.stop()
         if self._listener is not None:
             self._listener.stop()
         deadline = time.monotonic() + wait_seconds
@@ -356,10 +321,8 @@ class Worker:
             for lanes in (self._inbox_lanes, self._delivery_lanes)
             if lanes is not None
         )
-        if self._pruning is not None:  # it ends after the batch it may be deleting
-            self._pruning.join(max(0.0, deadline - time.monotonic()))
-            stopped = stopped and not self._pruning.is_alive()
-        return stopped
+        # Pruning ends after the round it may be in.
+        return self.retention.join(deadline) and stopped
 
     def close_senders(self) -> None:
         """Close senders that hold connections or threads (after the lanes stopped)."""

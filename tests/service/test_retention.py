@@ -14,7 +14,7 @@ import pytest
 from pydantic import ValidationError
 from sqlalchemy import Engine, event, select, update
 
-from bot import worker as worker_module
+from bot import retention as retention_module
 from bot.runtime import Pam
 from bot.settings import Settings
 from bot.worker import Worker
@@ -178,8 +178,8 @@ def test_the_worker_prunes_past_its_retention_setting(pam: Pam, engine: Engine) 
     item = answered(inbox, unique_user(), ["hola"])
     deliver_all(outbox)
     now = utcnow()
-    assert worker.prune(now + timedelta(hours=23)) == 0
-    assert worker.prune(now + timedelta(hours=24, seconds=1)) == 2
+    assert worker.retention.prune(now + timedelta(hours=23)) == 0
+    assert worker.retention.prune(now + timedelta(hours=24, seconds=1)) == 2
     assert item not in ids(engine, InboxItem)
     assert ids(engine, OutboxItem) == set()
 
@@ -206,20 +206,20 @@ def test_an_id_pruned_with_the_whole_queue_is_never_given_again(engine: Engine) 
 def test_retention_zero_keeps_everything(pam: Pam, engine: Engine) -> None:
     worker = Worker(with_retention(pam, 0), {})
     answered(Inbox(engine, LEASE), unique_user(), [])
-    assert worker.prune(utcnow() + timedelta(days=3650)) == 0
+    assert worker.retention.prune(utcnow() + timedelta(days=3650)) == 0
     assert len(ids(engine, InboxItem)) == 1
 
 
 def test_a_running_worker_prunes_now_and_then(
     pam: Pam, engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(worker_module, "PRUNE_EVERY_SECONDS", 0.01)
+    monkeypatch.setattr(retention_module, "PRUNE_EVERY_SECONDS", 0.01)
     inbox = Inbox(engine, LEASE)
     gone = answered(inbox, unique_user(), [])
     assert inbox.accept(inbound(unique_user(), "still waiting"))
     make_old(engine, gone, WEEK + timedelta(hours=1))
     worker = Worker(with_retention(pam, 168), {})
-    worker.start_pruning()  # what `start` does besides the lanes
+    worker.retention.start()  # what `start` does besides the lanes
     try:
         wait_until(lambda: gone not in ids(engine, InboxItem), "the worker to prune")
     finally:

@@ -1,0 +1,73 @@
+"""Retention: each worker deletes finished inbox and outbox items once they are past
+PAM_QUEUE_RETENTION_HOURS, now and then, on a thread of its own. What may be deleted, and in
+which small batches, is the queues' business (`memory.queue`, `prune`)."""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+
+from memory.queue import Inbox, Outbox
+
+log = logging.getLogger(__name__)
+
+# How often a worker prunes; each time waits a random 50–100% of it, so that several workers
+# rarely prune at once.
+PRUNE_EVERY_SECONDS = 600.0
+
+
+class Retention:
+    """Prunes `inbox` and `outbox` of what finished more than `hours` ago (0: keeps all)."""
+
+    def __init__(self, inbox: Inbox, outbox: Outbox, hours: float) -> None:
+        self.inbox = inbox
+        self.outbox = outbox
+        self.window = timedelta(hours=hours) if hours else None  # None: keep them all
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def prune(self, now: datetime | None = None) -> int:
+        """Delete the finished inbox and outbox items older than the window as of `now`
+        (default: the current time) that nothing needs any more; the number deleted. The
+        inbox keeps each message that long after it was answered, so a platform's redelivery
+        is still recognised; unfinished items and undelivered replies stay."""
+        if self.window is None:
+            return 0
+        cutoff = (now or datetime.now(UTC)) - self.window
+        sent = self.outbox.prune(cutoff)
+        answered = self.inbox.prune(cutoff)
+        if sent or answered:
+            log.info("queues pruned inbox=%d outbox=%d before=%s", answered, sent, cutoff)
+        return sent + answered
+
+    def start(self) -> None:
+        """Prune every PRUNE_EVERY_SECONDS or so, on a thread of its own, until `stop`
+        (nothing happens without a window, or when already started)."""
+        if self.window is None or self._thread is not None:
+            return
+        self._thread = threading.Thread(
+            target=self._prune_now_and_then, name="queue-retention", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Prune no more after the round under way (if any)."""
+        self._stopping.set()
+
+    def join(self, deadline: float) -> bool:
+        """Wait until the `time.monotonic()` `deadline` for the round under way to end; True
+        if the thread ended (or never ran)."""
+        if self._thread is None:
+            return True
+        self._thread.join(max(0.0, deadline - time.monotonic()))
+        return not self._thread.is_alive()
+
+    def _prune_now_and_then(self) -> None:
+        while not self._stopping.wait(PRUNE_EVERY_SECONDS * random.uniform(0.5, 1.0)):
+            try:
+                self.prune()
+            except Exception as exc:  # the database is away: the next round prunes
+                log.warning("queue pruning failed (%s); trying again later", type(exc).__name__)
