@@ -136,8 +136,13 @@ def test_styled_colours_correction_lines_only() -> None:
 def test_typing_shows_while_a_reply_takes_long_and_is_erased_before_it() -> None:
     stream = Terminal()
     with Typing(stream, after=0.0) as typing:
-        while not typing.shown:  # the reply "takes long": until the indicator is up
+        # The reply "takes long": until the indicator is up (bounded, so a broken Typing
+        # fails here instead of hanging the run).
+        for _ in range(2000):
+            if typing.shown:
+                break
             threading.Event().wait(0.01)
+        assert typing.shown
         assert stream.getvalue() == TYPING
     assert stream.getvalue() == TYPING + ERASE_LINE
 
