@@ -10,7 +10,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.llm import JsonSchema
-from memory.model_output import final_object, flat_items, key_name, looks_like_json, text_of
+from memory.model_output import (
+    final_object,
+    flat_items,
+    key_name,
+    looks_like_json,
+    text_of,
+    well_formed,
+)
 from memory.store import CorrectionRecord
 
 log = logging.getLogger(__name__)
@@ -217,6 +224,7 @@ def parse_answer(text: str) -> TutorAnswer:
     the output cap, the reply and the corrections that arrived whole. Prose (a model that
     ignored the format) is the reply as it is. Raises NoReply for an answer that looks like
     JSON but holds no chat message, and for an empty one."""
+    text = well_formed(text)
     found = final_object(text)
     if found is not None:
         reply, holder = _reply_of(found.value)

@@ -9,6 +9,8 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from memory.model_output import well_formed
+
 # Reasoning written into the content by servers without a reasoning parser: DeepSeek-R1 and
 # Qwen3 (<think>), some fine-tunes (<thinking>), Magistral's [THINK] tokens rendered as text.
 _BLOCK = re.compile(
@@ -80,6 +82,7 @@ def content_text(content: object) -> tuple[str, str] | None:
     `text` parts are the answer and whose `thinking` parts are reasoning. None if `content`
     is neither."""
     if isinstance(content, str):
+        content = well_formed(content)
         return content, content
     if not isinstance(content, list):
         return None
@@ -90,7 +93,7 @@ def content_text(content: object) -> tuple[str, str] | None:
         and part.get("type") in ("text", "output_text")
         and isinstance(part.get("text"), str)
     )
-    return answer, _all_text(content)
+    return well_formed(answer), well_formed(_all_text(content))
 
 
 def _all_text(value: object) -> str:

@@ -151,11 +151,18 @@ def looks_like_json(text: str) -> bool:
     return unfenced(text)[:1] in ("{", "[")
 
 
+def well_formed(text: str) -> str:
+    """`text` as it can be stored and sent: surrogates that pair joined into their character,
+    a lone one (half an emoji, as a JSON escape such as "\\ud83d" can carry) replaced by
+    U+FFFD."""
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
 def scalar_text(value: Any) -> str | None:
-    """A string, stripped, or a number written as text; None for anything else (booleans,
-    null, lists, objects, NaN)."""
+    """A string, stripped and well formed, or a number written as text; None for anything
+    else (booleans, null, lists, objects, NaN)."""
     if isinstance(value, str):
-        return value.strip()
+        return well_formed(value).strip()
     if isinstance(value, bool):
         return None
     if isinstance(value, int):

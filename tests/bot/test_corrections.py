@@ -106,6 +106,23 @@ def test_json_without_a_chat_message_is_no_reply_never_raw_json(text: str) -> No
         parse_answer(text)
 
 
+def test_half_an_emoji_escaped_in_the_answer_can_be_stored_and_sent() -> None:
+    # Small models split an emoji's surrogate pair; JSON decodes each half to a lone one.
+    text = (
+        '{"reply": "¡Genial! \\ud83d\\udc4b y \\ud83d", "corrections": [{"original": '
+        '"yo es\\udc4b", "corrected": "yo soy", "explanation": "ser", "category": "grammar"}]}'
+    )
+
+    answer = parse_answer(text)
+
+    assert answer.reply == "¡Genial! 👋 y \ufffd"
+    assert (answer.corrections[0].original, answer.corrections[0].corrected) == (
+        "yo es\ufffd",
+        "yo soy",
+    )
+    assert parse_answer("Hola \ud83d").reply == "Hola \ufffd"  # prose too
+
+
 def test_reply_of_the_wrong_type_is_read() -> None:
     assert parse_answer('{"reply": ["Hola", "amiga"]}') == TutorAnswer("Hola amiga")
     assert parse_answer('{"reply": 42}') == TutorAnswer("42")

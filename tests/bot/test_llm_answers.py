@@ -126,6 +126,16 @@ def test_a_cut_off_answer_is_an_answer_marked_truncated() -> None:
     assert reading.text == '{"reply": "Hola, ¿qué tal tu'
 
 
+def test_half_an_emoji_in_the_content_is_replaced() -> None:
+    # The body's JSON may escape a lone surrogate ("\\ud83d"): decoded, it cannot be stored.
+    reading = read_answer(shapes.openai("¡Genial! \ud83d\udc4b y \ud83d"))
+
+    assert reading.text == "¡Genial! 👋 y \ufffd"
+    mistral = shapes.mistral()
+    mistral["choices"][0]["message"]["content"][-1]["text"] = "Hola \udc4b"
+    assert read_answer(mistral).text == "Hola \ufffd"
+
+
 def test_reasoning_a_template_opened_is_noticed() -> None:
     reading = read_answer(shapes.llama_cpp(f"{REASONING}\n</think>\n\n{REPLY}"))
 

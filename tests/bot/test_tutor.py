@@ -179,6 +179,16 @@ def test_imperfect_model_output_still_produces_a_reply(
     assert pam.store.messages(learner(pam, user).id)[-1].content == shown
 
 
+def test_half_an_emoji_in_the_models_answer_is_stored_and_sent_replaced(
+    pam: Pam, fake_model: FakeChatModel
+) -> None:
+    user = unique_user()
+    fake_model.queue("reply", '{"reply": "¡Hola! \\ud83d\\udc4b \\ud83d", "corrections": []}')
+
+    assert pam.tutor.handle(user, "Hola") == ["¡Hola! 👋 \ufffd"]
+    assert pam.store.messages(learner(pam, user).id)[-1].content == "¡Hola! 👋 \ufffd"
+
+
 def test_a_degenerate_model_answer_still_produces_a_reply(
     pam: Pam, fake_model: FakeChatModel
 ) -> None:

@@ -387,6 +387,19 @@ def _learn(store: Store, model: FakeChatModel, learner_id: int) -> bool:
     return learn_profile(learner_id, store=store, model=model, config=CONFIG)
 
 
+def test_half_an_emoji_in_a_profile_answer_is_stored_replaced(
+    store: Store, fake_model: FakeChatModel
+) -> None:
+    # A lone surrogate escape decodes to text no database can store: it is replaced.
+    learner = store.learner(unique_user())
+    _chat(store, learner.id, [f"Me llamo Lena 👋, mensaje {n}" for n in range(5)])
+    fake_model.queue("profile", '{"who": "Lena \\ud83d\\udc4b \\ud83d", "misc": ["\\udc4b"]}')
+
+    assert _learn(store, fake_model, learner.id)
+
+    assert store.profile(learner.id).data == {"who": "Lena 👋 \ufffd", "misc": ["\ufffd"]}
+
+
 def test_a_valid_answer_is_stored_with_watermark_and_meta(
     store: Store, fake_model: FakeChatModel
 ) -> None:
