@@ -154,8 +154,9 @@ def looks_like_json(text: str) -> bool:
 def well_formed(text: str) -> str:
     """`text` as it can be stored and sent: surrogates that pair joined into their character,
     a lone one (half an emoji, as a JSON escape such as "\\ud83d" can carry) replaced by
-    U+FFFD."""
-    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    U+FFFD, and NUL characters (which Postgres text cannot hold) left out."""
+    paired = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return paired.replace("\x00", "")
 
 
 def scalar_text(value: Any) -> str | None:

@@ -189,6 +189,16 @@ def test_half_an_emoji_in_the_models_answer_is_stored_and_sent_replaced(
     assert pam.store.messages(learner(pam, user).id)[-1].content == "¡Hola! 👋 \ufffd"
 
 
+def test_a_nul_in_the_models_answer_is_left_out(pam: Pam, fake_model: FakeChatModel) -> None:
+    # Postgres text cannot hold NUL; a JSON escape (\u0000) or a raw one must not crash the turn.
+    user = unique_user()
+    fake_model.queue("reply", '{"reply": "¡Ho\\u0000la!", "corrections": []}', "Bien\x00. ¿Y tú?")
+
+    assert pam.tutor.handle(user, "Hola") == ["¡Hola!"]
+    assert pam.tutor.handle(user, "Muy bien") == ["Bien. ¿Y tú?"]
+    assert pam.store.messages(learner(pam, user).id)[-1].content == "Bien. ¿Y tú?"
+
+
 def test_a_degenerate_model_answer_still_produces_a_reply(
     pam: Pam, fake_model: FakeChatModel
 ) -> None:
