@@ -109,7 +109,9 @@ class OpenAIChatModel:
                 raise self._rejected(exc, model, purpose, tuple(billed)) from exc
             except openai.APIError as exc:  # no answer at all: unreachable, timed out
                 raise self._outage(exc, purpose, tuple(billed)) from exc
-            except ValueError as exc:  # a 200 whose body is not JSON (an HTML error page)
+            # A 200 whose body is not JSON (an HTML error page), or nested past what the
+            # json module reads.
+            except (ValueError, RecursionError) as exc:
                 reading = Reading("unusable", reason=f"the body is not JSON ({type(exc).__name__})")
             else:
                 reading = read(body, template_opens=self.quirks.template_opens(model))

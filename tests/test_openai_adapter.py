@@ -543,6 +543,7 @@ def test_a_filtered_prompt_is_refused_at_once(
         pytest.param(encoded(shapes.OPENROUTER_ERROR_200), id="openrouter-error-200"),
         pytest.param(b'{"choices": [{"message": {"content": 42}}]}', id="content-not-text"),
         pytest.param(b'{"choices": [{"message": {"content": null}}]}', id="content-null"),
+        pytest.param(b"[" * 100_000 + b"]" * 100_000, id="nested-too-deep"),
     ],
 )
 def test_an_unusable_answer_is_asked_again_and_billed(
