@@ -11,6 +11,8 @@ Purpose = Literal["reply", "summary", "profile"]
 
 
 class ChatMessage(TypedDict):
+    """One message of a chat prompt, as chat-completions APIs take it."""
+
     role: Literal["system", "user", "assistant"]
     content: str
 

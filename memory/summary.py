@@ -27,6 +27,7 @@ class FoldPlan:
 
     @property
     def watermark(self) -> int:
+        """The id of the newest message the fold takes: the summary's new watermark."""
         return self.messages[-1].id
 
 
