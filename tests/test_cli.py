@@ -4,6 +4,7 @@ and what `pam telegram set-webhook` checks before it calls Telegram."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import signal
 import socket
@@ -126,6 +127,14 @@ def test_the_top_level_help_lists_the_commands_and_the_web_process(tmp_path: Pat
 
 
 # -- .env.example, copied as it is ---------------------------------------------------------
+
+
+def test_env_example_lists_every_setting_an_operator_sets() -> None:
+    listed = set(re.findall(r"^([A-Z][A-Z0-9_]*)=", (ROOT / ".env.example").read_text(), re.M))
+    # The platforms set these on every process; .env.example names them in a comment.
+    set_by_platforms = {"DYNO", "FLY_APP_NAME"}
+    assert env_names() - set_by_platforms - listed == set()
+    assert listed - env_names() == {"PAM_LOG_LEVEL"}
 
 
 @pytest.fixture
