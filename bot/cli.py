@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from dotenv import dotenv_values
 from pydantic import ValidationError
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DatabaseError
 
 from bot import logs
 from bot.settings import Settings
@@ -161,11 +161,11 @@ def build_or_exit(
         )
     except (db.DatabaseURLError, db.SchemaNotCurrent) as exc:
         fail(f"pam: {exc}")
-    except OperationalError as exc:
+    except DatabaseError as exc:  # unreachable, refused, or a file that is no database
         fail(
             f"pam: cannot open the database in DATABASE_URL: {exc.orig}. Check that the "
             "server is running, the credentials are right, or that a SQLite file's folder "
-            "exists."
+            "exists and the file is a SQLite database."
         )
 
 
@@ -220,7 +220,7 @@ def cmd_db_upgrade(args: argparse.Namespace) -> int:
         db.upgrade(engine)
     except db.DatabaseURLError as exc:
         fail(f"pam: {exc}")
-    except OperationalError as exc:
+    except DatabaseError as exc:  # unreachable, refused, or a file that is no database
         fail(f"pam: cannot open the database in DATABASE_URL: {exc.orig}")
     engine.dispose()
     print("pam: database is up to date")

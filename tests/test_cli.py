@@ -233,6 +233,23 @@ def test_a_command_that_does_not_migrate_says_once_to_run_db_upgrade(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("command", [["worker"], ["memory-jobs"], ["db", "upgrade"], ["chat"]])
+def test_a_file_that_is_no_database_is_said_in_one_line_and_left_alone(
+    tmp_path: Path, command: list[str]
+) -> None:
+    path = tmp_path / "notes.txt"  # DATABASE_URL pointed at the wrong file
+    path.write_text("not a database\n" * 100)
+    env = service_env(f"sqlite:///{path}", OPENAI_BASE_URL="http://127.0.0.1:9/v1")
+
+    code, out, err = pam(*command, cwd=tmp_path, env=env)
+
+    assert code == 2, out + err
+    assert "Traceback" not in out + err
+    assert "cannot open the database in DATABASE_URL: file is not a database" in err
+    assert path.read_text() == "not a database\n" * 100
+
+
+@pytest.mark.slow
 @pytest.mark.skipif(not PG_URL, reason="PAM_TEST_DATABASE_URL is not set")
 def test_the_worker_on_an_empty_postgres_schema_says_to_run_db_upgrade(tmp_path: Path) -> None:
     assert PG_URL
