@@ -22,7 +22,7 @@ from bot.corrections import (
     parse_answer,
     render,
 )
-from memory.model_output import looks_like_json
+from memory.model_output import looks_like_json, well_formed
 from memory.store import CorrectionRecord
 
 GOOD = {
@@ -381,14 +381,16 @@ def model_answers(draw: st.DrawFn) -> str:
 
 def _reply_or_none(text: str) -> TutorAnswer | None:
     """The answer read from `text`, or None where parse_answer says there is no reply —
-    only ever for an empty answer or one that holds JSON: prose is always the reply."""
+    only ever for an empty answer (NULs aside) or one that holds JSON: prose is always the
+    reply."""
     try:
         answer = parse_answer(text)
     except NoReply:
-        assert not text.strip() or "{" in text or "[" in text
+        assert not well_formed(text).strip() or "{" in text or "[" in text
         return None
     assert answer.reply.strip()
     assert answer.reply == answer.reply.strip()
+    assert answer.reply == well_formed(answer.reply)  # it can be stored and sent
     return answer
 
 
@@ -406,7 +408,7 @@ def test_parse_answer_reads_a_reply_or_says_there_is_none(text: str) -> None:
 def test_parse_answer_on_any_text(text: str) -> None:
     answer = _reply_or_none(text)
     if answer is not None and not looks_like_json(text) and "{" not in text:
-        assert answer.reply == text.strip()  # prose is the reply as it is
+        assert answer.reply == well_formed(text).strip()  # prose is the reply as it is
 
 
 # -- what the model sees of Pam's earlier messages ------------------------------------------
