@@ -85,11 +85,12 @@ class Commands:
             return f"I don't know the command /{command.name}. {phrases.HELP}"
         return handler(learner, command)
 
-    def _settings_line(self, learner: LearnerInfo) -> str:
+    def _settings_of(self, learner: LearnerInfo) -> str:
+        """The settings line for `learner`, with what Pam has learned about them."""
         return _settings_line(learner, self.store.profile(learner.id).data)
 
     def start(self, learner: LearnerInfo, command: Command) -> str:
-        return phrases.WELCOME.format(settings=self._settings_line(learner))
+        return phrases.WELCOME.format(settings=self._settings_of(learner))
 
     def help(self, learner: LearnerInfo, command: Command) -> str:
         return phrases.HELP
@@ -117,7 +118,7 @@ class Commands:
         updated = self.store.update_settings(
             learner.id, target_language=target, native_language=native
         )
-        return f"Great! {self._settings_line(updated)} Say hi whenever you're ready!"
+        return f"Great! {self._settings_of(updated)} Say hi whenever you're ready!"
 
     def level(self, learner: LearnerInfo, command: Command) -> str:
         usage = (
@@ -130,7 +131,7 @@ class Commands:
             return usage
         updated = self.store.update_settings(learner.id, level=level)
         if updated.target_language:
-            return f"Got it. {self._settings_line(updated)}"
+            return f"Got it. {self._settings_of(updated)}"
         return f"Got it: level {level}. {phrases.NEEDS_LANGUAGE}"
 
     def profile(self, learner: LearnerInfo, command: Command) -> str:
