@@ -39,4 +39,6 @@ USER 10001:10001
 # The default SQLite file (pam.db) lands here, writable by the pam user.
 WORKDIR /home/pam
 EXPOSE 8080
-CMD ["gunicorn", "--bind", "0.0.0.0:8080", "--workers", "2", "--threads", "4", "--timeout", "30", "--access-logfile", "-", "webhooks:create_app()"]
+# $PORT where the platform sets one (Render, Cloud Run, Railway), else 8080 (fly.toml's
+# internal_port); exec, so that gunicorn itself gets the platform's SIGTERM.
+CMD ["sh", "-c", "exec gunicorn --bind \"0.0.0.0:${PORT:-8080}\" --workers \"${WEB_CONCURRENCY:-2}\" --threads 4 --timeout 30 --access-logfile - 'webhooks:create_app()'"]
