@@ -8,7 +8,7 @@ import re
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 from bot.llm import JsonSchema, Purpose
 
@@ -16,8 +16,6 @@ StructuredOutput = Literal["auto", "json_schema", "json_object", "off"]
 Effort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "off"]
 # Best first: a schema the server enforces, then "some JSON object", then the prompt's word.
 MODES: tuple[str, ...] = ("json_schema", "json_object", "off")
-STRUCTURED_OUTPUTS: tuple[str, ...] = get_args(StructuredOutput)
-EFFORTS: tuple[str, ...] = get_args(Effort)
 
 # OpenAI's reasoning models, also behind a provider's prefix (OpenRouter's `openai/o3-mini`):
 # they refuse `max_tokens` (they take `max_completion_tokens`) and any temperature but 1.

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from bot.llm_requests import Effort, StructuredOutput
 from memory.config import MemoryConfig
 
 # Platforms redeliver an unacknowledged message for up to a day; finished queue items are kept
@@ -52,18 +51,16 @@ class Settings(BaseSettings):
     )
     # auto: JSON schema where the provider has it, else JSON mode, else the prompt's word,
     # learned per model from the provider's 400; any other value pins that mode.
-    structured_output: Literal["auto", "json_schema", "json_object", "off"] = Field(
+    structured_output: StructuredOutput = Field(
         default="auto", validation_alias=_env("PAM_STRUCTURED_OUTPUT", "structured_output")
     )
     # Sent to OpenAI's reasoning models (o-series, gpt-5*) only; "off" sends none.
-    reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh", "off"] = Field(
+    reasoning_effort: Effort = Field(
         default="low", validation_alias=_env("PAM_REASONING_EFFORT", "reasoning_effort")
     )
-    memory_reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh", "off"] = (
-        Field(
-            default="low",
-            validation_alias=_env("PAM_MEMORY_REASONING_EFFORT", "memory_reasoning_effort"),
-        )
+    memory_reasoning_effort: Effort = Field(
+        default="low",
+        validation_alias=_env("PAM_MEMORY_REASONING_EFFORT", "memory_reasoning_effort"),
     )
 
     rate_limit_per_minute: int = Field(
