@@ -116,7 +116,11 @@ def _production_settings() -> Settings:
 
     cli.read_dotenv()
     logs.configure("INFO", sys.stdout)
-    settings = cli.load_settings()
+    try:
+        settings = cli.load_settings()  # says what is wrong, then exits
+    except SystemExit:
+        # Any other exit status makes gunicorn boot the next worker into the same mistake.
+        raise SystemExit(WORKER_BOOT_ERROR) from None
     try:
         warning = db.require_current_schema(settings.database_url)
     except (db.DatabaseURLError, db.SchemaNotCurrent) as exc:

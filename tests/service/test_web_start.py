@@ -1,6 +1,6 @@
 """The production web process (real gunicorn, `webhooks:create_app()`) on a database that was
-never migrated: one clear line saying to run `pam db upgrade`, and gunicorn stops instead of
-booting worker after worker."""
+never migrated, or with a setting it cannot use: one clear line saying what to do, and
+gunicorn stops instead of booting worker after worker."""
 
 from __future__ import annotations
 
@@ -19,9 +19,10 @@ pytestmark = pytest.mark.slow
 TIMEOUT = 60
 
 
-def gunicorn(database_url: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """Run the Procfile's web command on `database_url` until it stops by itself."""
-    env = dict(os.environ, DATABASE_URL=database_url, PYTHONPATH=str(ROOT))
+def gunicorn(database_url: str, cwd: Path, **knobs: str) -> subprocess.CompletedProcess[str]:
+    """Run the Procfile's web command on `database_url` (and `knobs`) until it stops by
+    itself."""
+    env = dict(os.environ, DATABASE_URL=database_url, PYTHONPATH=str(ROOT), **knobs)
     command = [
         sys.executable,
         "-m",
@@ -60,4 +61,14 @@ def test_a_database_without_tables_stops_the_web_process(tmp_path: Path) -> None
 
     assert process.returncode == 3
     assert "no tables yet: run `pam db upgrade`" in process.stderr
+    assert "Traceback" not in process.stderr
+
+
+def test_an_unusable_setting_stops_the_web_process_saying_it_once(tmp_path: Path) -> None:
+    path = tmp_path / "pam.db"
+
+    process = gunicorn(f"sqlite:///{path}", tmp_path, PAM_QUEUE_RETENTION_HOURS="12")
+
+    assert process.returncode == 3, process.stderr  # not worker after worker
+    assert process.stderr.count("pam: invalid configuration: PAM_QUEUE_RETENTION_HOURS") == 1
     assert "Traceback" not in process.stderr
