@@ -14,7 +14,7 @@ from typing import Any
 from flask import Flask, current_app, jsonify, request
 from flask.typing import ResponseReturnValue
 from sqlalchemy import Engine
-from sqlalchemy.exc import DataError, SQLAlchemyError
+from sqlalchemy.exc import DatabaseError, DataError, OperationalError, SQLAlchemyError
 from werkzeug.exceptions import HTTPException
 from werkzeug.middleware.proxy_fix import ProxyFix
 
@@ -127,6 +127,14 @@ def _production_settings() -> Settings:
         print(f"pam web: {exc}", file=sys.stderr)
         # gunicorn's code for "worker failed to boot": its master stops, instead of booting
         # worker after worker into the same wall.
+        raise SystemExit(WORKER_BOOT_ERROR) from None
+    except OperationalError as exc:  # unreachable or refused for now: it may come back
+        log.warning(
+            "database unreachable at start (%s); answering 503 until it is back",
+            type(exc).__name__,
+        )
+    except DatabaseError as exc:  # e.g. a SQLite path that names a file of another kind
+        print(f"pam web: cannot use the database in DATABASE_URL: {exc.orig}", file=sys.stderr)
         raise SystemExit(WORKER_BOOT_ERROR) from None
     except SQLAlchemyError as exc:
         log.warning(

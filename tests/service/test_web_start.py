@@ -72,3 +72,15 @@ def test_an_unusable_setting_stops_the_web_process_saying_it_once(tmp_path: Path
     assert process.returncode == 3, process.stderr  # not worker after worker
     assert process.stderr.count("pam: invalid configuration: PAM_QUEUE_RETENTION_HOURS") == 1
     assert "Traceback" not in process.stderr
+
+
+def test_a_file_that_is_no_database_stops_the_web_process(tmp_path: Path) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_text("not a database\n" * 100)
+
+    process = gunicorn(f"sqlite:///{path}", tmp_path)
+
+    assert process.returncode == 3, process.stderr
+    assert "cannot use the database in DATABASE_URL: file is not a database" in process.stderr
+    assert "Traceback" not in process.stderr
+    assert path.read_text() == "not a database\n" * 100
