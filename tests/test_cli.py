@@ -165,8 +165,9 @@ def test_env_example_copied_to_dotenv_loads_for_every_command(
     code, out, _ = run("chat", "--user", "lena", stdin=b"Hola!\n")
     assert code == 0 and out.startswith("pam> Respuesta 1")
 
-    code, _, err = run("telegram", "set-webhook")
-    assert code == 2 and "TELEGRAM_BOT_TOKEN" in err
+    for telegram in (["set-webhook"], ["delete-webhook"], []):  # [] polls
+        code, _, err = run("telegram", *telegram)
+        assert code == 2 and "TELEGRAM_BOT_TOKEN" in err, err  # the one thing it lacks
 
     port = free_port()
     long_running = {
