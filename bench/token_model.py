@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bench.conversations import Learner, corrections_for
-from bot.llm import ChatMessage, Completion, JsonSchema, Purpose
+from bot.llm import Accept, ChatMessage, Completion, JsonSchema, Purpose
 from memory.tokens import TokenCounter
 
 # A chat message of two or three sentences, as the reply prompt asks for.
@@ -71,8 +71,9 @@ class ScriptedModel:
         max_tokens: int,
         purpose: Purpose,
         schema: JsonSchema | None = None,
+        accept: Accept | None = None,
     ) -> Completion:
-        """Answer deterministically and record the call."""
+        """Answer deterministically and record the call (its answers always pass `accept`)."""
         if purpose == "reply":
             text = self._reply(messages)
         elif purpose == "summary":

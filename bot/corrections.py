@@ -255,6 +255,16 @@ def parse_answer(text: str) -> TutorAnswer:
     return TutorAnswer(stripped)
 
 
+def reply_problem(text: str) -> str | None:
+    """Why an answer's text holds no reply to send (for the LLM edge, which then asks
+    again), or None when `parse_answer` finds one."""
+    try:
+        parse_answer(text)
+    except NoReply as exc:
+        return str(exc)
+    return None
+
+
 def render(answer: TutorAnswer) -> str:
     """The message the learner sees: the reply, then one line per correction."""
     lines = [answer.reply]

@@ -3,7 +3,7 @@ implementation is `bot.openai_chat`."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypedDict
 
@@ -20,6 +20,9 @@ class ChatMessage(TypedDict):
 # A JSON schema for structured output: {"name": ..., "schema": {...}} as OpenAI's
 # `response_format: {"type": "json_schema", "json_schema": ...}` takes it.
 JsonSchema = dict[str, Any]
+# A caller's check of an answer's text: None when it can use it, else why not (for the log;
+# never the text itself).
+Accept = Callable[[str], str | None]
 
 
 @dataclass(frozen=True)
@@ -102,8 +105,10 @@ class ChatModel(Protocol):
         max_tokens: int,
         purpose: Purpose,
         schema: JsonSchema | None = None,
+        accept: Accept | None = None,
     ) -> Completion:
         """Answer `messages` with `model`; with `schema`, ask for JSON of that shape
-        (structured output where the provider has it). Raise LLMError (one of its kinds)
-        when no answer can be had."""
+        (structured output where the provider has it). `accept` checks an answer's text as
+        the caller will read it: one it rejects is unusable, asked again within the same
+        budget as any other. Raise LLMError (one of its kinds) when no answer can be had."""
         ...

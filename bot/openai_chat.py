@@ -10,11 +10,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import openai
 
 from bot.llm import (
+    Accept,
     ChatMessage,
     Completion,
     JsonSchema,
@@ -80,8 +82,10 @@ class OpenAIChatModel:
         max_tokens: int,
         purpose: Purpose,
         schema: JsonSchema | None = None,
+        accept: Accept | None = None,
     ) -> Completion:
-        """Answer `messages`; see ChatModel. Unusable 200s are asked again, at most
+        """Answer `messages`; see ChatModel. Unusable 200s (`accept` rejecting one too) are
+        asked again, at most
         MAX_UNUSABLE_CALLS calls in all; an answer cut off by the cap before it holds any
         text (or the whole JSON asked for) once more with twice the room."""
         billed: list[Usage] = []
@@ -126,7 +130,10 @@ class OpenAIChatModel:
                     f"the model refused ({reading.reason})", reading.reason, (*billed, usage)
                 )
             if reading.kind == "answer" and not self._cut_short(reading, schema):
-                return _completion(reading.text, usage, billed, truncated=reading.truncated)
+                rejected = accept(reading.text) if accept is not None else None
+                if rejected is None:
+                    return _completion(reading.text, usage, billed, truncated=reading.truncated)
+                reading = replace(reading, kind="unusable", reason=rejected)
             billed.append(usage)
             if reading.kind == "answer":  # cut off before the answer was whole
                 if room == 1 and len(billed) < MAX_UNUSABLE_CALLS:

@@ -203,6 +203,8 @@ class Tutor:
                 max_tokens=self.settings.reply_max_tokens,
                 purpose="reply",
                 schema=corrections.REPLY_SCHEMA,
+                # JSON with no chat message in it is asked for again, like any unusable answer.
+                accept=corrections.reply_problem,
             )
             answer = corrections.parse_answer(completion.text)
         except LLMError as exc:

@@ -8,7 +8,17 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from bot.llm import ChatMessage, Completion, JsonSchema, LLMError, Outage, Purpose
+from bot.llm import (
+    Accept,
+    ChatMessage,
+    Completion,
+    JsonSchema,
+    LLMError,
+    Outage,
+    Purpose,
+    Unusable,
+    Usage,
+)
 
 Answer = str | Exception | Callable[[Sequence[ChatMessage]], str]
 
@@ -68,7 +78,10 @@ class FakeChatModel:
         max_tokens: int,
         purpose: Purpose,
         schema: JsonSchema | None = None,
+        accept: Accept | None = None,
     ) -> Completion:
+        """Answer with the next queued answer for `purpose`, or its default. An answer
+        `accept` rejects raises Unusable at once, billed (the fake never asks again)."""
         with self.lock:
             self.calls.append(Call(purpose, model, max_tokens, list(messages), schema))
             pending = self.queues.get(purpose)
@@ -77,7 +90,12 @@ class FakeChatModel:
             raise answer
         text = answer(messages) if callable(answer) else answer
         input_tokens = sum(len(m["content"]) // 4 for m in messages)
-        return Completion(text, model, input_tokens, max(1, len(text) // 4))
+        completion = Completion(text, model, input_tokens, max(1, len(text) // 4))
+        rejected = accept(text) if accept is not None else None
+        if rejected is not None:
+            billed = Usage(model, completion.input_tokens, completion.output_tokens)
+            raise Unusable(f"the answer was rejected: {rejected}", (billed,))
+        return completion
 
 
 def failing(message: str = "LLM is down") -> LLMError:

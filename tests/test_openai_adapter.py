@@ -911,3 +911,43 @@ def test_the_llm_edges_logs_name_reasons_never_message_content(
     assert "no text in the answer" in said and "refusal" in said and "OPENAI_API_KEY" in said
     for content in (PROMPT[1]["content"], REASONING, "¡Qué bien!", "cannot assist", "sk-proj"):
         assert content not in said
+
+
+# -- an answer without a chat message, through the real SDK ----------------------------------
+
+NO_CHAT_MESSAGE = '{"corrections": []}'  # valid JSON of the wrong shape
+
+
+def test_json_without_a_chat_message_is_asked_again_within_the_budget(
+    live_pam: Pam, server: OpenAIServer
+) -> None:
+    user = unique_user("lena")
+    live_pam.tutor.handle(user, "/language Spanish English")
+    live_pam.model.sleep = lambda seconds: None  # type: ignore[attr-defined]
+    server.answer_next(shapes.openai(NO_CHAT_MESSAGE), shapes.openai('{"reply": "chat message"}'))
+
+    answers = live_pam.tutor.handle(user, "Ayer yo es muy cansada")
+
+    assert answers == [shown_reply(3)]  # the server's own answer to the third call
+    assert len(server.of("reply")) == 3
+    learner = live_pam.store.find_learner(user)
+    assert learner is not None
+    calls, _, _ = live_pam.store.usage(learner.id)["reply"]
+    assert calls == 3  # the two answers without a reply were billed too
+
+
+def test_json_without_a_chat_message_every_time_gets_an_apology_after_four_calls(
+    live_pam: Pam, server: OpenAIServer
+) -> None:
+    user = unique_user("lena")
+    live_pam.tutor.handle(user, "/language Spanish English")
+    live_pam.model.sleep = lambda seconds: None  # type: ignore[attr-defined]
+    server.answer_next(*[shapes.openai(NO_CHAT_MESSAGE)] * (MAX_UNUSABLE_CALLS + 2))
+
+    answer = live_pam.tutor.answer(user, "Ayer yo es muy cansada", inbox_id=4242, can_retry=True)
+
+    assert answer.replies == [phrases.APOLOGIES["Spanish"]]  # at once: not tried again later
+    assert len(server.of("reply")) == MAX_UNUSABLE_CALLS
+    learner = live_pam.store.find_learner(user)
+    assert learner is not None
+    assert live_pam.store.usage(learner.id)["reply"][0] == MAX_UNUSABLE_CALLS

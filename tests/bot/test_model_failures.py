@@ -123,9 +123,14 @@ def test_calls_billed_before_a_usable_answer_are_recorded_with_it(
     user = spanish_learner(pam)
 
     class BilledOnce(FakeChatModel):
-        def complete(self, messages, *, model, max_tokens, purpose, schema=None):  # type: ignore[no-untyped-def]
+        def complete(self, messages, *, model, max_tokens, purpose, schema=None, accept=None):  # type: ignore[no-untyped-def]
             completion = super().complete(
-                messages, model=model, max_tokens=max_tokens, purpose=purpose, schema=schema
+                messages,
+                model=model,
+                max_tokens=max_tokens,
+                purpose=purpose,
+                schema=schema,
+                accept=accept,
             )
             if purpose != "reply":
                 return completion

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from sqlalchemy import Engine
 
 from bot.llm import (
+    Accept,
     ChatMessage,
     Completion,
     JsonSchema,
@@ -646,6 +647,7 @@ class BilledModel:
         max_tokens: int,
         purpose: Purpose,
         schema: JsonSchema | None = None,
+        accept: Accept | None = None,
     ) -> Completion:
         self.calls += 1
         if isinstance(self.outcome, LLMError):
@@ -898,6 +900,7 @@ class LengthLimitedModel:
         max_tokens: int,
         purpose: Purpose,
         schema: JsonSchema | None = None,
+        accept: Accept | None = None,
     ) -> Completion:
         text = self.counter.truncate(self.answer, max_tokens)
         return Completion(text, model, 1000, self.counter.count(text))

@@ -9,7 +9,7 @@ from unittest import mock
 import pytest
 from sqlalchemy import Engine
 
-from bot.llm import ChatMessage, Completion, JsonSchema, LLMError, Purpose, Unusable, Usage
+from bot.llm import Accept, ChatMessage, Completion, JsonSchema, LLMError, Purpose, Unusable, Usage
 from bot.runtime import Pam, build
 from bot.settings import Settings
 from memory import summary as summary_module
@@ -382,6 +382,7 @@ class _AfterUnusableAnswers:
         max_tokens: int,
         purpose: Purpose,
         schema: JsonSchema | None = None,
+        accept: Accept | None = None,
     ) -> Completion:
         billed = (Usage(model, 700, 0), Usage(model, 700, 120))
         return Completion("Lena is a nurse in Bremen.", model, 700, 30, billed=billed)
