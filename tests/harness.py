@@ -224,6 +224,7 @@ def gunicorn(port: int, workers: int = 2, threads: int = 4) -> list[str]:
         *GUNICORN,
         "--bind",
         f"127.0.0.1:{port}",
+        "--forwarded-allow-ips=",
         "--workers",
         str(workers),
         "--threads",

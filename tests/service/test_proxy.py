@@ -15,6 +15,7 @@ import pytest
 from bot.settings import Settings
 from tests.harness import (
     PAM_CMD,
+    ROOT,
     db_upgrade,
     free_port,
     gunicorn,
@@ -48,11 +49,11 @@ def heroku_headers(signature: str) -> dict[str, str]:
     }
 
 
-def post_webhook(base: str, signed_over: str) -> httpx.Response:
+def post_webhook(base: str, signed_over: str, source: str = ROUTER_ADDRESS) -> httpx.Response:
     """POST a WhatsApp text as Twilio does, signed over the URL `signed_over`, through the
-    router's headers, from ROUTER_ADDRESS."""
+    router's headers, from `source`."""
     form = text_form(new_wa_id(), "Hola")
-    transport = httpx.HTTPTransport(local_address=ROUTER_ADDRESS)
+    transport = httpx.HTTPTransport(local_address=source)
     with httpx.Client(transport=transport, timeout=10) as client:
         return client.post(
             base + WEBHOOK, data=form, headers=heroku_headers(sign(signed_over, form))
@@ -121,6 +122,24 @@ def test_without_a_proxy_forwarded_headers_count_for_nothing(without_proxy: str)
 
     assert spoofed.status_code == 403
     assert as_called.status_code == 200, as_called.text
+
+
+@pytest.mark.slow
+def test_without_a_proxy_not_even_loopbacks_forwarded_headers_count(without_proxy: str) -> None:
+    # gunicorn on its own trusts X-Forwarded-Proto from 127.0.0.1; the web command tells it
+    # to trust none, so that gunicorn and waitress follow PAM_PROXY_HOPS alone.
+    spoofed = post_webhook(without_proxy, f"https://{APP_HOST}{WEBHOOK}", source="127.0.0.1")
+    as_called = post_webhook(without_proxy, f"http://{APP_HOST}{WEBHOOK}", source="127.0.0.1")
+
+    assert spoofed.status_code == 403
+    assert as_called.status_code == 200, as_called.text
+
+
+@pytest.mark.parametrize("path", ["Procfile", "fly.toml", "Dockerfile"])
+def test_every_web_command_leaves_proxy_trust_to_the_app(path: str) -> None:
+    # What tests/harness.py runs as "the Procfile's web command" says the same.
+    [web] = [line for line in (ROOT / path).read_text().splitlines() if "gunicorn --bind" in line]
+    assert "--forwarded-allow-ips= " in web
 
 
 @pytest.mark.parametrize(
