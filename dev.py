@@ -90,6 +90,7 @@ def _is_bench(path: Path) -> bool:
 
 
 def main(argv: list[str]) -> int:
+    """Run the dev.py command in `argv`; its exit status."""
     if not argv or argv[0] in {"-h", "--help"}:
         print(__doc__)
         return 0 if argv else 2

@@ -90,16 +90,21 @@ class Commands:
         return _settings_line(learner, self.store.profile(learner.id).data)
 
     def start(self, learner: LearnerInfo, command: Command) -> str:
+        """/start: the welcome, with the learner's settings."""
         return phrases.WELCOME.format(settings=self._settings_of(learner))
 
     def help(self, learner: LearnerInfo, command: Command) -> str:
+        """/help: the commands."""
         return phrases.HELP
 
     def forget(self, learner: LearnerInfo, command: Command) -> str:
+        """/forget: erase everything about the learner, queued messages before this one
+        included (its confirmation, and what they send after it, still go through)."""
         self.store.forget(learner.id, keep_inbox_id=command.inbox_id)
         return phrases.FORGOTTEN
 
     def language(self, learner: LearnerInfo, command: Command) -> str:
+        """/language <target> [native]: the languages to practise and to explain in."""
         usage = (
             "Which language do you want to practise? Write it like this: "
             "/language Spanish — or with your native language too: /language Spanish English"
@@ -121,6 +126,7 @@ class Commands:
         return f"Great! {self._settings_of(updated)} Say hi whenever you're ready!"
 
     def level(self, learner: LearnerInfo, command: Command) -> str:
+        """/level <A1…C2>: the learner's CEFR level."""
         usage = (
             f"Tell me your level as one of {', '.join(LEVELS)} — e.g. /level A2. "
             "A1–A2 beginner, B1–B2 intermediate, C1–C2 advanced."

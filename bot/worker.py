@@ -351,6 +351,7 @@ class Lanes:
         ]
 
     def start(self) -> None:
+        """Start every lane's thread."""
         for thread in self._threads:
             thread.start()
 

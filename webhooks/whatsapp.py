@@ -181,6 +181,7 @@ class TwilioSender:
         self.status_callback = status_callback
 
     def send(self, chat_id: str, text: str, *, idempotency_key: str) -> Sent:
+        """Send one WhatsApp message; raise TransientSendError or PermanentSendError."""
         from twilio.base.exceptions import TwilioException, TwilioRestException
 
         extra = {"status_callback": self.status_callback} if self.status_callback else {}
