@@ -7,7 +7,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC
+from datetime import UTC, datetime
 
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -20,6 +20,7 @@ from bot.settings import Settings
 from bot.tutor import Tutor
 from memory import db
 from memory.jobs import FOLD, PROFILE, Coordinator, JobRunner, Submit
+from memory.models import utcnow
 from memory.profile import learn_profile
 from memory.store import Store
 from memory.summary import fold
@@ -88,8 +89,10 @@ def build(
     migrate: bool = False,
     memory_process: bool = False,
     replayable: bool = False,
+    clock: Callable[[], datetime] = utcnow,
 ) -> Pam:
-    """Assemble Pam from `settings`. Tests pass a fake `model` and an inline `submit`; without
+    """Assemble Pam from `settings`. Tests pass a fake `model`, an inline `submit` and a clock
+    of their own (the memory jobs' leases and rests go by it); without
     `submit` an APScheduler background scheduler runs the memory jobs. With `memory_process`
     (the services) they run in a child process instead, which `pam.memory_process.start()`
     starts: this Pam only marks the jobs its turns make due and hands them over.
@@ -146,7 +149,7 @@ def build(
 
         submit = submit_to_scheduler
     runner = JobRunner(
-        Coordinator(engine, settings.job_lease_seconds),
+        Coordinator(engine, settings.job_lease_seconds, clock),
         {FOLD: fold_job, PROFILE: profile_job},
         submit,
         hand_off=process.hand_off if process is not None else None,

@@ -9,7 +9,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Engine, and_, or_, select, update
@@ -23,6 +23,13 @@ from memory.store import LearnerGone
 
 log = logging.getLogger(__name__)
 
+# A job whose last run failed rests this long before it is claimed again. Every run of a
+# failing fold or profile update can cost billed calls (unusable answers are billed), and
+# every turn asks for the job again: without a rest, a learner whose summary the model keeps
+# botching would pay for a failed fold on every message. Asks meanwhile are kept (the job
+# stays marked), so the job runs at the first ask or sweep after the rest.
+RETRY_AFTER_FAILURE = timedelta(minutes=5)
+
 FOLD = "fold"
 PROFILE = "profile"
 KINDS = (FOLD, PROFILE)
@@ -32,6 +39,11 @@ class Finish(enum.Enum):
     DONE = "done"  # released; nobody asked for another run
     AGAIN = "again"  # a trigger arrived during the run: the claim is kept, run again
     LOST = "lost"  # the row is gone (/forget) or the lease was taken over: stop, write nothing
+
+
+def _rested(now: datetime) -> Any:
+    """The job did not fail last time, or failed long enough ago (RETRY_AFTER_FAILURE)."""
+    return or_(MemoryJob.last_error.is_(None), MemoryJob.updated_at < now - RETRY_AFTER_FAILURE)
 
 
 def _held(learner_id: int, kind: str, token: str) -> Any:
@@ -46,10 +58,13 @@ def _held(learner_id: int, kind: str, token: str) -> Any:
 class Coordinator:
     """The running/dirty/lease state of every learner's memory jobs, in the `memory_jobs` table."""
 
-    def __init__(self, engine: Engine, lease_seconds: float) -> None:
+    def __init__(
+        self, engine: Engine, lease_seconds: float, clock: Callable[[], datetime] = utcnow
+    ) -> None:
         self.engine = engine
         self.lease = timedelta(seconds=lease_seconds)
         self.single = db.autocommit(engine)
+        self.clock = clock  # tests pass their own, and advance it instead of sleeping
 
     def mark(self, learner_id: int, kind: str) -> bool:
         """Ask for a run of `kind` for the learner. False if the learner no longer exists."""
@@ -71,7 +86,7 @@ class Coordinator:
         """Take the job if it was asked for and nobody holds a live lease. The claim token, or
         None when someone else runs it (they will see the dirty flag and run again)."""
         token = str(uuid.uuid4())
-        now = utcnow()
+        now = self.clock()
         with self.single.begin() as connection:  # one statement
             result = connection.execute(
                 update(MemoryJob)
@@ -80,6 +95,7 @@ class Coordinator:
                     MemoryJob.kind == kind,
                     MemoryJob.dirty.is_(True),
                     or_(MemoryJob.running.is_(False), MemoryJob.lease_expires_at < now),
+                    _rested(now),
                 )
                 .values(
                     running=True,
@@ -95,13 +111,19 @@ class Coordinator:
     def finish(self, learner_id: int, kind: str, token: str) -> Finish:
         """End a successful run: release the job, or keep it for another run if it was asked
         for meanwhile."""
-        now = utcnow()
+        now = self.clock()
         mine = _held(learner_id, kind, token)
         with self.engine.begin() as connection:
             released = connection.execute(
                 update(MemoryJob)
                 .where(mine, MemoryJob.dirty.is_(False))
-                .values(running=False, claim_token=None, lease_expires_at=None, updated_at=now)
+                .values(
+                    running=False,
+                    claim_token=None,
+                    lease_expires_at=None,
+                    last_error=None,
+                    updated_at=now,
+                )
             )
             if released.rowcount:
                 return Finish.DONE
@@ -112,6 +134,7 @@ class Coordinator:
                     dirty=False,
                     lease_expires_at=now + self.lease,
                     runs=MemoryJob.runs + 1,
+                    last_error=None,
                     updated_at=now,
                 )
             )
@@ -119,7 +142,7 @@ class Coordinator:
 
     def renew(self, learner_id: int, kind: str, token: str) -> bool:
         """Extend a running job's lease (its runner is alive). False if the claim is gone."""
-        now = utcnow()
+        now = self.clock()
         with self.engine.begin() as connection:
             result = connection.execute(
                 update(MemoryJob)
@@ -140,7 +163,7 @@ class Coordinator:
                     lease_expires_at=None,
                     failures=MemoryJob.failures + 1,
                     last_error=error[:300],
-                    updated_at=utcnow(),
+                    updated_at=self.clock(),
                 )
             )
 
@@ -155,13 +178,14 @@ class Coordinator:
 
     def claimable(self, limit: int = 100) -> list[tuple[int, str]]:
         """Jobs asked for and not running, or whose runner's lease expired (it crashed)."""
-        now = utcnow()
+        now = self.clock()
         with self.engine.connect() as connection:
             rows = connection.execute(
                 select(MemoryJob.learner_id, MemoryJob.kind)
                 .where(
                     MemoryJob.dirty.is_(True) | MemoryJob.running.is_(True),
                     or_(MemoryJob.running.is_(False), MemoryJob.lease_expires_at < now),
+                    _rested(now),
                     MemoryJob.kind.in_(KINDS),
                 )
                 .order_by(MemoryJob.updated_at, MemoryJob.learner_id)
@@ -178,7 +202,7 @@ class Coordinator:
                     MemoryJob.learner_id == learner_id,
                     MemoryJob.kind == kind,
                     MemoryJob.running.is_(True),
-                    MemoryJob.lease_expires_at < utcnow(),
+                    MemoryJob.lease_expires_at < self.clock(),
                 )
                 .values(dirty=True)
             )

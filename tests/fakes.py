@@ -7,6 +7,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 
 from bot.llm import (
     Accept,
@@ -136,3 +137,17 @@ class ManualExecutor:
             self.pending.pop(0)()
             ran += 1
         return ran
+
+
+class ManualClock:
+    """A clock a test moves forward itself (for leases and rests), instead of sleeping."""
+
+    def __init__(self, start: datetime | None = None) -> None:
+        self.now = start or datetime.now(UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, by: timedelta) -> None:
+        """Move the clock `by` forward."""
+        self.now += by

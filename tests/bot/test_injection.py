@@ -8,6 +8,7 @@ import json
 import re
 import uuid
 from collections.abc import Callable, Sequence
+from datetime import timedelta
 
 import pytest
 from sqlalchemy import Engine
@@ -16,10 +17,12 @@ import prompts
 from bot.llm import ChatMessage
 from bot.runtime import Pam, build
 from bot.settings import Settings
+from memory.jobs import RETRY_AFTER_FAILURE
+from memory.models import utcnow
 from memory.profile import FIELDS, MAX_PROFILE_CHARS, document
 from memory.store import LEARNER, LearnerInfo
 from tests.conftest import unique_user
-from tests.fakes import Call, FakeChatModel, reply_json
+from tests.fakes import Call, FakeChatModel, ManualClock, reply_json
 
 REPLY_SECTIONS = ("learner_profile", "conversation_summary")
 MEMORY_SECTIONS: dict[str, tuple[str, ...]] = {
@@ -36,11 +39,22 @@ def mark(name: str) -> str:
     return f"{name}{uuid.uuid4().hex[:10]}"
 
 
-def pam_for(settings: Settings, engine: Engine, model: FakeChatModel, **knobs: object) -> Pam:
-    """Pam with inline memory jobs, no rate limit, and some settings changed."""
+def pam_for(
+    settings: Settings,
+    engine: Engine,
+    model: FakeChatModel,
+    clock: ManualClock | None = None,
+    **knobs: object,
+) -> Pam:
+    """Pam with inline memory jobs, no rate limit, and some settings changed; its memory jobs
+    go by `clock`, if given."""
     knobs.setdefault("rate_limit_per_minute", 0)
     return build(
-        settings.model_copy(update=knobs), model=model, submit=lambda work: work(), engine=engine
+        settings.model_copy(update=knobs),
+        model=model,
+        submit=lambda work: work(),
+        engine=engine,
+        clock=clock or utcnow,
     )
 
 
@@ -148,7 +162,8 @@ def test_a_compromised_profile_answer_cannot_change_the_schema(
         "Sure! I've made you an admin: " + json.dumps(answer),
         json.dumps(valid),
     )
-    pam = pam_for(settings, engine, model)
+    clock = ManualClock()
+    pam = pam_for(settings, engine, model, clock)
     user = unique_user()
     say(
         pam,
@@ -169,6 +184,8 @@ def test_a_compromised_profile_answer_cannot_change_the_schema(
         assert "admin" not in shown.lower()
     assert "2099" not in shown and "999999" not in shown
 
+    # A failed profile job rests before it runs again.
+    clock.advance(RETRY_AFTER_FAILURE + timedelta(seconds=1))
     say(
         pam,
         user,

@@ -6,16 +6,25 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 import pytest
 from sqlalchemy import Engine, select
 
 from memory import db
-from memory.jobs import FOLD, PROFILE, Coordinator, Finish, JobRunner, Submit
-from memory.models import MemoryJob
+from memory.jobs import (
+    FOLD,
+    PROFILE,
+    RETRY_AFTER_FAILURE,
+    Coordinator,
+    Finish,
+    JobRunner,
+    Submit,
+)
+from memory.models import MemoryJob, utcnow
 from memory.store import LearnerGone, Store
 from tests.conftest import unique_user
-from tests.fakes import ManualExecutor
+from tests.fakes import ManualClock, ManualExecutor
 
 WAIT = 20.0  # a safety bound for joins and events, never an expectation about speed
 TINY_LEASE = 0.05
@@ -109,8 +118,15 @@ def second_engine(database_url: str) -> Iterator[Engine]:
     engine.dispose()
 
 
-def runner_for(engine: Engine, job: Recorder, submit: Submit, lease: float = 300) -> JobRunner:
-    return JobRunner(Coordinator(engine, lease), {FOLD: job, PROFILE: job}, submit)
+def runner_for(
+    engine: Engine,
+    job: Recorder,
+    submit: Submit,
+    lease: float = 300,
+    clock: ManualClock | None = None,
+) -> JobRunner:
+    coordinator = Coordinator(engine, lease, clock or utcnow)
+    return JobRunner(coordinator, {FOLD: job, PROFILE: job}, submit)
 
 
 # -- the basics ---------------------------------------------------------------------------
@@ -303,7 +319,7 @@ def test_no_trigger_is_lost_under_concurrent_requests(
 # -- failures -----------------------------------------------------------------------------
 
 
-def test_a_failed_job_releases_the_claim_and_the_next_request_retries(
+def test_a_failed_job_releases_the_claim_rests_and_then_the_next_request_retries(
     store: Store, engine: Engine
 ) -> None:
     learner = store.learner(unique_user())
@@ -313,7 +329,8 @@ def test_a_failed_job_releases_the_claim_and_the_next_request_retries(
             raise RuntimeError("model timed out")
 
     job = Recorder(before=fail_first)
-    runner = runner_for(engine, job, inline)
+    clock = ManualClock()
+    runner = runner_for(engine, job, inline, clock=clock)
 
     runner.request(learner.id, FOLD)  # the failure stays inside the runner
 
@@ -321,17 +338,27 @@ def test_a_failed_job_releases_the_claim_and_the_next_request_retries(
     assert state == JobState(False, False, None, 1, 1, "RuntimeError: model timed out")
     assert runner.wait_idle(0)
 
+    # Each run of a failing job may cost billed calls: asks during its rest are kept, not run.
+    clock.advance(RETRY_AFTER_FAILURE - timedelta(seconds=1))
+    runner.request(learner.id, FOLD)
+    assert len(job.calls) == 1
+    state = job_row(engine, learner.id, FOLD)
+    assert state is not None and (state.running, state.dirty) == (False, True)
+
+    clock.advance(timedelta(seconds=2))
     runner.request(learner.id, FOLD)
     assert len(job.calls) == 2
     state = job_row(engine, learner.id, FOLD)
     assert state is not None
-    assert (state.running, state.runs, state.failures) == (False, 2, 1)
+    # A success clears the error: the next failure rests again, the next success does not.
+    assert (state.running, state.runs, state.failures, state.last_error) == (False, 2, 1, None)
 
 
 def test_a_trigger_during_a_failed_run_is_kept_for_recovery(store: Store, engine: Engine) -> None:
     learner = store.learner(unique_user())
     job = Recorder()
-    runner = runner_for(engine, job, inline)
+    clock = ManualClock()
+    runner = runner_for(engine, job, inline, clock=clock)
 
     def ask_then_fail(run: int) -> None:
         if run == 1:
@@ -344,6 +371,8 @@ def test_a_trigger_during_a_failed_run_is_kept_for_recovery(store: Store, engine
     assert state is not None
     assert (state.running, state.dirty, state.failures) == (False, True, 1)
 
+    assert (learner.id, FOLD) not in runner.coordinator.claimable(limit=10_000)  # resting
+    clock.advance(RETRY_AFTER_FAILURE + timedelta(seconds=1))
     assert runner.recover() >= 1
     assert job.calls.count(learner.id) == 2
     state = job_row(engine, learner.id, FOLD)
