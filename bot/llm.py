@@ -48,6 +48,11 @@ class Completion:
     truncated: bool = False
     billed: tuple[Usage, ...] = ()
 
+    @property
+    def calls(self) -> tuple[Usage, ...]:
+        """Every call billed for this completion: the unusable ones, then its own."""
+        return (*self.billed, Usage(self.model, self.input_tokens, self.output_tokens))
+
 
 class LLMError(Exception):
     """The model gave no usable answer, after the client's own retries. `billed`: the calls

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from memory.model_output import well_formed
+from memory.model_output import unfenced, well_formed
 
 # Reasoning written into the content by servers without a reasoning parser: DeepSeek-R1 and
 # Qwen3 (<think>), some fine-tunes (<thinking>), Magistral's [THINK] tokens rendered as text.
@@ -22,7 +22,6 @@ _OPEN = re.compile(r"<(?:think|thinking)>|\[THINK\]", re.IGNORECASE)
 # (`reasoning_content`); Ollama, Groq "parsed", vLLM >= 0.11 (`reasoning`); OpenRouter
 # (`reasoning`, `reasoning_details`). Never read as the answer; counted when usage is missing.
 REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_details")
-_FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
 
 Kind = Literal["answer", "refused", "unusable"]
 
@@ -112,7 +111,7 @@ def _all_text(value: object) -> str:
 def complete_json_object(text: str) -> bool:
     """Whether `text` holds a whole JSON object (in a Markdown fence or not): False for
     the front half of one that the output cap cut off."""
-    text = _FENCE.sub("", text.strip())
+    text = unfenced(text)
     start = text.find("{")
     if start < 0:
         return False

@@ -12,13 +12,11 @@ from bot import corrections, phrases
 from bot.commands import Commands, parse_command
 from bot.llm import (
     ChatModel,
-    Completion,
     LLMError,
     Misconfigured,
     Outage,
     Refused,
     Unusable,
-    Usage,
 )
 from bot.prompt import reply_prompt
 from bot.settings import Settings
@@ -208,12 +206,13 @@ class Tutor:
             )
             answer = corrections.parse_answer(completion.text)
         except LLMError as exc:
-            self._record(learner.id, exc.billed)
+            self.store.record_calls(learner.id, "reply", exc.billed)
             return self._failed(learner.id, exc, language, can_retry=can_retry)
         except corrections.NoReply as exc:  # JSON with no reply in it, even with more room
-            self._record(learner.id, (*completion.billed, _usage(completion)))
+            self.store.record_calls(learner.id, "reply", completion.calls)
             return self._failed(learner.id, Unusable(str(exc)), language, can_retry=False)
-        self._record(learner.id, completion.billed)
+        # The unusable answers before this one; its own call is stored with the reply.
+        self.store.record_calls(learner.id, "reply", completion.billed)
         shown = corrections.render(answer)
         if note:
             shown = f"{note}\n\n{shown}"
@@ -263,13 +262,6 @@ class Tutor:
         due = self._due(self.store.memory_backlog(learner_id, PROFILE_COUNT_LIMIT))
         return Answer([said], learner_id, due, problem=problem)
 
-    def _record(self, learner_id: int, calls: tuple[Usage, ...]) -> None:
-        """Record calls the provider billed that no stored reply accounts for."""
-        for call in calls:
-            self.store.record_usage(
-                learner_id, call.model, "reply", call.input_tokens, call.output_tokens
-            )
-
     def _limit_window(self) -> ActivityWindow | None:
         """What the cost and abuse limits count this turn; None if none is set."""
         settings, now = self.settings, datetime.now(UTC)
@@ -302,8 +294,3 @@ class Tutor:
         if profile_due(sum(not is_low_information(t) for t in unread), self.memory):
             due += (PROFILE,)
         return due
-
-
-def _usage(completion: Completion) -> Usage:
-    """A completion's own call, as billed usage."""
-    return Usage(completion.model, completion.input_tokens, completion.output_tokens)

@@ -4,14 +4,15 @@ made, the LLM tokens spent, and the counts the cost and abuse limits look at."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any, NamedTuple
 
 from sqlalchemy import Engine, exists, func, insert, literal, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from memory.models import Correction, Learner, Usage, utcnow
-from memory.records import CorrectionRecord, LearnerGone
+from memory.records import BilledCall, CorrectionRecord, LearnerGone
 from memory.statements import INSERT_CORRECTIONS, correction_rows
 
 
@@ -53,34 +54,19 @@ class Ledger:
         self, learner_id: int, model: str, purpose: str, input_tokens: int, output_tokens: int
     ) -> None:
         """Record one LLM call's tokens — unless the learner has been forgotten meanwhile."""
-        # IntegrityError: forgotten while the insert ran (Postgres checks the key).
-        with contextlib.suppress(IntegrityError):
-            self._insert_usage(learner_id, model, purpose, input_tokens, output_tokens)
+        self.record_calls(learner_id, purpose, [_Call(model, input_tokens, output_tokens)])
 
-    def _insert_usage(
-        self, learner_id: int, model: str, purpose: str, input_tokens: int, output_tokens: int
-    ) -> None:
-        with self.sessions.begin() as session:
-            session.execute(
-                insert(Usage).from_select(
-                    [
-                        "learner_id",
-                        "model",
-                        "purpose",
-                        "input_tokens",
-                        "output_tokens",
-                        "created_at",
-                    ],
-                    select(
-                        literal(learner_id),
-                        literal(model),
-                        literal(purpose),
-                        literal(input_tokens),
-                        literal(output_tokens),
-                        literal(utcnow(), Usage.created_at.type),
-                    ).where(exists().where(Learner.id == learner_id)),
-                )
-            )
+    def record_calls(self, learner_id: int, purpose: str, calls: Iterable[BilledCall]) -> None:
+        """Record the tokens of LLM calls made for `purpose` (the unusable answers before a
+        completion, then its own), in one transaction — unless the learner has been forgotten
+        meanwhile."""
+        calls = list(calls)
+        if not calls:
+            return
+        # IntegrityError: forgotten while the insert ran (Postgres checks the key).
+        with contextlib.suppress(IntegrityError), self.sessions.begin() as session:
+            for call in calls:
+                session.execute(_usage_insert(learner_id, purpose, call))
 
     def usage(self, learner_id: int) -> dict[str, tuple[int, int, int]]:
         """Per purpose: (calls, input tokens, output tokens) for the learner."""
@@ -96,3 +82,26 @@ class Ledger:
                 .group_by(Usage.purpose)
             )
             return {purpose: (int(n), int(i), int(o)) for purpose, n, i, o in rows}
+
+
+class _Call(NamedTuple):
+    """One call's tokens, as `record_usage` is given them."""
+
+    model: str
+    input_tokens: int
+    output_tokens: int
+
+
+def _usage_insert(learner_id: int, purpose: str, call: BilledCall) -> Any:
+    """The INSERT of one call's usage row, which inserts nothing once the learner is gone."""
+    return insert(Usage).from_select(
+        ["learner_id", "model", "purpose", "input_tokens", "output_tokens", "created_at"],
+        select(
+            literal(learner_id),
+            literal(call.model),
+            literal(purpose),
+            literal(call.input_tokens),
+            literal(call.output_tokens),
+            literal(utcnow(), Usage.created_at.type),
+        ).where(exists().where(Learner.id == learner_id)),
+    )

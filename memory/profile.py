@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from bot.llm import ChatModel, JsonSchema, LLMError, Misconfigured, Outage, Usage
+from bot.llm import ChatModel, JsonSchema, LLMError, Misconfigured, Outage
 from memory.config import MemoryConfig
 from memory.density import is_low_information
 from memory.profile_answer import (
@@ -114,13 +114,6 @@ def correction_lines(corrections: Sequence[CorrectionRecord]) -> str:
     )
 
 
-def _record(store: Store, learner_id: int, calls: Sequence[Usage]) -> None:
-    for usage in calls:
-        store.record_usage(
-            learner_id, usage.model, "profile", usage.input_tokens, usage.output_tokens
-        )
-
-
 def _pass_failing_batch(
     store: Store,
     learner_id: int,
@@ -174,19 +167,12 @@ def learn_profile(learner_id: int, *, store: Store, model: ChatModel, config: Me
             schema=PROFILE_SCHEMA,
         )
     except LLMError as exc:
-        _record(store, learner_id, exc.billed)
+        store.record_calls(learner_id, "profile", exc.billed)
         # An outage or a wrong setting says nothing about the batch: it is tried again.
         if not isinstance(exc, Outage | Misconfigured):
             _pass_failing_batch(store, learner_id, state, new, config)
         raise
-    _record(
-        store,
-        learner_id,
-        [
-            *completion.billed,
-            Usage(completion.model, completion.input_tokens, completion.output_tokens),
-        ],
-    )
+    store.record_calls(learner_id, "profile", completion.calls)
     try:
         data = parse_profile_answer(completion.text, learner_id, state.data)
     except InvalidProfile:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from memory.models import Correction, MemoryJob, Message, Profile, Summary, Usage
 
@@ -115,6 +115,20 @@ class TurnStart(NamedTuple):
     answered: StoredMessage | None
     context: Context | None
     activity: Activity | None
+
+
+class BilledCall(Protocol):
+    """One LLM call the provider billed, as usage records it (the chat-model edge's `Usage`
+    is one)."""
+
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def input_tokens(self) -> int: ...
+
+    @property
+    def output_tokens(self) -> int: ...
 
 
 class LearnerGone(Exception):

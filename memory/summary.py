@@ -6,7 +6,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bot.llm import ChatModel, LLMError, Usage
+from bot.llm import ChatModel, LLMError
 from memory.config import MemoryConfig
 from memory.store import LEARNER, Store, StoredMessage
 from memory.tokens import TokenCounter
@@ -95,16 +95,9 @@ def fold(
         )
     except LLMError as exc:
         # Answers the provider billed but Pam could not use cost all the same.
-        _record(store, learner_id, exc.billed)
+        store.record_calls(learner_id, "summary", exc.billed)
         raise
-    _record(
-        store,
-        learner_id,
-        (
-            *completion.billed,
-            Usage(completion.model, completion.input_tokens, completion.output_tokens),
-        ),
-    )
+    store.record_calls(learner_id, "summary", completion.calls)
     text = counter.truncate(completion.text.strip(), config.summary_max_tokens)
     written = store.save_summary(
         learner_id, state.version, text, counter.count(text), plan.watermark
@@ -112,9 +105,3 @@ def fold(
     if not written:
         log.info("fold for learner %s discarded: the summary changed meanwhile", learner_id)
     return written
-
-
-def _record(store: Store, learner_id: int, calls: Sequence[Usage]) -> None:
-    """Record each billed summary call in the learner's usage."""
-    for call in calls:
-        store.record_usage(learner_id, call.model, "summary", call.input_tokens, call.output_tokens)

@@ -18,7 +18,6 @@ from bot.llm import (
     Outage,
     Purpose,
     Unusable,
-    Usage,
 )
 
 Answer = str | Exception | Callable[[Sequence[ChatMessage]], str]
@@ -94,8 +93,7 @@ class FakeChatModel:
         completion = Completion(text, model, input_tokens, max(1, len(text) // 4))
         rejected = accept(text) if accept is not None else None
         if rejected is not None:
-            billed = Usage(model, completion.input_tokens, completion.output_tokens)
-            raise Unusable(f"the answer was rejected: {rejected}", (billed,))
+            raise Unusable(f"the answer was rejected: {rejected}", completion.calls)
         return completion
 
 
