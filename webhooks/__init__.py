@@ -9,7 +9,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 from flask import Flask, current_app, jsonify, request
 from flask.typing import ResponseReturnValue
@@ -106,6 +106,15 @@ def trust_proxies(app: Flask, hops: int) -> None:
         )
 
 
+def _stop(message: str | None) -> NoReturn:
+    """Say what is wrong (unless said already) and stop the web process with gunicorn's code
+    for "worker failed to boot": its master then stops, instead of booting worker after
+    worker into the same mistake."""
+    if message:
+        print(message, file=sys.stderr)
+    raise SystemExit(WORKER_BOOT_ERROR) from None
+
+
 def _production_settings() -> Settings:
     """The web process's settings, read as every `pam` command reads them (`.env` filling in
     what the environment leaves unset), with a clear exit — not a traceback from each
@@ -119,25 +128,16 @@ def _production_settings() -> Settings:
     try:
         settings = cli.load_settings()  # says what is wrong, then exits
     except SystemExit:
-        # Any other exit status makes gunicorn boot the next worker into the same mistake.
-        raise SystemExit(WORKER_BOOT_ERROR) from None
+        _stop(None)
     try:
         warning = db.require_current_schema(settings.database_url)
     except (db.DatabaseURLError, db.SchemaNotCurrent) as exc:
-        print(f"pam web: {exc}", file=sys.stderr)
-        # gunicorn's code for "worker failed to boot": its master stops, instead of booting
-        # worker after worker into the same wall.
-        raise SystemExit(WORKER_BOOT_ERROR) from None
-    except OperationalError as exc:  # unreachable or refused for now: it may come back
-        log.warning(
-            "database unreachable at start (%s); answering 503 until it is back",
-            type(exc).__name__,
-        )
-    except DatabaseError as exc:  # e.g. a SQLite path that names a file of another kind
-        print(f"pam web: cannot use the database in DATABASE_URL: {exc.orig}", file=sys.stderr)
-        raise SystemExit(WORKER_BOOT_ERROR) from None
+        _stop(f"pam web: {exc}")
     except SQLAlchemyError as exc:
-        log.warning(
+        if isinstance(exc, DatabaseError) and not isinstance(exc, OperationalError):
+            # e.g. a SQLite path that names a file of another kind: it stays that way
+            _stop(f"pam web: cannot use the database in DATABASE_URL: {exc.orig}")
+        log.warning(  # unreachable or refused for now: it may come back
             "database unreachable at start (%s); answering 503 until it is back",
             type(exc).__name__,
         )
