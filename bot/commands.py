@@ -7,7 +7,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot import phrases
-from bot.languages import LEVELS, explanation_language, language_name, normalize_level
+from bot.languages import (
+    LEVELS,
+    explanation_language,
+    language_name,
+    languages_of,
+    normalize_level,
+)
 from memory.profile import FIELDS, document
 from memory.store import LearnerInfo, Store
 
@@ -37,12 +43,10 @@ def _settings_line(learner: LearnerInfo, learned: dict[str, Any]) -> str:
     as the reply prompt decides it (what the learner set, else what Pam learned)."""
     if not learner.target_language:
         return phrases.NEEDS_LANGUAGE
-    learned_native = learned.get("native_language")
-    native = learner.native_language or (
-        language_name(learned_native) if isinstance(learned_native, str) else None
+    target, native, level = languages_of(
+        learner.target_language, learner.native_language, learner.level, learned
     )
-    level = learner.level or learned.get("level")
-    explained = explanation_language(level, learner.target_language, native)
+    explained = explanation_language(level, target, native)
     line = f"We're practising {learner.target_language}"
     line += f" at level {learner.level}" if learner.level else ""
     line += f", with corrections explained in {explained}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from typing import Any, NamedTuple
 
 import langcodes
 from language_data import names as language_names
@@ -99,3 +100,29 @@ def explanation_language(level: str | None, target: str | None, native: str | No
     not. The one rule behind both the reply prompt and what the settings line tells the
     learner."""
     return (native if explains_in_native(level) else target) or native or target
+
+
+class Languages(NamedTuple):
+    """What Pam goes by for a learner: what they set, else what the profile learned."""
+
+    target: str | None
+    native: str | None
+    level: str | None
+
+
+def languages_of(
+    target: str | None, native: str | None, level: str | None, learned: dict[str, Any]
+) -> Languages:
+    """The learner's settings (`target`, `native`, `level`), each filled in from the learned
+    profile where they set none. Learned languages come from a model's answer: only a
+    language's canonical name stands in for one."""
+
+    def learned_language(key: str) -> str | None:
+        value = learned.get(key)
+        return language_name(value) if isinstance(value, str) else None
+
+    return Languages(
+        target or learned_language("target_language"),
+        native or learned_language("native_language"),
+        level or learned.get("level"),
+    )

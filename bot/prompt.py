@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from bot import corrections
-from bot.languages import LEVEL_DESCRIPTIONS, explanation_language, language_name
+from bot.languages import LEVEL_DESCRIPTIONS, explanation_language, languages_of
 from bot.llm import ChatMessage
 from bot.llm_answers import has_reasoning_markup, strip_reasoning
 from memory.profile import MAX_PROFILE_CHARS
@@ -19,11 +19,11 @@ def reply_prompt(context: Context, summary_cap_chars: int) -> list[ChatMessage]:
     """System prompt (persona, correction policy, settings, profile, summary) followed by every
     message not yet folded into the summary, verbatim."""
     learner, profile = context.learner, context.profile.data
-    # Learned languages come from a model's answer: only a language's canonical name may
-    # stand in the settings lines, which sit outside the data sections.
-    target = learner.target_language or _language(profile.get("target_language"))
-    native = learner.native_language or _language(profile.get("native_language"))
-    level = learner.level or profile.get("level")
+    # The settings lines sit outside the data sections: learned languages stand there only
+    # as a language's canonical name (see languages_of).
+    target, native, level = languages_of(
+        learner.target_language, learner.native_language, learner.level, profile
+    )
     explained_in = explanation_language(level, target, native)
     system = render(
         "reply",
@@ -60,7 +60,3 @@ def _said(stored: str) -> str:
     if has_reasoning_markup(stored):
         stored = strip_reasoning(stored)
     return corrections.chat_part(stored)
-
-
-def _language(value: object) -> str | None:
-    return language_name(value) if isinstance(value, str) else None
