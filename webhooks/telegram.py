@@ -155,6 +155,17 @@ def update_type(payload: dict[str, Any]) -> str:
     return "".join(ch for ch in kinds[0][:40] if ch.isalnum() or ch == "_") if kinds else "-"
 
 
+def log_unreadable(payload: dict[str, Any], problem: ValueError) -> None:
+    """Say which update Pam could not read, and why (never its content)."""
+    log.warning(
+        "inbound unreadable channel=%s update=%s type=%s: %s",
+        CHANNEL,
+        payload["update_id"],
+        update_type(payload),
+        problem,
+    )
+
+
 class NotAnUpdate(ValueError):
     """The body is no Telegram update at all (no integer update_id): nothing Telegram sent."""
 
@@ -199,13 +210,7 @@ def webhook() -> ResponseReturnValue:
     except ValueError as exc:
         # An update Pam cannot read is one Telegram would deliver again and again after a
         # 4xx: acknowledge it, and say which one (never its content).
-        log.warning(
-            "inbound unreadable channel=%s update=%s type=%s: %s",
-            CHANNEL,
-            payload["update_id"],
-            update_type(payload),
-            exc,
-        )
+        log_unreadable(payload, exc)
         return jsonify(status="ignored", detail=str(exc)), 200
     telegram = context.telegram()
     try:

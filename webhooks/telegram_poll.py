@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable
 
 from memory.queue import Inbox
-from webhooks.telegram import NotAnUpdate, inbound_from_update, parse_update, update_type
+from webhooks.telegram import NotAnUpdate, inbound_from_update, log_unreadable, parse_update
 from webhooks.telegram_bot import TelegramClient
 
 log = logging.getLogger(__name__)
@@ -51,12 +51,7 @@ def poll(
                 log.warning("telegram polling skipped a result that is no update")
                 continue
             except ValueError as exc:  # one Pam cannot read: say which, and move past it
-                log.warning(
-                    "inbound unreadable channel=telegram update=%s type=%s: %s",
-                    payload["update_id"],
-                    update_type(payload),
-                    exc,
-                )
+                log_unreadable(payload, exc)
                 offset = payload["update_id"] + 1
                 continue
             inbound = inbound_from_update(update, client.bot_id, client.username)
