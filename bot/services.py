@@ -110,38 +110,36 @@ ENV_NAMES = {
 }
 
 
+# Each channel of the web app: the variables that turn it on, and its route.
+CHANNELS = (
+    ("telegram", ("TELEGRAM_BOT_TOKEN", "TELEGRAM_WEBHOOK_SECRET"), "POST /telegram/webhook"),
+    (
+        "whatsapp",
+        ("TWILIO_ACCOUNT_SID", "TWILIO_AUTH_TOKEN", "TWILIO_WHATSAPP_NUMBER"),
+        "POST /whatsapp/webhook",
+    ),
+    ("http api", ("PAM_API_TOKEN", "PAM_API_CALLBACK_URL"), "POST /api/messages"),
+    ("admin", ("PAM_ADMIN_TOKEN",), "GET /admin/learners/<id>/memory"),
+)
+
+
 def channel_report(settings: Settings) -> list[tuple[str, bool, str]]:
     """Each channel of the web app, whether it is on, and what it does or which variables
     would turn it on: what `pam serve` says at start."""
-
-    def missing(*names: str) -> str:
-        unset = [name for name in names if not getattr(settings, ENV_NAMES[name])]
-        return "set " + ", ".join(unset)
-
     report: list[tuple[str, bool, str]] = []
-    if settings.telegram_bot_token and settings.telegram_webhook_secret:
-        report.append(("telegram", True, "POST /telegram/webhook"))
-    else:
-        report.append(("telegram", False, missing("TELEGRAM_BOT_TOKEN", "TELEGRAM_WEBHOOK_SECRET")))
-    whatsapp = ("TWILIO_ACCOUNT_SID", "TWILIO_AUTH_TOKEN", "TWILIO_WHATSAPP_NUMBER")
-    if all(getattr(settings, ENV_NAMES[name]) for name in whatsapp):
-        checked = (
-            "signatures checked against PAM_PUBLIC_URL"
-            if settings.public_url
-            else "signatures checked against the Host and X-Forwarded-* headers (set "
-            "PAM_PUBLIC_URL behind a proxy that rewrites them)"
-        )
-        report.append(("whatsapp", True, f"POST /whatsapp/webhook; {checked}"))
-    else:
-        report.append(("whatsapp", False, missing(*whatsapp)))
-    if settings.api_token and settings.api_callback_url:
-        report.append(("http api", True, "POST /api/messages"))
-    else:
-        report.append(("http api", False, missing("PAM_API_TOKEN", "PAM_API_CALLBACK_URL")))
-    if settings.admin_token:
-        report.append(("admin", True, "GET /admin/learners/<id>/memory"))
-    else:
-        report.append(("admin", False, missing("PAM_ADMIN_TOKEN")))
+    for name, variables, route in CHANNELS:
+        unset = [v for v in variables if not getattr(settings, ENV_NAMES[v])]
+        if unset:
+            report.append((name, False, "set " + ", ".join(unset)))
+            continue
+        if name == "whatsapp":
+            route += (
+                "; signatures checked against PAM_PUBLIC_URL"
+                if settings.public_url
+                else "; signatures checked against the Host and X-Forwarded-* headers (set "
+                "PAM_PUBLIC_URL behind a proxy that rewrites them)"
+            )
+        report.append((name, True, route))
     return report
 
 
