@@ -94,7 +94,8 @@ class ModelQuirks:
         with self._lock:
             known = self._of(model)
             refused, thinks = set(known.refused), known.thinks
-        reasoning = is_reasoning_model(model) or "max_tokens" in refused
+        by_name = is_reasoning_model(model)
+        reasoning = by_name or "max_tokens" in refused
         params: dict[str, Any] = {}
         effort = self.efforts.get(purpose, "off")
         if reasoning and effort != "off" and "reasoning_effort" not in refused:
@@ -109,7 +110,7 @@ class ModelQuirks:
             cap_name = OTHER_NAME[cap_name]
         if cap_name not in refused:
             params[cap_name] = cap * room
-        if not is_reasoning_model(model) and "temperature" not in refused:
+        if not by_name and "temperature" not in refused:
             params["temperature"] = TEMPERATURE[purpose]
         mode = self.mode(model) if schema is not None else "off"
         if mode == "json_schema":
