@@ -42,4 +42,4 @@ EXPOSE 8080
 # $PORT where the platform sets one (Render, Cloud Run, Railway), else 8080 (fly.toml's
 # internal_port); exec, so that gunicorn itself gets the platform's SIGTERM. gunicorn trusts
 # no proxy's headers itself (its default trusts loopback's): the app does, by PAM_PROXY_HOPS.
-CMD ["sh", "-c", "exec gunicorn --bind \"0.0.0.0:${PORT:-8080}\" --forwarded-allow-ips= --workers \"${WEB_CONCURRENCY:-2}\" --threads 4 --timeout 30 --access-logfile - 'webhooks:create_app()'"]
+CMD ["sh", "-c", "exec gunicorn --bind \"0.0.0.0:${PORT:-8080}\" --forwarded-allow-ips= --workers \"${WEB_CONCURRENCY:-2}\" --threads 4 --timeout 30 --access-logfile - 'webhooks.app:create_app()'"]

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.fault_traffic import progress
-from tests.harness import (
+from loopback.harness import (
     PAM_CMD,
     Process,
     Processes,

@@ -14,10 +14,10 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from tests.local_server import Answer
-from tests.openai_server import OpenAIServer, default_answer, task_of
-from tests.telegram_server import TelegramServer
-from tests.twilio_server import TwilioServer
+from loopback.local_server import Answer
+from loopback.openai_server import OpenAIServer, default_answer, task_of
+from loopback.telegram_server import TelegramServer
+from loopback.twilio_server import TwilioServer
 
 MARKER = re.compile(r"\bL\d+-M\d+\b")
 LLM_FAULTS = ("500", "429", "timeout", "malformed")

@@ -14,7 +14,7 @@ from typing import Any
 import requests
 from twilio.request_validator import RequestValidator
 
-from tests import twilio_server
+from loopback import twilio_server
 
 WEBHOOK_SECRET = "fault-run-webhook-secret"
 TEMPLATES = [

@@ -40,10 +40,8 @@ from bench.fault_traffic import (
     make_messages,
     progress,
 )
-from memory import db
-from memory.queue import Inbox, Outbox
-from tests import telegram_server, twilio_server
-from tests.harness import (
+from loopback import telegram_server, twilio_server
+from loopback.harness import (
     ROOT,
     Processes,
     db_upgrade,
@@ -53,6 +51,8 @@ from tests.harness import (
     service_env,
     wait_for,
 )
+from memory import db
+from memory.queue import Inbox, Outbox
 
 DEFAULT_DATABASE = "postgresql://postgres@127.0.0.1:5432/test"
 LLM_TIMEOUT = 2.0

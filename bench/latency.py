@@ -68,11 +68,8 @@ from bench.latency_report import (
     verdicts,
 )
 from bench.latency_servers import LLMProcess, StopwatchTelegram
-from memory import db
-from memory.models import InboxItem, MemoryJob, OutboxItem
-from memory.queue import UNFINISHED
-from tests import telegram_server
-from tests.harness import (
+from loopback import telegram_server
+from loopback.harness import (
     BIN,
     PAM_CMD,
     ROOT,
@@ -88,6 +85,9 @@ from tests.harness import (
     sqlite_url,
     wait_for,
 )
+from memory import db
+from memory.models import InboxItem, MemoryJob, OutboxItem
+from memory.queue import UNFINISHED
 
 DEFAULT_DATABASE = "postgresql://postgres@127.0.0.1:5432/test"
 WEBHOOK_SECRET = "latency-bench-webhook-secret"

@@ -20,10 +20,10 @@ from typing import Any, Self
 import requests
 
 from bench.fault_servers import MARKER, echo_answer
-from tests.harness import ROOT
-from tests.local_server import Answer
-from tests.openai_server import OpenAIServer, task_of
-from tests.telegram_server import TelegramServer
+from loopback.harness import ROOT
+from loopback.local_server import Answer
+from loopback.openai_server import OpenAIServer, task_of
+from loopback.telegram_server import TelegramServer
 
 
 class InstantLLM(OpenAIServer):

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bench.conversations import Learner, corrections_for
-from bot.llm import Accept, ChatMessage, Completion, JsonSchema, Purpose
+from memory.llm import Accept, ChatMessage, Completion, JsonSchema, Purpose
 from memory.tokens import TokenCounter
 
 # A chat message of two or three sentences, as the reply prompt asks for.

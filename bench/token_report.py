@@ -10,7 +10,7 @@ from functools import cache
 from typing import Any
 
 from bench.token_runs import REPLY_MODEL, Series
-from bot.llm import ChatMessage
+from memory.llm import ChatMessage
 from memory.tokens import MESSAGE_OVERHEAD, TokenCounter
 
 CACHE_MIN_TOKENS = 1024  # providers discount a cached prompt prefix from this length on

@@ -13,15 +13,16 @@ from pathlib import Path
 
 from bench.conversations import LOW_INFO_CHAT, Learner, learner_messages
 from bench.token_model import Call, ScriptedModel
-from bot.llm import ChatMessage
 from bot.prompt import reply_prompt
-from bot.runtime import Pam, build
+from bot.runtime import Pam
 from bot.settings import Settings
 from memory import db
 from memory.config import MemoryConfig
+from memory.llm import ChatMessage
 from memory.profile import PROFILE_MAX_TOKENS
 from memory.store import Context, LearnerInfo, ProfileState, StoredMessage, SummaryState
 from memory.tokens import TokenCounter
+from webhooks.wiring import build
 
 REPLY_MODEL = "gpt-4o"
 MEMORY_MODEL = "gpt-4o-mini"

@@ -1,41 +1,11 @@
-"""What the core knows of a channel: an inbound message as plain data, and a sender for
-replies. Channel adapters (webhooks/, the Telegram poller) translate to and from these."""
+"""What the worker needs of a channel: a sender for replies and the errors it raises. Channel
+adapters (webhooks/) implement `Sender`; the messages themselves are memory.messages."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Protocol
 
-
-@dataclass(frozen=True)
-class Inbound:
-    """One message a learner sent on some channel, as the core sees it.
-
-    `address` identifies the learner across the whole system (e.g. "telegram:12345"); it is
-    the learner's external id. `chat_id` is where replies go on the channel. `platform_id`
-    is the platform's own message id, unique per channel, used to recognise redeliveries.
-    `kind` is "text", or what was sent instead (one of NOT_TEXT) for a friendly answer."""
-
-    channel: str
-    platform_id: str
-    address: str
-    chat_id: str
-    text: str
-    display_name: str | None = None
-    kind: str = "text"
-
-
-# What learners send that Pam cannot read yet: each gets a friendly answer in their language.
-VOICE = "voice"
-MEDIA = "media"
-NOT_TEXT = (VOICE, MEDIA)
-
-
-@dataclass(frozen=True)
-class Sent:
-    """A delivered reply: the platform's id for it, when it gives one."""
-
-    platform_id: str | None = None
+from memory.messages import Sent
 
 
 class TransientSendError(Exception):

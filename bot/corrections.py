@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.llm import JsonSchema
+from memory.llm import JsonSchema
 from memory.model_output import (
     final_object,
     flat_items,

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from bot.llm import JsonSchema, Purpose
+from memory.llm import JsonSchema, Purpose
 
 StructuredOutput = Literal["auto", "json_schema", "json_object", "off"]
 Effort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "off"]

@@ -42,7 +42,7 @@ HAND_BACK_SECONDS = 1.0
 
 def child_command() -> list[str]:
     """How a worker starts its memory process: this Python, the same `pam`, the same env."""
-    return [sys.executable, "-m", "bot.cli", "memory-jobs", "--stdin"]
+    return [sys.executable, "-m", "webhooks.cli", "memory-jobs", "--stdin"]
 
 
 class MemoryProcess:

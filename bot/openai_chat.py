@@ -15,7 +15,10 @@ from typing import Any
 
 import openai
 
-from bot.llm import (
+from bot.llm_answers import Reading, complete_json_object, error_words, filtered_categories
+from bot.llm_answers import read_answer as read
+from bot.llm_requests import STRUCTURED_WORDS, Effort, ModelQuirks, StructuredOutput
+from memory.llm import (
     Accept,
     ChatMessage,
     Completion,
@@ -28,9 +31,6 @@ from bot.llm import (
     Unusable,
     Usage,
 )
-from bot.llm_answers import Reading, complete_json_object, error_words, filtered_categories
-from bot.llm_answers import read_answer as read
-from bot.llm_requests import STRUCTURED_WORDS, Effort, ModelQuirks, StructuredOutput
 from memory.tokens import TokenCounter
 
 log = logging.getLogger(__name__)

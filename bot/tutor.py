@@ -10,7 +10,11 @@ from datetime import UTC, datetime, timedelta
 
 from bot import corrections, phrases
 from bot.commands import Commands, parse_command
-from bot.llm import (
+from bot.prompt import reply_prompt
+from bot.settings import Settings
+from memory.density import is_low_information
+from memory.jobs import FOLD, PROFILE, JobRunner
+from memory.llm import (
     ChatModel,
     LLMError,
     Misconfigured,
@@ -18,10 +22,6 @@ from bot.llm import (
     Refused,
     Unusable,
 )
-from bot.prompt import reply_prompt
-from bot.settings import Settings
-from memory.density import is_low_information
-from memory.jobs import FOLD, PROFILE, JobRunner
 from memory.profile import profile_due
 from memory.queue import Finished, Finishing
 from memory.records import Activity, ActivityWindow

@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from bot.llm import ChatModel, JsonSchema, LLMError, Misconfigured, Outage
 from memory.config import MemoryConfig
 from memory.density import is_low_information
+from memory.llm import ChatModel, JsonSchema, LLMError, Misconfigured, Outage
 from memory.profile_answer import (
     FIELDS,
     LEVELS,

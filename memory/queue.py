@@ -40,8 +40,8 @@ from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import aliased
 
-from bot.channels import Inbound, Sent
 from memory import db
+from memory.messages import Inbound, Sent
 from memory.models import InboxItem, Learner, OutboxItem, UTCDateTime, utcnow
 from memory.records import LearnerInfo
 from memory.statements import LEARNER_COLUMNS, SAVE_REPLY

@@ -6,8 +6,8 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bot.llm import ChatModel, LLMError
 from memory.config import MemoryConfig
+from memory.llm import ChatModel, LLMError
 from memory.store import LEARNER, Store, StoredMessage
 from memory.tokens import TokenCounter
 from prompts import as_data, render

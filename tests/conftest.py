@@ -11,14 +11,16 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, delete
 
-from bot.runtime import Pam, build
+from bot.runtime import Pam
 from bot.settings import Settings
+from loopback.harness import ROOT, postgres_schema, sqlite_url
+from loopback.openai_server import OpenAIServer
 from memory import db
 from memory.models import InboxItem, OutboxItem
 from memory.store import Store
 from tests.fakes import FakeChatModel
-from tests.harness import ROOT, postgres_schema, sqlite_url
-from tests.openai_server import OpenAIServer
+from tests.support import RecordingSender
+from webhooks.wiring import build
 
 SHARED_TIKTOKEN = ROOT.parent / "shared" / "tiktoken-cache"
 PG_URL = os.environ.get("PAM_TEST_DATABASE_URL")
@@ -69,20 +71,28 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 @pytest.fixture
 def engine(database_url: str) -> Iterator[Engine]:
+    """The test database, with the inbox and outbox emptied: a claim takes the oldest
+    claimable item of any address, so an item another test left pending would be claimed
+    here. The Postgres schema belongs to this run alone, and tests run one at a time, so
+    emptying it is safe."""
     engine = db.make_engine(database_url)
+    empty_queues(engine)
     yield engine
     engine.dispose()
 
 
 def empty_queues(engine: Engine) -> Engine:
-    """`engine` with the inbox and outbox emptied, for the service and channel tests. A claim
-    takes the oldest claimable item of any address, so an item another test left pending
-    would be claimed there. The Postgres schema belongs to this run alone, and tests run one
-    at a time, so emptying it is safe."""
+    """`engine` with the inbox and outbox emptied."""
     with engine.begin() as connection:
         connection.execute(delete(OutboxItem))
         connection.execute(delete(InboxItem))
     return engine
+
+
+@pytest.fixture
+def sender() -> RecordingSender:
+    """A sender that records every reply it is asked to send."""
+    return RecordingSender()
 
 
 @pytest.fixture

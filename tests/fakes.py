@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from bot.llm import (
+from memory.llm import (
     Accept,
     ChatMessage,
     Completion,

@@ -13,7 +13,7 @@ from flask.typing import ResponseReturnValue
 
 from memory.profile import document
 from memory.store import LearnerGone, Store
-from webhooks import web
+from webhooks.web import web
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ from flask.typing import ResponseReturnValue
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
-from webhooks import web
+from webhooks.web import web
 
 blueprint = Blueprint("health", __name__)
 

@@ -21,8 +21,8 @@ from bench.conversations import (
 from bench.token_costs import PRICES, Bill, cached_tokens
 from bench.token_report import stable_prefix
 from bench.token_runs import REPLY_MODEL, Series
-from bot.llm import ChatMessage
 from memory.density import is_low_information
+from memory.llm import ChatMessage
 from memory.tokens import TokenCounter
 
 QUICK_TURNS = 120

@@ -11,12 +11,13 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from sqlalchemy import Engine
 
-from bot.llm import ChatMessage
-from bot.runtime import Pam, build
+from bot.runtime import Pam
 from bot.settings import Settings
+from memory.llm import ChatMessage
 from memory.store import LEARNER
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel, reply_json
+from webhooks.wiring import build
 
 LEARNERS = 6
 MESSAGES = 8

@@ -5,10 +5,11 @@ from __future__ import annotations
 from sqlalchemy import Engine
 
 from bot import phrases
-from bot.runtime import Pam, build
+from bot.runtime import Pam
 from bot.settings import Settings
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel
+from webhooks.wiring import build
 
 
 def pam_with(settings: Settings, engine: Engine, model: FakeChatModel, **limits: int) -> Pam:

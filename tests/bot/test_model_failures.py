@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from bot import phrases
-from bot.llm import Misconfigured, Outage, Refused, Unusable, Usage
 from bot.runtime import Pam
 from bot.tutor import ModelUnavailable
+from memory.llm import Misconfigured, Outage, Refused, Unusable, Usage
 from memory.store import LEARNER, PAM
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel, reply_json

@@ -17,7 +17,7 @@ from bot.runtime import Pam
 from bot.worker import Worker
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel, failing, reply_json
-from tests.service.conftest import RecordingSender, inbound
+from tests.support import RecordingSender, inbound
 
 
 @dataclass

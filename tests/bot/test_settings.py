@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from bot.cli import read_dotenv
 from bot.settings import Settings
+from loopback.harness import ROOT
 from memory.config import MemoryConfig
 from memory.db import DatabaseURLError, normalize_url
-from tests.harness import ROOT
+from webhooks.cli import read_dotenv
 
 
 def test_defaults_without_environment() -> None:

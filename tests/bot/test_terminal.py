@@ -9,7 +9,6 @@ import threading
 import pytest
 
 from bot import phrases
-from bot.llm import Misconfigured
 from bot.runtime import Pam
 from bot.terminal import (
     BOLD,
@@ -23,6 +22,7 @@ from bot.terminal import (
     styled,
     wants_colour,
 )
+from memory.llm import Misconfigured
 from tests.fakes import FakeChatModel, reply_json
 
 CORRECTED = reply_json(

@@ -10,7 +10,7 @@ import tiktoken
 from sqlalchemy import Engine, select
 
 from bot import phrases
-from bot.runtime import Pam, build
+from bot.runtime import Pam
 from bot.settings import Settings
 from bot.tutor import MAX_MESSAGE_CHARS, ModelUnavailable
 from memory.models import Correction, MemoryJob, Usage
@@ -18,6 +18,7 @@ from memory.store import LEARNER, PAM, LearnerInfo
 from memory.tokens import MESSAGE_OVERHEAD, TokenCounter
 from tests.conftest import unique_user
 from tests.fakes import Call, FakeChatModel, failing, reply_json
+from webhooks.wiring import build
 
 NOTHING_LEARNED = "(nothing learned yet)"
 NO_SUMMARY = "(no earlier conversation yet)"

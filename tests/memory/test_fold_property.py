@@ -14,10 +14,10 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from bot.llm import ChatMessage, LLMError
 from memory import db
 from memory import summary as summary_module
 from memory.config import MemoryConfig
+from memory.llm import ChatMessage, LLMError
 from memory.store import LEARNER, PAM, Store, StoredMessage
 from memory.summary import fold, fold_due, plan_fold
 from memory.tokens import TokenCounter

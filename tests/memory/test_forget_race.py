@@ -9,13 +9,14 @@ import pytest
 from sqlalchemy import Engine
 
 from bot import phrases
-from bot.llm import ChatMessage, Purpose
-from bot.runtime import Pam, build
+from bot.runtime import Pam
 from bot.settings import Settings
 from memory.jobs import FOLD, PROFILE
+from memory.llm import ChatMessage, Purpose
 from memory.store import LEARNER, PAM, LearnerInfo, Store
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel, Gate, ManualExecutor
+from webhooks.wiring import build
 
 WAIT = 20.0  # a safety bound for joins and events, never an expectation about speed
 

@@ -13,7 +13,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from sqlalchemy import Engine
 
-from bot.llm import (
+from bot.openai_chat import OpenAIChatModel, openai_client
+from bot.settings import Settings
+from loopback.openai_server import OpenAIServer
+from memory.config import MemoryConfig
+from memory.llm import (
     Accept,
     ChatMessage,
     Completion,
@@ -26,10 +30,6 @@ from bot.llm import (
     Unusable,
     Usage,
 )
-from bot.openai_chat import OpenAIChatModel, openai_client
-from bot.runtime import build
-from bot.settings import Settings
-from memory.config import MemoryConfig
 from memory.profile import (
     FIELDS,
     MAX_PROFILE_CHARS,
@@ -46,7 +46,7 @@ from memory.tokens import TokenCounter
 from tests import llm_shapes as shapes
 from tests.conftest import unique_user, unread_by_profile
 from tests.fakes import FakeChatModel, failing
-from tests.openai_server import OpenAIServer
+from webhooks.wiring import build
 
 CONFIG = MemoryConfig(memory_model="memory-model-x")
 

@@ -9,9 +9,9 @@ import pytest
 from alembic.script import ScriptDirectory
 from sqlalchemy import text
 
+from loopback.harness import postgres_schema
 from memory import db
 from tests.conftest import PG_URL
-from tests.harness import postgres_schema
 
 
 def test_a_migrated_database_is_current(database_url: str) -> None:

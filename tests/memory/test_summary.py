@@ -9,17 +9,27 @@ from unittest import mock
 import pytest
 from sqlalchemy import Engine
 
-from bot.llm import Accept, ChatMessage, Completion, JsonSchema, LLMError, Purpose, Unusable, Usage
-from bot.runtime import Pam, build
+from bot.runtime import Pam
 from bot.settings import Settings
 from memory import summary as summary_module
 from memory.config import MemoryConfig
 from memory.jobs import FOLD
+from memory.llm import (
+    Accept,
+    ChatMessage,
+    Completion,
+    JsonSchema,
+    LLMError,
+    Purpose,
+    Unusable,
+    Usage,
+)
 from memory.store import LEARNER, PAM, LearnerGone, Store, StoredMessage
 from memory.summary import MAX_FOLD_INPUT_TOKENS, fold, fold_due, plan_fold, transcript
 from memory.tokens import TokenCounter
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel, failing
+from webhooks.wiring import build
 
 # The tests' arithmetic is written for these values, whatever the defaults become.
 CONFIG = MemoryConfig(

@@ -1,0 +1,157 @@
+"""A small OpenAI-compatible HTTP server on 127.0.0.1 for tests: the real openai SDK (and a real
+`pam chat` subprocess) talk to it. It records every request and answers each task with
+deterministic content, or with queued failures (status codes, delays, broken bodies)."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from loopback.local_server import Answer, LocalServer
+from tests.llm_shapes import OPENAI_REFUSES_MAX_TOKENS, encoded, openai_refuses_temperature
+
+TASK = re.compile(r"^# Task: (\w+)", re.MULTILINE)
+
+
+@dataclass
+class Fault:
+    """One scripted misbehaviour: an HTTP status (with optional headers and body) or a delay."""
+
+    status: int = 500
+    delay: float = 0.0
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes | None = None
+
+
+def task_of(body: dict[str, Any]) -> str:
+    """Which Pam task a chat-completions request is for: reply, summary or profile."""
+    system = next((m["content"] for m in body.get("messages", []) if m["role"] == "system"), "")
+    match = TASK.search(system)
+    return match.group(1) if match else "unknown"
+
+
+def default_answer(task: str, body: dict[str, Any], count: int) -> str:
+    """Deterministic content per task."""
+    if task == "reply":
+        return json.dumps(
+            {
+                "reply": f"Respuesta {count}: ¡qué interesante! ¿Y luego qué hiciste?",
+                "corrections": [
+                    {
+                        "original": "yo es",
+                        "corrected": "yo soy",
+                        "explanation": "'ser' in first person is 'soy'",
+                        "category": "conjugation",
+                    }
+                ],
+            },
+            ensure_ascii=False,
+        )
+    if task == "summary":
+        return f"Summary #{count}: the learner talks about work, weekends and cooking."
+    if task == "profile":
+        return json.dumps({"who": "Lena, a nurse from Berlin", "interests": ["cooking"]})
+    return "?"
+
+
+def refuse_like_openai_reasoning(body: dict[str, Any]) -> Answer | None:
+    """OpenAI's 400 for a reasoning model's request (o1, o3, o4-mini, gpt-5*): `max_tokens` is
+    refused first, then any temperature but 1; None for a request it accepts."""
+    if "max_tokens" in body:
+        return 400, {}, encoded(OPENAI_REFUSES_MAX_TOKENS)
+    if body.get("temperature", 1) != 1:
+        return 400, {}, encoded(openai_refuses_temperature(body["temperature"]))
+    return None
+
+
+class OpenAIServer(LocalServer):
+    """Serve /v1/chat/completions on 127.0.0.1 until `close()`; use as a context manager."""
+
+    def __init__(
+        self,
+        answer: Callable[[str, dict[str, Any], int], str] = default_answer,
+        *,
+        usage: bool = True,
+        reject: Callable[[dict[str, Any]], Answer | None] | None = None,
+    ) -> None:
+        self.answer = answer
+        # Answers a request the server refuses (a 400 for a parameter), None to serve it.
+        self.reject = reject
+        # Some compatible servers (older Ollama, LM Studio) leave `usage` out of the response.
+        self.usage = usage
+        self.requests: list[dict[str, Any]] = []
+        self.faults: deque[Fault] = deque()
+        self.lock = threading.Lock()
+        self.counts: dict[str, int] = {}
+        super().__init__()
+
+    @property
+    def base_url(self) -> str:
+        """The value for OPENAI_BASE_URL."""
+        return f"{self.origin}/v1"
+
+    def fail_next(self, *faults: Fault) -> None:
+        """Misbehave on the next requests, one fault each, in order."""
+        with self.lock:
+            self.faults.extend(faults)
+
+    def answer_next(self, *bodies: object) -> None:
+        """Answer the next requests with these 200 bodies (recorded shapes), in order."""
+        self.fail_next(*(Fault(status=200, body=encoded(body)) for body in bodies))
+
+    def of(self, task: str) -> list[dict[str, Any]]:
+        """The recorded request bodies for `task`."""
+        with self.lock:
+            return [r for r in self.requests if task_of(r) == task]
+
+    def respond(self, path: str, content_type: str, raw: bytes) -> Answer:
+        return self.complete(path, json.loads(raw or b"{}"))
+
+    def complete(self, path: str, body: dict[str, Any]) -> Answer:
+        """Answer one chat-completions request."""
+        with self.lock:
+            self.requests.append(body)
+            fault = self.faults.popleft() if self.faults else None
+            task = task_of(body)
+            self.counts[task] = self.counts.get(task, 0) + 1
+            count = self.counts[task]
+        if fault is not None:
+            if fault.delay:
+                time.sleep(fault.delay)
+            if fault.status != 200 or fault.body is not None:
+                error = {"error": {"message": "scripted fault", "type": "server_error"}}
+                return fault.status, fault.headers, fault.body or json.dumps(error).encode()
+        if not path.endswith("/chat/completions"):
+            return 404, {}, b'{"error": {"message": "not found"}}'
+        rejected = self.reject(body) if self.reject is not None else None
+        if rejected is not None:
+            return rejected
+        content = self.answer(task, body, count)
+        prompt_chars = sum(len(m["content"]) for m in body.get("messages", []))
+        response: dict[str, Any] = {
+            "id": f"chatcmpl-{count}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", "test-model"),
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {
+                "prompt_tokens": prompt_chars // 4,
+                "completion_tokens": len(content) // 4,
+                "total_tokens": prompt_chars // 4 + len(content) // 4,
+            },
+        }
+        if not self.usage:
+            del response["usage"]
+        return 200, {}, json.dumps(response).encode()

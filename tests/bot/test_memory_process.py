@@ -1,0 +1,433 @@
+"""The services run their memory jobs in a child process (bot/memory_process.py): the worker
+marks each job and hands it over without ever waiting for the child; the child runs it, is
+restarted when it dies, runs what was marked while none ran, and stops with its worker.
+
+The first tests drive MemoryProcess with small stand-in children; the rest run real `pam worker`
+and `pam memory-jobs` processes against the fake LLM, on SQLite and on Postgres."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine, func, select
+
+from bot.memory_process import JobRequests, MemoryProcess
+from loopback.harness import PAM_CMD, Process, Processes, db_upgrade, processes, service_env
+from loopback.local_server import Answer, LocalServer
+from loopback.openai_server import OpenAIServer
+from memory.jobs import FOLD, PROFILE, Coordinator, JobRunner
+from memory.models import MemoryJob
+from memory.queue import Inbox
+from memory.store import LEARNER, PAM, Store
+from tests.conftest import unique_user
+from tests.support import WAIT, inbound, wait_until
+
+PROCESS_WAIT = 60.0  # a bound for process start-up and LLM round trips, not an expectation
+
+
+def python(code: str, *args: str) -> list[str]:
+    return [sys.executable, "-c", code, *args]
+
+
+# Stand-in children: one copies the requests it reads to a file, one never reads them, one
+# exits at once, one ignores SIGTERM.
+ECHO = """import sys
+for line in sys.stdin:
+    with open(sys.argv[1], "a") as out:
+        out.write(line)
+"""
+DEAF = "import time; time.sleep(600)"
+STUBBORN = """import signal, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+open(sys.argv[1], "w").close()
+time.sleep(600)
+"""
+
+
+def gone(pid: int) -> bool:
+    """Whether process `pid` has exited (a zombie waiting for its reaper counts)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    except OSError:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+    return stat[stat.rindex(")") + 2] in "ZX"
+
+
+def parent_of(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat[stat.rindex(")") + 2 :].split()[1])
+
+
+@pytest.fixture
+def supervised() -> Iterator[list[MemoryProcess]]:
+    """MemoryProcesses to stop after the test, whatever happened."""
+    started: list[MemoryProcess] = []
+    yield started
+    for process in started:
+        process.stop(0)
+
+
+def test_requests_reach_the_child_and_a_killed_child_is_replaced(
+    tmp_path: Path, supervised: list[MemoryProcess]
+) -> None:
+    received = tmp_path / "received.txt"
+    received.touch()
+    process = MemoryProcess(python(ECHO, str(received)), first_backoff=0.01)
+    supervised.append(process)
+    process.start()
+    first = process.pid
+    assert first is not None
+
+    process.hand_off(7, FOLD)
+    wait_until(lambda: received.read_text() == "7 fold\n", "the first child to get the request")
+    os.kill(first, signal.SIGKILL)
+    wait_until(lambda: process.pid != first, "a new child")
+    process.hand_off(8, PROFILE)
+    wait_until(lambda: "8 profile\n" in received.read_text(), "the new child to get a request")
+
+    second = process.pid
+    assert second is not None
+    assert process.stop(WAIT)
+    assert gone(second)
+    assert process.pid == second, "a child was started after stop"
+
+
+def test_hand_off_never_blocks_when_the_child_reads_nothing(
+    supervised: list[MemoryProcess],
+) -> None:
+    process = MemoryProcess(python(DEAF), queue_size=100)
+    supervised.append(process)
+    process.start()
+    handing = threading.Thread(
+        target=lambda: [process.hand_off(n, FOLD) for n in range(200_000)], daemon=True
+    )
+    handing.start()
+    handing.join(WAIT)
+    assert not handing.is_alive(), "hand_off blocked on a child that reads nothing"
+
+
+def test_hand_off_never_blocks_or_fails_while_the_child_is_dead(
+    supervised: list[MemoryProcess],
+) -> None:
+    process = MemoryProcess(python("pass"), queue_size=100, first_backoff=600)
+    supervised.append(process)
+    process.start()
+    pid = process.pid
+    assert pid is not None
+    wait_until(lambda: gone(pid), "the child to exit")
+    handing = threading.Thread(
+        target=lambda: [process.hand_off(n, PROFILE) for n in range(20_000)], daemon=True
+    )
+    handing.start()
+    handing.join(WAIT)
+    assert not handing.is_alive(), "hand_off blocked while the child was dead"
+    assert process.stop(WAIT)
+
+
+def test_a_child_that_outlives_the_shutdown_wait_is_killed(
+    tmp_path: Path, supervised: list[MemoryProcess]
+) -> None:
+    ready = tmp_path / "ready"
+    process = MemoryProcess(python(STUBBORN, str(ready)))
+    supervised.append(process)
+    process.start()
+    pid = process.pid
+    assert pid is not None
+    wait_until(ready.exists, "the child to ignore SIGTERM")
+    assert not process.stop(0.2)
+    assert gone(pid)
+
+
+# -- the child's end of the hand-off --------------------------------------------------------
+
+
+class Ran:
+    """A job that records the learners it ran for."""
+
+    def __init__(self) -> None:
+        self.learners: list[int] = []
+
+    def __call__(self, learner_id: int) -> None:
+        self.learners.append(learner_id)
+
+
+def test_the_child_starts_each_requested_job_and_ignores_garbage(
+    store: Store, engine: Engine
+) -> None:
+    asked, unasked = store.learner(unique_user()), store.learner(unique_user())
+    coordinator = Coordinator(engine, 300)
+    assert coordinator.mark(asked.id, FOLD)
+    fold, profile = Ran(), Ran()
+    runner = JobRunner(coordinator, {FOLD: fold, PROFILE: profile}, lambda work: work())
+    read, write = os.pipe()
+    lines = [
+        f"{asked.id} fold",
+        "not a request",
+        f"{asked.id} dance",
+        f"{unasked.id} profile",  # nobody marked it: nothing to run
+        f"{asked.id} fold",  # ran already, not asked again
+        "",
+    ]
+    os.write(write, "\n".join(lines).encode())
+    os.close(write)
+    ended = threading.Event()
+    requests = JobRequests(runner, read, ended)
+    try:
+        requests.start()
+        assert ended.wait(WAIT), "the end of the input did not stop the child"
+    finally:
+        os.close(read)
+    assert fold.learners == [asked.id]
+    assert profile.learners == []
+
+
+def test_the_child_starts_nothing_once_closed(store: Store, engine: Engine) -> None:
+    learner = store.learner(unique_user())
+    coordinator = Coordinator(engine, 300)
+    assert coordinator.mark(learner.id, FOLD)
+    fold = Ran()
+    runner = JobRunner(coordinator, {FOLD: fold}, lambda work: work())
+    read, write = os.pipe()
+    os.write(write, f"{learner.id} fold\n".encode())
+    os.close(write)
+    ended = threading.Event()
+    requests = JobRequests(runner, read, ended)
+    requests.close()
+    try:
+        requests.start()
+        assert ended.wait(WAIT)
+    finally:
+        os.close(read)
+    assert fold.learners == []  # it stays marked for the next start
+
+
+# -- real processes -------------------------------------------------------------------------
+
+TEXTS = [
+    "Hola Pam, yo es enfermera en Bremen y me gusta mucho cocinar paella.",
+    "Ayer fui al mercado con mi hermana y compramos tomates y pimientos.",
+    "El fin de semana yo es en la playa con amigos del trabajo.",
+    "Mañana quiero aprender a jugar al ajedrez con mi vecino.",
+]
+
+
+class Callback(LocalServer):
+    """The API channel's callback: accepts every reply."""
+
+    def respond(self, path: str, content_type: str, raw: bytes) -> Answer:
+        return 200, {}, b"{}"
+
+
+@pytest.fixture
+def callback() -> Iterator[Callback]:
+    with Callback() as server:
+        yield server
+
+
+@pytest.fixture
+def env(database_url: str, llm: OpenAIServer, callback: Callback) -> dict[str, str]:
+    """A Pam process's environment: every turn makes a profile job due, every other a fold."""
+    return service_env(
+        database_url,
+        OPENAI_BASE_URL=llm.base_url,
+        OPENAI_API_KEY="test",
+        PAM_API_TOKEN="test-token",
+        PAM_API_CALLBACK_URL=f"{callback.origin}/replies",
+        PAM_POLL_SECONDS="0.05",
+        PAM_LLM_MAX_RETRIES="0",
+        PAM_JOB_LEASE_SECONDS="5",
+        PAM_WINDOW_MESSAGES="2",
+        PAM_SUMMARY_TRIGGER_TOKENS="40",
+        PAM_FOLD_BATCH_MESSAGES="2",
+        PAM_PROFILE_EVERY="1",
+        PAM_SHUTDOWN_WAIT_SECONDS="5",
+    )
+
+
+def pids(process: Process, pattern: str) -> list[int]:
+    """The pids in `process`'s log lines matching `pattern` (with a `pid=(\\d+)` group)."""
+    return [int(p) for p in re.findall(pattern, process.log.read_text(errors="replace"))]
+
+
+def child_started(process: Process) -> int:
+    """The pid of the worker's memory process, once it is up (it logs after its first sweep)."""
+    wait_until(
+        lambda: bool(pids(process, r"memory jobs started pid=(\d+)")),
+        "the memory process to start",
+        timeout=PROCESS_WAIT,
+    )
+    return pids(process, r"memory jobs started pid=(\d+)")[-1]
+
+
+def send(engine: Engine, user: str, text: str) -> None:
+    assert Inbox(engine, 60).accept(inbound(f"api:{user}", text, channel="api"))
+
+
+def learned(store: Store, external_id: str, folds: int = 1, profiles: int = 1) -> bool:
+    learner = store.find_learner(external_id)
+    return (
+        learner is not None
+        and store.summary(learner.id).folds >= folds
+        and store.profile(learner.id).version >= profiles
+    )
+
+
+def wait_learned(store: Store, external_id: str, what: str) -> None:
+    """Wait until the learner has a fold and a profile update."""
+    wait_until(lambda: learned(store, external_id), what, timeout=PROCESS_WAIT)
+
+
+def jobs_running(engine: Engine, external_id: str) -> bool:
+    """Whether a memory job of the learner is claimed (running, or held by a dead runner)."""
+    learner = Store(engine).find_learner(external_id)
+    assert learner is not None
+    with engine.connect() as connection:
+        running = connection.scalar(
+            select(func.count()).where(
+                MemoryJob.learner_id == learner.id, MemoryJob.running.is_(True)
+            )
+        )
+    return bool(running)
+
+
+def start_worker(group: Processes, env: dict[str, str], tmp_path: Path) -> Process:
+    db_upgrade(env, tmp_path)
+    return group.start("worker", [*PAM_CMD, "worker"], env)
+
+
+def stops_cleanly(process: Process, *, group: bool = False) -> None:
+    """SIGTERM to `process` alone (or to its whole process group, as platforms send it): it
+    exits 0, without a traceback."""
+    if group:
+        os.killpg(process.popen.pid, signal.SIGTERM)
+    else:
+        os.kill(process.popen.pid, signal.SIGTERM)
+    try:
+        code = process.popen.wait(timeout=PROCESS_WAIT)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"{process.name} ignored SIGTERM:\n{process.tail()}") from None
+    assert code == 0, process.tail()
+    assert "Traceback" not in process.log.read_text(errors="replace"), process.tail()
+
+
+@pytest.mark.slow
+def test_a_worker_runs_its_memory_jobs_in_a_lower_priority_child_and_stops_it(
+    tmp_path: Path, engine: Engine, env: dict[str, str]
+) -> None:
+    user = f"lena-{uuid.uuid4().hex[:6]}"
+    store = Store(engine)
+    with processes(tmp_path) as group:
+        worker = start_worker(group, env, tmp_path)
+        child = child_started(worker)
+        assert parent_of(child) == worker.popen.pid
+        expected_nice = min(19, os.getpriority(os.PRIO_PROCESS, worker.popen.pid) + 10)
+        assert os.getpriority(os.PRIO_PROCESS, child) == expected_nice
+
+        for text in TEXTS:
+            send(engine, user, text)
+        wait_learned(store, f"api:{user}", "a fold and a profile update")
+        assert "worker started" in worker.log.read_text()
+
+        stops_cleanly(worker)
+        assert gone(child), "the memory process outlived its worker"
+        assert pids(worker, r"memory process pid=(\d+) stopped status=0") == [child]
+
+
+@pytest.mark.slow
+def test_a_killed_memory_process_is_restarted_and_one_whose_worker_died_exits(
+    tmp_path: Path, engine: Engine, env: dict[str, str]
+) -> None:
+    user = f"kai-{uuid.uuid4().hex[:6]}"
+    store = Store(engine)
+    with processes(tmp_path) as group:
+        worker = start_worker(group, env, tmp_path)
+        first = child_started(worker)
+        send(engine, user, TEXTS[0])
+        wait_until(
+            lambda: (
+                learned(store, f"api:{user}", folds=0) and not jobs_running(engine, f"api:{user}")
+            ),
+            "the first profile update to finish",
+            timeout=PROCESS_WAIT,
+        )
+
+        # Killed between jobs: a job it held would wait for its lease to lapse and a sweep.
+        os.kill(first, signal.SIGKILL)
+        wait_until(lambda: child_started(worker) != first, "a new memory process")
+        second = child_started(worker)
+        assert f"memory process pid={first} exited with status -9" in worker.log.read_text()
+        learner = store.find_learner(f"api:{user}")
+        assert learner is not None
+        before = store.profile(learner.id).version
+        send(engine, user, TEXTS[1])
+        wait_until(
+            lambda: store.profile(learner.id).version > before,
+            "a profile update by the new memory process",
+            timeout=PROCESS_WAIT,
+        )
+
+        os.kill(worker.popen.pid, signal.SIGKILL)  # the worker alone, not its process group
+        worker.popen.wait(timeout=PROCESS_WAIT)
+        wait_until(
+            lambda: gone(second), "the orphaned memory process to exit", timeout=PROCESS_WAIT
+        )
+
+
+@pytest.fixture
+def marked(tmp_path: Path, engine: Engine, env: dict[str, str]) -> tuple[Store, str]:
+    """The store and the external id of a learner whose conversation needs a fold and a
+    profile update, both marked as asked for while no memory process ran (a worker stopped,
+    say, before it got to them)."""
+    store = Store(engine)
+    external_id = unique_user("marked")
+    db_upgrade(env, tmp_path)
+    learner = store.learner(external_id)
+    for text in TEXTS:
+        store.add_message(learner.id, LEARNER, text, 20)
+        store.add_message(learner.id, PAM, "¡Qué bien! ¿Y luego qué hiciste?", 12)
+    coordinator = Coordinator(engine, 60)
+    assert coordinator.mark(learner.id, FOLD)
+    assert coordinator.mark(learner.id, PROFILE)
+    return store, external_id
+
+
+@pytest.mark.slow
+def test_jobs_marked_while_no_memory_process_ran_are_run_when_a_worker_starts(
+    tmp_path: Path, env: dict[str, str], marked: tuple[Store, str]
+) -> None:
+    store, external_id = marked
+    with processes(tmp_path) as group:
+        worker = group.start("worker", [*PAM_CMD, "worker"], env)
+        wait_learned(store, external_id, "the marked fold and profile update")
+        child = child_started(worker)
+        stops_cleanly(worker, group=True)  # the child gets SIGTERM twice: its own, the worker's
+        assert gone(child)
+        assert pids(worker, r"memory process pid=(\d+) stopped status=0") == [child]
+
+
+@pytest.mark.slow
+def test_pam_memory_jobs_on_its_own_runs_marked_jobs_until_sigterm(
+    tmp_path: Path, env: dict[str, str], marked: tuple[Store, str]
+) -> None:
+    store, external_id = marked
+    with processes(tmp_path) as group:
+        # Its stdin is /dev/null: without --stdin it does not stop at the end of it.
+        jobs = group.start("memory-jobs", [*PAM_CMD, "memory-jobs"], env)
+        wait_learned(store, external_id, "the marked fold and profile update")
+        assert jobs.popen.poll() is None
+        stops_cleanly(jobs)

@@ -1,0 +1,113 @@
+"""Helpers the tests share: queue rows, settings with knobs, inbound messages, bounded waits, a
+recording sender. Fixtures built on them live in tests/conftest.py."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session
+
+from bot.settings import Settings
+from memory.messages import Inbound, Sent
+from memory.models import InboxItem, OutboxItem
+from memory.queue import Claim
+
+Q = TypeVar("Q", InboxItem, OutboxItem)
+WAIT = 20.0  # a safety bound for polling loops, never an expectation about speed
+API_TOKEN = "test-api-token-5f2c"
+
+
+def queue_items(engine: Engine, model: type[Q], *conditions: Any, order_by: Any = None) -> list[Q]:
+    """Detached inbox or outbox rows matching `conditions`, in id order (or `order_by`)."""
+    with Session(engine) as session:
+        rows = list(
+            session.scalars(
+                select(model)
+                .where(*conditions)
+                .order_by(model.id if order_by is None else order_by)
+            )
+        )
+        session.expunge_all()
+        return rows
+
+
+def with_knobs(settings: Settings, **knobs: object) -> Settings:
+    """`settings` with some fields replaced (Settings is frozen)."""
+    return settings.model_copy(update=knobs)
+
+
+def inbound(address: str, text: str = "Hola", *, channel: str = "test", pid: str = "") -> Inbound:
+    """An inbound message for `address` with a fresh platform id (unless `pid` is given)."""
+    return Inbound(
+        channel=channel,
+        platform_id=pid or uuid.uuid4().hex,
+        address=address,
+        chat_id=address.split(":", 1)[-1],
+        text=text,
+    )
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout: float = WAIT) -> None:
+    """Poll `condition` until it holds; fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.01)
+
+
+def claim_eventually(take: Callable[[], Claim | None]) -> Claim:
+    """The next claim from `take` (a queue's claim_next), waiting (bounded) for a lease to
+    expire."""
+    taken: list[Claim] = []
+
+    def claimed() -> bool:
+        item = take()
+        if item is not None:
+            taken.append(item)
+        return item is not None
+
+    wait_until(claimed, "an expired lease to be claimed again")
+    return taken[0]
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One reply a RecordingSender was asked to send."""
+
+    chat_id: str
+    text: str
+    idempotency_key: str
+
+
+@dataclass
+class RecordingSender:
+    """A Sender that records every call; queued exceptions are raised by the next calls."""
+
+    calls: list[Delivery] = field(default_factory=list)
+    failures: deque[Exception] = field(default_factory=deque)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    max_chars: int = 4096
+
+    def length(self, text: str) -> int:
+        return len(text)
+
+    def send(self, chat_id: str, text: str, *, idempotency_key: str) -> Sent:
+        with self.lock:
+            self.calls.append(Delivery(chat_id, text, idempotency_key))
+            failure = self.failures.popleft() if self.failures else None
+        if failure is not None:
+            raise failure
+        return Sent(platform_id=f"p-{idempotency_key}")
+
+    def texts_to(self, chat_id: str) -> list[str]:
+        """The texts sent to `chat_id`, in order."""
+        with self.lock:
+            return [d.text for d in self.calls if d.chat_id == chat_id]

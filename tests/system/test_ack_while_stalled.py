@@ -1,0 +1,79 @@
+"""The webhook acknowledges while the (fake) LLM is stalled: a worker running in the scheduler
+is stuck inside a reply, and new messages are still persisted and answered 202."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+from sqlalchemy import Engine
+
+from bot.settings import Settings
+from bot.worker import Worker
+from memory.llm import ChatMessage
+from memory.queue import Inbox
+from tests.conftest import unique_user
+from tests.fakes import FakeChatModel, reply_json
+from tests.support import API_TOKEN, WAIT, RecordingSender, wait_until, with_knobs
+from webhooks.api.route import recipient
+from webhooks.app import create_app
+from webhooks.wiring import build
+
+
+class StalledReplies:
+    """A reply answer that reports it was called, then blocks until the test releases it."""
+
+    def __init__(self) -> None:
+        self.called = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self, messages: Sequence[ChatMessage]) -> str:
+        self.called.set()
+        assert self.release.wait(WAIT), "the test never released the model"
+        return reply_json(f"re: {messages[-1]['content']}")
+
+
+def test_the_webhook_acknowledges_while_the_llm_is_stalled(
+    settings: Settings, engine: Engine, sender: RecordingSender
+) -> None:
+    stalled = StalledReplies()
+    model = FakeChatModel()
+    model.defaults["reply"] = stalled
+    api = with_knobs(settings, api_token=API_TOKEN, poll_seconds=0.05)
+    pam = build(api, model=model, engine=engine)
+    assert pam.scheduler is not None
+    worker = Worker(pam, {"api": sender})
+    worker.start(inbox_lanes=2, delivery_lanes=1)
+    pam.scheduler.start()
+    client = create_app(api, engine=pam.engine, on_inbound=worker.wake).test_client()
+    headers = {"Authorization": f"Bearer {API_TOKEN}"}
+    user = unique_user().split(":", 1)[1]
+    texts = ["Hola, yo es Lena", "Ayer yo va al cine", "¿Y tú?"]
+
+    def post(n: int) -> int:
+        body = {"id": f"{user}-{n}", "user": user, "text": texts[n]}
+        return client.post("/api/messages", json=body, headers=headers).status_code
+
+    try:
+        assert post(0) == 202
+        assert stalled.called.wait(WAIT), "the worker never started the first turn"
+
+        # The worker is stuck in the LLM: the webhook still persists and acknowledges.
+        assert post(1) == 202
+        assert post(2) == 202
+        assert post(1) == 200, "a redelivery is still recognised"
+        assert len(model.of("reply")) == 1, "the webhook never calls the LLM"
+        assert Inbox(engine, 60).counts() == {"claimed": 1, "pending": 2}
+        assert sender.calls == []
+
+        stalled.release.set()
+        wait_until(lambda: len(sender.calls) >= 3, "three replies")
+    finally:
+        stalled.release.set()
+        worker.stop(5)
+        pam.close(5)
+
+    assert [d.text for d in sender.calls] == [f"re: {t}" for t in texts]
+    # Each reply goes to the user, naming the request it answers.
+    assert [recipient(d.chat_id) for d in sender.calls] == [(user, f"{user}-{n}") for n in range(3)]
+    assert len(model.of("reply")) == 3

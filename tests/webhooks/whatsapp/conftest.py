@@ -1,0 +1,236 @@
+"""WhatsApp fixtures: empty queues, a counting fake Twilio server, Twilio settings, the web app
+with its test client, a Worker delivering through the real TwilioSender, and signed forms."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+from sqlalchemy import Engine, select, update
+from sqlalchemy.orm import Session
+from twilio.request_validator import RequestValidator
+from werkzeug.test import TestResponse
+
+from bot.runtime import Pam
+from bot.settings import Settings
+from bot.worker import Worker
+from loopback.twilio_server import ACCOUNT_SID, AUTH_TOKEN, NUMBER, TwilioServer
+from memory.models import InboxItem, OutboxItem, utcnow
+from memory.queue import PENDING
+from webhooks.app import create_app
+from webhooks.whatsapp.route import SIGNATURE_HEADER
+from webhooks.wiring import senders
+
+WEBHOOK = "/whatsapp/webhook"
+STATUS = "/whatsapp/status"
+LOCAL = "http://localhost"  # where Flask's test client sends requests by default
+
+
+class CountingTwilioServer(TwilioServer):
+    """The fake Twilio server, also recording every request, the refused ones included."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.requests: list[dict[str, str]] = []
+
+    def handle(self, path: str, form: dict[str, str]) -> tuple[int, dict[str, Any]]:
+        with self.lock:
+            self.requests.append(form)
+        return super().handle(path, form)
+
+    def calls(self) -> int:
+        """How many times the Twilio client called, whatever the answer."""
+        with self.lock:
+            return len(self.requests)
+
+
+@pytest.fixture
+def twilio_server() -> Iterator[CountingTwilioServer]:
+    """A fake Twilio REST API on 127.0.0.1 receiving the real twilio client's calls."""
+    server = CountingTwilioServer()
+    with server:
+        yield server
+
+
+def with_twilio(settings: Settings, server: TwilioServer, **knobs: object) -> Settings:
+    """`settings` with WhatsApp through Twilio configured against `server`."""
+    return settings.model_copy(
+        update={
+            "twilio_account_sid": ACCOUNT_SID,
+            "twilio_auth_token": AUTH_TOKEN,
+            "twilio_whatsapp_number": NUMBER,
+            "twilio_api_url": server.base_url,
+            **knobs,
+        }
+    )
+
+
+@pytest.fixture
+def whatsapp_settings(settings: Settings, twilio_server: CountingTwilioServer) -> Settings:
+    """The test settings with the WhatsApp channel configured against the fake server."""
+    return with_twilio(settings, twilio_server)
+
+
+@pytest.fixture
+def woken() -> list[int]:
+    """One entry per on_inbound call (the web app waking an in-process worker)."""
+    return []
+
+
+def app_for(settings: Settings, engine: Engine, woken: list[int]) -> Flask:
+    """The web app for `settings`, recording wake-ups in `woken`."""
+    return create_app(settings, engine=engine, on_inbound=lambda: woken.append(1))
+
+
+@pytest.fixture
+def app(whatsapp_settings: Settings, engine: Engine, woken: list[int]) -> Flask:
+    return app_for(whatsapp_settings, engine, woken)
+
+
+@pytest.fixture
+def client(app: Flask) -> FlaskClient:
+    return app.test_client()
+
+
+@pytest.fixture
+def worker(pam: Pam, whatsapp_settings: Settings) -> Worker:
+    """A worker delivering WhatsApp replies through the real TwilioSender; call .drain()."""
+    return Worker(pam, senders(whatsapp_settings))
+
+
+# -- Twilio's forms -------------------------------------------------------------------------
+
+
+def new_wa_id() -> str:
+    """A WhatsApp id (the learner's number without "+") no other test uses."""
+    return "34" + str(uuid.uuid4().int)[:10]
+
+
+def new_sid(prefix: str = "SM") -> str:
+    """A Twilio-style 34-character sid."""
+    return prefix + uuid.uuid4().hex
+
+
+def text_form(wa_id: str, body: str, profile_name: str = "Lucía", sid: str = "") -> dict[str, str]:
+    """The form Twilio posts for a WhatsApp text message from `wa_id` to NUMBER."""
+    sid = sid or new_sid()
+    return {
+        "SmsMessageSid": sid,
+        "NumMedia": "0",
+        "ProfileName": profile_name,
+        "MessageType": "text",
+        "SmsSid": sid,
+        "WaId": wa_id,
+        "SmsStatus": "received",
+        "Body": body,
+        "To": NUMBER,
+        "NumSegments": "1",
+        "ReferralNumMedia": "0",
+        "MessageSid": sid,
+        "AccountSid": ACCOUNT_SID,
+        "From": f"whatsapp:+{wa_id}",
+        "ApiVersion": "2010-04-01",
+    }
+
+
+def media_form(wa_id: str, content_type: str, message_type: str, body: str = "") -> dict[str, str]:
+    """The form for one media item (a voice note, image, document or sticker)."""
+    sid = new_sid("MM")
+    form = text_form(wa_id, body, sid=sid)
+    form.update(
+        NumMedia="1",
+        MessageType=message_type,
+        MediaContentType0=content_type,
+        MediaUrl0=(
+            f"https://api.twilio.com/2010-04-01/Accounts/{ACCOUNT_SID}/Messages/{sid}"
+            f"/Media/{new_sid('ME')}"
+        ),
+    )
+    return form
+
+
+def location_form(wa_id: str) -> dict[str, str]:
+    """The form for a shared location: no body, no media, coordinates instead."""
+    form = text_form(wa_id, "")
+    form.update(
+        MessageType="location",
+        Latitude="40.4167754",
+        Longitude="-3.7037902",
+        Address="Puerta del Sol, Madrid",
+        Label="Puerta del Sol",
+    )
+    return form
+
+
+def status_form(message_sid: str, to: str, status: str, error_code: str = "") -> dict[str, str]:
+    """The form of Twilio's status callback for an outbound WhatsApp message."""
+    form = {
+        "ChannelPrefix": "whatsapp",
+        "ApiVersion": "2010-04-01",
+        "MessageStatus": status,
+        "SmsSid": message_sid,
+        "SmsStatus": status,
+        "ChannelToAddress": "+" + to.removeprefix("whatsapp:+"),
+        "To": to,
+        "From": NUMBER,
+        "MessageSid": message_sid,
+        "StructuredMessage": "false",
+        "AccountSid": ACCOUNT_SID,
+    }
+    if error_code:
+        form.update(ErrorCode=error_code, ChannelStatusMessage="Message failed to send")
+    return form
+
+
+def sign(
+    url: str, form: Mapping[str, str], token: str = AUTH_TOKEN, algorithm: str | None = None
+) -> str:
+    """X-Twilio-Signature as Twilio computes it for `form` posted to `url`."""
+    return str(RequestValidator(token).compute_signature(url, dict(form), algorithm=algorithm))
+
+
+def post_form(
+    client: FlaskClient,
+    form: Mapping[str, str],
+    *,
+    path: str = WEBHOOK,
+    signature: str | None = None,
+    signed_url: str | None = None,
+    headers: Mapping[str, str] | None = None,
+    base_url: str = LOCAL,
+) -> TestResponse:
+    """POST `form` to `path` as Twilio does. Signed over `signed_url` (default: the URL the
+    request goes to) unless `signature` is given; `signature=""` sends no signature."""
+    if signature is None:
+        signature = sign(signed_url or base_url + path, form)
+    sent = dict(headers or {})
+    if signature:
+        sent[SIGNATURE_HEADER] = signature
+    return client.post(path, data=dict(form), headers=sent, base_url=base_url)
+
+
+# -- the database -------------------------------------------------------------------------
+
+
+def inbox_items(engine: Engine) -> list[InboxItem]:
+    """Every inbox row, oldest first (the queues start empty in every test)."""
+    with Session(engine, expire_on_commit=False) as session:
+        return list(session.scalars(select(InboxItem).order_by(InboxItem.id)))
+
+
+def outbox_items(engine: Engine) -> list[OutboxItem]:
+    """Every outbox row, oldest first."""
+    with Session(engine, expire_on_commit=False) as session:
+        return list(session.scalars(select(OutboxItem).order_by(OutboxItem.id)))
+
+
+def make_available_now(engine: Engine) -> None:
+    """Let every pending outbox row be claimed at once instead of after its backoff."""
+    with engine.begin() as connection:
+        connection.execute(
+            update(OutboxItem).where(OutboxItem.status == PENDING).values(available_at=utcnow())
+        )

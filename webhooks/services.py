@@ -1,0 +1,356 @@
+"""The long-running `pam` commands: `pam worker`, `pam serve`, `pam telegram` and the memory
+process they start, `pam memory-jobs`. Each logs to stdout, one line per event, and stops
+cleanly on SIGTERM (what Heroku and Fly send)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from bot import logs
+from bot.memory_process import HAND_BACK_SECONDS, JobRequests, lower_priority
+from bot.settings import Settings
+from webhooks.cli import SETUP_HELP, build_or_exit, fail, load_settings
+
+if TYPE_CHECKING:
+    from bot.runtime import Pam
+    from bot.worker import Worker
+
+log = logging.getLogger("pam.services")
+# How long a thread computing in Python keeps others waiting for the GIL (Python's default
+# is 5 ms). A worker's reply lanes mostly wait on sockets; each time one comes back while
+# another thread computes (a turn building its prompt, the web app parsing a request), it waits
+# up to this long to go on. Memory jobs compute in a process of their own.
+GIL_SWITCH_SECONDS = 0.001
+
+TELEGRAM_TOKEN_HELP = "TELEGRAM_BOT_TOKEN (the bot's token from @BotFather)"
+TELEGRAM_SECRET_HELP = (
+    "TELEGRAM_WEBHOOK_SECRET (letters, digits, _ and -; e.g. the output of "
+    '`python3 -c "import secrets; print(secrets.token_urlsafe(32))"`)'
+)
+TELEGRAM_URL_HELP = (
+    "the webhook URL: give it (`pam telegram set-webhook https://your-app.example/telegram/"
+    "webhook`) or set PAM_PUBLIC_URL"
+)
+# Telegram delivers webhooks to these ports only (Bot API, setWebhook).
+TELEGRAM_WEBHOOK_PORTS = (443, 80, 88, 8443)
+
+
+def service_logging() -> None:
+    """Services log to stdout, INFO by default (no message bodies, no secrets)."""
+    logs.configure("INFO", sys.stdout)
+
+
+def stop_on_sigterm() -> threading.Event:
+    """An event set by SIGTERM or SIGINT."""
+    stop = threading.Event()
+
+    def handler(signum: int, frame: object) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+    return stop
+
+
+def start_worker(
+    settings: Settings, *, migrate: bool, replayable: bool = False
+) -> tuple[Pam, Worker]:
+    """Pam with a running worker: its lanes, and its memory process (bot/memory_process.py),
+    which runs the memory jobs, those asked for while no worker ran included. `replayable`:
+    this process stores no inbound message itself (see `db.make_engine`)."""
+    from bot.worker import Worker
+    from webhooks.wiring import senders
+
+    pam = build_or_exit(settings, migrate=migrate, memory_process=True, replayable=replayable)
+    sys.setswitchinterval(GIL_SWITCH_SECONDS)
+    worker = Worker(pam, senders(settings))
+    assert pam.memory_process is not None
+    worker.start(settings.worker_threads, settings.delivery_threads)
+    pam.memory_process.start()  # after build migrated: the child expects the current schema
+    log.info(
+        "worker started inbox_lanes=%d delivery_lanes=%d",
+        settings.worker_threads,
+        settings.delivery_threads,
+    )
+    return pam, worker
+
+
+def stop_worker(pam: Pam, worker: Worker) -> None:
+    """Stop taking work, let what runs finish within PAM_SHUTDOWN_WAIT_SECONDS in all, close
+    the senders."""
+    deadline = time.monotonic() + pam.settings.shutdown_wait_seconds
+    if pam.memory_process is not None:
+        # The memory process winds down alongside the lanes, towards the same deadline. Jobs
+        # that the last turns ask for meanwhile stay marked and run at the next start.
+        pam.memory_process.terminate()
+    if not worker.stop(pam.settings.shutdown_wait_seconds):
+        log.warning("stopped with a turn unfinished; its message is answered after the lease")
+    pam.close(max(0.0, deadline - time.monotonic()))
+    worker.close_senders()
+
+
+# The settings' field for each variable channel_report names.
+ENV_NAMES = {
+    "TELEGRAM_BOT_TOKEN": "telegram_bot_token",
+    "TELEGRAM_WEBHOOK_SECRET": "telegram_webhook_secret",
+    "TWILIO_ACCOUNT_SID": "twilio_account_sid",
+    "TWILIO_AUTH_TOKEN": "twilio_auth_token",
+    "TWILIO_WHATSAPP_NUMBER": "twilio_whatsapp_number",
+    "PAM_API_TOKEN": "api_token",
+    "PAM_API_CALLBACK_URL": "api_callback_url",
+    "PAM_ADMIN_TOKEN": "admin_token",
+}
+
+
+# Each channel of the web app: the variables that turn it on, and its route.
+CHANNELS = (
+    ("telegram", ("TELEGRAM_BOT_TOKEN", "TELEGRAM_WEBHOOK_SECRET"), "POST /telegram/webhook"),
+    (
+        "whatsapp",
+        ("TWILIO_ACCOUNT_SID", "TWILIO_AUTH_TOKEN", "TWILIO_WHATSAPP_NUMBER"),
+        "POST /whatsapp/webhook",
+    ),
+    ("http api", ("PAM_API_TOKEN", "PAM_API_CALLBACK_URL"), "POST /api/messages"),
+    ("admin", ("PAM_ADMIN_TOKEN",), "GET /admin/learners/<id>/memory"),
+)
+
+
+def channel_report(settings: Settings) -> list[tuple[str, bool, str]]:
+    """Each channel of the web app, whether it is on, and what it does or which variables
+    would turn it on: what `pam serve` says at start."""
+    report: list[tuple[str, bool, str]] = []
+    for name, variables, route in CHANNELS:
+        unset = [v for v in variables if not getattr(settings, ENV_NAMES[v])]
+        if unset:
+            report.append((name, False, "set " + ", ".join(unset)))
+            continue
+        if name == "whatsapp":
+            route += (
+                "; signatures checked against PAM_PUBLIC_URL"
+                if settings.public_url
+                else "; signatures checked against the Host and X-Forwarded-* headers (set "
+                "PAM_PUBLIC_URL behind a proxy that rewrites them)"
+            )
+        report.append((name, True, route))
+    return report
+
+
+def log_channels(settings: Settings) -> None:
+    """One line per channel: on, or off and why."""
+    report = channel_report(settings)
+    for name, on, detail in report:
+        log.info("channel %s %s: %s", name, "on" if on else "off", detail)
+    if not any(on for name, on, _ in report if name != "admin"):
+        log.warning(
+            "no channel is on: nothing can reach this Pam (see README.md, Running Pam as a "
+            "service; `pam chat` needs none)"
+        )
+
+
+def webhook_url_problem(url: str, *, local_bot_api: bool) -> str | None:
+    """Why Telegram would refuse `url` as a webhook, said before asking it; None if it looks
+    right. A local Bot API server (TELEGRAM_API_URL) also takes http and any port."""
+    if any(ch.isspace() for ch in url):
+        return f"the webhook URL {url!r} contains spaces"
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        return f"the webhook URL {url!r} is not a URL ({exc})"
+    if parts.scheme not in ("https", "http") or not parts.hostname:
+        return (
+            f"the webhook URL {url!r} is not a full URL; give one like "
+            "https://your-app.example/telegram/webhook"
+        )
+    if local_bot_api:
+        return None
+    if parts.scheme != "https":
+        return f"Telegram sends webhooks over https only; {url!r} is {parts.scheme}"
+    if port is not None and port not in TELEGRAM_WEBHOOK_PORTS:
+        return f"Telegram sends webhooks to ports 443, 80, 88 and 8443 only; {url!r} uses {port}"
+    return None
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    """`pam worker`: answer the inbox, deliver the outbox and run the memory process, on a
+    database already migrated, until SIGTERM."""
+    service_logging()
+    settings = load_settings(needs_llm=True)
+    stop = stop_on_sigterm()
+    pam, worker = start_worker(settings, migrate=False, replayable=True)
+    stop.wait()
+    log.info("worker stopping")
+    stop_worker(pam, worker)
+    return 0
+
+
+def cmd_memory_jobs(args: argparse.Namespace) -> int:
+    """The memory process: runs marked memory jobs (all of them at start, then in a sweep every
+    RECOVER_EVERY_SECONDS), with `--stdin` also each job its worker hands over, until SIGTERM
+    or the end of stdin (its worker is gone)."""
+    stop = stop_on_sigterm()
+    service_logging()
+    settings = load_settings(needs_llm=True)
+    niceness = lower_priority()
+    # Its writes need not wait for the disk either: a job whose last commits a database crash
+    # loses is left running under its lease, and the sweep runs it again (see db.make_engine).
+    pam = build_or_exit(settings, migrate=False, replayable=True)
+    assert pam.scheduler is not None
+    pam.scheduler.start()
+    try:
+        recovered = pam.runner.recover()
+    except Exception as exc:  # the database is away: the next sweep runs them
+        log.warning("memory jobs could not sweep at start: %s", type(exc).__name__)
+        recovered = 0
+    requests = JobRequests(pam.runner, sys.stdin.fileno(), stop) if args.stdin else None
+    if requests is not None:
+        requests.start()
+    log.info("memory jobs started pid=%d nice=%s recovered=%d", os.getpid(), niceness, recovered)
+    stop.wait()
+    log.info("memory jobs stopping")
+    # Stopping already: a second signal (the worker's, after the platform's to the whole
+    # group) must not kill the process as it exits (the interpreter drops Python handlers).
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if requests is not None:
+        requests.close()
+    finished = pam.close(max(0.0, settings.shutdown_wait_seconds - HAND_BACK_SECONDS))
+    log.info("memory jobs stopped")
+    if not finished:
+        # Its jobs were handed back; a job thread still inside an LLM call would only hold up
+        # the interpreter's exit (the pool joins its threads), past the worker's deadline.
+        logging.shutdown()
+        os._exit(0)
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """`pam serve`: the web app (waitress) and a worker in one process, until SIGTERM or
+    Ctrl-C; exit 2 when it cannot listen."""
+    import waitress
+
+    from webhooks.app import create_app
+
+    service_logging()
+    settings = load_settings(needs_llm=True)
+    port = args.port if args.port is not None else settings.port
+    if not 1 <= port <= 65535:
+        fail(f"pam: --port {port} is not a TCP port (1-65535)")
+    pam, worker = start_worker(settings, migrate=True)
+    app = create_app(settings, engine=pam.engine, on_inbound=worker.wake_inbox)
+    log_channels(settings)
+
+    def terminate(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, terminate)
+    try:
+        # waitress would drop X-Forwarded-* before the app sees them; the app decides which to
+        # trust (PAM_PROXY_HOPS), as it does under gunicorn, which passes them on.
+        waitress.serve(
+            app,
+            host=args.host,
+            port=port,
+            threads=8,
+            ident="pam",
+            clear_untrusted_proxy_headers=False,
+        )
+    except KeyboardInterrupt:
+        pass
+    except OSError as exc:  # the port is taken, or the address is not this machine's
+        print(f"pam: cannot listen on {args.host}:{port}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    finally:
+        stop_worker(pam, worker)
+        app.extensions["pam"].close()
+    return 0
+
+
+def cmd_telegram(args: argparse.Namespace) -> int:
+    """`pam telegram`: long polling, or `set-webhook` / `delete-webhook`; exit 2 naming only
+    what is missing or wrong, before anything is sent to Telegram."""
+    from webhooks.telegram.client import TelegramClient
+
+    service_logging()
+    settings = load_settings()
+    action = args.telegram_command
+    url = None
+    if action == "set-webhook":
+        url = args.url or (
+            f"{settings.public_url.rstrip('/')}/telegram/webhook" if settings.public_url else None
+        )
+    needed = [
+        TELEGRAM_TOKEN_HELP if not settings.telegram_bot_token else None,
+        TELEGRAM_SECRET_HELP
+        if action == "set-webhook" and not settings.telegram_webhook_secret
+        else None,
+        TELEGRAM_URL_HELP if action == "set-webhook" and not url else None,
+    ]
+    missing = [item for item in needed if item]
+    if missing:
+        fail("pam: Telegram needs " + "; and ".join(missing) + ".")
+    assert settings.telegram_bot_token is not None
+    if action is None:
+        return poll_telegram(settings)
+    if url is not None:
+        problem = webhook_url_problem(url, local_bot_api=bool(settings.telegram_api_url))
+        if problem:
+            fail(f"pam: {problem}. Nothing was sent to Telegram.")
+        if not urlsplit(url).path.rstrip("/").endswith("/telegram/webhook"):
+            print(
+                f"pam: note: Pam's webhook route is /telegram/webhook; Telegram will POST to "
+                f"{urlsplit(url).path or '/'} (fine only if a proxy maps it)",
+                file=sys.stderr,
+            )
+    client = TelegramClient(settings.telegram_bot_token, settings.telegram_api_url)
+    try:
+        if url is not None:
+            assert settings.telegram_webhook_secret is not None
+            client.set_webhook(url, settings.telegram_webhook_secret)
+            print(f"pam: Telegram now sends updates to {url}")
+        else:
+            client.delete_webhook()
+            print("pam: webhook removed; `pam telegram` can poll now")
+    except Exception as exc:
+        print(f"pam: Telegram refused: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        client.close()
+    return 0
+
+
+def poll_telegram(settings: Settings) -> int:
+    """Long-poll Telegram with an in-process worker, until SIGTERM."""
+    from memory.queue import Inbox
+    from webhooks.telegram.client import TelegramClient, WebhookIsSet
+    from webhooks.telegram.poll import poll
+
+    if not settings.llm_configured:
+        fail(SETUP_HELP)
+    stop = stop_on_sigterm()
+    pam, worker = start_worker(settings, migrate=True)
+    client = worker.senders["telegram"]
+    assert isinstance(client, TelegramClient)
+    log.info("polling Telegram for updates")
+    try:
+        poll(client, Inbox(pam.engine, settings.inbox_lease_seconds), stop, worker.wake_inbox)
+    except WebhookIsSet:
+        print(
+            "pam: Telegram refuses polling because a webhook is set for this bot (409 "
+            "Conflict). Run `pam telegram delete-webhook` first, or keep the webhook and run "
+            "the web app and `pam worker` instead.",
+            file=sys.stderr,
+        )
+        return 2
+    finally:
+        stop.set()
+        stop_worker(pam, worker)
+    return 0

@@ -1,0 +1,97 @@
+"""What every route of the web app shares: the per-app context (settings, the inbox, the hook
+that wakes an in-process worker), reading a JSON body, and accepting an inbound message."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from flask import Flask, current_app, request
+from sqlalchemy import Engine
+from werkzeug.middleware.proxy_fix import ProxyFix
+
+from bot.settings import Settings
+from memory.messages import Inbound
+from memory.queue import Inbox
+from webhooks.telegram.client import TelegramClient
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class WebContext:
+    """What the request handlers need: settings, the inbox, and a hook to wake a worker that
+    shares this process (`pam serve`)."""
+
+    settings: Settings
+    engine: Engine
+    inbox: Inbox
+    on_inbound: Callable[[], None]
+    _telegram: TelegramClient | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def telegram(self) -> TelegramClient:
+        """The Telegram client of this process, made on first use (only its identity is
+        needed here: the bot id, and the username for mentions in groups)."""
+        with self._lock:
+            if self._telegram is None:
+                assert self.settings.telegram_bot_token
+                self._telegram = TelegramClient(
+                    self.settings.telegram_bot_token, self.settings.telegram_api_url
+                )
+            return self._telegram
+
+    def close(self) -> None:
+        """Release what this process opened (the Telegram client: connections, event loops)."""
+        with self._lock:
+            if self._telegram is not None:
+                self._telegram.close()
+                self._telegram = None
+
+
+def web() -> WebContext:
+    """The current app's WebContext."""
+    context: WebContext = current_app.extensions["pam"]
+    return context
+
+
+def json_body() -> Any:
+    """The request's JSON, or None when it is not JSON — including JSON nested so deeply that
+    the parser gives up (a 4xx for the caller, never a 500)."""
+    try:
+        return request.get_json(silent=True)
+    except RecursionError:
+        return None
+
+
+def accept(inbound: Inbound, started: float) -> bool:
+    """Persist an inbound message in the inbox, wake an in-process worker, and log the event
+    (channel, kind, timing; never the text). False for a redelivery."""
+    context = web()
+    new = context.inbox.accept(inbound)
+    if new:
+        context.on_inbound()
+    log.info(
+        "inbound %s channel=%s kind=%s ms=%d",
+        "accepted" if new else "duplicate",
+        inbound.channel,
+        inbound.kind,
+        (time.monotonic() - started) * 1000,
+    )
+    return new
+
+
+def trust_proxies(app: Flask, hops: int) -> None:
+    """Read the scheme and client address from the X-Forwarded-Proto and -For headers of
+    `hops` proxies (the nearest ones; values further out are a client's own), the same
+    under gunicorn and waitress. With 0 they are ignored. The Host header is kept as the
+    client sent it, as Heroku's router and Fly's proxy pass it on: X-Forwarded-Host, which
+    neither sets, would be whatever a client wrote."""
+    if hops:
+        app.wsgi_app = ProxyFix(  # type: ignore[method-assign]
+            app.wsgi_app, x_for=hops, x_proto=hops, x_host=0, x_port=0, x_prefix=0
+        )

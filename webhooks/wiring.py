@@ -1,0 +1,170 @@
+"""The composition root: the one place where Pam's real parts (database, OpenAI client,
+scheduler, memory process, the channels' senders) are built from the settings and wired into
+the layers below. Every other module sees only the layer it is in and those under it."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.schedulers.background import BackgroundScheduler
+from sqlalchemy import Engine
+
+from bot.channels import Sender
+from bot.memory_process import MemoryProcess
+from bot.openai_chat import OpenAIChatModel, openai_client
+from bot.runtime import Pam
+from bot.settings import Settings
+from bot.tutor import Tutor
+from memory import db
+from memory.jobs import FOLD, PROFILE, Coordinator, JobRunner, Submit
+from memory.llm import ChatModel
+from memory.models import utcnow
+from memory.profile import learn_profile
+from memory.store import Store
+from memory.summary import fold
+from memory.tokens import TokenCounter
+from webhooks.api.route import CHANNEL as API
+from webhooks.api.route import ApiCallbackSender
+from webhooks.telegram.client import TelegramClient
+from webhooks.telegram.route import CHANNEL as TELEGRAM
+from webhooks.whatsapp.route import CHANNEL as WHATSAPP
+from webhooks.whatsapp.route import TwilioSender
+
+log = logging.getLogger(__name__)
+
+RECOVER_EVERY_SECONDS = 60
+# A job folds at most this many chunks per run (a long backlog after an outage takes several).
+MAX_FOLDS_PER_RUN = 10
+
+
+def background_scheduler() -> BackgroundScheduler:
+    """APScheduler's background scheduler, with a small thread pool for memory jobs."""
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)
+    return BackgroundScheduler(
+        executors={"default": ThreadPoolExecutor(max_workers=4)},
+        # Memory jobs are queued "now" and must run however late the pool gets to them.
+        job_defaults={"misfire_grace_time": None, "coalesce": False, "max_instances": 1000},
+        timezone=UTC,
+    )
+
+
+def _run_in_the_memory_process(work: Callable[[], None]) -> None:
+    raise RuntimeError("this Pam hands its memory jobs to its memory process")
+
+
+def build(
+    settings: Settings,
+    *,
+    model: ChatModel | None = None,
+    submit: Submit | None = None,
+    engine: Engine | None = None,
+    migrate: bool = False,
+    memory_process: bool = False,
+    replayable: bool = False,
+    clock: Callable[[], datetime] = utcnow,
+) -> Pam:
+    """Assemble Pam from `settings`. Tests pass a fake `model`, an inline `submit` and a clock
+    of their own (the memory jobs' leases and rests go by it); without
+    `submit` an APScheduler background scheduler runs the memory jobs. With `memory_process`
+    (the services) they run in a child process instead, which `pam.memory_process.start()`
+    starts: this Pam only marks the jobs its turns make due and hands them over.
+    `replayable`: for `pam worker`, whose every write can be replayed from the inbox (see
+    `db.make_engine`)."""
+    if memory_process and submit is not None:
+        raise ValueError("give either `submit` or `memory_process`, not both")
+    # PAM_DB_POOL_SIZE (and as many overflow) bounds every process's connections, the
+    # worker's and its memory process's as much as the web's: the README's formula counts on it.
+    pool = settings.db_pool_size
+    engine = engine or db.make_engine(
+        settings.database_url, pool_size=pool, max_overflow=pool, replayable=replayable
+    )
+    if migrate:
+        db.upgrade(engine)
+    store = Store(engine)
+    counter = TokenCounter(settings.model)
+    if model is None:
+        client = openai_client(
+            settings.openai_api_key,
+            settings.openai_base_url,
+            settings.llm_timeout_seconds,
+            settings.llm_max_retries,
+        )
+        model = OpenAIChatModel(
+            client,
+            counter,
+            structured_output=settings.structured_output,
+            reasoning_effort=settings.reasoning_effort,
+            memory_reasoning_effort=settings.memory_reasoning_effort,
+        )
+    memory = settings.memory_config()
+    chat_model = model
+
+    def fold_job(learner_id: int) -> None:
+        for _ in range(MAX_FOLDS_PER_RUN):
+            if not fold(learner_id, store=store, model=chat_model, counter=counter, config=memory):
+                return
+
+    def profile_job(learner_id: int) -> None:
+        learn_profile(learner_id, store=store, model=chat_model, config=memory)
+
+    scheduler = None
+    process = None
+    if memory_process:
+        process = MemoryProcess()
+        submit = _run_in_the_memory_process
+    elif submit is None:
+        scheduler = background_scheduler()
+        sched = scheduler
+
+        def submit_to_scheduler(work: Callable[[], None]) -> None:
+            sched.add_job(work)
+
+        submit = submit_to_scheduler
+    runner = JobRunner(
+        Coordinator(engine, settings.job_lease_seconds, clock),
+        {FOLD: fold_job, PROFILE: profile_job},
+        submit,
+        hand_off=process.hand_off if process is not None else None,
+    )
+    if scheduler is not None:
+        scheduler.add_job(
+            runner.recover, "interval", seconds=RECOVER_EVERY_SECONDS, id="memory-recover"
+        )
+    tutor = Tutor(store, model, counter, runner, settings)
+    return Pam(settings, engine, store, counter, model, runner, tutor, scheduler, process)
+
+
+def senders(settings: Settings) -> dict[str, Sender]:
+    """One sender per channel that has its outbound configuration."""
+    built: dict[str, Sender] = {}
+    if settings.api_token and settings.api_callback_url:
+        built[API] = ApiCallbackSender(settings.api_callback_url, settings.api_token)
+    elif settings.api_token:
+        log.warning(
+            "PAM_API_TOKEN is set but PAM_API_CALLBACK_URL is not: API replies will wait "
+            "in the outbox until it is"
+        )
+    if settings.twilio_account_sid and settings.twilio_auth_token:
+        if settings.twilio_whatsapp_number:
+            built[WHATSAPP] = TwilioSender(
+                settings.twilio_account_sid,
+                settings.twilio_auth_token,
+                settings.twilio_whatsapp_number,
+                api_url=settings.twilio_api_url,
+                status_callback=(
+                    f"{settings.public_url.rstrip('/')}/whatsapp/status"
+                    if settings.public_url
+                    else None
+                ),
+            )
+        else:
+            log.warning(
+                "TWILIO_ACCOUNT_SID and TWILIO_AUTH_TOKEN are set but TWILIO_WHATSAPP_NUMBER is "
+                "not: WhatsApp replies will wait in the outbox until it is"
+            )
+    if settings.telegram_bot_token:
+        built[TELEGRAM] = TelegramClient(settings.telegram_bot_token, settings.telegram_api_url)
+    return built
