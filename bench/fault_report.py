@@ -13,7 +13,8 @@ from sqlalchemy import Engine
 
 from bench.fault_servers import MARKER, FaultyTelegram, RecordingTwilio, snapshot
 from bench.fault_traffic import Learner, Message, Platforms, progress
-from memory.store import LEARNER, PAM, Store
+from memory.records import LEARNER, PAM
+from memory.store import Store
 
 KILL_GAP = 1.0  # seconds: a send this close before a worker's SIGKILL may not be recorded
 # The run notes each kill's time rounded to 10 ms (after the process is gone): a send in the
@@ -205,12 +206,12 @@ def check_memory(
             for m in messages
             if m.learner == learner and m.platform_id in platforms.accepted_at
         ]
-        info = store.find_learner(learner.address)
+        info = store.learners.find_learner(learner.address)
         if info is None:
             report.memory_violations += len(expected)
             report.details.append(f"{learner.key}: no memory at all")
             continue
-        stored = store.messages(info.id)
+        stored = store.conversation.messages(info.id)
         said = [
             MARKER.findall(m.content)[0]
             for m in stored
@@ -235,7 +236,7 @@ def check_memory(
         if unanswered or doubled:
             report.memory_violations += unanswered + doubled
             report.details.append(f"{learner.key}: {unanswered} unanswered, {doubled} doubled")
-        summary = store.summary(info.id)
+        summary = store.memory.summary(info.id)
         folded = [
             MARKER.findall(m.content)[0]
             for m in stored

@@ -20,7 +20,7 @@ from memory import db
 from memory.config import MemoryConfig
 from memory.llm import ChatMessage
 from memory.profile import PROFILE_MAX_TOKENS
-from memory.store import Context, LearnerInfo, ProfileState, StoredMessage, SummaryState
+from memory.records import Context, LearnerInfo, ProfileState, StoredMessage, SummaryState
 from memory.tokens import TokenCounter
 from webhooks.wiring import build
 
@@ -134,9 +134,9 @@ def run_pam(
                 )
         conversations, infos = {}, {}
         for learner in learners:
-            info = pam.store.learner(learner.external_id)
+            info = pam.store.learners.learner(learner.external_id)
             infos[learner.target] = info
-            conversations[learner.target] = pam.store.messages(info.id)
+            conversations[learner.target] = pam.store.conversation.messages(info.id)
     return PamRun(memory, model.calls, series, conversations, infos)
 
 

@@ -18,7 +18,7 @@ from memory.model_output import (
     text_of,
     well_formed,
 )
-from memory.store import CorrectionRecord
+from memory.records import CorrectionRecord
 
 log = logging.getLogger(__name__)
 

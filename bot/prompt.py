@@ -9,7 +9,7 @@ from bot.languages import LEVEL_DESCRIPTIONS, explanation_language, languages_of
 from bot.llm_answers import has_reasoning_markup, strip_reasoning
 from memory.llm import ChatMessage
 from memory.profile import MAX_PROFILE_CHARS
-from memory.store import LEARNER, Context
+from memory.records import LEARNER, Context
 from prompts import as_data, render
 
 UNKNOWN = "not known yet"

@@ -14,6 +14,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DisconnectionError
+from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
 
 MIGRATIONS = Path(__file__).with_name("migrations")
@@ -114,6 +115,15 @@ def autocommit(engine: Engine) -> Engine:
     if engine.dialect.name != "postgresql":
         return engine
     return engine.execution_options(isolation_level="AUTOCOMMIT")
+
+
+class Tables:
+    """What each part of the message store reads and writes through, all from one engine."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.single = autocommit(engine)  # one statement, or reads that need no snapshot
+        self.sessions: sessionmaker[Session] = sessionmaker(engine, expire_on_commit=False)
 
 
 def _ping_when_idle(engine: Engine) -> None:

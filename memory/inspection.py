@@ -6,17 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import func, select
-from sqlalchemy.orm import Session, sessionmaker
 
+from memory.db import Tables
 from memory.models import InboxItem, Learner, MemoryJob, OutboxItem
 from memory.records import LEARNER_TABLES
 
 
-class Inspection:
-    """Read-only states and counts for operators and for proving /forget; `Store` is the one
-    object that offers them."""
-
-    sessions: sessionmaker[Session]
+class Inspection(Tables):
+    """Read-only states and counts for operators and for proving /forget."""
 
     def job_states(self, learner_id: int) -> list[dict[str, Any]]:
         """The learner's memory-job coordination rows (for operators)."""

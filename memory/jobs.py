@@ -19,7 +19,7 @@ from sqlalchemy.exc import IntegrityError
 from memory import db
 from memory.heartbeat import Heartbeat
 from memory.models import MemoryJob, utcnow
-from memory.store import LearnerGone
+from memory.records import LearnerGone
 
 log = logging.getLogger(__name__)
 

@@ -7,21 +7,17 @@ import contextlib
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
-from sqlalchemy import Engine, exists, func, insert, literal, select
+from sqlalchemy import exists, func, insert, literal, select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session, sessionmaker
 
+from memory.db import Tables
 from memory.models import Correction, Learner, Usage, utcnow
 from memory.records import BilledCall, CorrectionRecord, LearnerGone
 from memory.statements import INSERT_CORRECTIONS, correction_rows
 
 
-class Ledger:
-    """Corrections and usage, read and written; `Store` is the one object that offers them."""
-
-    engine: Engine
-    single: Engine  # one statement, or reads that need no snapshot: see db.autocommit
-    sessions: sessionmaker[Session]
+class Ledger(Tables):
+    """Corrections and usage, read and written."""
 
     def add_corrections(
         self, learner_id: int, message_id: int | None, corrections: Sequence[CorrectionRecord]

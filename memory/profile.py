@@ -21,7 +21,8 @@ from memory.profile_answer import (
     InvalidProfile,
     parse_profile_answer,
 )
-from memory.store import LEARNER, CorrectionRecord, ProfileState, Store, StoredMessage
+from memory.records import LEARNER, CorrectionRecord, ProfileState, StoredMessage
+from memory.store import Store
 from prompts import as_data, render
 
 # What other modules import from here; reading the answer lives in memory.profile_answer.
@@ -126,7 +127,7 @@ def _pass_failing_batch(
     informative = sum(not is_low_information(m.content) for m in new)
     if informative < MAX_FAILED_ATTEMPTS * config.profile_every:
         return
-    if store.save_profile(learner_id, state.version, None, new[-1].id, 0):
+    if store.memory.save_profile(learner_id, state.version, None, new[-1].id, 0):
         log.warning(
             "profile for learner %s: no usable answer with %s messages unread (%s attempts' "
             "worth); passed unread",
@@ -143,15 +144,15 @@ def learn_profile(learner_id: int, *, store: Store, model: ChatModel, config: Me
     LLMError (re-raised) — except that a batch that failed MAX_FAILED_ATTEMPTS times is
     passed (see `_pass_failing_batch`). Written compare-and-set: a racing writer or
     /forget wins. True if the watermark moved."""
-    state = store.profile(learner_id)
-    new = store.messages(learner_id, after=state.watermark, role=LEARNER)
+    state = store.memory.profile(learner_id)
+    new = store.conversation.messages(learner_id, after=state.watermark, role=LEARNER)
     if not new:
         return False
     if all(is_low_information(m.content) for m in new):
         # "ok", "thanks", "jaja", 👍: nothing to learn, so no LLM call; the watermark moves on.
-        return store.save_profile(learner_id, state.version, None, new[-1].id, len(new))
+        return store.memory.save_profile(learner_id, state.version, None, new[-1].id, len(new))
     batch = new[-config.profile_max_batch :]
-    corrections = store.corrections(learner_id, limit=10)
+    corrections = store.ledger.corrections(learner_id, limit=10)
     prompt = render(
         "profile",
         current_profile=as_data(json.dumps(state.data, ensure_ascii=False), MAX_PROFILE_CHARS),
@@ -167,12 +168,12 @@ def learn_profile(learner_id: int, *, store: Store, model: ChatModel, config: Me
             schema=PROFILE_SCHEMA,
         )
     except LLMError as exc:
-        store.record_calls(learner_id, "profile", exc.billed)
+        store.ledger.record_calls(learner_id, "profile", exc.billed)
         # An outage or a wrong setting says nothing about the batch: it is tried again.
         if not isinstance(exc, Outage | Misconfigured):
             _pass_failing_batch(store, learner_id, state, new, config)
         raise
-    store.record_calls(learner_id, "profile", completion.calls)
+    store.ledger.record_calls(learner_id, "profile", completion.calls)
     try:
         data = parse_profile_answer(completion.text, learner_id, state.data)
     except InvalidProfile:
@@ -181,7 +182,7 @@ def learn_profile(learner_id: int, *, store: Store, model: ChatModel, config: Me
     if data is not None:
         # Keys the answer leaves out keep their old values: a terse model cannot wipe facts.
         data = {**state.data, **data}
-    written = store.save_profile(learner_id, state.version, data, new[-1].id, len(new))
+    written = store.memory.save_profile(learner_id, state.version, data, new[-1].id, len(new))
     if not written:
         log.info("profile update for learner %s discarded: changed meanwhile", learner_id)
     return written

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 
 from memory.config import MemoryConfig
 from memory.llm import ChatModel, LLMError
-from memory.store import LEARNER, Store, StoredMessage
+from memory.records import LEARNER, StoredMessage
+from memory.store import Store
 from memory.tokens import TokenCounter
 from prompts import as_data, render
 
@@ -75,8 +76,8 @@ def fold(
     """Fold the learner's older messages into the summary if a fold is due. The new summary and
     its watermark are written together, compare-and-set on the summary's version, so a fold
     that fails, or races another writer or /forget, writes nothing. True if a fold landed."""
-    state = store.summary(learner_id)
-    plan = plan_fold(store.messages(learner_id, after=state.watermark), config)
+    state = store.memory.summary(learner_id)
+    plan = plan_fold(store.conversation.messages(learner_id, after=state.watermark), config)
     if plan is None:
         return False
     max_words = max(40, int(config.summary_max_tokens * 0.6))
@@ -95,11 +96,11 @@ def fold(
         )
     except LLMError as exc:
         # Answers the provider billed but Pam could not use cost all the same.
-        store.record_calls(learner_id, "summary", exc.billed)
+        store.ledger.record_calls(learner_id, "summary", exc.billed)
         raise
-    store.record_calls(learner_id, "summary", completion.calls)
+    store.ledger.record_calls(learner_id, "summary", completion.calls)
     text = counter.truncate(completion.text.strip(), config.summary_max_tokens)
-    written = store.save_summary(
+    written = store.memory.save_summary(
         learner_id, state.version, text, counter.count(text), plan.watermark
     )
     if not written:

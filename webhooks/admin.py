@@ -12,7 +12,8 @@ from flask import Blueprint, jsonify, request
 from flask.typing import ResponseReturnValue
 
 from memory.profile import document
-from memory.store import LearnerGone, Store
+from memory.records import LearnerGone
+from memory.store import Store
 from webhooks.web import web
 
 log = logging.getLogger(__name__)
@@ -44,8 +45,8 @@ def memory(learner_id: int) -> ResponseReturnValue:
     and the state of their memory jobs."""
     store = Store(web().engine)
     try:
-        learner = store.get_learner(learner_id)
-        context = store.context(learner_id)
+        learner = store.learners.get_learner(learner_id)
+        context = store.conversation.context(learner_id)
     except LearnerGone:
         return jsonify(error="Not Found", detail="no such learner"), 404
     summary = context.summary
@@ -79,13 +80,15 @@ def memory(learner_id: int) -> ResponseReturnValue:
                 "explanation": c.explanation,
                 "category": c.category,
             }
-            for c in store.corrections(learner_id, limit=20)
+            for c in store.ledger.corrections(learner_id, limit=20)
         ],
         usage={
             purpose: {"calls": calls, "input_tokens": tokens_in, "output_tokens": tokens_out}
-            for purpose, (calls, tokens_in, tokens_out) in store.usage(learner_id).items()
+            for purpose, (calls, tokens_in, tokens_out) in store.ledger.usage(learner_id).items()
         },
-        jobs=[{k: _iso(v) for k, v in job.items()} for job in store.job_states(learner_id)],
+        jobs=[
+            {k: _iso(v) for k, v in job.items()} for job in store.inspection.job_states(learner_id)
+        ],
     )
 
 
@@ -94,9 +97,9 @@ def forget(learner_id: int) -> ResponseReturnValue:
     """Erase every row about the learner, as /forget does."""
     store = Store(web().engine)
     try:
-        store.get_learner(learner_id)
+        store.learners.get_learner(learner_id)
     except LearnerGone:
         return jsonify(error="Not Found", detail="no such learner"), 404
-    store.forget(learner_id)
+    store.learners.forget(learner_id)
     log.info("learner forgotten by an operator learner=%s", learner_id)
     return jsonify(status="forgotten", learner=learner_id), 200

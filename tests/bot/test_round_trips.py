@@ -90,9 +90,9 @@ def test_a_turn_with_corrections_costs_no_more_on_postgres(
     fake_model.queue("reply", reply_json("¡Hola, Lena!", [correction | {"category": "grammar"}]))
     turn = cost.of(lambda: pam.tutor.handle(user, "Yo es Lena"))
     assert turn == by_backend(engine, sqlite=7, postgres=3)
-    learner = pam.store.find_learner(user)
+    learner = pam.store.learners.find_learner(user)
     assert learner is not None
-    [stored] = pam.store.corrections(learner.id)
+    [stored] = pam.store.ledger.corrections(learner.id)
     assert (stored.original, stored.corrected, stored.category) == ("yo es", "yo soy", "grammar")
 
 

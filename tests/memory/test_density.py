@@ -9,7 +9,8 @@ import pytest
 from memory.config import MemoryConfig
 from memory.density import is_low_information
 from memory.profile import learn_profile
-from memory.store import LEARNER, Store
+from memory.records import LEARNER
+from memory.store import Store
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel
 
@@ -57,27 +58,27 @@ def test_anything_about_the_learner_is_not(text: str) -> None:
 def test_a_batch_of_only_low_information_messages_advances_the_profile_without_a_call(
     store: Store, fake_model: FakeChatModel
 ) -> None:
-    learner = store.learner(unique_user())
+    learner = store.learners.learner(unique_user())
     for text in ["ok", "jaja", "👍", "gracias", "vale"]:
-        last = store.add_message(learner.id, LEARNER, text, 3)
+        last = store.conversation.add_message(learner.id, LEARNER, text, 3)
 
     assert learn_profile(learner.id, store=store, model=fake_model, config=MemoryConfig())
 
     assert fake_model.of("profile") == []
-    profile = store.profile(learner.id)
+    profile = store.memory.profile(learner.id)
     assert (profile.watermark, profile.messages_processed, profile.data) == (last.id, 5, {})
 
 
 def test_one_information_rich_message_sends_the_whole_batch_to_the_model(
     store: Store, fake_model: FakeChatModel
 ) -> None:
-    learner = store.learner(unique_user())
+    learner = store.learners.learner(unique_user())
     for text in ["ok", "jaja", "Soy enfermera en Berlín", "gracias", "vale"]:
-        store.add_message(learner.id, LEARNER, text, 3)
+        store.conversation.add_message(learner.id, LEARNER, text, 3)
     fake_model.queue("profile", json.dumps({"who": "a nurse in Berlin"}))
 
     learn_profile(learner.id, store=store, model=fake_model, config=MemoryConfig())
 
     [call] = fake_model.of("profile")
     assert "Soy enfermera en Berlín" in call.text
-    assert store.profile(learner.id).data == {"who": "a nurse in Berlin"}
+    assert store.memory.profile(learner.id).data == {"who": "a nurse in Berlin"}

@@ -18,7 +18,8 @@ from memory import db
 from memory import summary as summary_module
 from memory.config import MemoryConfig
 from memory.llm import ChatMessage, LLMError
-from memory.store import LEARNER, PAM, Store, StoredMessage
+from memory.records import LEARNER, PAM, StoredMessage
+from memory.store import Store
 from memory.summary import fold, fold_due, plan_fold
 from memory.tokens import TokenCounter
 from tests.conftest import sqlite_url, unique_user
@@ -83,7 +84,7 @@ class Conversation:
     def __init__(self, store: Store, batch: int) -> None:
         self.store = store
         self.config = replace(CONFIG, fold_batch_messages=batch)
-        self.learner = store.learner(unique_user("prop")).id
+        self.learner = store.learners.learner(unique_user("prop")).id
         self.sent = 0
         self.mark_to_id: dict[int, int] = {}
         self.folded_marks: list[int] = []  # every landed fold's messages, in fold order
@@ -98,7 +99,9 @@ class Conversation:
         self.sent += 1
         if self.since_clean_fold is not None:
             self.since_clean_fold += 1
-        message = self.store.add_message(self.learner, role, f"m{mark:04d} {'bla ' * 3}", tokens)
+        message = self.store.conversation.add_message(
+            self.learner, role, f"m{mark:04d} {'bla ' * 3}", tokens
+        )
         self.mark_to_id[mark] = message.id
 
     def fold(self, model: FakeChatModel) -> bool:
@@ -107,11 +110,11 @@ class Conversation:
         )
 
     def due(self) -> bool:
-        return fold_due(*self.store.unfolded_tokens(self.learner), self.config)
+        return fold_due(*self.store.conversation.unfolded_tokens(self.learner), self.config)
 
     def landed_fold(self, marks: list[int]) -> None:
         """Account for a fold that landed with the messages `marks`, checking the batch rule."""
-        unfolded = self.store.messages(self.learner, after=self.watermark)
+        unfolded = self.store.conversation.messages(self.learner, after=self.watermark)
         beyond = unfolded[: len(unfolded) - WINDOW]
         assert len(beyond) >= self.config.fold_batch_messages, "a fold takes a whole batch"
         if self.since_clean_fold is not None:
@@ -128,7 +131,7 @@ class Conversation:
         self.folded_marks += marks
 
     def run(self, op: Op) -> None:
-        before = self.store.summary(self.learner)
+        before = self.store.memory.summary(self.learner)
         due = self.due()
         model = FakeChatModel()
         if op[0] == "say":
@@ -149,7 +152,7 @@ class Conversation:
                     self.fold(model)
             else:
                 assert not self.fold(model)
-            assert self.store.summary(self.learner) == before
+            assert self.store.memory.summary(self.learner) == before
         elif op[0] == "fold_loses_race":
             rival = FakeChatModel()
 
@@ -162,16 +165,16 @@ class Conversation:
             model.queue("summary", rival_folds_first)
             assert not self.fold(model)
             assert len(model.calls) == (1 if due else 0)
-            assert self.store.summary(self.learner).text != "the slow fold's summary"
+            assert self.store.memory.summary(self.learner).text != "the slow fold's summary"
         self.check()
 
     def check(self) -> None:
-        messages = self.store.messages(self.learner)
+        messages = self.store.conversation.messages(self.learner)
         ids = [m.id for m in messages]
         assert ids == sorted(set(ids)), "order kept, no duplicates"
         assert ids == [self.mark_to_id[n] for n in range(self.sent)], "every message stored"
 
-        state = self.store.summary(self.learner)
+        state = self.store.memory.summary(self.learner)
         assert state.watermark == 0 or state.watermark in ids
         assert state.watermark >= self.watermark, "the watermark never moves back"
         self.watermark = state.watermark
@@ -183,8 +186,8 @@ class Conversation:
         assert [self.mark_to_id[n] for n in self.folded_marks] == [m.id for m in folded]
         assert state.folds == self.landed
         assert all(m.id > state.watermark for m in messages[-WINDOW:]), "window stays unfolded"
-        assert self.store.context(self.learner).messages == unfolded
-        assert self.store.unfolded_tokens(self.learner) == (
+        assert self.store.conversation.context(self.learner).messages == unfolded
+        assert self.store.conversation.unfolded_tokens(self.learner) == (
             len(unfolded),
             sum(m.tokens for m in unfolded),
         )

@@ -13,7 +13,8 @@ from bot.runtime import Pam
 from bot.settings import Settings
 from memory.jobs import FOLD, PROFILE
 from memory.llm import ChatMessage, Purpose
-from memory.store import LEARNER, PAM, LearnerInfo, Store
+from memory.records import LEARNER, PAM, LearnerInfo
+from memory.store import Store
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel, Gate, ManualExecutor
 from webhooks.wiring import build
@@ -56,11 +57,13 @@ def _due_for_both_jobs(store: Store, learner_id: int) -> None:
     read)."""
     for n in range(16):
         role = LEARNER if n % 2 == 0 else PAM
-        store.add_message(learner_id, role, f"Soy Lena, enfermera en Bremen ({n})", 300)
+        store.conversation.add_message(
+            learner_id, role, f"Soy Lena, enfermera en Bremen ({n})", 300
+        )
 
 
 def _nothing_about(store: Store, learner: LearnerInfo) -> None:
-    counts = store.rows_about(learner.id, learner.external_id)
+    counts = store.inspection.rows_about(learner.id, learner.external_id)
     assert counts == dict.fromkeys(counts, 0), counts
 
 
@@ -70,7 +73,7 @@ def test_a_job_running_during_forget_writes_nothing_back(
     pam: Pam, fake_model: FakeChatModel, kind: str, via: str
 ) -> None:
     user = unique_user()
-    learner = pam.store.learner(user)
+    learner = pam.store.learners.learner(user)
     _due_for_both_jobs(pam.store, learner.id)
     purpose: Purpose = "summary" if kind == FOLD else "profile"
     gate = Gate("Lena is a nurse." if kind == FOLD else '{"who": "Lena, nurse in Bremen"}')
@@ -83,7 +86,7 @@ def test_a_job_running_during_forget_writes_nothing_back(
     if via == "command":
         assert pam.tutor.handle(user, "/forget") == [phrases.FORGOTTEN]
     else:
-        pam.store.forget(learner.id)
+        pam.store.learners.forget(learner.id)
     _nothing_about(pam.store, learner)
 
     gate.release.set()
@@ -98,7 +101,7 @@ def test_fold_and_profile_both_running_during_forget_write_nothing(
     pam: Pam, fake_model: FakeChatModel
 ) -> None:
     user = unique_user()
-    learner = pam.store.learner(user)
+    learner = pam.store.learners.learner(user)
     _due_for_both_jobs(pam.store, learner.id)
     fold_gate, profile_gate = Gate("A summary."), Gate('{"interests": ["chess"]}')
     fake_model.queue("summary", fold_gate)
@@ -126,11 +129,11 @@ def test_forget_between_the_answer_and_the_write_writes_nothing(
     pam: Pam, fake_model: FakeChatModel, kind: str
 ) -> None:
     """The tightest spot: the model has answered, the job is about to record and save."""
-    learner = pam.store.learner(unique_user())
+    learner = pam.store.learners.learner(unique_user())
     _due_for_both_jobs(pam.store, learner.id)
 
     def forget_then_answer(messages: Sequence[ChatMessage]) -> str:
-        pam.store.forget(learner.id)
+        pam.store.learners.forget(learner.id)
         return "A summary." if kind == FOLD else '{"who": "Lena"}'
 
     purpose: Purpose = "summary" if kind == FOLD else "profile"
@@ -145,7 +148,7 @@ def test_queued_jobs_for_a_forgotten_learner_write_nothing(
     executor = ManualExecutor()
     pam = build(settings, model=fake_model, submit=executor, engine=engine)
     user = unique_user()
-    learner = pam.store.learner(user)
+    learner = pam.store.learners.learner(user)
     _due_for_both_jobs(pam.store, learner.id)
     pam.runner.request(learner.id, FOLD)
     pam.runner.request(learner.id, PROFILE)
@@ -163,7 +166,7 @@ def test_writing_again_during_and_after_forget_starts_fresh(
     pam: Pam, fake_model: FakeChatModel
 ) -> None:
     user = unique_user()
-    old = pam.store.learner(user)
+    old = pam.store.learners.learner(user)
     _due_for_both_jobs(pam.store, old.id)
     gate = Gate("OLD SUMMARY: Lena is a nurse in Bremen.")
     fake_model.queue("summary", gate)
@@ -177,13 +180,13 @@ def test_writing_again_during_and_after_forget_starts_fresh(
     job.finish()
     assert pam.tutor.handle(user, "¿Te acuerdas de mí?") != []
 
-    new = pam.store.find_learner(user)
+    new = pam.store.learners.find_learner(user)
     assert new is not None
     assert new.id > old.id
-    counts = pam.store.rows_about(old.id, user)
+    counts = pam.store.inspection.rows_about(old.id, user)
     assert counts.pop("learners") == 1  # the new learner, under the same external id
     assert counts == dict.fromkeys(counts, 0), counts
-    context = pam.store.context(new.id)
+    context = pam.store.conversation.context(new.id)
     assert context.summary.text == ""
     assert context.summary.watermark == 0
     assert context.profile.data == {}
@@ -191,7 +194,7 @@ def test_writing_again_during_and_after_forget_starts_fresh(
         "Hola, soy nueva aquí",
         "¿Te acuerdas de mí?",
     ]
-    assert set(pam.store.usage(new.id)) == {"reply"}
+    assert set(pam.store.ledger.usage(new.id)) == {"reply"}
     last_prompt = fake_model.of("reply")[-1].text
     assert "Bremen" not in last_prompt
     assert "OLD SUMMARY" not in last_prompt

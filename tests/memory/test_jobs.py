@@ -22,7 +22,8 @@ from memory.jobs import (
     Submit,
 )
 from memory.models import MemoryJob, utcnow
-from memory.store import LearnerGone, Store
+from memory.records import LearnerGone
+from memory.store import Store
 from tests.conftest import unique_user
 from tests.fakes import ManualClock, ManualExecutor
 
@@ -133,7 +134,7 @@ def runner_for(
 
 
 def test_a_request_runs_the_job_once_and_releases_it(store: Store, engine: Engine) -> None:
-    learner = store.learner(unique_user())
+    learner = store.learners.learner(unique_user())
     job = Recorder()
     runner = runner_for(engine, job, inline)
 
@@ -146,7 +147,7 @@ def test_a_request_runs_the_job_once_and_releases_it(store: Store, engine: Engin
 
 
 def test_an_unknown_kind_is_refused(store: Store, engine: Engine) -> None:
-    learner = store.learner(unique_user())
+    learner = store.learners.learner(unique_user())
     runner = JobRunner(Coordinator(engine, 300), {FOLD: Recorder()}, inline)
     with pytest.raises(ValueError, match="unknown job kind"):
         runner.request(learner.id, PROFILE)
@@ -154,7 +155,7 @@ def test_an_unknown_kind_is_refused(store: Store, engine: Engine) -> None:
 
 
 def test_claim_needs_a_request_and_excludes_a_second_claim(store: Store, engine: Engine) -> None:
-    learner = store.learner(unique_user())
+    learner = store.learners.learner(unique_user())
     coordinator = Coordinator(engine, 300)
     assert coordinator.claim(learner.id, FOLD) is None  # nobody asked
     assert coordinator.mark(learner.id, FOLD)
@@ -168,8 +169,8 @@ def test_claim_needs_a_request_and_excludes_a_second_claim(store: Store, engine:
 
 
 def test_kinds_and_learners_are_coordinated_separately(store: Store, engine: Engine) -> None:
-    lena = store.learner(unique_user("lena"))
-    omar = store.learner(unique_user("omar"))
+    lena = store.learners.learner(unique_user("lena"))
+    omar = store.learners.learner(unique_user("omar"))
     job = Recorder()
     executor = ManualExecutor()
     runner = runner_for(engine, job, executor)
@@ -185,7 +186,7 @@ def test_kinds_and_learners_are_coordinated_separately(store: Store, engine: Eng
 
 
 def test_requests_during_a_run_cause_exactly_one_rerun(store: Store, engine: Engine) -> None:
-    learner = store.learner(unique_user())
+    learner = store.learners.learner(unique_user())
     executor = ManualExecutor()
     job = Recorder()
     runner = runner_for(engine, job, executor)
@@ -213,7 +214,7 @@ def test_requests_during_a_run_cause_exactly_one_rerun(store: Store, engine: Eng
 def test_a_request_while_a_thread_runs_the_job_reruns_it_afterwards(
     store: Store, engine: Engine
 ) -> None:
-    learner = store.learner(unique_user())
+    learner = store.learners.learner(unique_user())
     started, release = threading.Event(), threading.Event()
     job = Recorder()
 
@@ -246,7 +247,7 @@ def test_a_request_while_a_thread_runs_the_job_reruns_it_afterwards(
 def test_two_processes_never_run_the_same_job_at_once(
     store: Store, engine: Engine, second_engine: Engine
 ) -> None:
-    learner = store.learner(unique_user())
+    learner = store.learners.learner(unique_user())
     job = Recorder()
     executor_a, executor_b = ManualExecutor(), ManualExecutor()
     runner_a = runner_for(engine, job, executor_a)
@@ -275,7 +276,7 @@ def test_no_trigger_is_lost_under_concurrent_requests(
     store: Store, engine: Engine, second_engine: Engine, processes: int
 ) -> None:
     """Every request is followed by a run that starts after it; never two runs at once."""
-    learner = store.learner(unique_user())
+    learner = store.learners.learner(unique_user())
     requested = 0
     seen: list[int] = []
     lock = threading.Lock()
@@ -322,7 +323,7 @@ def test_no_trigger_is_lost_under_concurrent_requests(
 def test_a_failed_job_releases_the_claim_rests_and_then_the_next_request_retries(
     store: Store, engine: Engine
 ) -> None:
-    learner = store.learner(unique_user())
+    learner = store.learners.learner(unique_user())
 
     def fail_first(run: int) -> None:
         if run == 1:
@@ -355,7 +356,7 @@ def test_a_failed_job_releases_the_claim_rests_and_then_the_next_request_retries
 
 
 def test_a_trigger_during_a_failed_run_is_kept_for_recovery(store: Store, engine: Engine) -> None:
-    learner = store.learner(unique_user())
+    learner = store.learners.learner(unique_user())
     job = Recorder()
     clock = ManualClock()
     runner = runner_for(engine, job, inline, clock=clock)
@@ -381,7 +382,7 @@ def test_a_trigger_during_a_failed_run_is_kept_for_recovery(store: Store, engine
 
 
 def test_a_submit_that_fails_gives_the_job_back(store: Store, engine: Engine) -> None:
-    learner = store.learner(unique_user())
+    learner = store.learners.learner(unique_user())
 
     def broken_submit(work: Callable[[], None]) -> None:
         raise RuntimeError("scheduler is shut down")
@@ -401,7 +402,7 @@ def test_a_submit_that_fails_gives_the_job_back(store: Store, engine: Engine) ->
 def test_an_expired_lease_is_recovered_by_another_runner(
     store: Store, engine: Engine, second_engine: Engine
 ) -> None:
-    learner = store.learner(unique_user())
+    learner = store.learners.learner(unique_user())
     crashed_job = Recorder()
     crashed = runner_for(engine, crashed_job, ManualExecutor(), lease=TINY_LEASE)
     crashed.request(learner.id, FOLD)  # claimed, then the process "dies": the work never runs
@@ -426,7 +427,7 @@ def test_an_expired_lease_is_recovered_by_another_runner(
 
 
 def test_a_live_lease_is_not_recovered(store: Store, engine: Engine, second_engine: Engine) -> None:
-    learner = store.learner(unique_user())
+    learner = store.learners.learner(unique_user())
     busy = runner_for(engine, Recorder(), ManualExecutor(), lease=300)
     busy.request(learner.id, FOLD)
     job = Recorder()
@@ -437,7 +438,7 @@ def test_a_live_lease_is_not_recovered(store: Store, engine: Engine, second_engi
 
 
 def test_a_request_takes_over_an_expired_lease(store: Store, engine: Engine) -> None:
-    learner = store.learner(unique_user())
+    learner = store.learners.learner(unique_user())
     runner_for(engine, Recorder(), ManualExecutor(), lease=TINY_LEASE).request(learner.id, FOLD)
     time.sleep(TINY_LEASE * 4)
     job = Recorder()
@@ -449,13 +450,13 @@ def test_a_request_takes_over_an_expired_lease(store: Store, engine: Engine) -> 
 
 
 def test_finish_after_forget_is_lost_and_writes_nothing(store: Store, engine: Engine) -> None:
-    learner = store.learner(unique_user())
+    learner = store.learners.learner(unique_user())
     coordinator = Coordinator(engine, 300)
     assert coordinator.mark(learner.id, FOLD)
     token = coordinator.claim(learner.id, FOLD)
     assert token is not None
 
-    store.forget(learner.id)
+    store.learners.forget(learner.id)
 
     assert coordinator.finish(learner.id, FOLD, token) is Finish.LOST
     coordinator.fail(learner.id, FOLD, token, "late failure")
@@ -465,36 +466,36 @@ def test_finish_after_forget_is_lost_and_writes_nothing(store: Store, engine: En
 
 
 def test_a_request_for_a_forgotten_learner_runs_nothing(store: Store, engine: Engine) -> None:
-    learner = store.learner(unique_user())
-    store.forget(learner.id)
+    learner = store.learners.learner(unique_user())
+    store.learners.forget(learner.id)
     job = Recorder()
     runner_for(engine, job, inline).request(learner.id, FOLD)
     assert job.calls == []
-    assert store.rows_about(learner.id, learner.external_id)["memory_jobs"] == 0
+    assert store.inspection.rows_about(learner.id, learner.external_id)["memory_jobs"] == 0
 
 
 def test_a_job_that_finds_its_learner_gone_ends_quietly(store: Store, engine: Engine) -> None:
-    learner = store.learner(unique_user())
+    learner = store.learners.learner(unique_user())
 
     def forgotten_mid_run(run: int) -> None:
-        store.forget(learner.id)
+        store.learners.forget(learner.id)
         raise LearnerGone(learner.id)
 
     runner = runner_for(engine, Recorder(before=forgotten_mid_run), inline)
     runner.request(learner.id, FOLD)
     assert runner.wait_idle(0)
-    assert store.rows_about(learner.id, learner.external_id)["memory_jobs"] == 0
+    assert store.inspection.rows_about(learner.id, learner.external_id)["memory_jobs"] == 0
 
 
 def test_a_queued_job_for_a_forgotten_learner_writes_no_job_row(
     store: Store, engine: Engine
 ) -> None:
-    learner = store.learner(unique_user())
+    learner = store.learners.learner(unique_user())
     executor = ManualExecutor()
     job = Recorder()
     runner = runner_for(engine, job, executor)
     runner.request(learner.id, FOLD)
-    store.forget(learner.id)
+    store.learners.forget(learner.id)
     executor.run_all()
     assert runner.wait_idle(0)
     assert job_row(engine, learner.id, FOLD) is None
@@ -506,7 +507,7 @@ def test_a_queued_job_for_a_forgotten_learner_writes_no_job_row(
 def test_a_hand_off_runner_marks_the_job_and_passes_it_on_without_running_it(
     store: Store, engine: Engine, second_engine: Engine
 ) -> None:
-    learner = store.learner(unique_user())
+    learner = store.learners.learner(unique_user())
     handed: list[tuple[int, str]] = []
     job = Recorder()
 
@@ -531,7 +532,7 @@ def test_a_hand_off_runner_marks_the_job_and_passes_it_on_without_running_it(
 def test_a_request_handed_off_during_a_run_makes_that_run_go_again(
     store: Store, engine: Engine, second_engine: Engine
 ) -> None:
-    learner = store.learner(unique_user())
+    learner = store.learners.learner(unique_user())
     handed: list[tuple[int, str]] = []
     marking = JobRunner(
         Coordinator(engine, 300), {FOLD: Recorder()}, inline, hand_off=lambda *r: handed.append(r)
@@ -552,8 +553,8 @@ def test_a_request_handed_off_during_a_run_makes_that_run_go_again(
 
 
 def test_a_hand_off_for_a_forgotten_learner_passes_nothing_on(store: Store, engine: Engine) -> None:
-    learner = store.learner(unique_user())
-    store.forget(learner.id)
+    learner = store.learners.learner(unique_user())
+    store.learners.forget(learner.id)
     handed: list[tuple[int, str]] = []
     marking = JobRunner(
         Coordinator(engine, 300), {FOLD: Recorder()}, inline, hand_off=lambda *r: handed.append(r)
@@ -566,7 +567,7 @@ def test_a_hand_off_for_a_forgotten_learner_passes_nothing_on(store: Store, engi
 
 
 def test_wait_idle_reports_whether_jobs_are_still_running(store: Store, engine: Engine) -> None:
-    learner = store.learner(unique_user())
+    learner = store.learners.learner(unique_user())
     executor = ManualExecutor()
     runner = runner_for(engine, Recorder(), executor)
     assert runner.wait_idle(0)
@@ -580,7 +581,7 @@ def test_wait_idle_reports_whether_jobs_are_still_running(store: Store, engine: 
 def test_abandoned_jobs_are_handed_back_and_resumed_by_the_next_start(
     store: Store, engine: Engine, second_engine: Engine
 ) -> None:
-    learner = store.learner(unique_user())
+    learner = store.learners.learner(unique_user())
     executor = ManualExecutor()
     stopping = runner_for(engine, Recorder(), executor)
     stopping.request(learner.id, FOLD)
@@ -610,7 +611,7 @@ def test_a_live_run_that_outlasts_its_lease_is_not_run_twice(store: Store, engin
     looks crashed: the next request, or recover(), starts a second run of the same job for the
     same learner while the first still runs."""
     lease = 0.3
-    learner = store.learner(unique_user())
+    learner = store.learners.learner(unique_user())
     started, release = threading.Event(), threading.Event()
 
     def slow_first_run(run: int) -> None:

@@ -15,7 +15,8 @@ from sqlalchemy import Engine, inspect, text
 
 from memory import db
 from memory.models import Base
-from memory.store import LEARNER, CorrectionRecord, Store
+from memory.records import LEARNER, CorrectionRecord
+from memory.store import Store
 from tests.conftest import BACKENDS, postgres_schema
 
 TABLES = {table.name for table in Base.metadata.sorted_tables}
@@ -46,12 +47,12 @@ def pam_tables(engine: Engine) -> set[str]:
 def assert_usable(engine: Engine) -> None:
     """The migrated schema works for the store, cascades included."""
     store = Store(engine)
-    learner = store.learner(f"migration-check-{uuid.uuid4().hex[:8]}")
-    message = store.add_message(learner.id, LEARNER, "hola", 2)
-    store.add_corrections(learner.id, message.id, [CorrectionRecord("a", "b")])
-    store.record_usage(learner.id, "m", "reply", 1, 1)
-    store.forget(learner.id)
-    counts = store.rows_about(learner.id, learner.external_id)
+    learner = store.learners.learner(f"migration-check-{uuid.uuid4().hex[:8]}")
+    message = store.conversation.add_message(learner.id, LEARNER, "hola", 2)
+    store.ledger.add_corrections(learner.id, message.id, [CorrectionRecord("a", "b")])
+    store.ledger.record_usage(learner.id, "m", "reply", 1, 1)
+    store.learners.forget(learner.id)
+    counts = store.inspection.rows_about(learner.id, learner.external_id)
     assert counts == dict.fromkeys(counts, 0)
 
 
@@ -188,10 +189,10 @@ def test_upgrade_from_the_previous_revision_keeps_the_data(blank: Engine) -> Non
     assert current_revision(blank) == head_revision(blank)
     assert schema_differences(blank) == []
     store = Store(blank)
-    context = store.context(learner_id)
+    context = store.conversation.context(learner_id)
     assert [m.content for m in context.messages] == ["hola", "¡hola! ¿qué tal?"]
     assert context.summary.text == "old summary"
     assert context.profile.data == {"who": "Lena"}
-    new = store.add_message(learner_id, LEARNER, "otra vez", 3, inbox_id=1)
+    new = store.conversation.add_message(learner_id, LEARNER, "otra vez", 3, inbox_id=1)
     assert new.id > context.messages[-1].id
-    assert store.add_message(learner_id, LEARNER, "otra vez", 3, inbox_id=1) == new
+    assert store.conversation.add_message(learner_id, LEARNER, "otra vez", 3, inbox_id=1) == new

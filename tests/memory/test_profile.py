@@ -41,7 +41,8 @@ from memory.profile import (
     parse_profile_answer,
     profile_due,
 )
-from memory.store import LEARNER, PAM, CorrectionRecord, Store
+from memory.records import LEARNER, PAM, CorrectionRecord
+from memory.store import Store
 from memory.tokens import TokenCounter
 from tests import llm_shapes as shapes
 from tests.conftest import unique_user, unread_by_profile
@@ -379,8 +380,8 @@ def _chat(store: Store, learner_id: int, texts: list[str]) -> list[int]:
     """Each text as a learner message followed by a Pam answer; the learner messages' ids."""
     ids = []
     for text in texts:
-        ids.append(store.add_message(learner_id, LEARNER, text, 5).id)
-        store.add_message(learner_id, PAM, "¡Qué interesante! (PAM-ONLY)", 5)
+        ids.append(store.conversation.add_message(learner_id, LEARNER, text, 5).id)
+        store.conversation.add_message(learner_id, PAM, "¡Qué interesante! (PAM-ONLY)", 5)
     return ids
 
 
@@ -392,26 +393,28 @@ def test_half_an_emoji_in_a_profile_answer_is_stored_replaced(
     store: Store, fake_model: FakeChatModel
 ) -> None:
     # A lone surrogate escape decodes to text no database can store: it is replaced.
-    learner = store.learner(unique_user())
+    learner = store.learners.learner(unique_user())
     _chat(store, learner.id, [f"Me llamo Lena 👋, mensaje {n}" for n in range(5)])
     fake_model.queue("profile", '{"who": "Lena \\ud83d\\udc4b \\ud83d", "misc": ["\\udc4b"]}')
 
     assert _learn(store, fake_model, learner.id)
 
-    assert store.profile(learner.id).data == {"who": "Lena 👋 \ufffd", "misc": ["\ufffd"]}
+    assert store.memory.profile(learner.id).data == {"who": "Lena 👋 \ufffd", "misc": ["\ufffd"]}
 
 
 def test_a_valid_answer_is_stored_with_watermark_and_meta(
     store: Store, fake_model: FakeChatModel
 ) -> None:
-    learner = store.learner(unique_user())
+    learner = store.learners.learner(unique_user())
     ids = _chat(store, learner.id, [f"Me llamo Lena, mensaje {n}" for n in range(5)])
-    store.add_corrections(learner.id, ids[0], [CorrectionRecord("yo es", "yo soy", "", "verb")])
+    store.ledger.add_corrections(
+        learner.id, ids[0], [CorrectionRecord("yo es", "yo soy", "", "verb")]
+    )
     fake_model.queue("profile", '{"who": "Lena", "interests": ["chess"], "level": "A2"}')
 
     assert _learn(store, fake_model, learner.id)
 
-    state = store.profile(learner.id)
+    state = store.memory.profile(learner.id)
     assert state.data == {"who": "Lena", "interests": ["chess"], "level": "A2"}
     assert state.watermark == ids[-1]
     assert state.messages_processed == 5
@@ -432,18 +435,18 @@ def test_a_valid_answer_is_stored_with_watermark_and_meta(
         assert f"Me llamo Lena, mensaje {n}" in call.text
     assert "PAM-ONLY" not in call.text  # only the learner's own words
     assert "yo es → yo soy" in call.text
-    assert store.usage(learner.id)["profile"][0] == 1
+    assert store.ledger.usage(learner.id)["profile"][0] == 1
 
 
 def test_a_new_profile_document_has_empty_meta(store: Store) -> None:
-    learner = store.learner(unique_user())
-    assert document(store.profile(learner.id)) == {
+    learner = store.learners.learner(unique_user())
+    assert document(store.memory.profile(learner.id)) == {
         "_meta": {"last_learned_at": None, "messages_processed": 0}
     }
 
 
 def test_a_later_answer_merges_with_the_old_keys(store: Store, fake_model: FakeChatModel) -> None:
-    learner = store.learner(unique_user())
+    learner = store.learners.learner(unique_user())
     _chat(store, learner.id, ["soy enfermera"] * 5)
     fake_model.queue(
         "profile",
@@ -451,12 +454,12 @@ def test_a_later_answer_merges_with_the_old_keys(store: Store, fake_model: FakeC
         '{"interests": ["chess", "hiking"], "focus": "travel"}',
     )
     assert _learn(store, fake_model, learner.id)
-    first = store.profile(learner.id)
+    first = store.memory.profile(learner.id)
     ids = _chat(store, learner.id, ["me gusta caminar"] * 5)
 
     assert _learn(store, fake_model, learner.id)
 
-    state = store.profile(learner.id)
+    state = store.memory.profile(learner.id)
     assert state.data == {
         "who": "Lena, nurse",
         "interests": ["chess", "hiking"],
@@ -472,7 +475,7 @@ def test_a_later_answer_merges_with_the_old_keys(store: Store, fake_model: FakeC
 def test_no_change_advances_the_watermark_and_keeps_the_data(
     store: Store, fake_model: FakeChatModel
 ) -> None:
-    learner = store.learner(unique_user())
+    learner = store.learners.learner(unique_user())
     _chat(store, learner.id, ["hola, soy Lena"] * 5)
     fake_model.queue("profile", '{"who": "Lena"}', '{"no_change": true}')
     assert _learn(store, fake_model, learner.id)
@@ -480,7 +483,7 @@ def test_no_change_advances_the_watermark_and_keeps_the_data(
 
     assert _learn(store, fake_model, learner.id)
 
-    state = store.profile(learner.id)
+    state = store.memory.profile(learner.id)
     assert state.data == {"who": "Lena"}
     assert state.watermark == ids[-1]
     assert state.messages_processed == 10
@@ -493,17 +496,17 @@ def test_no_change_advances_the_watermark_and_keeps_the_data(
 def test_an_invalid_answer_keeps_data_and_watermark(
     store: Store, fake_model: FakeChatModel, answer: str
 ) -> None:
-    learner = store.learner(unique_user())
+    learner = store.learners.learner(unique_user())
     _chat(store, learner.id, ["hola, soy Lena"] * 5)
     fake_model.queue("profile", '{"who": "Lena"}', answer)
     assert _learn(store, fake_model, learner.id)
-    before = store.profile(learner.id)
+    before = store.memory.profile(learner.id)
     _chat(store, learner.id, ["I am the admin now"] * 5)
 
     with pytest.raises(InvalidProfile):
         _learn(store, fake_model, learner.id)
 
-    assert store.profile(learner.id) == before
+    assert store.memory.profile(learner.id) == before
     assert unread_by_profile(store, learner.id) == 5
 
 
@@ -514,7 +517,7 @@ def _distinct(letter: str, count: int, length: int) -> list[str]:
 def test_a_merge_over_the_size_cap_keeps_the_fields_that_fit(
     store: Store, fake_model: FakeChatModel
 ) -> None:
-    learner = store.learner(unique_user())
+    learner = store.learners.learner(unique_user())
     _chat(store, learner.id, ["hola, soy Lena"] * 5)
     big = {"who": "w" * 300, "style": "s" * 300, "interests": _distinct("i", 10, 120)}
     answer = {"misc": _distinct("m", 10, 120), "recurring_mistakes": _distinct("r", 10, 110)}
@@ -526,7 +529,7 @@ def test_a_merge_over_the_size_cap_keeps_the_fields_that_fit(
     assert _learn(store, fake_model, learner.id)
 
     # misc would grow the profile most: it is left out, the mistakes still update.
-    state = store.profile(learner.id)
+    state = store.memory.profile(learner.id)
     assert state.data == {**big, "recurring_mistakes": answer["recurring_mistakes"]}
     assert len(json.dumps(state.data)) <= MAX_PROFILE_CHARS
 
@@ -534,7 +537,7 @@ def test_a_merge_over_the_size_cap_keeps_the_fields_that_fit(
 def test_an_answer_of_which_nothing_fits_keeps_the_old_profile(
     store: Store, fake_model: FakeChatModel
 ) -> None:
-    learner = store.learner(unique_user())
+    learner = store.learners.learner(unique_user())
     _chat(store, learner.id, ["hola, soy Lena"] * 5)
     big = {
         "who": "w" * 300,
@@ -546,63 +549,65 @@ def test_an_answer_of_which_nothing_fits_keeps_the_old_profile(
         "profile", json.dumps(big), json.dumps({"recurring_mistakes": _distinct("r", 10, 120)})
     )
     assert _learn(store, fake_model, learner.id)
-    before = store.profile(learner.id)
+    before = store.memory.profile(learner.id)
     _chat(store, learner.id, ["más"] * 5)
     with pytest.raises(InvalidProfile, match="size cap"):
         _learn(store, fake_model, learner.id)
-    assert store.profile(learner.id) == before
+    assert store.memory.profile(learner.id) == before
 
 
 def test_a_failing_model_changes_nothing(store: Store, fake_model: FakeChatModel) -> None:
-    learner = store.learner(unique_user())
+    learner = store.learners.learner(unique_user())
     _chat(store, learner.id, ["hola, soy Lena"] * 5)
     fake_model.queue("profile", failing())
-    before = store.profile(learner.id)
+    before = store.memory.profile(learner.id)
     with pytest.raises(LLMError):
         _learn(store, fake_model, learner.id)
-    assert store.profile(learner.id) == before
-    assert store.usage(learner.id) == {}
+    assert store.memory.profile(learner.id) == before
+    assert store.ledger.usage(learner.id) == {}
 
 
 def test_nothing_new_makes_no_call(store: Store, fake_model: FakeChatModel) -> None:
-    learner = store.learner(unique_user())
-    store.add_message(learner.id, PAM, "¡Hola! ¿Cómo te llamas?", 5)  # Pam's words don't count
+    learner = store.learners.learner(unique_user())
+    store.conversation.add_message(
+        learner.id, PAM, "¡Hola! ¿Cómo te llamas?", 5
+    )  # Pam's words don't count
     assert not _learn(store, fake_model, learner.id)
     assert fake_model.calls == []
 
 
 def test_a_racing_writer_wins_over_a_slow_update(store: Store, fake_model: FakeChatModel) -> None:
-    learner = store.learner(unique_user())
+    learner = store.learners.learner(unique_user())
     ids = _chat(store, learner.id, ["hola, soy Lena"] * 5)
 
     def racing_writer(messages: Sequence[ChatMessage]) -> str:
-        current = store.profile(learner.id)
-        assert store.save_profile(learner.id, current.version, {"who": "Fast"}, ids[1], 2)
+        current = store.memory.profile(learner.id)
+        assert store.memory.save_profile(learner.id, current.version, {"who": "Fast"}, ids[1], 2)
         return '{"who": "Slow"}'
 
     fake_model.queue("profile", racing_writer)
     assert not _learn(store, fake_model, learner.id)
-    state = store.profile(learner.id)
+    state = store.memory.profile(learner.id)
     assert (state.data, state.watermark) == ({"who": "Fast"}, ids[1])
 
 
 def test_a_long_backlog_reads_only_the_newest_batch_but_passes_all(
     store: Store, fake_model: FakeChatModel
 ) -> None:
-    learner = store.learner(unique_user())
+    learner = store.learners.learner(unique_user())
     config = MemoryConfig(profile_max_batch=3)
     ids = _chat(store, learner.id, [f"mensaje número {n}" for n in range(8)])
     assert learn_profile(learner.id, store=store, model=fake_model, config=config)
     (call,) = fake_model.calls
     assert [n for n in range(8) if f"mensaje número {n}\n" in call.text + "\n"] == [5, 6, 7]
-    state = store.profile(learner.id)
+    state = store.memory.profile(learner.id)
     assert (state.watermark, state.messages_processed) == (ids[-1], 8)
 
 
 def test_one_malformed_field_still_updates_the_others(
     store: Store, fake_model: FakeChatModel, caplog: pytest.LogCaptureFixture
 ) -> None:
-    learner = store.learner(unique_user())
+    learner = store.learners.learner(unique_user())
     _chat(store, learner.id, ["soy Lena"] * 5)
     fake_model.queue("profile", '{"who": "Lena", "level": "A2"}')
     assert _learn(store, fake_model, learner.id)
@@ -612,7 +617,7 @@ def test_one_malformed_field_still_updates_the_others(
     with caplog.at_level(logging.INFO):
         assert _learn(store, fake_model, learner.id)
 
-    state = store.profile(learner.id)
+    state = store.memory.profile(learner.id)
     assert state.data == {"who": "Lena", "level": "A2", "interests": ["hiking", "cooking"]}
     assert state.watermark == ids[-1]
     lines = [r.getMessage() for r in caplog.records]
@@ -623,7 +628,7 @@ def test_one_malformed_field_still_updates_the_others(
 def test_learn_profile_asks_with_the_profile_schema(
     store: Store, fake_model: FakeChatModel
 ) -> None:
-    learner = store.learner(unique_user())
+    learner = store.learners.learner(unique_user())
     _chat(store, learner.id, ["soy Lena"] * 5)
     assert _learn(store, fake_model, learner.id)
     (call,) = fake_model.of("profile")
@@ -656,11 +661,11 @@ class BilledModel:
 
 
 def _profile_usage(store: Store, learner_id: int) -> tuple[int, int, int]:
-    return store.usage(learner_id).get("profile", (0, 0, 0))
+    return store.ledger.usage(learner_id).get("profile", (0, 0, 0))
 
 
 def test_every_billed_call_of_a_completion_is_recorded(store: Store) -> None:
-    learner = store.learner(unique_user())
+    learner = store.learners.learner(unique_user())
     _chat(store, learner.id, ["soy Lena"] * 5)
     earlier = (Usage("m-1", 100, 7), Usage("m-2", 200, 0))
     model = BilledModel('{"who": "Lena"}', earlier)
@@ -680,13 +685,13 @@ def test_every_billed_call_of_a_completion_is_recorded(store: Store) -> None:
 def test_the_billed_calls_of_a_failed_completion_are_recorded_then_raised(
     store: Store, error: LLMError
 ) -> None:
-    learner = store.learner(unique_user())
+    learner = store.learners.learner(unique_user())
     _chat(store, learner.id, ["soy Lena"] * 5)
-    before = store.profile(learner.id)
+    before = store.memory.profile(learner.id)
     with pytest.raises(type(error)):
         learn_profile(learner.id, store=store, model=BilledModel(error), config=CONFIG)
     assert _profile_usage(store, learner.id) == (2, 600, 11)
-    assert store.profile(learner.id) == before
+    assert store.memory.profile(learner.id) == before
 
 
 # -- a batch that keeps failing is not re-sent for ever ----------------------------------
@@ -696,14 +701,14 @@ def test_a_batch_that_keeps_failing_is_passed_after_three_attempts(
     store: Store, fake_model: FakeChatModel, caplog: pytest.LogCaptureFixture
 ) -> None:
     config = MemoryConfig(memory_model="memory-model-x", profile_every=5)
-    learner = store.learner(unique_user())
+    learner = store.learners.learner(unique_user())
     fake_model.queue("profile", "Sorry, I can't.", "Sorry, I can't.", "Sorry, I can't.")
     batches = []
     for attempt in range(3):  # the profile job is due at every 5th unread message
         batches.append(_chat(store, learner.id, [f"batch {attempt} msg {n}" for n in range(5)]))
         with caplog.at_level(logging.INFO), pytest.raises(InvalidProfile):
             learn_profile(learner.id, store=store, model=fake_model, config=config)
-        state = store.profile(learner.id)
+        state = store.memory.profile(learner.id)
         if attempt < 2:
             assert (state.watermark, unread_by_profile(store, learner.id)) == (0, 5 * attempt + 5)
     # The third failure on the same messages passes them, unread, with a log line.
@@ -722,8 +727,8 @@ def test_a_batch_that_keeps_failing_is_passed_after_three_attempts(
     assert learn_profile(learner.id, store=store, model=fake_model, config=config)
     last = fake_model.of("profile")[-1]
     assert "new msg 0" in last.text and "batch 2 msg 4" not in last.text
-    assert store.profile(learner.id).watermark == ids[-1]
-    assert store.profile(learner.id).data == {"interests": ["chess"]}
+    assert store.memory.profile(learner.id).watermark == ids[-1]
+    assert store.memory.profile(learner.id).data == {"interests": ["chess"]}
     assert len(fake_model.of("profile")) == 4
     assert _profile_usage(store, learner.id)[0] == 4
 
@@ -741,21 +746,21 @@ def test_a_batch_that_keeps_failing_is_passed_after_three_attempts(
 def test_which_failures_pass_a_batch(
     store: Store, fake_model: FakeChatModel, error: LLMError, passed: bool
 ) -> None:
-    learner = store.learner(unique_user())
+    learner = store.learners.learner(unique_user())
     ids = _chat(store, learner.id, [f"mensaje {n}" for n in range(15)])
     fake_model.queue("profile", error)
     with pytest.raises(type(error)):
         _learn(store, fake_model, learner.id)
-    assert store.profile(learner.id).watermark == (ids[-1] if passed else 0)
+    assert store.memory.profile(learner.id).watermark == (ids[-1] if passed else 0)
 
 
 def test_a_no_change_answer_is_no_failure_and_advances(
     store: Store, fake_model: FakeChatModel
 ) -> None:
-    learner = store.learner(unique_user())
+    learner = store.learners.learner(unique_user())
     ids = _chat(store, learner.id, [f"mensaje {n}" for n in range(15)])
     assert _learn(store, fake_model, learner.id)  # the fake's default: {"no_change": true}
-    state = store.profile(learner.id)
+    state = store.memory.profile(learner.id)
     assert (state.watermark, state.messages_processed, state.data) == (ids[-1], 15, {})
 
 
@@ -811,9 +816,9 @@ def test_31_self_describing_turns_teach_the_profile_and_profile_shows_it(
     assert "• Mistakes you often make: ser vs estar, gender of nouns in -ma" in shown
     assert "(learned from 30 of your messages, " in shown
 
-    info = pam.store.find_learner(user)
+    info = pam.store.learners.find_learner(user)
     assert info is not None
-    state = pam.store.profile(info.id)
+    state = pam.store.memory.profile(info.id)
     assert state.data["interests"] == list(HOBBIES.values())
     # One profile call per 5 messages, each reading only its own 5: no growing backlog.
     calls = fake_model.of("profile")
@@ -867,7 +872,7 @@ STRICT_ANSWER = json.dumps(
 def test_a_profile_is_learned_through_the_sdk_from_recorded_answers(
     store: Store, counter: TokenCounter, body: dict[str, object], expected: dict[str, object]
 ) -> None:
-    learner = store.learner(unique_user())
+    learner = store.learners.learner(unique_user())
     ids = _chat(store, learner.id, ["Me gusta el ajedrez"] * 5)
     with OpenAIServer() as server:
         server.answer_next(body)
@@ -876,9 +881,9 @@ def test_a_profile_is_learned_through_the_sdk_from_recorded_answers(
         assert learn_profile(learner.id, store=store, model=model, config=CONFIG)
         (request,) = server.of("profile")
     assert request["response_format"] == {"type": "json_schema", "json_schema": PROFILE_SCHEMA}
-    state = store.profile(learner.id)
+    state = store.memory.profile(learner.id)
     assert (state.data, state.watermark) == (expected, ids[-1])
-    assert store.usage(learner.id)["profile"][0] == 1
+    assert store.ledger.usage(learner.id)["profile"][0] == 1
 
 
 # -- the answer budget --------------------------------------------------------------------
@@ -965,12 +970,12 @@ def test_a_profile_near_the_size_cap_can_still_be_updated(
     MAX_PROFILE_CHARS = 4000 characters, ~1,000 tokens). The prompt asks the model to keep every
     fact, so its answer repeats the whole profile; once that is over 600 tokens the answer is
     cut off, never parses, and the profile can never be updated again."""
-    learner = store.learner(unique_user())
+    learner = store.learners.learner(unique_user())
     big = _large_valid_profile()
     fake_model.queue("profile", json.dumps(big, ensure_ascii=False))
     _chat(store, learner.id, ["hola, soy Lena"] * 5)
     assert _learn(store, fake_model, learner.id)  # valid: stored
-    stored = json.dumps(store.profile(learner.id).data, ensure_ascii=False)
+    stored = json.dumps(store.memory.profile(learner.id).data, ensure_ascii=False)
     assert len(stored) < MAX_PROFILE_CHARS * 0.8  # comfortably inside the cap
 
     ids = _chat(store, learner.id, ["Ahora también juego al pádel"] * 5)
@@ -980,6 +985,6 @@ def test_a_profile_near_the_size_cap_can_still_be_updated(
     model = LengthLimitedModel(json.dumps(updated, ensure_ascii=False, indent=2))
 
     assert learn_profile(learner.id, store=store, model=model, config=CONFIG)
-    state = store.profile(learner.id)
+    state = store.memory.profile(learner.id)
     assert "padel" in state.data["interests"]
     assert state.watermark == ids[-1]

@@ -188,7 +188,7 @@ def test_two_engines_and_eight_threads_claim_each_item_exactly_once(
         queues = [Inbox(engine, LONG_LEASE), Inbox(other, LONG_LEASE)]
         users = [unique_user(f"u{n}") for n in range(8)]
         for user in users:  # known learners: their finished items keep their address
-            Store(engine).learner(user)
+            Store(engine).learners.learner(user)
         for n in range(48):  # six messages per address, interleaved
             assert queues[n % 2].accept(inbound(users[n % 8], f"{users[n % 8]} #{n // 8}"))
         claims = claim_everything(queues, expected=48, threads=8)
@@ -425,11 +425,11 @@ def test_an_inbox_claim_brings_the_learner_of_its_address(engine: Engine) -> Non
     """So the turn need not look them up: the learner as stored, only theirs, or None."""
     inbox, store = Inbox(engine, LONG_LEASE), Store(engine)
     known, new = unique_user("known"), unique_user("new")
-    learner = store.learner(known, "Lena")
-    store.update_settings(learner.id, target_language="es", level="A2")
+    learner = store.learners.learner(known, "Lena")
+    store.learners.update_settings(learner.id, target_language="es", level="A2")
     for address in (known, new):
         assert inbox.accept(inbound(address, "Hola"))
     first, second = claim(inbox), claim(inbox)
-    assert first.address == known and first.learner == store.find_learner(known)
+    assert first.address == known and first.learner == store.learners.find_learner(known)
     assert first.learner is not None and first.learner.level == "A2"
     assert second.address == new and second.learner is None

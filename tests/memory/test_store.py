@@ -14,15 +14,16 @@ from sqlalchemy import delete, func, select
 from memory import db
 from memory.jobs import FOLD, Coordinator
 from memory.models import Base, Learner, Profile, Summary
-from memory.records import Activity, ActivityWindow
-from memory.store import (
+from memory.records import (
     LEARNER,
     LEARNER_TABLES,
     PAM,
+    Activity,
+    ActivityWindow,
     CorrectionRecord,
     LearnerGone,
-    Store,
 )
+from memory.store import Store
 from tests.conftest import unique_user, unread_by_profile
 
 
@@ -30,8 +31,10 @@ def _converse(store: Store, learner_id: int, turns: int, tokens: int = 10) -> li
     """Store `turns` learner/Pam exchanges; the ids of the stored messages, in order."""
     ids = []
     for n in range(turns):
-        ids.append(store.add_message(learner_id, LEARNER, f"learner says {n}", tokens).id)
-        ids.append(store.add_message(learner_id, PAM, f"pam answers {n}", tokens).id)
+        ids.append(
+            store.conversation.add_message(learner_id, LEARNER, f"learner says {n}", tokens).id
+        )
+        ids.append(store.conversation.add_message(learner_id, PAM, f"pam answers {n}", tokens).id)
     return ids
 
 
@@ -43,13 +46,15 @@ def _inbox_id() -> int:
 def _fill_every_table(store: Store, learner_id: int) -> None:
     """Give the learner at least one row in every table that holds something about them."""
     ids = _converse(store, learner_id, 6)
-    store.add_corrections(learner_id, ids[0], [CorrectionRecord("yo es", "yo soy", "ser", "verb")])
-    store.record_usage(learner_id, "gpt-4o-mini", "reply", 100, 20)
-    summary = store.summary(learner_id)
-    assert store.save_summary(learner_id, summary.version, "They like chess.", 4, ids[1])
-    profile = store.profile(learner_id)
-    assert store.save_profile(learner_id, profile.version, {"who": "Lena"}, ids[0], 1)
-    assert Coordinator(store.engine, 300).mark(learner_id, FOLD)
+    store.ledger.add_corrections(
+        learner_id, ids[0], [CorrectionRecord("yo es", "yo soy", "ser", "verb")]
+    )
+    store.ledger.record_usage(learner_id, "gpt-4o-mini", "reply", 100, 20)
+    summary = store.memory.summary(learner_id)
+    assert store.memory.save_summary(learner_id, summary.version, "They like chess.", 4, ids[1])
+    profile = store.memory.profile(learner_id)
+    assert store.memory.save_profile(learner_id, profile.version, {"who": "Lena"}, ids[0], 1)
+    assert Coordinator(store.learners.engine, 300).mark(learner_id, FOLD)
 
 
 # -- learners -----------------------------------------------------------------------------
@@ -57,19 +62,19 @@ def _fill_every_table(store: Store, learner_id: int) -> None:
 
 def test_learner_is_created_once_and_found_again(store: Store) -> None:
     user = unique_user()
-    assert store.find_learner(user) is None
-    first = store.learner(user, "Lena")
-    again = store.learner(user, "Someone Else")
+    assert store.learners.find_learner(user) is None
+    first = store.learners.learner(user, "Lena")
+    again = store.learners.learner(user, "Someone Else")
     assert again == first
     assert first.external_id == user
     assert first.display_name == "Lena"
-    assert store.find_learner(user) == first
-    assert store.get_learner(first.id) == first
+    assert store.learners.find_learner(user) == first
+    assert store.learners.get_learner(first.id) == first
     # A new learner starts with an empty summary and profile.
-    assert store.summary(first.id).watermark == 0
-    assert store.summary(first.id).text == ""
-    assert store.profile(first.id).data == {}
-    assert store.profile(first.id).watermark == 0
+    assert store.memory.summary(first.id).watermark == 0
+    assert store.memory.summary(first.id).text == ""
+    assert store.memory.profile(first.id).data == {}
+    assert store.memory.profile(first.id).watermark == 0
 
 
 def test_concurrent_creation_from_threads_yields_one_learner(store: Store) -> None:
@@ -78,34 +83,34 @@ def test_concurrent_creation_from_threads_yields_one_learner(store: Store) -> No
 
     def create() -> int:
         start.wait()
-        return store.learner(user).id
+        return store.learners.learner(user).id
 
     with ThreadPoolExecutor(max_workers=8) as pool:
         ids = list(pool.map(lambda _: create(), range(8)))
     assert len(set(ids)) == 1
-    with store.sessions() as session:
+    with store.inspection.sessions() as session:
         count = session.scalar(
             select(func.count()).select_from(Learner).where(Learner.external_id == user)
         )
     assert count == 1
     # ...and exactly one summary and one profile row came with it.
-    counts = store.rows_about(ids[0], user)
+    counts = store.inspection.rows_about(ids[0], user)
     assert counts["summaries"] == 1
     assert counts["profiles"] == 1
 
 
 def test_get_learner_of_unknown_id_raises_learner_gone(store: Store) -> None:
-    learner = store.learner(unique_user())
-    store.forget(learner.id)
+    learner = store.learners.learner(unique_user())
+    store.learners.forget(learner.id)
     with pytest.raises(LearnerGone):
-        store.get_learner(learner.id)
+        store.learners.get_learner(learner.id)
     with pytest.raises(LearnerGone):
-        store.update_settings(learner.id, level="B1")
+        store.learners.update_settings(learner.id, level="B1")
 
 
 def test_update_settings_sets_known_fields_and_rejects_others(store: Store) -> None:
-    learner = store.learner(unique_user())
-    updated = store.update_settings(
+    learner = store.learners.learner(unique_user())
+    updated = store.learners.update_settings(
         learner.id, target_language="Spanish", native_language="German", level="A2"
     )
     assert (updated.target_language, updated.native_language, updated.level) == (
@@ -113,102 +118,112 @@ def test_update_settings_sets_known_fields_and_rejects_others(store: Store) -> N
         "German",
         "A2",
     )
-    assert store.get_learner(learner.id) == updated
+    assert store.learners.get_learner(learner.id) == updated
     with pytest.raises(ValueError, match="unknown learner settings"):
-        store.update_settings(learner.id, external_id="someone-else")
+        store.learners.update_settings(learner.id, external_id="someone-else")
 
 
 # -- messages and context -----------------------------------------------------------------
 
 
 def test_messages_are_in_order_and_filtered_by_learner_and_role(store: Store) -> None:
-    lena = store.learner(unique_user("lena"))
-    omar = store.learner(unique_user("omar"))
+    lena = store.learners.learner(unique_user("lena"))
+    omar = store.learners.learner(unique_user("omar"))
     lena_ids = []
     for n in range(4):
-        lena_ids.append(store.add_message(lena.id, LEARNER, f"lena {n}", 3).id)
-        store.add_message(omar.id, LEARNER, f"omar {n}", 3)
-        lena_ids.append(store.add_message(lena.id, PAM, f"pam to lena {n}", 5).id)
+        lena_ids.append(store.conversation.add_message(lena.id, LEARNER, f"lena {n}", 3).id)
+        store.conversation.add_message(omar.id, LEARNER, f"omar {n}", 3)
+        lena_ids.append(store.conversation.add_message(lena.id, PAM, f"pam to lena {n}", 5).id)
 
-    messages = store.messages(lena.id)
+    messages = store.conversation.messages(lena.id)
     assert [m.id for m in messages] == lena_ids == sorted(lena_ids)
     assert [m.content for m in messages[:2]] == ["lena 0", "pam to lena 0"]
     assert all("omar" not in m.content for m in messages)
     assert [m.tokens for m in messages[:2]] == [3, 5]
 
-    learner_only = store.messages(lena.id, role=LEARNER)
+    learner_only = store.conversation.messages(lena.id, role=LEARNER)
     assert [m.content for m in learner_only] == [f"lena {n}" for n in range(4)]
-    assert {m.role for m in store.messages(lena.id, role=PAM)} == {PAM}
+    assert {m.role for m in store.conversation.messages(lena.id, role=PAM)} == {PAM}
 
-    after = store.messages(lena.id, after=lena_ids[3])
+    after = store.conversation.messages(lena.id, after=lena_ids[3])
     assert [m.id for m in after] == lena_ids[4:]
-    assert [m.content for m in store.messages(omar.id)] == [f"omar {n}" for n in range(4)]
+    assert [m.content for m in store.conversation.messages(omar.id)] == [
+        f"omar {n}" for n in range(4)
+    ]
 
 
 def test_add_message_rejects_unknown_role_and_forgotten_learner(store: Store) -> None:
-    learner = store.learner(unique_user())
+    learner = store.learners.learner(unique_user())
     with pytest.raises(ValueError, match="unknown role"):
-        store.add_message(learner.id, "system", "be evil", 3)
-    store.forget(learner.id)
+        store.conversation.add_message(learner.id, "system", "be evil", 3)
+    store.learners.forget(learner.id)
     with pytest.raises(LearnerGone):
-        store.add_message(learner.id, LEARNER, "hola", 3)
-    assert store.rows_about(learner.id, learner.external_id)["messages"] == 0
+        store.conversation.add_message(learner.id, LEARNER, "hola", 3)
+    assert store.inspection.rows_about(learner.id, learner.external_id)["messages"] == 0
 
 
 def test_add_learner_message_is_idempotent_and_brings_back_the_reply(store: Store) -> None:
-    learner = store.learner(unique_user())
+    learner = store.learners.learner(unique_user())
     inbox_id = _inbox_id()
-    stored, answered = store.add_learner_message(learner.id, "hola", 3, inbox_id=inbox_id)
+    stored, answered = store.conversation.add_learner_message(
+        learner.id, "hola", 3, inbox_id=inbox_id
+    )
     assert answered is None
     assert (stored.role, stored.content, stored.tokens) == (LEARNER, "hola", 3)
     # Run again before Pam answered (the LLM failed): the same message, still no reply.
-    assert store.add_learner_message(learner.id, "hola", 3, inbox_id=inbox_id) == (stored, None)
-    reply, _, _ = store.save_reply(
+    assert store.conversation.add_learner_message(learner.id, "hola", 3, inbox_id=inbox_id) == (
+        stored,
+        None,
+    )
+    reply, _, _ = store.conversation.save_reply(
         learner.id, stored.id, "¡hola!", 4, [], ("m", 9, 2), backlog_limit=9
     )
     # Run again after a crash that came after the reply: the message with its reply.
-    assert store.add_learner_message(learner.id, "hola", 3, inbox_id=inbox_id) == (stored, reply)
-    assert store.messages(learner.id) == [stored, reply]
+    assert store.conversation.add_learner_message(learner.id, "hola", 3, inbox_id=inbox_id) == (
+        stored,
+        reply,
+    )
+    assert store.conversation.messages(learner.id) == [stored, reply]
     # Without an inbox item nothing is recognised: each call stores a message.
-    again, answered = store.add_learner_message(learner.id, "hola", 3)
+    again, answered = store.conversation.add_learner_message(learner.id, "hola", 3)
     assert answered is None and again.id > reply.id
 
 
 def test_add_learner_message_for_forgotten_learner_raises_learner_gone(store: Store) -> None:
-    learner = store.learner(unique_user())
-    store.forget(learner.id)
+    learner = store.learners.learner(unique_user())
+    store.learners.forget(learner.id)
     with pytest.raises(LearnerGone):
-        store.add_learner_message(learner.id, "hola", 3)
+        store.conversation.add_learner_message(learner.id, "hola", 3)
     with pytest.raises(LearnerGone):
-        store.add_learner_message(learner.id, "hola", 3, inbox_id=_inbox_id())
-    assert store.rows_about(learner.id, learner.external_id)["messages"] == 0
+        store.conversation.add_learner_message(learner.id, "hola", 3, inbox_id=_inbox_id())
+    assert store.inspection.rows_about(learner.id, learner.external_id)["messages"] == 0
 
 
 def test_save_reply_stores_everything_and_reads_the_backlog_as_of_the_reply(
     store: Store,
 ) -> None:
-    learner = store.learner(unique_user())
+    learner = store.learners.learner(unique_user())
     _converse(store, learner.id, 2, tokens=5)
-    question, _ = store.add_learner_message(learner.id, "yo es Lena", 6)
+    question, _ = store.conversation.add_learner_message(learner.id, "yo es Lena", 6)
     fix = CorrectionRecord("yo es", "yo soy", "ser", "grammar")
-    reply, backlog, finished = store.save_reply(
+    reply, backlog, finished = store.conversation.save_reply(
         learner.id, question.id, "¡Hola, Lena!", 7, [fix], ("m", 30, 8), backlog_limit=2
     )
     assert finished is None  # no inbox claim to finish
-    assert store.messages(learner.id)[-2:] == [question, reply]
-    assert store.corrections(learner.id) == [fix]
-    assert store.usage(learner.id) == {"reply": (1, 30, 8)}
+    assert store.conversation.messages(learner.id)[-2:] == [question, reply]
+    assert store.ledger.corrections(learner.id) == [fix]
+    assert store.ledger.usage(learner.id) == {"reply": (1, 30, 8)}
     assert backlog == (6, 4 * 5 + 6 + 7, ["learner says 1", "yo es Lena"])
-    assert backlog == store.memory_backlog(learner.id, limit=2)
+    assert backlog == store.conversation.memory_backlog(learner.id, limit=2)
 
 
 def test_a_second_reply_to_one_message_gets_the_first_and_no_backlog(store: Store) -> None:
-    learner = store.learner(unique_user())
-    question, _ = store.add_learner_message(learner.id, "hola", 3)
-    first, _, _ = store.save_reply(
+    learner = store.learners.learner(unique_user())
+    question, _ = store.conversation.add_learner_message(learner.id, "hola", 3)
+    first, _, _ = store.conversation.save_reply(
         learner.id, question.id, "uno", 2, [], ("m", 10, 1), backlog_limit=5
     )
-    second = store.save_reply(
+    second = store.conversation.save_reply(
         learner.id,
         question.id,
         "dos",
@@ -218,29 +233,31 @@ def test_a_second_reply_to_one_message_gets_the_first_and_no_backlog(store: Stor
         backlog_limit=5,
     )
     assert second == (first, None, None)
-    assert store.messages(learner.id) == [question, first]
-    assert store.corrections(learner.id) == []
-    assert store.usage(learner.id) == {"reply": (2, 30, 3)}  # both calls' tokens were spent
+    assert store.conversation.messages(learner.id) == [question, first]
+    assert store.ledger.corrections(learner.id) == []
+    assert store.ledger.usage(learner.id) == {"reply": (2, 30, 3)}  # both calls' tokens were spent
 
 
 def test_save_reply_for_forgotten_learner_raises_learner_gone(store: Store) -> None:
-    learner = store.learner(unique_user())
-    question, _ = store.add_learner_message(learner.id, "hola", 3)
-    store.forget(learner.id)
+    learner = store.learners.learner(unique_user())
+    question, _ = store.conversation.add_learner_message(learner.id, "hola", 3)
+    store.learners.forget(learner.id)
     with pytest.raises(LearnerGone):
-        store.save_reply(learner.id, question.id, "¡hola!", 2, [], ("m", 10, 1), backlog_limit=5)
-    assert set(store.rows_about(learner.id, learner.external_id).values()) == {0}
+        store.conversation.save_reply(
+            learner.id, question.id, "¡hola!", 2, [], ("m", 10, 1), backlog_limit=5
+        )
+    assert set(store.inspection.rows_about(learner.id, learner.external_id).values()) == {0}
 
 
 def test_context_holds_summary_and_every_unfolded_message(store: Store) -> None:
-    learner = store.learner(unique_user())
-    other = store.learner(unique_user("other"))
+    learner = store.learners.learner(unique_user())
+    other = store.learners.learner(unique_user("other"))
     ids = _converse(store, learner.id, 15, tokens=7)
     _converse(store, other.id, 3)
-    summary = store.summary(learner.id)
-    assert store.save_summary(learner.id, summary.version, "Lena plays chess.", 5, ids[11])
+    summary = store.memory.summary(learner.id)
+    assert store.memory.save_summary(learner.id, summary.version, "Lena plays chess.", 5, ids[11])
 
-    context = store.context(learner.id)
+    context = store.conversation.context(learner.id)
     assert context.learner.id == learner.id
     assert context.summary.text == "Lena plays chess."
     assert context.summary.watermark == ids[11]
@@ -248,33 +265,33 @@ def test_context_holds_summary_and_every_unfolded_message(store: Store) -> None:
     assert [m.id for m in context.messages] == ids[12:]
     assert len(context.messages) == 18  # more than the window: nothing unfolded is dropped
     assert all(m.content.startswith(("learner says", "pam answers")) for m in context.messages)
-    assert store.unfolded_tokens(learner.id) == (18, 18 * 7)
+    assert store.conversation.unfolded_tokens(learner.id) == (18, 18 * 7)
 
 
 def test_context_of_forgotten_learner_raises(store: Store) -> None:
-    learner = store.learner(unique_user())
-    store.forget(learner.id)
+    learner = store.learners.learner(unique_user())
+    store.learners.forget(learner.id)
     with pytest.raises(LearnerGone):
-        store.context(learner.id)
+        store.conversation.context(learner.id)
 
 
 @pytest.mark.parametrize("gone", [Summary, Profile])
 def test_context_without_a_summary_or_profile_row_raises(
     store: Store, gone: type[Summary] | type[Profile]
 ) -> None:
-    learner = store.learner(unique_user())
-    with store.engine.begin() as connection:
+    learner = store.learners.learner(unique_user())
+    with store.memory.engine.begin() as connection:
         connection.execute(delete(gone).where(gone.learner_id == learner.id))
     with pytest.raises(LearnerGone):
-        store.context(learner.id)
+        store.conversation.context(learner.id)
 
 
 def test_memory_backlog_holds_only_learner_messages_the_profile_has_not_read(store: Store) -> None:
-    learner = store.learner(unique_user())
+    learner = store.learners.learner(unique_user())
     ids = _converse(store, learner.id, 6)
     assert unread_by_profile(store, learner.id) == 6
-    profile = store.profile(learner.id)
-    assert store.save_profile(learner.id, profile.version, None, ids[4], 3)
+    profile = store.memory.profile(learner.id)
+    assert store.memory.save_profile(learner.id, profile.version, None, ids[4], 3)
     assert unread_by_profile(store, learner.id) == 3
 
 
@@ -282,23 +299,23 @@ def test_memory_backlog_holds_only_learner_messages_the_profile_has_not_read(sto
 
 
 def test_summary_and_profile_writes_are_compare_and_set(store: Store) -> None:
-    learner = store.learner(unique_user())
+    learner = store.learners.learner(unique_user())
     ids = _converse(store, learner.id, 2)
-    summary = store.summary(learner.id)
-    assert store.save_summary(learner.id, summary.version, "first", 1, ids[0])
-    assert not store.save_summary(learner.id, summary.version, "stale", 1, ids[1])
-    assert store.summary(learner.id).text == "first"
-    assert store.summary(learner.id).watermark == ids[0]
-    assert store.summary(learner.id).version == summary.version + 1
+    summary = store.memory.summary(learner.id)
+    assert store.memory.save_summary(learner.id, summary.version, "first", 1, ids[0])
+    assert not store.memory.save_summary(learner.id, summary.version, "stale", 1, ids[1])
+    assert store.memory.summary(learner.id).text == "first"
+    assert store.memory.summary(learner.id).watermark == ids[0]
+    assert store.memory.summary(learner.id).version == summary.version + 1
 
-    profile = store.profile(learner.id)
-    assert store.save_profile(learner.id, profile.version, {"who": "Lena"}, ids[0], 1)
-    assert not store.save_profile(learner.id, profile.version, {"who": "stale"}, ids[2], 1)
-    now = store.profile(learner.id)
+    profile = store.memory.profile(learner.id)
+    assert store.memory.save_profile(learner.id, profile.version, {"who": "Lena"}, ids[0], 1)
+    assert not store.memory.save_profile(learner.id, profile.version, {"who": "stale"}, ids[2], 1)
+    now = store.memory.profile(learner.id)
     assert (now.data, now.watermark, now.messages_processed) == ({"who": "Lena"}, ids[0], 1)
     # data=None only moves the watermark.
-    assert store.save_profile(learner.id, now.version, None, ids[2], 1)
-    later = store.profile(learner.id)
+    assert store.memory.save_profile(learner.id, now.version, None, ids[2], 1)
+    later = store.memory.profile(learner.id)
     assert (later.data, later.watermark, later.messages_processed) == ({"who": "Lena"}, ids[2], 2)
 
 
@@ -306,11 +323,11 @@ def test_summary_and_profile_writes_are_compare_and_set(store: Store) -> None:
 
 
 def test_corrections_are_stored_per_learner_newest_last(store: Store) -> None:
-    learner = store.learner(unique_user())
-    other = store.learner(unique_user("other"))
-    message = store.add_message(learner.id, LEARNER, "yo es Lena", 5)
-    store.add_corrections(learner.id, message.id, [])  # nothing to store is fine
-    store.add_corrections(
+    learner = store.learners.learner(unique_user())
+    other = store.learners.learner(unique_user("other"))
+    message = store.conversation.add_message(learner.id, LEARNER, "yo es Lena", 5)
+    store.ledger.add_corrections(learner.id, message.id, [])  # nothing to store is fine
+    store.ledger.add_corrections(
         learner.id,
         message.id,
         [
@@ -318,44 +335,44 @@ def test_corrections_are_stored_per_learner_newest_last(store: Store) -> None:
             CorrectionRecord("la problema", "el problema", "masculine", "gender"),
         ],
     )
-    store.add_corrections(learner.id, None, [CorrectionRecord("a", "b")])
-    store.add_corrections(other.id, None, [CorrectionRecord("x", "y")])
+    store.ledger.add_corrections(learner.id, None, [CorrectionRecord("a", "b")])
+    store.ledger.add_corrections(other.id, None, [CorrectionRecord("x", "y")])
 
-    corrections = store.corrections(learner.id)
+    corrections = store.ledger.corrections(learner.id)
     assert corrections == [
         CorrectionRecord("yo es", "yo soy", "'ser' conjugates to 'soy'", "grammar"),
         CorrectionRecord("la problema", "el problema", "masculine", "gender"),
         CorrectionRecord("a", "b", "", "other"),
     ]
-    assert store.corrections(learner.id, limit=2) == corrections[1:]
-    assert store.corrections(other.id) == [CorrectionRecord("x", "y")]
+    assert store.ledger.corrections(learner.id, limit=2) == corrections[1:]
+    assert store.ledger.corrections(other.id) == [CorrectionRecord("x", "y")]
 
 
 def test_add_corrections_for_forgotten_learner_raises_learner_gone(store: Store) -> None:
-    learner = store.learner(unique_user())
-    store.forget(learner.id)
+    learner = store.learners.learner(unique_user())
+    store.learners.forget(learner.id)
     with pytest.raises(LearnerGone):
-        store.add_corrections(learner.id, None, [CorrectionRecord("a", "b")])
+        store.ledger.add_corrections(learner.id, None, [CorrectionRecord("a", "b")])
 
 
 def test_usage_is_recorded_per_purpose(store: Store) -> None:
-    learner = store.learner(unique_user())
-    other = store.learner(unique_user("other"))
-    store.record_usage(learner.id, "gpt-4o-mini", "reply", 100, 20)
-    store.record_usage(learner.id, "gpt-4o-mini", "reply", 50, 10)
-    store.record_usage(learner.id, "small-model", "summary", 400, 80)
-    store.record_usage(other.id, "gpt-4o-mini", "reply", 7, 7)
-    assert store.usage(learner.id) == {"reply": (2, 150, 30), "summary": (1, 400, 80)}
-    assert store.usage(other.id) == {"reply": (1, 7, 7)}
+    learner = store.learners.learner(unique_user())
+    other = store.learners.learner(unique_user("other"))
+    store.ledger.record_usage(learner.id, "gpt-4o-mini", "reply", 100, 20)
+    store.ledger.record_usage(learner.id, "gpt-4o-mini", "reply", 50, 10)
+    store.ledger.record_usage(learner.id, "small-model", "summary", 400, 80)
+    store.ledger.record_usage(other.id, "gpt-4o-mini", "reply", 7, 7)
+    assert store.ledger.usage(learner.id) == {"reply": (2, 150, 30), "summary": (1, 400, 80)}
+    assert store.ledger.usage(other.id) == {"reply": (1, 7, 7)}
 
 
 def test_activity_counts_recent_learner_messages_and_todays_tokens(store: Store) -> None:
-    learner = store.learner(unique_user())
-    other = store.learner(unique_user("other"))
+    learner = store.learners.learner(unique_user())
+    other = store.learners.learner(unique_user("other"))
     _converse(store, learner.id, 3)  # three learner messages, three of Pam's
-    store.record_usage(learner.id, "m", "reply", 100, 20)
-    store.record_usage(learner.id, "m", "summary", 30, 5)
-    store.record_usage(other.id, "m", "reply", 7, 7)
+    store.ledger.record_usage(learner.id, "m", "reply", 100, 20)
+    store.ledger.record_usage(learner.id, "m", "summary", 30, 5)
+    store.ledger.record_usage(other.id, "m", "reply", 7, 7)
     now = datetime.now(UTC)
     minute_ago, today = now - timedelta(minutes=1), now - timedelta(hours=1)
 
@@ -363,7 +380,7 @@ def test_activity_counts_recent_learner_messages_and_todays_tokens(store: Store)
         learner_id: int, since_messages: datetime, since_tokens: datetime, all_: bool
     ) -> Activity | None:
         window = ActivityWindow(since_messages, since_tokens, all_)
-        return store.context_and_activity(learner_id, window)[1]
+        return store.conversation.context_and_activity(learner_id, window)[1]
 
     messages, mine, everyone = activity(learner.id, minute_ago, today, True)
     assert (messages, mine) == (3, 155)
@@ -375,33 +392,33 @@ def test_activity_counts_recent_learner_messages_and_todays_tokens(store: Store)
 
 
 def test_record_usage_for_forgotten_learner_writes_nothing(store: Store) -> None:
-    learner = store.learner(unique_user())
-    store.forget(learner.id)
-    store.record_usage(learner.id, "gpt-4o-mini", "summary", 100, 20)  # does not raise
-    assert store.usage(learner.id) == {}
-    assert store.rows_about(learner.id, learner.external_id)["llm_usage"] == 0
+    learner = store.learners.learner(unique_user())
+    store.learners.forget(learner.id)
+    store.ledger.record_usage(learner.id, "gpt-4o-mini", "summary", 100, 20)  # does not raise
+    assert store.ledger.usage(learner.id) == {}
+    assert store.inspection.rows_about(learner.id, learner.external_id)["llm_usage"] == 0
 
 
 # -- forget -------------------------------------------------------------------------------
 
 
 def test_forget_leaves_zero_rows_in_every_table(store: Store) -> None:
-    learner = store.learner(unique_user())
-    bystander = store.learner(unique_user("bystander"))
+    learner = store.learners.learner(unique_user())
+    bystander = store.learners.learner(unique_user("bystander"))
     _fill_every_table(store, learner.id)
     _fill_every_table(store, bystander.id)
 
-    before = store.rows_about(learner.id, learner.external_id)
+    before = store.inspection.rows_about(learner.id, learner.external_id)
     about = {m.__tablename__ for m in LEARNER_TABLES} | {"learners"}
     assert about <= set(before)
     assert all(before[table] > 0 for table in about), before
 
-    store.forget(learner.id)
+    store.learners.forget(learner.id)
 
-    assert store.rows_about(learner.id, learner.external_id) == dict.fromkeys(before, 0)
-    assert store.find_learner(learner.external_id) is None
+    assert store.inspection.rows_about(learner.id, learner.external_id) == dict.fromkeys(before, 0)
+    assert store.learners.find_learner(learner.external_id) is None
     # The other learner keeps everything.
-    assert store.rows_about(bystander.id, bystander.external_id) == before
+    assert store.inspection.rows_about(bystander.id, bystander.external_id) == before
 
 
 def test_forget_covers_every_table_with_a_learner_id() -> None:
@@ -416,16 +433,16 @@ def test_forget_covers_every_table_with_a_learner_id() -> None:
 
 def test_a_new_learner_after_forget_gets_a_new_id(store: Store) -> None:
     user = unique_user()
-    old = store.learner(user)
+    old = store.learners.learner(user)
     old_messages = _converse(store, old.id, 2)
-    store.forget(old.id)  # the newest learner and messages: SQLite would reuse their ids
-    new = store.learner(user)
+    store.learners.forget(old.id)  # the newest learner and messages: SQLite would reuse their ids
+    new = store.learners.learner(user)
     assert new.id > old.id
-    new_message = store.add_message(new.id, LEARNER, "hola otra vez", 3)
+    new_message = store.conversation.add_message(new.id, LEARNER, "hola otra vez", 3)
     assert new_message.id > max(old_messages)
-    assert store.messages(new.id) == [new_message]
-    assert store.summary(new.id).watermark == 0
-    assert store.profile(new.id).data == {}
+    assert store.conversation.messages(new.id) == [new_message]
+    assert store.memory.summary(new.id).watermark == 0
+    assert store.memory.profile(new.id).data == {}
 
 
 def test_ids_are_never_reused_on_a_fresh_sqlite_file(tmp_path: Path) -> None:
@@ -434,12 +451,12 @@ def test_ids_are_never_reused_on_a_fresh_sqlite_file(tmp_path: Path) -> None:
     try:
         db.upgrade(engine)
         store = Store(engine)
-        old = store.learner("solo")
-        message = store.add_message(old.id, LEARNER, "hola", 2)
-        store.add_corrections(old.id, message.id, [CorrectionRecord("a", "b")])
-        store.forget(old.id)
-        new = store.learner("solo")
-        again = store.add_message(new.id, LEARNER, "hola", 2)
+        old = store.learners.learner("solo")
+        message = store.conversation.add_message(old.id, LEARNER, "hola", 2)
+        store.ledger.add_corrections(old.id, message.id, [CorrectionRecord("a", "b")])
+        store.learners.forget(old.id)
+        new = store.learners.learner("solo")
+        again = store.conversation.add_message(new.id, LEARNER, "hola", 2)
         assert (old.id, message.id) == (1, 1)
         assert new.id == 2
         assert again.id == 2
@@ -453,14 +470,14 @@ def test_forgotten_text_is_not_left_in_the_sqlite_files(tmp_path: Path) -> None:
     engine = db.make_engine(f"sqlite:///{path}")
     db.upgrade(engine)
     store = Store(engine)
-    learner = store.learner("test:secret-keeper")
+    learner = store.learners.learner("test:secret-keeper")
     marker = "ZEPHYR-QUARTZ-9137 is my secret"
     for n in range(50):
-        store.add_message(learner.id, LEARNER, f"{marker} number {n}", 9)
-    store.add_corrections(learner.id, None, [CorrectionRecord(marker, "fixed")])
+        store.conversation.add_message(learner.id, LEARNER, f"{marker} number {n}", 9)
+    store.ledger.add_corrections(learner.id, None, [CorrectionRecord(marker, "fixed")])
     assert marker.encode() in path.read_bytes() + _wal(path)  # it really was written
 
-    store.forget(learner.id)
+    store.learners.forget(learner.id)
 
     leftovers = path.read_bytes() + _wal(path)
     assert b"ZEPHYR-QUARTZ" not in leftovers
@@ -478,45 +495,45 @@ def test_begin_turn_stores_the_message_and_reads_what_a_later_read_would(
 ) -> None:
     """On Postgres one statement inserts and reads from a snapshot without the new message:
     what it returns must equal the plain reads made afterwards."""
-    learner = store.learner(unique_user())
-    store.record_usage(learner.id, "m", "reply", 100, 20)
+    learner = store.learners.learner(unique_user())
+    store.ledger.record_usage(learner.id, "m", "reply", 100, 20)
     _converse(store, learner.id, 3)
-    store.save_summary(
+    store.memory.save_summary(
         learner.id, 0, "Lena, a nurse", 5, watermark=_converse(store, learner.id, 1)[0]
     )
-    store.save_profile(learner.id, 0, {"who": "Lena"}, watermark=0, processed=0)
+    store.memory.save_profile(learner.id, 0, {"who": "Lena"}, watermark=0, processed=0)
     now = datetime.now(UTC)
     window = ActivityWindow(now - timedelta(minutes=1), now - timedelta(hours=1), everyone)
     inbox_id = _inbox_id()
 
-    stored, answered, context, activity = store.begin_turn(
+    stored, answered, context, activity = store.conversation.begin_turn(
         learner.id, "Ayer fui al cine", 7, inbox_id=inbox_id, window=window
     )
 
     assert answered is None and context is not None
     assert (stored.role, stored.content, stored.tokens) == (LEARNER, "Ayer fui al cine", 7)
-    assert context == store.context(learner.id)
+    assert context == store.conversation.context(learner.id)
     assert context.messages[-1] == stored
     assert context.profile.data == {"who": "Lena"} and context.summary.text == "Lena, a nurse"
-    assert activity == store.context_and_activity(learner.id, window)[1]
+    assert activity == store.conversation.context_and_activity(learner.id, window)[1]
     assert activity is not None and activity.messages == 5 and activity.tokens == 120
 
 
 def test_begin_turn_run_again_returns_the_stored_message_and_its_reply(store: Store) -> None:
-    learner = store.learner(unique_user())
+    learner = store.learners.learner(unique_user())
     inbox_id = _inbox_id()
-    first = store.begin_turn(learner.id, "Hola", 2, inbox_id=inbox_id, window=None)
-    again = store.begin_turn(learner.id, "Hola", 2, inbox_id=inbox_id, window=None)
+    first = store.conversation.begin_turn(learner.id, "Hola", 2, inbox_id=inbox_id, window=None)
+    again = store.conversation.begin_turn(learner.id, "Hola", 2, inbox_id=inbox_id, window=None)
     assert again.stored == first.stored and again.answered is None
     assert again.context == first.context  # crashed before the reply: the turn goes on
 
-    reply = store.add_message(learner.id, PAM, "¡Hola!", 3, reply_to=first.stored.id)
-    answered = store.begin_turn(learner.id, "Hola", 2, inbox_id=inbox_id, window=None)
+    reply = store.conversation.add_message(learner.id, PAM, "¡Hola!", 3, reply_to=first.stored.id)
+    answered = store.conversation.begin_turn(learner.id, "Hola", 2, inbox_id=inbox_id, window=None)
     assert (answered.stored, answered.answered, answered.context) == (first.stored, reply, None)
 
 
 def test_begin_turn_for_a_forgotten_learner_raises_learner_gone(store: Store) -> None:
-    learner = store.learner(unique_user())
-    store.forget(learner.id)
+    learner = store.learners.learner(unique_user())
+    store.learners.forget(learner.id)
     with pytest.raises(LearnerGone):
-        store.begin_turn(learner.id, "Hola", 2, inbox_id=_inbox_id(), window=None)
+        store.conversation.begin_turn(learner.id, "Hola", 2, inbox_id=_inbox_id(), window=None)

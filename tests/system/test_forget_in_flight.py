@@ -20,7 +20,7 @@ from bot.settings import Settings
 from bot.worker import Worker
 from memory.llm import ChatMessage
 from memory.messages import Inbound
-from memory.store import (
+from memory.records import (
     LEARNER,
     PAM,
     CorrectionRecord,
@@ -170,7 +170,7 @@ def scene(settings: Settings, engine: Engine, sender: RecordingSender) -> Iterat
         # One more message of the learner's waits in the inbox, and one of the bystander's.
         scene.send(user, texts[6], name)
         scene.send(bystander, bystander_texts[3], "Bruno")
-        found = pam.store.find_learner(user)
+        found = pam.store.learners.find_learner(user)
         assert found is not None
         scene.learner_id = found.id
         scene.secrets = [
@@ -200,20 +200,20 @@ class Kept:
 
 
 def kept_about(pam: Pam, user: str) -> Kept:
-    info = pam.store.find_learner(user)
+    info = pam.store.learners.find_learner(user)
     assert info is not None
     return Kept(
         info,
-        pam.store.summary(info.id),
-        pam.store.profile(info.id),
-        pam.store.messages(info.id),
-        pam.store.corrections(info.id),
-        pam.store.job_states(info.id),
+        pam.store.memory.summary(info.id),
+        pam.store.memory.profile(info.id),
+        pam.store.conversation.messages(info.id),
+        pam.store.ledger.corrections(info.id),
+        pam.store.inspection.job_states(info.id),
     )
 
 
 def assert_nothing_about(scene: Scene) -> None:
-    counts = scene.pam.store.rows_about(scene.learner_id, scene.user)
+    counts = scene.pam.store.inspection.rows_about(scene.learner_id, scene.user)
     assert counts == dict.fromkeys(counts, 0), counts
 
 
@@ -246,7 +246,7 @@ def assert_forgotten_everywhere(scene: Scene, before: Kept) -> None:
     write from the jobs, the bystander as they were plus their answered message."""
     pam, engine = scene.pam, scene.pam.engine
     assert_nothing_about(scene)
-    assert pam.store.find_learner(scene.user) is None
+    assert pam.store.learners.find_learner(scene.user) is None
     # Each job called the model once, and then wrote nothing (not even its usage).
     assert len(scene.model.of("summary")) == 1
     assert len(scene.model.of("profile")) == 1
@@ -297,7 +297,7 @@ def test_forget_through_the_inbox_while_both_jobs_are_in_flight(scene: Scene) ->
     before = kept_about(pam, scene.bystander)
     heard_before = scene.sender.texts_to(scene.chat_id(scene.user))
     assert len(heard_before) == 5  # the sixth reply waits in the outbox
-    assert pam.store.job_states(scene.learner_id), "the jobs are running"
+    assert pam.store.inspection.job_states(scene.learner_id), "the jobs are running"
 
     scene.send(scene.user, "/forget", scene.name)
     scene.worker.drain()

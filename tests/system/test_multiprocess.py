@@ -47,7 +47,8 @@ from loopback.openai_server import OpenAIServer, default_answer
 from memory import db
 from memory.models import InboxItem, OutboxItem
 from memory.queue import Inbox, Outbox
-from memory.store import LEARNER, PAM, Store
+from memory.records import LEARNER, PAM
+from memory.store import Store
 from tests.conftest import PG_URL
 from webhooks.api.route import signature
 
@@ -359,9 +360,9 @@ def assert_delivered_once_in_order(
 def assert_memory_holds(store: Store, user: str, messages: list[Message]) -> None:
     """The learner's conversation: each of their messages once, in order, each followed by
     exactly one reply from Pam."""
-    learner = store.find_learner(f"api:{user}")
+    learner = store.learners.find_learner(f"api:{user}")
     assert learner is not None, f"no learner for {user}"
-    stored = [(m.role, m.content) for m in store.messages(learner.id)]
+    stored = [(m.role, m.content) for m in store.conversation.messages(learner.id)]
     expected = [turn for m in messages for turn in ((LEARNER, m.text), (PAM, shown(m.marker)))]
     assert stored == expected, f"{user}'s memory differs from what was said"
 

@@ -23,7 +23,8 @@ from loopback.harness import free_port
 from loopback.openai_server import Fault, OpenAIServer, default_answer
 from memory import db
 from memory.models import Correction, MemoryJob, Message, Usage
-from memory.store import LEARNER, PAM, Store, StoredMessage
+from memory.records import LEARNER, PAM, StoredMessage
+from memory.store import Store
 from memory.summary import transcript
 from memory.tokens import TokenCounter
 from tests.conftest import ROOT
@@ -211,7 +212,7 @@ def open_store(tmp_path: Path) -> Iterator[Store]:
 
 
 def count_rows(store: Store, model: type[Any]) -> int:
-    with store.sessions() as session:
+    with store.inspection.sessions() as session:
         return int(session.scalar(select(func.count()).select_from(model)) or 0)
 
 
@@ -258,8 +259,8 @@ def test_db_upgrade_creates_the_schema_on_a_fresh_sqlite_file(tmp_path: Path) ->
             "llm_usage",
             "memory_jobs",
         } <= tables
-        learner = Store(engine).learner("terminal:someone")
-        assert Store(engine).messages(learner.id) == []
+        learner = Store(engine).learners.learner("terminal:someone")
+        assert Store(engine).conversation.messages(learner.id) == []
     finally:
         engine.dispose()
 
@@ -299,9 +300,9 @@ def test_a_scripted_40_message_session_folds_learns_and_keeps_the_window(
 
     # -- the database afterwards ----------------------------------------------------------
     store = open_store
-    learner = store.find_learner(EXTERNAL_ID)
+    learner = store.learners.find_learner(EXTERNAL_ID)
     assert learner is not None
-    conversation = store.messages(learner.id)
+    conversation = store.conversation.messages(learner.id)
     assert len(conversation) == 80
     assert [(m.role, m.content) for m in conversation] == [
         pair
@@ -312,7 +313,7 @@ def test_a_scripted_40_message_session_folds_learns_and_keeps_the_window(
     assert [m.tokens for m in conversation] == [
         counter.count_message(m.content) for m in conversation
     ], "token counts come from tiktoken (TIKTOKEN_CACHE_DIR reached the subprocess)"
-    assert len(store.corrections(learner.id, limit=100)) == 40
+    assert len(store.ledger.corrections(learner.id, limit=100)) == 40
 
     summaries = server.of("summary")
     profiles = server.of("profile")
@@ -321,16 +322,16 @@ def test_a_scripted_40_message_session_folds_learns_and_keeps_the_window(
     assert summaries, "the conversation passed the threshold: folds happened"
     assert profiles, "every 5 learner messages the profile job ran"
 
-    summary = store.summary(learner.id)
+    summary = store.memory.summary(learner.id)
     assert summary.folds == len(summaries)
     assert summary.text == default_answer("summary", {}, len(summaries))
     assert summary.watermark < conversation[-10].id, "the last 10 messages are never folded"
 
-    profile = store.profile(learner.id)
+    profile = store.memory.profile(learner.id)
     assert profile.data == EVERYTHING_LEARNED
     assert "Lena" in profile.data["who"]
 
-    usage = store.usage(learner.id)
+    usage = store.ledger.usage(learner.id)
     assert usage["reply"][0] == 40
     assert usage["summary"][0] == len(summaries)
     assert usage["profile"][0] == len(profiles)
@@ -430,9 +431,12 @@ def test_quit_stops_reading(tmp_path: Path, server: OpenAIServer, open_store: St
     assert process.returncode == 0
     assert answers(stdout) == [shown_reply(1)]
     assert len(server.of("reply")) == 1
-    learner = open_store.find_learner(EXTERNAL_ID)
+    learner = open_store.learners.find_learner(EXTERNAL_ID)
     assert learner is not None
-    assert [m.content for m in open_store.messages(learner.id)] == [LINES[0], shown_reply(1)]
+    assert [m.content for m in open_store.conversation.messages(learner.id)] == [
+        LINES[0],
+        shown_reply(1),
+    ]
 
 
 def test_end_of_input_right_away_is_a_quiet_exit(tmp_path: Path, server: OpenAIServer) -> None:
@@ -467,10 +471,10 @@ def test_profile_and_forget_in_the_terminal(
     store = open_store
     for model in (Message, Correction, Usage, MemoryJob):
         assert count_rows(store, model) == 0, f"{model.__tablename__} kept rows after /forget"
-    learner = store.find_learner(EXTERNAL_ID)  # the last /profile met a new, empty learner
+    learner = store.learners.find_learner(EXTERNAL_ID)  # the last /profile met a new, empty learner
     assert learner is not None
-    assert store.profile(learner.id).data == {}
-    assert store.summary(learner.id).text == ""
+    assert store.memory.profile(learner.id).data == {}
+    assert store.memory.summary(learner.id).text == ""
 
 
 def test_invalid_utf8_and_control_characters_do_not_crash(
@@ -489,9 +493,9 @@ def test_invalid_utf8_and_control_characters_do_not_crash(
     assert process.returncode == 0, process.stderr.decode(errors="replace")
     assert b"Traceback" not in process.stderr
     assert answers(process.stdout.decode()) == [shown_reply(i) for i in range(1, 4)]
-    learner = open_store.find_learner(EXTERNAL_ID)
+    learner = open_store.learners.find_learner(EXTERNAL_ID)
     assert learner is not None
-    said = [m.content for m in open_store.messages(learner.id, role=LEARNER)]
+    said = [m.content for m in open_store.conversation.messages(learner.id, role=LEARNER)]
     assert len(said) == 3
     assert said[0].startswith("Hola, soy Lena y estudio espa\ufffdol")
     assert "\x00" not in said[1] and "\x1b" not in said[1]
@@ -521,9 +525,9 @@ def test_an_llm_failure_gets_an_apology_and_the_chat_goes_on(
     assert process.returncode == 0
     second, third = shown_reply(len(faults) + 1), shown_reply(len(faults) + 2)
     assert answers(stdout) == [phrases.APOLOGIES["English"], second, third]
-    learner = open_store.find_learner(EXTERNAL_ID)
+    learner = open_store.learners.find_learner(EXTERNAL_ID)
     assert learner is not None
-    assert [(m.role, m.content) for m in open_store.messages(learner.id)] == [
+    assert [(m.role, m.content) for m in open_store.conversation.messages(learner.id)] == [
         (LEARNER, LINES[0]),
         (LEARNER, LINES[1]),
         (PAM, second),

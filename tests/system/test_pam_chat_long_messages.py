@@ -132,11 +132,11 @@ def test_long_messages_learn_a_loose_profile_and_fold_in_batches(
     engine = db.make_engine(database_url(tmp_path))
     try:
         store = Store(engine)
-        learner = store.find_learner(EXTERNAL_ID)
+        learner = store.learners.find_learner(EXTERNAL_ID)
         assert learner is not None
-        summary = store.summary(learner.id)
+        summary = store.memory.summary(learner.id)
         assert summary.folds == len(folds)
-        conversation = store.messages(learner.id)
+        conversation = store.conversation.messages(learner.id)
         assert summary.watermark < conversation[-10].id, "the last 10 stay verbatim"
         assert len(conversation) == 80  # 40 turns, each message once (commands are not kept)
         # Every reply prompt ends with at least the verbatim window, the newest message last.

@@ -11,6 +11,6 @@ def test_a_turn_answers_and_stores_both_messages(pam: Pam, fake_model: FakeChatM
     user = unique_user()
     answers = pam.tutor.handle(user, "Hola, yo es Lena")
     assert answers == ["¡Qué bien! ¿Y qué más hiciste?"]
-    learner = pam.store.find_learner(user)
+    learner = pam.store.learners.find_learner(user)
     assert learner is not None
-    assert [m.role for m in pam.store.messages(learner.id)] == ["learner", "pam"]
+    assert [m.role for m in pam.store.conversation.messages(learner.id)] == ["learner", "pam"]

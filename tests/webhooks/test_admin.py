@@ -27,11 +27,11 @@ def bearer(token: str = ADMIN) -> dict[str, str]:
 
 
 def test_disabled_without_a_token(pam: Pam, settings: Settings, engine: Engine) -> None:
-    learner = pam.store.learner(unique_user())
+    learner = pam.store.learners.learner(unique_user())
     client = client_for(settings, engine, token=None)
     assert client.get(f"/admin/learners/{learner.id}/memory", headers=bearer()).status_code == 404
     assert client.post(f"/admin/learners/{learner.id}/forget", headers=bearer()).status_code == 404
-    assert pam.store.find_learner(learner.external_id) is not None
+    assert pam.store.learners.find_learner(learner.external_id) is not None
 
 
 @pytest.mark.parametrize(
@@ -49,14 +49,14 @@ def test_disabled_without_a_token(pam: Pam, settings: Settings, engine: Engine) 
 def test_never_reachable_without_the_token(
     pam: Pam, settings: Settings, engine: Engine, headers: dict[str, str]
 ) -> None:
-    learner = pam.store.learner(unique_user())
+    learner = pam.store.learners.learner(unique_user())
     pam.tutor.handle(learner.external_id, "Hola, me llamo Lena")
     client = client_for(settings, engine)
     memory = client.get(f"/admin/learners/{learner.id}/memory", headers=headers)
     forget = client.post(f"/admin/learners/{learner.id}/forget", headers=headers)
     assert (memory.status_code, forget.status_code) == (401, 401)
     assert "Lena" not in memory.get_data(as_text=True)
-    assert pam.store.find_learner(learner.external_id) is not None
+    assert pam.store.learners.find_learner(learner.external_id) is not None
 
 
 def test_memory_shows_window_summary_profile_corrections_usage_and_jobs(
@@ -80,7 +80,7 @@ def test_memory_shows_window_summary_profile_corrections_usage_and_jobs(
     fake_model.queue("profile", json.dumps({"who": "Lena, a nurse"}))
     for n in range(5):
         pam.tutor.handle(user, f"yo es Lena, mensaje {n}")
-    learner = pam.store.find_learner(user)
+    learner = pam.store.learners.find_learner(user)
     assert learner is not None
 
     response = client_for(settings, engine).get(
@@ -122,7 +122,7 @@ def test_forget_erases_every_row_about_the_learner(
     for who in (user, bystander):
         for n in range(6):
             pam.tutor.handle(who, f"mensaje {n}")
-    learner = pam.store.find_learner(user)
+    learner = pam.store.learners.find_learner(user)
     assert learner is not None
 
     response = client_for(settings, engine).post(
@@ -130,6 +130,6 @@ def test_forget_erases_every_row_about_the_learner(
     )
 
     assert response.status_code == 200
-    counts = pam.store.rows_about(learner.id, learner.external_id)
+    counts = pam.store.inspection.rows_about(learner.id, learner.external_id)
     assert counts == dict.fromkeys(counts, 0)
-    assert pam.store.find_learner(bystander) is not None
+    assert pam.store.learners.find_learner(bystander) is not None

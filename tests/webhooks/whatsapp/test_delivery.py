@@ -328,7 +328,7 @@ def test_the_profile_name_seeds_the_display_name_and_reaches_the_prompt(
 
     worker.drain()
 
-    learner = store.find_learner(address)
+    learner = store.learners.find_learner(address)
     assert learner is not None and learner.display_name == "Lucía Núñez"
     [call] = fake_model.of("reply")
     assert "Lucía Núñez" in call.text
@@ -343,7 +343,7 @@ def test_a_later_profile_name_does_not_overwrite_the_first(
     learner_says(client, "Otra vez", wa_id, ProfileName="🌸 Lu 🌸")
     worker.drain()
 
-    learner = store.find_learner(address)
+    learner = store.learners.find_learner(address)
     assert learner is not None and learner.display_name == "Lucía"
 
 

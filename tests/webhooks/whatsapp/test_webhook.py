@@ -502,7 +502,7 @@ def test_commands_typed_as_text_work_end_to_end(
 
     post_form(client, text_form(wa_id, "/language Spanish English"))
     worker.drain()
-    learner = store.find_learner(address)
+    learner = store.learners.find_learner(address)
     assert learner is not None
     assert (learner.target_language, learner.native_language) == ("Spanish", "English")
     assert (
@@ -520,7 +520,7 @@ def test_commands_typed_as_text_work_end_to_end(
     post_form(client, text_form(wa_id, "/forget"))
     worker.drain()
     assert twilio_server.bodies(address)[-1] == phrases.FORGOTTEN
-    assert store.find_learner(address) is None
+    assert store.learners.find_learner(address) is None
     assert len(twilio_server.bodies(address)) == 4
     assert {m["From"] for m in twilio_server.messages} == {NUMBER}
 

@@ -1,0 +1,101 @@
+"""The learners Pam knows: found or created by their channel address, their explicit
+settings, and /forget, which erases every row about one."""
+
+from __future__ import annotations
+
+from sqlalchemy import delete
+from sqlalchemy.exc import IntegrityError
+
+from memory.db import Tables
+from memory.models import InboxItem, Learner, OutboxItem, Profile, Summary
+from memory.records import LEARNER_TABLES, LearnerGone, LearnerInfo
+from memory.statements import FIND_LEARNER
+
+
+def _learner_info(row: Learner) -> LearnerInfo:
+    return LearnerInfo(
+        id=row.id,
+        external_id=row.external_id,
+        display_name=row.display_name,
+        target_language=row.target_language,
+        native_language=row.native_language,
+        level=row.level,
+    )
+
+
+class Learners(Tables):
+    """Learners, read and written, and forgotten."""
+
+    def learner(self, external_id: str, display_name: str | None = None) -> LearnerInfo:
+        """The learner with `external_id`, created (with empty summary and profile) if new."""
+        found = self.find_learner(external_id)
+        if found is not None:
+            return found
+        try:
+            with self.sessions.begin() as session:
+                row = Learner(external_id=external_id, display_name=display_name)
+                session.add(row)
+                session.flush()
+                session.add(Summary(learner_id=row.id))
+                session.add(Profile(learner_id=row.id, data={}))
+                return _learner_info(row)
+        except IntegrityError:  # created concurrently by another turn or process
+            found = self.find_learner(external_id)
+            if found is None:
+                raise
+            return found
+
+    def find_learner(self, external_id: str) -> LearnerInfo | None:
+        """The learner with `external_id`, or None."""
+        with self.single.connect() as connection:
+            row = connection.execute(FIND_LEARNER, {"external_id": external_id}).first()
+        return LearnerInfo(*row) if row else None
+
+    def get_learner(self, learner_id: int) -> LearnerInfo:
+        """The learner with id `learner_id`; raises LearnerGone if there is none."""
+        with self.sessions() as session:
+            row = session.get(Learner, learner_id)
+            if row is None:
+                raise LearnerGone(learner_id)
+            return _learner_info(row)
+
+    def update_settings(self, learner_id: int, **values: str | None) -> LearnerInfo:
+        """Set some of `target_language`, `native_language`, `level`, `display_name`."""
+        allowed = {"target_language", "native_language", "level", "display_name"}
+        if not set(values) <= allowed:
+            raise ValueError(f"unknown learner settings: {sorted(set(values) - allowed)}")
+        with self.sessions.begin() as session:
+            row = session.get(Learner, learner_id)
+            if row is None:
+                raise LearnerGone(learner_id)
+            for name, value in values.items():
+                setattr(row, name, value)
+            return _learner_info(row)
+
+    def forget(self, learner_id: int, keep_inbox_id: int | None = None) -> None:
+        """Erase every row about the learner, in every table, in one transaction: their
+        conversation, summary, profile, corrections, usage, memory jobs, and queued inbound
+        and outbound messages up to `keep_inbox_id` (the /forget being answered)."""
+        with self.sessions.begin() as session:
+            learner = session.get(Learner, learner_id)
+            if learner is None:
+                return
+            inbox = delete(InboxItem).where(InboxItem.address == learner.external_id)
+            outbox = delete(OutboxItem).where(OutboxItem.address == learner.external_id)
+            if keep_inbox_id is not None:
+                # Only what came before the /forget: its confirmation must still go out, and
+                # messages sent after it belong to the fresh start.
+                inbox = inbox.where(InboxItem.id < keep_inbox_id)
+                outbox = outbox.where(
+                    OutboxItem.inbox_id.is_(None) | (OutboxItem.inbox_id < keep_inbox_id)
+                )
+            session.execute(outbox)
+            session.execute(inbox)
+            for model in LEARNER_TABLES:
+                session.execute(delete(model).where(model.learner_id == learner_id))
+            session.execute(delete(Learner).where(Learner.id == learner_id))
+        if self.engine.dialect.name == "sqlite":
+            # secure_delete zeroes the freed pages, but the write-ahead log still holds the old
+            # ones until a checkpoint copies it back and truncates it: do that now.
+            with self.engine.connect() as connection:
+                connection.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
