@@ -15,7 +15,8 @@ from bot.languages import (
     normalize_level,
 )
 from memory.profile import FIELDS, document
-from memory.store import LearnerInfo, Store
+from memory.records import LearnerInfo
+from memory.store import Store
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,7 @@ class Commands:
 
     def _settings_of(self, learner: LearnerInfo) -> str:
         """The settings line for `learner`, with what Pam has learned about them."""
-        return _settings_line(learner, self.store.profile(learner.id).data)
+        return _settings_line(learner, self.store.memory.profile(learner.id).data)
 
     def start(self, learner: LearnerInfo, command: Command) -> str:
         """/start: the welcome, with the learner's settings."""
@@ -104,7 +105,7 @@ class Commands:
     def forget(self, learner: LearnerInfo, command: Command) -> str:
         """/forget: erase everything about the learner, queued messages before this one
         included (its confirmation, and what they send after it, still go through)."""
-        self.store.forget(learner.id, keep_inbox_id=command.inbox_id)
+        self.store.learners.forget(learner.id, keep_inbox_id=command.inbox_id)
         return phrases.FORGOTTEN
 
     def language(self, learner: LearnerInfo, command: Command) -> str:
@@ -124,7 +125,7 @@ class Commands:
         native = names[1] if len(names) == 2 else learner.native_language
         if native == target:
             return "Your native language and the one you practise are the same — " + usage
-        updated = self.store.update_settings(
+        updated = self.store.learners.update_settings(
             learner.id, target_language=target, native_language=native
         )
         return f"Great! {self._settings_of(updated)} Say hi whenever you're ready!"
@@ -139,17 +140,17 @@ class Commands:
         level = normalize_level(args[0]) if len(args) == 1 else None
         if level is None:
             return usage
-        updated = self.store.update_settings(learner.id, level=level)
+        updated = self.store.learners.update_settings(learner.id, level=level)
         if updated.target_language:
             return f"Got it. {self._settings_of(updated)}"
         return f"Got it: level {level}. {phrases.NEEDS_LANGUAGE}"
 
     def profile(self, learner: LearnerInfo, command: Command) -> str:
         """Everything Pam keeps about the learner, in words."""
-        profile = self.store.profile(learner.id)
-        summary = self.store.summary(learner.id)
-        unfolded, _ = self.store.unfolded_tokens(learner.id)
-        corrections = self.store.corrections(learner.id, limit=5)
+        profile = self.store.memory.profile(learner.id)
+        summary = self.store.memory.summary(learner.id)
+        unfolded, _ = self.store.conversation.unfolded_tokens(learner.id)
+        corrections = self.store.ledger.corrections(learner.id, limit=5)
         doc = document(profile)
         lines = ["Here's what I know about you:", "", _settings_line(learner, profile.data)]
         learned = [

@@ -24,8 +24,8 @@ from memory.llm import (
 )
 from memory.profile import profile_due
 from memory.queue import Finished, Finishing
-from memory.records import Activity, ActivityWindow
-from memory.store import Backlog, LearnerGone, LearnerInfo, Store
+from memory.records import Activity, ActivityWindow, Backlog, LearnerGone, LearnerInfo
+from memory.store import Store
 from memory.summary import fold_due
 from memory.tokens import TokenCounter
 
@@ -131,12 +131,12 @@ class Tutor:
         in the same write (`Answer.finished`), any other answer leaves that to the caller."""
         text = clean_text(text)
         if kind != "text" and not text:
-            known = known or self.store.find_learner(external_id)
+            known = known or self.store.learners.find_learner(external_id)
             language = known.target_language if known else None
             return Answer([phrases.not_text(kind, language)], known.id if known else None)
         if not text:
             return Answer([], None)
-        learner = known or self.store.learner(external_id, display_name)
+        learner = known or self.store.learners.learner(external_id, display_name)
         command = parse_command(text)
         if command is not None:
             command = replace(command, inbox_id=inbox_id)
@@ -178,7 +178,7 @@ class Tutor:
         an LLM failure loses nothing. `note`: a line said before the reply (and kept with it).
         """
         started = time.monotonic()
-        stored, answered, context, activity = self.store.begin_turn(
+        stored, answered, context, activity = self.store.conversation.begin_turn(
             learner.id,
             text,
             self.counter.count_message(text),
@@ -206,17 +206,17 @@ class Tutor:
             )
             answer = corrections.parse_answer(completion.text)
         except LLMError as exc:
-            self.store.record_calls(learner.id, "reply", exc.billed)
+            self.store.ledger.record_calls(learner.id, "reply", exc.billed)
             return self._failed(learner.id, exc, language, can_retry=can_retry)
         except corrections.NoReply as exc:  # JSON with no reply in it, even with more room
-            self.store.record_calls(learner.id, "reply", completion.calls)
+            self.store.ledger.record_calls(learner.id, "reply", completion.calls)
             return self._failed(learner.id, Unusable(str(exc)), language, can_retry=False)
         # The unusable answers before this one; its own call is stored with the reply.
-        self.store.record_calls(learner.id, "reply", completion.billed)
+        self.store.ledger.record_calls(learner.id, "reply", completion.billed)
         shown = corrections.render(answer)
         if note:
             shown = f"{note}\n\n{shown}"
-        reply, backlog, finished = self.store.save_reply(
+        reply, backlog, finished = self.store.conversation.save_reply(
             learner.id,
             stored.id,
             shown,
@@ -259,7 +259,7 @@ class Tutor:
         else:
             log.warning("turn failed learner=%s: %s", learner_id, type(exc).__name__)
             said = phrases.apology(language)
-        due = self._due(self.store.memory_backlog(learner_id, PROFILE_COUNT_LIMIT))
+        due = self._due(self.store.conversation.memory_backlog(learner_id, PROFILE_COUNT_LIMIT))
         return Answer([said], learner_id, due, problem=problem)
 
     def _limit_window(self) -> ActivityWindow | None:

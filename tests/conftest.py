@@ -131,4 +131,4 @@ def unique_user(prefix: str = "user") -> str:
 
 def unread_by_profile(store: Store, learner_id: int) -> int:
     """How many learner messages the profile has not read yet."""
-    return len(store.memory_backlog(learner_id, limit=10_000)[2])
+    return len(store.conversation.memory_backlog(learner_id, limit=10_000)[2])

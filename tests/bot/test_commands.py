@@ -7,7 +7,7 @@ import pytest
 from bot import phrases
 from bot.commands import parse_command
 from bot.runtime import Pam
-from memory.store import LEARNER, CorrectionRecord, LearnerInfo
+from memory.records import LEARNER, CorrectionRecord, LearnerInfo
 from tests.bot.test_languages import EXPLAINED_IN
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel
@@ -21,7 +21,7 @@ def ask(pam: Pam, user: str, text: str) -> str:
 
 
 def learner(pam: Pam, user: str) -> LearnerInfo:
-    found = pam.store.find_learner(user)
+    found = pam.store.learners.find_learner(user)
     assert found is not None
     return found
 
@@ -226,17 +226,17 @@ def test_profile_shows_what_pam_knows(pam: Pam, fake_model: FakeChatModel) -> No
     info = learner(pam, user)
     first = pam.tutor.handle(user, "Hola, yo es Lena")
     assert first
-    messages = pam.store.messages(info.id)
+    messages = pam.store.conversation.messages(info.id)
     profile = {
         "who": "Lena, a nurse from Berlin",
         "interests": ["climbing", "jazz"],
         "recurring_mistakes": ["ser/estar"],
         "level": "A2",
     }
-    assert pam.store.save_profile(info.id, 0, profile, messages[0].id, 1)
+    assert pam.store.memory.save_profile(info.id, 0, profile, messages[0].id, 1)
     summary = "Lena is planning a trip to Valencia in May."
-    assert pam.store.save_summary(info.id, 0, summary, 12, messages[0].id)
-    pam.store.add_corrections(
+    assert pam.store.memory.save_summary(info.id, 0, summary, 12, messages[0].id)
+    pam.store.ledger.add_corrections(
         info.id, messages[0].id, [CorrectionRecord("yo es", "yo soy", "ser", "conjugation")]
     )
     calls_before = len(fake_model.calls)
@@ -270,17 +270,17 @@ def test_forget_erases_every_row_and_confirms(pam: Pam, fake_model: FakeChatMode
             )
             pam.tutor.handle(who, text)
     info, other_info = learner(pam, user), learner(pam, other)
-    before = pam.store.rows_about(info.id, user)
+    before = pam.store.inspection.rows_about(info.id, user)
     assert before["messages"] == 6 and before["corrections"] == 3 and before["llm_usage"] == 3
-    other_before = pam.store.rows_about(other_info.id, other)
+    other_before = pam.store.inspection.rows_about(other_info.id, other)
     calls_before = len(fake_model.calls)
 
     answer = ask(pam, user, "/forget")
 
     assert answer == phrases.FORGOTTEN
-    assert set(pam.store.rows_about(info.id, user).values()) == {0}
-    assert pam.store.find_learner(user) is None
-    assert pam.store.rows_about(other_info.id, other) == other_before
+    assert set(pam.store.inspection.rows_about(info.id, user).values()) == {0}
+    assert pam.store.learners.find_learner(user) is None
+    assert pam.store.inspection.rows_about(other_info.id, other) == other_before
     assert len(fake_model.calls) == calls_before
 
 
@@ -291,11 +291,13 @@ def test_after_forget_nothing_old_reaches_the_prompt(pam: Pam, fake_model: FakeC
     pam.tutor.handle(user, "Hola de nuevo")
     assert "PINEAPPLE42" not in fake_model.of("reply")[-1].text
     fresh = learner(pam, user)
-    assert [m.content for m in pam.store.messages(fresh.id, role=LEARNER)] == ["Hola de nuevo"]
+    assert [m.content for m in pam.store.conversation.messages(fresh.id, role=LEARNER)] == [
+        "Hola de nuevo"
+    ]
 
 
 def test_forget_of_a_stranger_is_harmless(pam: Pam, fake_model: FakeChatModel) -> None:
     user = unique_user()
     assert ask(pam, user, "/forget") == phrases.FORGOTTEN
-    assert pam.store.find_learner(user) is None
+    assert pam.store.learners.find_learner(user) is None
     assert fake_model.calls == []

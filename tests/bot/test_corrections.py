@@ -23,7 +23,7 @@ from bot.corrections import (
     render,
 )
 from memory.model_output import looks_like_json, well_formed
-from memory.store import CorrectionRecord
+from memory.records import CorrectionRecord
 
 GOOD = {
     "reply": "¡Qué bien, Lena! ¿Y qué hiciste el fin de semana?",

@@ -20,7 +20,7 @@ from memory.jobs import RETRY_AFTER_FAILURE
 from memory.llm import ChatMessage
 from memory.models import utcnow
 from memory.profile import FIELDS, MAX_PROFILE_CHARS, document
-from memory.store import LEARNER, LearnerInfo
+from memory.records import LEARNER, LearnerInfo
 from tests.conftest import unique_user
 from tests.fakes import Call, FakeChatModel, ManualClock, reply_json
 from webhooks.wiring import build
@@ -68,7 +68,7 @@ def say(pam: Pam, user: str, texts: Sequence[str], display_name: str | None = No
 
 
 def learner(pam: Pam, user: str) -> LearnerInfo:
-    found = pam.store.find_learner(user)
+    found = pam.store.learners.find_learner(user)
     assert found is not None
     return found
 
@@ -175,7 +175,7 @@ def test_a_compromised_profile_answer_cannot_change_the_schema(
 
     # What the answer had of a profile is kept; with nothing readable it is refused whole:
     # nothing stored, the watermark did not move.
-    state = pam.store.profile(info.id)
+    state = pam.store.memory.profile(info.id)
     assert state.data == kept
     assert (state.messages_processed, state.watermark > 0) == ((5, True) if kept else (0, False))
     shown = pam.tutor.handle(user, "/profile")[0]
@@ -192,7 +192,7 @@ def test_a_compromised_profile_answer_cannot_change_the_schema(
         user,
         ["Me gusta escalar", "Trabajo mucho", "Hoy llueve", "Tengo dos gatos", "Leo mucho"],
     )
-    state = pam.store.profile(info.id)
+    state = pam.store.memory.profile(info.id)
     assert set(state.data) <= set(FIELDS)
     assert state.data == {**kept, **valid, "level": "B1"}
     for key, cap in SCHEMA_CAPS.items():
@@ -309,9 +309,9 @@ def test_injected_text_stays_inside_data_and_instructions_stay_first(
     say(good, good_user, ["Una pregunta más"])
 
     evil_info = learner(evil, evil_user)
-    assert evil.store.summary(evil_info.id).folds >= 2, "a later fold reads the summary back"
+    assert evil.store.memory.summary(evil_info.id).folds >= 2, "a later fold reads the summary back"
     assert len(evil_model.of("profile")) >= 2, "a later profile job reads the profile back"
-    assert evil.store.profile(evil_info.id).data["who"].startswith("Lena")
+    assert evil.store.memory.profile(evil_info.id).data["who"].startswith("Lena")
     assert (evil_info.target_language, evil_info.native_language, evil_info.level) == (
         "Spanish",
         "English",
@@ -387,7 +387,7 @@ def test_a_summary_imitating_the_prompt_separator_cannot_cut_the_data_section(
     pam = pam_for(settings, engine, model, summary_trigger_tokens=40)
     user = unique_user()
     say(pam, user, [*SETUP, *CLEAN_MESSAGES])
-    assert pam.store.summary(learner(pam, user).id).folds >= 1
+    assert pam.store.memory.summary(learner(pam, user).id).folds >= 1
 
     system = system_of(model.of("reply")[-1])
     assert system.rstrip().endswith("</conversation_summary>")
@@ -404,7 +404,7 @@ def test_a_learned_language_cannot_write_outside_the_data_sections(
     pam = pam_for(settings, engine, model)
     user = unique_user()
     say(pam, user, [f"Hola, mensaje {n}" for n in range(6)])  # no /language: the profile's counts
-    assert pam.store.profile(learner(pam, user).id).data["target_language"] == hostile
+    assert pam.store.memory.profile(learner(pam, user).id).data["target_language"] == hostile
 
     system = system_of(model.of("reply")[-1])
     assert secret in section(system, "learner_profile")
@@ -484,9 +484,9 @@ def test_a_learner_cannot_reach_another_learners_data(settings: Settings, engine
             answers_to[user] += pam.tutor.handle(user, text, display_name=name)
             calls_of[user] += model.calls[before:]
     a_info, b_info = learner(pam, a_user), learner(pam, b_user)
-    b_summary = pam.store.summary(b_info.id).text
-    b_corrections = pam.store.corrections(b_info.id)
-    assert b_mark in b_summary and b_mark in json.dumps(pam.store.profile(b_info.id).data)
+    b_summary = pam.store.memory.summary(b_info.id).text
+    b_corrections = pam.store.ledger.corrections(b_info.id)
+    assert b_mark in b_summary and b_mark in json.dumps(pam.store.memory.profile(b_info.id).data)
     assert b_corrections and all(b_mark in c.original for c in b_corrections)
     for user in (a_user, b_user):
         purposes = {c.purpose for c in calls_of[user]}
@@ -498,10 +498,10 @@ def test_a_learner_cannot_reach_another_learners_data(settings: Settings, engine
                 assert secret not in call.text, (user, call.purpose, secret)
         info = learner(pam, user)
         kept = [
-            pam.store.summary(info.id).text,
-            json.dumps(pam.store.profile(info.id).data),
-            *(m.content for m in pam.store.messages(info.id)),
-            *(f"{c.original} {c.corrected}" for c in pam.store.corrections(info.id)),
+            pam.store.memory.summary(info.id).text,
+            json.dumps(pam.store.memory.profile(info.id).data),
+            *(m.content for m in pam.store.conversation.messages(info.id)),
+            *(f"{c.original} {c.corrected}" for c in pam.store.ledger.corrections(info.id)),
             *answers_to[user],
         ]
         for secret in foreign:
@@ -511,13 +511,15 @@ def test_a_learner_cannot_reach_another_learners_data(settings: Settings, engine
     assert a_mark in shown
 
     # Naming the other learner in /forget erases only the one asking.
-    b_before = pam.store.context(b_info.id)
+    b_before = pam.store.conversation.context(b_info.id)
     assert pam.tutor.handle(a_user, f"/forget {b_user}") != []
-    assert pam.store.find_learner(a_user) is None
-    assert pam.store.context(b_info.id) == b_before
-    assert pam.store.corrections(b_info.id) == b_corrections
-    assert [m.content for m in pam.store.messages(b_info.id) if m.role == LEARNER] == b_says
-    rows = pam.store.rows_about(a_info.id, a_user)
+    assert pam.store.learners.find_learner(a_user) is None
+    assert pam.store.conversation.context(b_info.id) == b_before
+    assert pam.store.ledger.corrections(b_info.id) == b_corrections
+    assert [
+        m.content for m in pam.store.conversation.messages(b_info.id) if m.role == LEARNER
+    ] == b_says
+    rows = pam.store.inspection.rows_about(a_info.id, a_user)
     assert rows == dict.fromkeys(rows, 0)
 
 
@@ -567,9 +569,9 @@ def test_a_command_carrying_an_injection_is_refused_and_changes_nothing(
     assert len(answer) < 600  # an echo of the argument, if any, is cut short
     assert "\x00" not in answer and "\x1b" not in answer
     assert learner(pam, user) == before
-    assert pam.store.messages(before.id) == []
+    assert pam.store.conversation.messages(before.id) == []
     assert fake_model.calls == []
-    assert pam.store.usage(before.id) == {}
+    assert pam.store.ledger.usage(before.id) == {}
 
 
 @pytest.mark.parametrize("text", ["/language Ger\x07man English", "/level\x00 c\x1b1"])

@@ -14,7 +14,7 @@ from sqlalchemy import Engine
 from bot.runtime import Pam
 from bot.settings import Settings
 from memory.llm import ChatMessage
-from memory.store import LEARNER
+from memory.records import LEARNER
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel, reply_json
 from webhooks.wiring import build
@@ -95,20 +95,20 @@ def test_concurrent_learners_stay_isolated(database_url: str, engine: Engine, jo
         assert len(found_in(call.text, markers)) <= 1, (call.purpose, found_in(call.text, markers))
 
     for i, user in enumerate(users):
-        info = pam.store.find_learner(user)
+        info = pam.store.learners.find_learner(user)
         assert info is not None
         own = [markers[i]]
-        messages = pam.store.messages(info.id)
+        messages = pam.store.conversation.messages(info.id)
         assert len(messages) == 2 * MESSAGES
         assert [m.content for m in messages if m.role == LEARNER] == [
             f"Mensaje {n}: hoy hablé de {markers[i]} con mi amiga" for n in range(MESSAGES)
         ]
         for message in messages:
             assert found_in(message.content, markers) == own
-        summary = pam.store.summary(info.id)
+        summary = pam.store.memory.summary(info.id)
         assert summary.folds >= 1
         assert found_in(summary.text, markers) == own
-        profile = pam.store.profile(info.id)
+        profile = pam.store.memory.profile(info.id)
         assert profile.data.get("misc") == own
         for answer in answers[i]:
             assert found_in(answer[0], markers) == own

@@ -29,9 +29,9 @@ def test_too_many_messages_a_minute_get_a_friendly_answer_and_are_kept(
 
     assert answers[3:] == [phrases.SLOW_DOWN["Spanish"]] * 2
     assert len(fake_model.of("reply")) == 3
-    learner = pam.store.find_learner(user)
+    learner = pam.store.learners.find_learner(user)
     assert learner is not None
-    kept = [m.content for m in pam.store.messages(learner.id, role="learner")]
+    kept = [m.content for m in pam.store.conversation.messages(learner.id, role="learner")]
     assert kept == [f"Mensaje {n}" for n in range(5)]  # nothing a learner writes is lost
 
 
@@ -72,7 +72,7 @@ def test_usage_is_queryable_per_learner_and_purpose(
     user = unique_user()
     for n in range(5):
         pam.tutor.handle(user, f"Mensaje {n}")
-    learner = pam.store.find_learner(user)
+    learner = pam.store.learners.find_learner(user)
     assert learner is not None
-    usage = pam.store.usage(learner.id)
+    usage = pam.store.ledger.usage(learner.id)
     assert usage["reply"][0] == 5 and usage["profile"][0] == 1

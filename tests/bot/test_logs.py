@@ -147,7 +147,7 @@ def test_no_secret_or_message_text_is_logged_at_info(
                 )
             llm.fail_next(Fault(status=500))  # one failing turn: its warning must be clean too
             worker.drain()
-            learner = pam.store.find_learner("api:lena")
+            learner = pam.store.learners.find_learner("api:lena")
             assert learner is not None
             memory = client.get(
                 f"/admin/learners/{learner.id}/memory",

@@ -27,7 +27,8 @@ from loopback.openai_server import OpenAIServer
 from memory.jobs import FOLD, PROFILE, Coordinator, JobRunner
 from memory.models import MemoryJob
 from memory.queue import Inbox
-from memory.store import LEARNER, PAM, Store
+from memory.records import LEARNER, PAM
+from memory.store import Store
 from tests.conftest import unique_user
 from tests.support import WAIT, inbound, wait_until
 
@@ -169,7 +170,7 @@ class Ran:
 def test_the_child_starts_each_requested_job_and_ignores_garbage(
     store: Store, engine: Engine
 ) -> None:
-    asked, unasked = store.learner(unique_user()), store.learner(unique_user())
+    asked, unasked = store.learners.learner(unique_user()), store.learners.learner(unique_user())
     coordinator = Coordinator(engine, 300)
     assert coordinator.mark(asked.id, FOLD)
     fold, profile = Ran(), Ran()
@@ -197,7 +198,7 @@ def test_the_child_starts_each_requested_job_and_ignores_garbage(
 
 
 def test_the_child_starts_nothing_once_closed(store: Store, engine: Engine) -> None:
-    learner = store.learner(unique_user())
+    learner = store.learners.learner(unique_user())
     coordinator = Coordinator(engine, 300)
     assert coordinator.mark(learner.id, FOLD)
     fold = Ran()
@@ -279,11 +280,11 @@ def send(engine: Engine, user: str, text: str) -> None:
 
 
 def learned(store: Store, external_id: str, folds: int = 1, profiles: int = 1) -> bool:
-    learner = store.find_learner(external_id)
+    learner = store.learners.find_learner(external_id)
     return (
         learner is not None
-        and store.summary(learner.id).folds >= folds
-        and store.profile(learner.id).version >= profiles
+        and store.memory.summary(learner.id).folds >= folds
+        and store.memory.profile(learner.id).version >= profiles
     )
 
 
@@ -294,7 +295,7 @@ def wait_learned(store: Store, external_id: str, what: str) -> None:
 
 def jobs_running(engine: Engine, external_id: str) -> bool:
     """Whether a memory job of the learner is claimed (running, or held by a dead runner)."""
-    learner = Store(engine).find_learner(external_id)
+    learner = Store(engine).learners.find_learner(external_id)
     assert learner is not None
     with engine.connect() as connection:
         running = connection.scalar(
@@ -371,12 +372,12 @@ def test_a_killed_memory_process_is_restarted_and_one_whose_worker_died_exits(
         wait_until(lambda: child_started(worker) != first, "a new memory process")
         second = child_started(worker)
         assert f"memory process pid={first} exited with status -9" in worker.log.read_text()
-        learner = store.find_learner(f"api:{user}")
+        learner = store.learners.find_learner(f"api:{user}")
         assert learner is not None
-        before = store.profile(learner.id).version
+        before = store.memory.profile(learner.id).version
         send(engine, user, TEXTS[1])
         wait_until(
-            lambda: store.profile(learner.id).version > before,
+            lambda: store.memory.profile(learner.id).version > before,
             "a profile update by the new memory process",
             timeout=PROCESS_WAIT,
         )
@@ -396,10 +397,10 @@ def marked(tmp_path: Path, engine: Engine, env: dict[str, str]) -> tuple[Store, 
     store = Store(engine)
     external_id = unique_user("marked")
     db_upgrade(env, tmp_path)
-    learner = store.learner(external_id)
+    learner = store.learners.learner(external_id)
     for text in TEXTS:
-        store.add_message(learner.id, LEARNER, text, 20)
-        store.add_message(learner.id, PAM, "¡Qué bien! ¿Y luego qué hiciste?", 12)
+        store.conversation.add_message(learner.id, LEARNER, text, 20)
+        store.conversation.add_message(learner.id, PAM, "¡Qué bien! ¿Y luego qué hiciste?", 12)
     coordinator = Coordinator(engine, 60)
     assert coordinator.mark(learner.id, FOLD)
     assert coordinator.mark(learner.id, PROFILE)

@@ -10,7 +10,7 @@ from bot import phrases
 from bot.runtime import Pam
 from bot.tutor import ModelUnavailable
 from memory.llm import Misconfigured, Outage, Refused, Unusable, Usage
-from memory.store import LEARNER, PAM
+from memory.records import LEARNER, PAM
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel, reply_json
 
@@ -24,15 +24,15 @@ def spanish_learner(pam: Pam) -> str:
 
 
 def stored(pam: Pam, user: str) -> list[tuple[str, str]]:
-    learner = pam.store.find_learner(user)
+    learner = pam.store.learners.find_learner(user)
     assert learner is not None
-    return [(m.role, m.content) for m in pam.store.messages(learner.id)]
+    return [(m.role, m.content) for m in pam.store.conversation.messages(learner.id)]
 
 
 def usage_of(pam: Pam, user: str) -> dict[str, tuple[int, int, int]]:
-    learner = pam.store.find_learner(user)
+    learner = pam.store.learners.find_learner(user)
     assert learner is not None
-    return pam.store.usage(learner.id)
+    return pam.store.ledger.usage(learner.id)
 
 
 def test_an_outage_is_tried_again_later_when_the_caller_can(

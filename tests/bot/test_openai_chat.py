@@ -31,7 +31,7 @@ from memory.llm import (
     Unusable,
     Usage,
 )
-from memory.store import LEARNER, PAM, CorrectionRecord
+from memory.records import LEARNER, PAM, CorrectionRecord
 from memory.tokens import TokenCounter
 from tests import llm_shapes as shapes
 from tests.conftest import unique_user
@@ -822,18 +822,18 @@ def test_a_tutor_turn_through_the_real_sdk(live_pam: Pam, server: OpenAIServer) 
     assert body["messages"][1:] == [{"role": "user", "content": "Hola, yo es Lena"}]
 
     store = live_pam.store
-    learner = store.find_learner(user)
+    learner = store.learners.find_learner(user)
     assert learner is not None
-    messages = store.messages(learner.id)
+    messages = store.conversation.messages(learner.id)
     assert [(m.role, m.content) for m in messages] == [
         (LEARNER, "Hola, yo es Lena"),
         (PAM, shown_reply(1)),
     ]
-    assert store.corrections(learner.id) == [
+    assert store.ledger.corrections(learner.id) == [
         CorrectionRecord("yo es", "yo soy", "'ser' in first person is 'soy'", "conjugation")
     ]
     usage = server_usage(body, default_answer("reply", {}, 1))
-    assert store.usage(learner.id) == {"reply": (1, *usage)}
+    assert store.ledger.usage(learner.id) == {"reply": (1, *usage)}
 
 
 @pytest.mark.parametrize(
@@ -855,13 +855,13 @@ def test_when_the_llm_fails_the_learner_gets_an_apology_and_the_message_stays(
 
     assert answers == [phrases.APOLOGIES["Spanish"]]
     store = live_pam.store
-    learner = store.find_learner(user)
+    learner = store.learners.find_learner(user)
     assert learner is not None
-    assert [(m.role, m.content) for m in store.messages(learner.id)] == [
+    assert [(m.role, m.content) for m in store.conversation.messages(learner.id)] == [
         (LEARNER, "Ayer yo es muy cansada")
     ]
-    assert store.corrections(learner.id) == []
-    assert "reply" not in store.usage(learner.id)
+    assert store.ledger.corrections(learner.id) == []
+    assert "reply" not in store.ledger.usage(learner.id)
 
     # Once the LLM is back, the unanswered message is still part of the conversation.
     answers = live_pam.tutor.handle(user, "¿Estás ahí?")
@@ -883,12 +883,14 @@ def test_an_unusable_answer_is_asked_again_and_both_calls_are_recorded(
     answers = live_pam.tutor.handle(user, "Ayer yo es muy cansada")
 
     assert answers == [shown_reply(2)]
-    learner = live_pam.store.find_learner(user)
+    learner = live_pam.store.learners.find_learner(user)
     assert learner is not None
     unusable, answered = server.of("reply")
     counted = sum(live_pam.tutor.counter.count_message(m["content"]) for m in unusable["messages"])
     input_tokens, output_tokens = server_usage(answered, default_answer("reply", {}, 2))
-    assert live_pam.store.usage(learner.id) == {"reply": (2, counted + input_tokens, output_tokens)}
+    assert live_pam.store.ledger.usage(learner.id) == {
+        "reply": (2, counted + input_tokens, output_tokens)
+    }
 
 
 def test_the_llm_edges_logs_name_reasons_never_message_content(
@@ -931,9 +933,9 @@ def test_json_without_a_chat_message_is_asked_again_within_the_budget(
 
     assert answers == [shown_reply(3)]  # the server's own answer to the third call
     assert len(server.of("reply")) == 3
-    learner = live_pam.store.find_learner(user)
+    learner = live_pam.store.learners.find_learner(user)
     assert learner is not None
-    calls, _, _ = live_pam.store.usage(learner.id)["reply"]
+    calls, _, _ = live_pam.store.ledger.usage(learner.id)["reply"]
     assert calls == 3  # the two answers without a reply were billed too
 
 
@@ -949,6 +951,6 @@ def test_json_without_a_chat_message_every_time_gets_an_apology_after_four_calls
 
     assert answer.replies == [phrases.APOLOGIES["Spanish"]]  # at once: not tried again later
     assert len(server.of("reply")) == MAX_UNUSABLE_CALLS
-    learner = live_pam.store.find_learner(user)
+    learner = live_pam.store.learners.find_learner(user)
     assert learner is not None
-    assert live_pam.store.usage(learner.id)["reply"][0] == MAX_UNUSABLE_CALLS
+    assert live_pam.store.ledger.usage(learner.id)["reply"][0] == MAX_UNUSABLE_CALLS

@@ -10,7 +10,7 @@ import prompts
 from bot.corrections import PLACEHOLDERS, REPLY_SCHEMA
 from bot.prompt import reply_prompt
 from memory.profile import PROFILE_SCHEMA
-from memory.store import (
+from memory.records import (
     LEARNER,
     PAM,
     Context,

@@ -28,7 +28,7 @@ from memory.llm import ChatMessage
 from memory.messages import Sent
 from memory.models import InboxItem, OutboxItem, utcnow
 from memory.queue import DONE, FAILED, PENDING, SENT
-from memory.store import LEARNER, PAM
+from memory.records import LEARNER, PAM
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel, failing, reply_json
 from tests.support import (
@@ -74,9 +74,9 @@ def chat_of(user: str) -> str:
 
 
 def conversation(pam: Pam, user: str) -> list[tuple[str, str]]:
-    learner = pam.store.find_learner(user)
+    learner = pam.store.learners.find_learner(user)
     assert learner is not None
-    return [(m.role, m.content) for m in pam.store.messages(learner.id)]
+    return [(m.role, m.content) for m in pam.store.conversation.messages(learner.id)]
 
 
 def inbox_rows(engine: Engine, address: str) -> list[InboxItem]:
@@ -700,7 +700,7 @@ def test_forget_through_the_queue_erases_everything_and_still_confirms(
     for text in ("Hola, soy Lena", "Trabajo de enfermera", "/level B1", "Me gusta cocinar"):
         worker.inbox.accept(inbound(user, text))
     worker.drain()
-    learner = pam.store.find_learner(user)
+    learner = pam.store.learners.find_learner(user)
     assert learner is not None
     answered(worker, user, "a reply to this is still undelivered")
     worker.inbox.accept(inbound(user, "/forget"))
@@ -709,7 +709,7 @@ def test_forget_through_the_queue_erases_everything_and_still_confirms(
 
     assert sender.texts_to(chat_of(user))[-1] == phrases.FORGOTTEN
     assert "re: a reply to this is still undelivered" not in sender.texts_to(chat_of(user))
-    rows = pam.store.rows_about(learner.id, user)
+    rows = pam.store.inspection.rows_about(learner.id, user)
     assert rows == dict.fromkeys(rows, 0)  # the /forget and its confirmation name nobody now
     [kept_in] = inbox_rows_by_id(engine, [forget_id])
     assert (kept_in.status, kept_in.text, kept_in.address, kept_in.chat_id) == (DONE, "", "", "")
@@ -721,7 +721,7 @@ def test_forget_through_the_queue_erases_everything_and_still_confirms(
         "",
         "",
     )
-    assert pam.store.find_learner(user) is None
+    assert pam.store.learners.find_learner(user) is None
 
 
 def test_a_message_sent_after_forget_is_still_answered(

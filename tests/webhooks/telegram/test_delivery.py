@@ -26,7 +26,7 @@ from loopback.telegram_server import TOKEN, Failure, TelegramServer
 from memory.messages import Inbound
 from memory.models import OutboxItem, utcnow
 from memory.queue import FAILED, PENDING, SENT
-from memory.store import PAM
+from memory.records import PAM
 from tests.fakes import FakeChatModel, Gate, reply_json
 from webhooks.telegram.client import TelegramClient
 
@@ -91,9 +91,9 @@ def make_available(engine: Engine) -> None:
 
 
 def pam_replies(pam: Pam, address: str) -> list[str]:
-    learner = pam.store.find_learner(address)
+    learner = pam.store.learners.find_learner(address)
     assert learner is not None
-    return [m.content for m in pam.store.messages(learner.id) if m.role == PAM]
+    return [m.content for m in pam.store.conversation.messages(learner.id) if m.role == PAM]
 
 
 def closed_port() -> int:
