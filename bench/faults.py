@@ -52,7 +52,8 @@ from loopback.harness import (
     wait_for,
 )
 from memory import db
-from memory.queue import Inbox, Outbox
+from memory.inbox import Inbox
+from memory.outbox import Outbox
 
 DEFAULT_DATABASE = "postgresql://postgres@127.0.0.1:5432/test"
 LLM_TIMEOUT = 2.0

@@ -86,8 +86,8 @@ from loopback.harness import (
     wait_for,
 )
 from memory import db
+from memory.claims import UNFINISHED
 from memory.models import InboxItem, MemoryJob, OutboxItem
-from memory.queue import UNFINISHED
 
 DEFAULT_DATABASE = "postgresql://postgres@127.0.0.1:5432/test"
 WEBHOOK_SECRET = "latency-bench-webhook-secret"

@@ -3,15 +3,13 @@ turn reads before it calls the model (context, limits' counts, the memory backlo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from sqlalchemy import select
+from sqlalchemy import Engine, select
 from sqlalchemy.exc import IntegrityError
 
+from memory.backends import backend_for
+from memory.clock import Clock, utcnow
 from memory.db import Tables
-from memory.ledger import Ledger
 from memory.models import Message
-from memory.queue import SAVE_REPLY_AND_FINISH, Finished, Finishing
 from memory.records import (
     LEARNER,
     PAM,
@@ -19,27 +17,27 @@ from memory.records import (
     ActivityWindow,
     Backlog,
     Context,
-    CorrectionRecord,
     LearnerGone,
     StoredMessage,
     TurnStart,
 )
 from memory.statements import (
-    INSERT_CORRECTIONS,
-    INSERT_USAGE,
-    correction_rows,
     insert_message,
     read_backlog,
     read_context,
     read_messages,
     read_stored_with_reply,
     read_unfolded,
-    save_reply_and_read_backlog,
 )
 
 
 class Conversation(Tables):
-    """Messages, read and written."""
+    """Messages, read and written; each stored at the time `clock` says."""
+
+    def __init__(self, engine: Engine, clock: Clock = utcnow) -> None:
+        super().__init__(engine)
+        self.backend = backend_for(engine)
+        self.clock = clock
 
     def add_message(
         self,
@@ -59,7 +57,7 @@ class Conversation(Tables):
         try:
             with self.engine.begin() as connection:
                 return insert_message(
-                    connection, learner_id, role, content, tokens, inbox_id, reply_to
+                    connection, learner_id, role, content, tokens, self.clock(), inbox_id, reply_to
                 )
         except IntegrityError as exc:
             existing = self.message_for(learner_id, inbox_id=inbox_id, reply_to=reply_to)
@@ -77,7 +75,9 @@ class Conversation(Tables):
         costs a lookup. Raises LearnerGone if the learner was forgotten meanwhile."""
         try:
             with self.single.begin() as connection:  # one INSERT
-                stored = insert_message(connection, learner_id, LEARNER, content, tokens, inbox_id)
+                stored = insert_message(
+                    connection, learner_id, LEARNER, content, tokens, self.clock(), inbox_id
+                )
                 return stored, None
         except IntegrityError as exc:
             if inbox_id is not None:
@@ -97,100 +97,20 @@ class Conversation(Tables):
         window: ActivityWindow | None,
     ) -> TurnStart:
         """`add_learner_message`, then, unless the message was answered before,
-        `context_and_activity`: on Postgres in one statement and one round trip. Raises
+        `context_and_activity`: in one statement and one round trip where the backend can. Raises
         LearnerGone if the learner was forgotten meanwhile."""
-        if self.engine.dialect.name == "postgresql":
-            message = StoredMessage(0, LEARNER, content, tokens)
-            try:
-                with self.single.connect() as connection:
-                    found = read_context(connection, learner_id, window, message, inbox_id)
-            except IntegrityError:
-                pass  # stored before (a re-run), or the learner is gone: the two steps say which
-            else:
-                if found is None:
-                    raise LearnerGone(learner_id)
-                context, activity = found
-                return TurnStart(context.messages[-1], None, context, activity)
+        message = StoredMessage(0, LEARNER, content, tokens)
+        found = self.backend.begin_turn(
+            self.engine, learner_id, message, inbox_id, window, self.clock()
+        )
+        if found is not None:
+            context, activity = found
+            return TurnStart(context.messages[-1], None, context, activity)
         stored, answered = self.add_learner_message(learner_id, content, tokens, inbox_id=inbox_id)
         if answered is not None:
             return TurnStart(stored, answered, None, None)
         context, activity = self.context_and_activity(learner_id, window)
         return TurnStart(stored, None, context, activity)
-
-    def save_reply(
-        self,
-        learner_id: int,
-        reply_to: int,
-        content: str,
-        tokens: int,
-        corrections: Sequence[CorrectionRecord],
-        usage: tuple[str, int, int],
-        *,
-        backlog_limit: int,
-        finishing: Finishing | None = None,
-    ) -> tuple[StoredMessage, Backlog | None, Finished | None]:
-        """Pam's reply to message `reply_to`, the corrections it made and the call's usage
-        (model, input, output tokens), written in one transaction that also reads the memory
-        backlog as of the reply (`memory_backlog` with `backlog_limit`). With `finishing`, the
-        inbox claim the turn answers is finished with the reply in the same transaction (on
-        Postgres the same statement) and the outcome comes third. If another worker stored a
-        reply to that message first, theirs is returned with no backlog, nothing is finished,
-        and only the usage is recorded (the tokens were spent all the same). Raises
-        LearnerGone if forgotten meanwhile."""
-        model, input_tokens, output_tokens = usage
-        parts = finishing.split(content) if finishing else []
-        try:
-            if self.engine.dialect.name == "postgresql":  # one statement, one round trip
-                also = (SAVE_REPLY_AND_FINISH, finishing.values(parts)) if finishing else None
-                with self.single.connect() as connection:
-                    reply, backlog, more = save_reply_and_read_backlog(
-                        connection,
-                        learner_id,
-                        reply_to,
-                        content,
-                        tokens,
-                        corrections,
-                        usage,
-                        backlog_limit,
-                        also=also,
-                    )
-                if finishing is None:
-                    return reply, backlog, None
-                held, ids = more  # ids: NULL when no reply was queued
-                return (
-                    reply,
-                    backlog,
-                    Finished(finishing.claims(parts, (ids or []) if held else None)),
-                )
-            with self.engine.begin() as connection:
-                reply = insert_message(
-                    connection, learner_id, PAM, content, tokens, reply_to=reply_to
-                )
-                connection.execute(
-                    INSERT_USAGE,
-                    {
-                        "learner_id": learner_id,
-                        "model": model,
-                        "purpose": "reply",
-                        "input_tokens": input_tokens,
-                        "output_tokens": output_tokens,
-                    },
-                )
-                if corrections:
-                    rows = correction_rows(learner_id, reply_to, corrections)
-                    connection.execute(INSERT_CORRECTIONS, rows)
-                backlog = read_backlog(connection, learner_id, backlog_limit)
-                if finishing is None:
-                    return reply, backlog, None
-                return reply, backlog, Finished(finishing.run(connection, parts))
-        except IntegrityError as exc:
-            existing = self.message_for(learner_id, reply_to=reply_to)
-            if existing is None:
-                raise LearnerGone(learner_id) from exc
-            Ledger(self.engine).record_usage(
-                learner_id, model, "reply", input_tokens, output_tokens
-            )
-            return existing, None, None
 
     def message_for(
         self, learner_id: int, *, inbox_id: int | None = None, reply_to: int | None = None
@@ -208,7 +128,7 @@ class Conversation(Tables):
             else:
                 query = query.where(Message.reply_to == reply_to)
             row = session.execute(query).first()
-            return StoredMessage(*row) if row else None
+            return StoredMessage(**row._mapping) if row else None
 
     def messages(
         self, learner_id: int, after: int = 0, role: str | None = None

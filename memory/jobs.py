@@ -13,12 +13,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Engine, and_, or_, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 
 from memory import db
+from memory.backends import backend_for
+from memory.clock import utcnow
 from memory.heartbeat import Heartbeat
-from memory.models import MemoryJob, utcnow
+from memory.models import MemoryJob
 from memory.records import LearnerGone
 
 log = logging.getLogger(__name__)
@@ -64,17 +65,13 @@ class Coordinator:
         self.engine = engine
         self.lease = timedelta(seconds=lease_seconds)
         self.single = db.autocommit(engine)
+        self.backend = backend_for(engine)
         self.clock = clock  # tests pass their own, and advance it instead of sleeping
 
     def mark(self, learner_id: int, kind: str) -> bool:
         """Ask for a run of `kind` for the learner. False if the learner no longer exists."""
-        dialect = postgresql if self.engine.dialect.name == "postgresql" else sqlite
-        statement = dialect.insert(MemoryJob).values(
-            learner_id=learner_id, kind=kind, running=False, dirty=True, runs=0, failures=0
-        )
-        statement = statement.on_conflict_do_update(
-            index_elements=["learner_id", "kind"], set_={"dirty": True}
-        )
+        values = {"learner_id": learner_id, "kind": kind, "running": False, "dirty": True}
+        statement = self.backend.mark_job(values | {"runs": 0, "failures": 0}, {"dirty": True})
         try:
             with self.single.begin() as connection:  # one statement
                 connection.execute(statement)
@@ -191,7 +188,7 @@ class Coordinator:
                 .order_by(MemoryJob.updated_at, MemoryJob.learner_id)
                 .limit(limit)
             )
-            return [(int(learner_id), str(kind)) for learner_id, kind in rows]
+            return [(int(row.learner_id), str(row.kind)) for row in rows]
 
     def expire_lease_for_recovery(self, learner_id: int, kind: str) -> None:
         """Mark a job whose runner died as asked-for again, so the next claim reruns it."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 from sqlalchemy import delete
 from sqlalchemy.exc import IntegrityError
 
+from memory.backends import backend_for
 from memory.db import Tables
 from memory.models import InboxItem, Learner, OutboxItem, Profile, Summary
 from memory.records import LEARNER_TABLES, LearnerGone, LearnerInfo
@@ -49,7 +50,7 @@ class Learners(Tables):
         """The learner with `external_id`, or None."""
         with self.single.connect() as connection:
             row = connection.execute(FIND_LEARNER, {"external_id": external_id}).first()
-        return LearnerInfo(*row) if row else None
+        return LearnerInfo(**row._mapping) if row else None
 
     def get_learner(self, learner_id: int) -> LearnerInfo:
         """The learner with id `learner_id`; raises LearnerGone if there is none."""
@@ -94,8 +95,4 @@ class Learners(Tables):
             for model in LEARNER_TABLES:
                 session.execute(delete(model).where(model.learner_id == learner_id))
             session.execute(delete(Learner).where(Learner.id == learner_id))
-        if self.engine.dialect.name == "sqlite":
-            # secure_delete zeroes the freed pages, but the write-ahead log still holds the old
-            # ones until a checkpoint copies it back and truncates it: do that now.
-            with self.engine.connect() as connection:
-                connection.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+        backend_for(self.engine).after_forget(self.engine)

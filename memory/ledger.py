@@ -10,8 +10,9 @@ from typing import Any, NamedTuple
 from sqlalchemy import exists, func, insert, literal, select
 from sqlalchemy.exc import IntegrityError
 
+from memory.clock import utcnow
 from memory.db import Tables
-from memory.models import Correction, Learner, Usage, utcnow
+from memory.models import Correction, Learner, Usage
 from memory.records import BilledCall, CorrectionRecord, LearnerGone
 from memory.statements import INSERT_CORRECTIONS, correction_rows
 
@@ -70,14 +71,17 @@ class Ledger(Tables):
             rows = session.execute(
                 select(
                     Usage.purpose,
-                    func.count(Usage.id),
-                    func.sum(Usage.input_tokens),
-                    func.sum(Usage.output_tokens),
+                    func.count(Usage.id).label("calls"),
+                    func.sum(Usage.input_tokens).label("input_tokens"),
+                    func.sum(Usage.output_tokens).label("output_tokens"),
                 )
                 .where(Usage.learner_id == learner_id)
                 .group_by(Usage.purpose)
             )
-            return {purpose: (int(n), int(i), int(o)) for purpose, n, i, o in rows}
+            return {
+                row.purpose: (int(row.calls), int(row.input_tokens), int(row.output_tokens))
+                for row in rows
+            }
 
 
 class _Call(NamedTuple):

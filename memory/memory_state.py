@@ -8,8 +8,9 @@ from typing import Any
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
+from memory.clock import utcnow
 from memory.db import Tables
-from memory.models import Profile, Summary, utcnow
+from memory.models import Profile, Summary
 from memory.records import LearnerGone, ProfileState, SummaryState
 
 

@@ -23,6 +23,8 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
+from memory.clock import utcnow
+
 # Ids only ever grow (AUTOINCREMENT on SQLite too), so a forgotten learner's id or a
 # deleted message's id is never handed out again: watermarks and stale jobs stay safe.
 Id = BigInteger().with_variant(Integer(), "sqlite")
@@ -34,11 +36,6 @@ NAMING = {
     "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
     "pk": "pk_%(table_name)s",
 }
-
-
-def utcnow() -> datetime:
-    """The current time, timezone-aware, in UTC."""
-    return datetime.now(UTC)
 
 
 class UTCDateTime(TypeDecorator[datetime]):

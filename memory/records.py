@@ -70,6 +70,20 @@ class CorrectionRecord:
     category: str = "other"
 
 
+@dataclass(frozen=True)
+class ReplyRecord:
+    """What a tutor's turn produced, to store with the reply: the reply as shown (any note
+    included) to the learner's stored message `reply_to`, its corrections, and the usage of the
+    answering call (model, input tokens, output tokens)."""
+
+    learner_id: int
+    reply_to: int
+    content: str
+    tokens: int
+    corrections: tuple[CorrectionRecord, ...]
+    usage: tuple[str, int, int]
+
+
 class Backlog(NamedTuple):
     """What decides whether a fold or a profile update is due: how many messages (and tokens)
     are not folded into the summary yet, and the newest learner messages the profile has not

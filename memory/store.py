@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from sqlalchemy import Engine
 
+from memory.clock import Clock, utcnow
 from memory.conversation import Conversation
 from memory.inspection import Inspection
 from memory.learners import Learners
@@ -13,11 +14,12 @@ from memory.memory_state import MemoryState
 
 
 class Store:
-    """Every part of the message store, built from one engine."""
+    """Every part of the message store, built from one engine (messages stored at `clock`'s
+    time)."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, clock: Clock = utcnow) -> None:
         self.learners = Learners(engine)
-        self.conversation = Conversation(engine)
+        self.conversation = Conversation(engine, clock)
         self.memory = MemoryState(engine)
         self.ledger = Ledger(engine)
         self.inspection = Inspection(engine)

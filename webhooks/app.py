@@ -17,7 +17,7 @@ from werkzeug.exceptions import HTTPException
 from bot import logs
 from bot.settings import Settings
 from memory import db
-from memory.queue import Inbox
+from memory.inbox import Inbox
 from webhooks import admin, health
 from webhooks.api import route as api
 from webhooks.telegram import route as telegram

@@ -329,7 +329,7 @@ def cmd_telegram(args: argparse.Namespace) -> int:
 
 def poll_telegram(settings: Settings) -> int:
     """Long-poll Telegram with an in-process worker, until SIGTERM."""
-    from memory.queue import Inbox
+    from memory.inbox import Inbox
     from webhooks.telegram.client import TelegramClient, WebhookIsSet
     from webhooks.telegram.poll import poll
 

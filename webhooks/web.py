@@ -15,8 +15,8 @@ from sqlalchemy import Engine
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 from bot.settings import Settings
+from memory.inbox import Inbox
 from memory.messages import Inbound
-from memory.queue import Inbox
 from webhooks.telegram.client import TelegramClient
 
 log = logging.getLogger(__name__)

@@ -12,6 +12,7 @@ import pytest
 from sqlalchemy import Engine, select
 
 from memory import db
+from memory.clock import ManualClock, utcnow
 from memory.jobs import (
     FOLD,
     PROFILE,
@@ -21,14 +22,13 @@ from memory.jobs import (
     JobRunner,
     Submit,
 )
-from memory.models import MemoryJob, utcnow
+from memory.models import MemoryJob
 from memory.records import LearnerGone
 from memory.store import Store
 from tests.conftest import unique_user
-from tests.fakes import ManualClock, ManualExecutor
+from tests.fakes import ManualExecutor
 
 WAIT = 20.0  # a safety bound for joins and events, never an expectation about speed
-TINY_LEASE = 0.05
 
 
 @dataclass
@@ -404,7 +404,8 @@ def test_an_expired_lease_is_recovered_by_another_runner(
 ) -> None:
     learner = store.learners.learner(unique_user())
     crashed_job = Recorder()
-    crashed = runner_for(engine, crashed_job, ManualExecutor(), lease=TINY_LEASE)
+    clock = ManualClock()
+    crashed = runner_for(engine, crashed_job, ManualExecutor(), lease=60, clock=clock)
     crashed.request(learner.id, FOLD)  # claimed, then the process "dies": the work never runs
     crashed_state = job_row(engine, learner.id, FOLD)
     assert crashed_state is not None
@@ -412,9 +413,9 @@ def test_an_expired_lease_is_recovered_by_another_runner(
     stale_token = crashed_state.claim_token
     assert stale_token is not None
 
-    time.sleep(TINY_LEASE * 4)  # let the lease run out (state only; nothing asserts on time)
+    clock.advance(timedelta(seconds=61))  # the lease runs out
     job = Recorder()
-    survivor = runner_for(second_engine, job, inline, lease=300)
+    survivor = runner_for(second_engine, job, inline, lease=300, clock=clock)
     assert survivor.recover() >= 1
 
     assert job.calls.count(learner.id) == 1
@@ -439,10 +440,13 @@ def test_a_live_lease_is_not_recovered(store: Store, engine: Engine, second_engi
 
 def test_a_request_takes_over_an_expired_lease(store: Store, engine: Engine) -> None:
     learner = store.learners.learner(unique_user())
-    runner_for(engine, Recorder(), ManualExecutor(), lease=TINY_LEASE).request(learner.id, FOLD)
-    time.sleep(TINY_LEASE * 4)
+    clock = ManualClock()
+    runner_for(engine, Recorder(), ManualExecutor(), lease=60, clock=clock).request(
+        learner.id, FOLD
+    )
+    clock.advance(timedelta(seconds=61))
     job = Recorder()
-    runner_for(engine, job, inline).request(learner.id, FOLD)
+    runner_for(engine, job, inline, clock=clock).request(learner.id, FOLD)
     assert job.calls == [learner.id]
 
 

@@ -13,11 +13,14 @@ from sqlalchemy import Engine, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from memory import db
-from memory.models import InboxItem, OutboxItem, utcnow
-from memory.queue import CLAIMED, DONE, FAILED, PENDING, SENT, Claim, Inbox, Outbox
+from memory.claims import CLAIMED, DONE, FAILED, PENDING, SENT, Claim
+from memory.clock import ManualClock, utcnow
+from memory.inbox import Inbox
+from memory.models import InboxItem, OutboxItem
+from memory.outbox import Outbox
 from memory.store import Store
 from tests.conftest import unique_user
-from tests.support import WAIT, claim_eventually, inbound, queue_items
+from tests.support import WAIT, inbound, queue_items
 
 LONG_LEASE = 300.0
 
@@ -262,14 +265,16 @@ def test_outbox_claims_from_two_engines_never_deliver_twice(
 def test_an_expired_lease_makes_the_item_claimable_again_and_voids_the_old_claim(
     engine: Engine,
 ) -> None:
-    inbox = Inbox(engine, lease_seconds=0.05)
+    clock = ManualClock()
+    inbox = Inbox(engine, LONG_LEASE, clock)
     user = unique_user()
     inbox.accept(inbound(user, "Hola"))
     first = claim(inbox)
     assert first.attempts == 1
     assert inbox_row(engine, first.id).status == CLAIMED
 
-    second = claim_eventually(inbox.claim_next)
+    clock.advance(timedelta(seconds=LONG_LEASE + 1))
+    second = claim(inbox)
     assert second.id == first.id
     assert second.attempts == 2
     assert second.token != first.token
@@ -372,9 +377,11 @@ def test_fail_records_the_error_and_is_never_retried(engine: Engine) -> None:
 
 def test_an_expired_delivery_lease_is_claimed_again_with_the_same_item(engine: Engine) -> None:
     inbox_id = queued_replies(engine, unique_user(), ["¡Hola!"])
-    outbox = Outbox(engine, lease_seconds=0.05)
+    clock = ManualClock()
+    outbox = Outbox(engine, LONG_LEASE, clock)
     first = claim(outbox)
-    second = claim_eventually(outbox.claim_next)
+    clock.advance(timedelta(seconds=LONG_LEASE + 1))
+    second = claim(outbox)
     assert (second.id, second.attempts, second.text) == (first.id, 2, "¡Hola!")
     assert outbox.mark_sent(first, None) is False
     assert outbox.mark_sent(second, None) is True

@@ -9,9 +9,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from sqlalchemy import delete, func, select
+from sqlalchemy import Engine, delete, func, select
 
 from memory import db
+from memory.backends import backend_for
+from memory.clock import utcnow
 from memory.jobs import FOLD, Coordinator
 from memory.models import Base, Learner, Profile, Summary
 from memory.records import (
@@ -20,8 +22,11 @@ from memory.records import (
     PAM,
     Activity,
     ActivityWindow,
+    Backlog,
     CorrectionRecord,
     LearnerGone,
+    ReplyRecord,
+    StoredMessage,
 )
 from memory.store import Store
 from tests.conftest import unique_user, unread_by_profile
@@ -36,6 +41,22 @@ def _converse(store: Store, learner_id: int, turns: int, tokens: int = 10) -> li
         )
         ids.append(store.conversation.add_message(learner_id, PAM, f"pam answers {n}", tokens).id)
     return ids
+
+
+def _save_reply(
+    engine: Engine,
+    learner_id: int,
+    reply_to: int,
+    content: str,
+    tokens: int,
+    corrections: tuple[CorrectionRecord, ...],
+    usage: tuple[str, int, int],
+    backlog_limit: int,
+) -> tuple[StoredMessage, Backlog, list[int] | None]:
+    """The backend's own write of a reply (no claim to finish): the stored reply and the
+    backlog as of it."""
+    reply = ReplyRecord(learner_id, reply_to, content, tokens, corrections, usage)
+    return backend_for(engine).save_reply(engine, reply, backlog_limit, utcnow())
 
 
 def _inbox_id() -> int:
@@ -162,7 +183,9 @@ def test_add_message_rejects_unknown_role_and_forgotten_learner(store: Store) ->
     assert store.inspection.rows_about(learner.id, learner.external_id)["messages"] == 0
 
 
-def test_add_learner_message_is_idempotent_and_brings_back_the_reply(store: Store) -> None:
+def test_add_learner_message_is_idempotent_and_brings_back_the_reply(
+    store: Store, engine: Engine
+) -> None:
     learner = store.learners.learner(unique_user())
     inbox_id = _inbox_id()
     stored, answered = store.conversation.add_learner_message(
@@ -175,9 +198,7 @@ def test_add_learner_message_is_idempotent_and_brings_back_the_reply(store: Stor
         stored,
         None,
     )
-    reply, _, _ = store.conversation.save_reply(
-        learner.id, stored.id, "¡hola!", 4, [], ("m", 9, 2), backlog_limit=9
-    )
+    reply, _, _ = _save_reply(engine, learner.id, stored.id, "¡hola!", 4, (), ("m", 9, 2), 9)
     # Run again after a crash that came after the reply: the message with its reply.
     assert store.conversation.add_learner_message(learner.id, "hola", 3, inbox_id=inbox_id) == (
         stored,
@@ -200,14 +221,14 @@ def test_add_learner_message_for_forgotten_learner_raises_learner_gone(store: St
 
 
 def test_save_reply_stores_everything_and_reads_the_backlog_as_of_the_reply(
-    store: Store,
+    store: Store, engine: Engine
 ) -> None:
     learner = store.learners.learner(unique_user())
     _converse(store, learner.id, 2, tokens=5)
     question, _ = store.conversation.add_learner_message(learner.id, "yo es Lena", 6)
     fix = CorrectionRecord("yo es", "yo soy", "ser", "grammar")
-    reply, backlog, finished = store.conversation.save_reply(
-        learner.id, question.id, "¡Hola, Lena!", 7, [fix], ("m", 30, 8), backlog_limit=2
+    reply, backlog, finished = _save_reply(
+        engine, learner.id, question.id, "¡Hola, Lena!", 7, (fix,), ("m", 30, 8), 2
     )
     assert finished is None  # no inbox claim to finish
     assert store.conversation.messages(learner.id)[-2:] == [question, reply]
@@ -215,38 +236,6 @@ def test_save_reply_stores_everything_and_reads_the_backlog_as_of_the_reply(
     assert store.ledger.usage(learner.id) == {"reply": (1, 30, 8)}
     assert backlog == (6, 4 * 5 + 6 + 7, ["learner says 1", "yo es Lena"])
     assert backlog == store.conversation.memory_backlog(learner.id, limit=2)
-
-
-def test_a_second_reply_to_one_message_gets_the_first_and_no_backlog(store: Store) -> None:
-    learner = store.learners.learner(unique_user())
-    question, _ = store.conversation.add_learner_message(learner.id, "hola", 3)
-    first, _, _ = store.conversation.save_reply(
-        learner.id, question.id, "uno", 2, [], ("m", 10, 1), backlog_limit=5
-    )
-    second = store.conversation.save_reply(
-        learner.id,
-        question.id,
-        "dos",
-        2,
-        [CorrectionRecord("a", "b")],
-        ("m", 20, 2),
-        backlog_limit=5,
-    )
-    assert second == (first, None, None)
-    assert store.conversation.messages(learner.id) == [question, first]
-    assert store.ledger.corrections(learner.id) == []
-    assert store.ledger.usage(learner.id) == {"reply": (2, 30, 3)}  # both calls' tokens were spent
-
-
-def test_save_reply_for_forgotten_learner_raises_learner_gone(store: Store) -> None:
-    learner = store.learners.learner(unique_user())
-    question, _ = store.conversation.add_learner_message(learner.id, "hola", 3)
-    store.learners.forget(learner.id)
-    with pytest.raises(LearnerGone):
-        store.conversation.save_reply(
-            learner.id, question.id, "¡hola!", 2, [], ("m", 10, 1), backlog_limit=5
-        )
-    assert set(store.inspection.rows_about(learner.id, learner.external_id).values()) == {0}
 
 
 def test_context_holds_summary_and_every_unfolded_message(store: Store) -> None:

@@ -12,7 +12,7 @@ from sqlalchemy import Engine, text
 from bot.settings import Settings
 from bot.worker import Worker
 from memory import db
-from memory.queue import Inbox
+from memory.inbox import Inbox
 from memory.wakeup import CHANNEL, InboxListener
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel

@@ -10,8 +10,8 @@ from sqlalchemy import Engine
 
 from bot.settings import Settings
 from bot.worker import Worker
+from memory.inbox import Inbox
 from memory.llm import ChatMessage
-from memory.queue import Inbox
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel, reply_json
 from tests.support import API_TOKEN, WAIT, RecordingSender, wait_until, with_knobs

@@ -10,9 +10,11 @@ from sqlalchemy import Engine, make_url, text
 from sqlalchemy.exc import OperationalError
 
 from memory import db
+from memory.claims import SENT
+from memory.inbox import Inbox
 from memory.messages import Sent
 from memory.models import OutboxItem
-from memory.queue import SENT, Inbox, Outbox
+from memory.outbox import Outbox
 from tests.conftest import unique_user
 from tests.support import inbound, queue_items
 

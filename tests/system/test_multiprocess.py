@@ -45,8 +45,9 @@ from loopback.harness import (
 )
 from loopback.openai_server import OpenAIServer, default_answer
 from memory import db
+from memory.inbox import Inbox
 from memory.models import InboxItem, OutboxItem
-from memory.queue import Inbox, Outbox
+from memory.outbox import Outbox
 from memory.records import LEARNER, PAM
 from memory.store import Store
 from tests.conftest import PG_URL

@@ -22,7 +22,8 @@ from standardwebhooks import Webhook, WebhookVerificationError
 from bot.runtime import Pam
 from bot.settings import Settings
 from bot.worker import Worker
-from memory.models import OutboxItem, utcnow
+from memory.clock import utcnow
+from memory.models import OutboxItem
 from tests.conftest import unique_user
 from tests.support import API_TOKEN, with_knobs
 from webhooks.api.route import ApiCallbackSender, webhook_signature

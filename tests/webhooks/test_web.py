@@ -19,8 +19,8 @@ from werkzeug.test import TestResponse
 
 from bot.settings import Settings
 from memory import db
+from memory.claims import PENDING
 from memory.models import InboxItem, OutboxItem
-from memory.queue import PENDING
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel
 from tests.support import API_TOKEN, with_knobs

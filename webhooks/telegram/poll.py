@@ -8,7 +8,7 @@ import logging
 import threading
 from collections.abc import Callable
 
-from memory.queue import Inbox
+from memory.inbox import Inbox
 from webhooks.telegram.client import TelegramClient
 from webhooks.telegram.route import NotAnUpdate, inbound_from_update, log_unreadable, parse_update
 

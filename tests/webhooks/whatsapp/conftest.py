@@ -19,8 +19,9 @@ from bot.runtime import Pam
 from bot.settings import Settings
 from bot.worker import Worker
 from loopback.twilio_server import ACCOUNT_SID, AUTH_TOKEN, NUMBER, TwilioServer
-from memory.models import InboxItem, OutboxItem, utcnow
-from memory.queue import PENDING
+from memory.claims import PENDING
+from memory.clock import utcnow
+from memory.models import InboxItem, OutboxItem
 from webhooks.app import create_app
 from webhooks.whatsapp.route import SIGNATURE_HEADER
 from webhooks.wiring import senders

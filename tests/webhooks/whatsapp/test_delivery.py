@@ -16,7 +16,7 @@ from bot.runtime import Pam
 from bot.settings import Settings
 from bot.worker import Worker
 from loopback.twilio_server import ACCOUNT_SID, AUTH_TOKEN, NUMBER, Failure
-from memory.queue import FAILED, PENDING, SENT
+from memory.claims import FAILED, PENDING, SENT
 from memory.store import Store
 from tests.fakes import FakeChatModel, reply_json
 from tests.webhooks.whatsapp.conftest import (

@@ -16,7 +16,7 @@ from bot import phrases
 from bot.settings import Settings
 from bot.worker import Worker
 from loopback.twilio_server import NUMBER
-from memory.queue import FAILED, SENT
+from memory.claims import FAILED, SENT
 from memory.store import Store
 from tests.webhooks.whatsapp.conftest import (
     LOCAL,

@@ -1,0 +1,86 @@
+"""The one interface to what differs between the databases Pam runs on: the hot writes each
+does its own way (Postgres in one statement where SQLite takes a short transaction), row
+locking, the memory-job upsert, the cleanup after /forget, and waking workers."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Engine
+from sqlalchemy.sql.dml import Insert
+
+from memory.claims import Finishing
+from memory.records import Activity, ActivityWindow, Backlog, Context, ReplyRecord, StoredMessage
+from memory.wakeup import InboxListener
+
+# What `Backend.begin_turn` gives back: the context (with the stored message last) and counts.
+ContextRead = tuple[Context, Activity | None]
+
+
+class Backend(ABC):
+    """One database's way of running the statements that differ between databases."""
+
+    @abstractmethod
+    def lock_next(self, query: Any, table: Any) -> Any:
+        """`query` (the next claimable queue item's id, from `table`) with the row locked as
+        this database can, so that claims running at once take different items."""
+
+    @abstractmethod
+    def accept(self, engine: Engine, row: Mapping[str, Any], now: datetime) -> None:
+        """Insert one inbound message (`row`: the inbox columns it sets) received at `now`,
+        waking the workers where the database can. Raises IntegrityError for a redelivery."""
+
+    @abstractmethod
+    def finish(
+        self, engine: Engine, finishing: Finishing, parts: Sequence[str]
+    ) -> list[int] | None:
+        """Finish the inbox claim and queue `parts` for delivery, atomically: the queued
+        replies' ids in order, or None (and nothing written) if the claim was lost."""
+
+    @abstractmethod
+    def save_reply(
+        self,
+        engine: Engine,
+        reply: ReplyRecord,
+        backlog_limit: int,
+        now: datetime,
+        finish: tuple[Finishing, Sequence[str]] | None = None,
+    ) -> tuple[StoredMessage, Backlog, list[int] | None]:
+        """Store Pam's reply with its usage and corrections and read the memory backlog as of
+        the reply (at most `backlog_limit` unread learner messages), atomically; with `finish`
+        the inbox claim is finished and its parts queued in the same write, and the third
+        value is what `finish` returns (None without `finish`). Raises IntegrityError if the
+        message has a reply already or the learner is gone, with nothing written."""
+
+    @abstractmethod
+    def begin_turn(
+        self,
+        engine: Engine,
+        learner_id: int,
+        message: StoredMessage,
+        inbox_id: int | None,
+        window: ActivityWindow | None,
+        now: datetime,
+    ) -> ContextRead | None:
+        """Store the learner's `message` (its id unknown: 0) and read the context and counts of
+        `window` in one statement, where the database can: the context's last message is the
+        stored one, with its id. None where it cannot, or when the insert failed (a re-run, or
+        the learner is gone): the caller takes the two plain steps, which say which. Raises
+        LearnerGone if the learner is gone."""
+
+    @abstractmethod
+    def mark_job(self, values: Mapping[str, Any], on_conflict_set: Mapping[str, Any]) -> Insert:
+        """The INSERT of a memory-job row with `values` that sets `on_conflict_set` instead
+        when the learner's row of that kind exists."""
+
+    @abstractmethod
+    def after_forget(self, engine: Engine) -> None:
+        """Whatever the database needs so that what /forget erased is gone from its files."""
+
+    @abstractmethod
+    def inbox_listener(self, engine: Engine, wake: Callable[[], None]) -> InboxListener | None:
+        """A listener that calls `wake` when a message arrives, or None where the database
+        cannot tell (its workers poll)."""

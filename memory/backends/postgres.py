@@ -1,0 +1,315 @@
+"""Postgres: each hot write in one statement and one round trip (data-modifying CTEs), claims
+that skip the rows other workers hold, and a NOTIFY with every message stored, so that idle
+workers wake at once."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    ARRAY,
+    BigInteger,
+    Engine,
+    Integer,
+    Text,
+    bindparam,
+    func,
+    insert,
+    select,
+    true,
+)
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.dialects.postgresql import aggregate_order_by
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.sql.dml import Insert
+
+from memory import db
+from memory.backends.base import Backend, ContextRead
+from memory.claims import FINISH, PENDING, SAME_FOR_EVERY_REPLY, TIMES_OF_A_REPLY, Finishing
+from memory.models import Correction, InboxItem, MemoryJob, Message, OutboxItem, Usage, UTCDateTime
+from memory.records import (
+    LEARNER,
+    PAM,
+    ActivityWindow,
+    Backlog,
+    LearnerGone,
+    ReplyRecord,
+    StoredMessage,
+)
+from memory.statements import (
+    ACTIVITIES,
+    COUNTS,
+    UNREAD_BY_PROFILE,
+    activity_key,
+    backlog_in,
+    context_query,
+    decode_context,
+    window_values,
+)
+from memory.wakeup import CHANNEL, InboxListener
+
+# -- storing a reply --------------------------------------------------------------------------
+
+
+def _save_reply() -> Any:
+    """Pam's reply, the call's usage and the corrections inserted in CTEs, and the memory
+    backlog read, in one statement and one round trip: the reply's id (`reply_id`) on every
+    row of the backlog's. The backlog is read from the snapshot the statement started with, so
+    it leaves out the reply itself: `PostgresBackend.save_reply` adds it."""
+    now = bindparam("now", type_=UTCDateTime())
+    learner_id = bindparam("learner_id", type_=BigInteger)
+    reply = (
+        insert(Message)
+        .values(
+            learner_id=learner_id,
+            role=PAM,
+            content=bindparam("reply_content", type_=Text),
+            tokens=bindparam("reply_tokens", type_=Integer),
+            reply_to=bindparam("reply_to", type_=BigInteger),
+            created_at=now,
+        )
+        .returning(Message.id)
+        .cte("reply")
+    )
+    usage = (
+        insert(Usage)
+        .values(
+            learner_id=learner_id,
+            model=bindparam("usage_model", type_=Text),
+            purpose="reply",
+            input_tokens=bindparam("usage_input", type_=Integer),
+            output_tokens=bindparam("usage_output", type_=Integer),
+            created_at=now,
+        )
+        .cte("usage")
+    )
+    found = (
+        func.unnest(*(bindparam(name, type_=ARRAY(Text)) for name in _CORRECTION_ARRAYS))
+        .table_valued(*_CORRECTION_FIELDS)
+        .render_derived(name="found")
+    )
+    made = select(learner_id, bindparam("reply_to", type_=BigInteger), *found.c, now)
+    corrections = (
+        insert(Correction)
+        .from_select(
+            ["learner_id", "message_id", *_CORRECTION_FIELDS, "created_at"],
+            made,
+            include_defaults=False,
+        )
+        .cte("corrections")
+    )
+    return (
+        select(reply.c.id.label("reply_id"), *COUNTS.c, UNREAD_BY_PROFILE.c.unread)
+        .select_from(reply.join(COUNTS, true()).outerjoin(UNREAD_BY_PROFILE, true()))
+        .order_by(UNREAD_BY_PROFILE.c.id)
+        .add_cte(usage, corrections)
+    )
+
+
+_CORRECTION_FIELDS = ("original", "corrected", "explanation", "category")
+_CORRECTION_ARRAYS = ("originals", "correcteds", "explanations", "categories")
+_SAVE_REPLY = _save_reply()
+
+
+# -- finishing a claim ------------------------------------------------------------------------
+
+
+def _finish_and_queue_ctes() -> tuple[Any, Any]:
+    """`FINISH` and the replies' INSERT as two CTEs, "finished" (the inbox item's id, no row
+    if the claim was lost) and "queued" (id and seq of each reply queued, only if the claim
+    was held). The replies' seq and text come as two arrays; every other column is the same
+    for all of them. Their parameters are `Finishing.values`."""
+    finished = FINISH.returning(InboxItem.id).cte("finished")
+    replies = (
+        func.unnest(bindparam("seqs", type_=ARRAY(Integer)), bindparam("texts", type_=ARRAY(Text)))
+        .table_valued("seq", "text")
+        .render_derived(name="replies")
+    )
+    # Named apart from the columns: the UPDATE would take a same-named value as its own.
+    columns: list[Any] = [
+        bindparam(f"out_{name}", type_=OutboxItem.__table__.c[name].type)
+        for name in SAME_FOR_EVERY_REPLY
+    ]
+    columns += [bindparam(f"out_{name}", type_=UTCDateTime()) for name in TIMES_OF_A_REPLY]
+    names = ["inbox_id", "seq", "text", *SAME_FOR_EVERY_REPLY, *TIMES_OF_A_REPLY]
+    rows = select(finished.c.id, replies.c.seq, replies.c.text, *columns).select_from(
+        finished.join(replies, true())
+    )
+    queued = (
+        insert(OutboxItem)
+        .from_select(names, rows, include_defaults=False)
+        .returning(OutboxItem.id, OutboxItem.seq)
+        .cte("queued")
+    )
+    return finished, queued
+
+
+def _finish_and_queue() -> Any:
+    """Finish the claim and queue its replies in one statement: (id, seq) of each reply
+    queued, no row if the claim was lost."""
+    _, queued = _finish_and_queue_ctes()
+    return select(queued.c.id, queued.c.seq)
+
+
+def _save_reply_and_finish() -> Any:
+    """`_SAVE_REPLY` with the claim finished and the reply queued in two more CTEs, one
+    statement for the turn's whole write. Two columns more on every row: whether the claim
+    was still held (`held`), and the queued replies' ids in order (`queued_ids`)."""
+    finished, queued = _finish_and_queue_ctes()
+    held = select(func.count()).select_from(finished).scalar_subquery().label("held")
+    ids = select(func.array_agg(aggregate_order_by(queued.c.id, queued.c.seq)))
+    return _SAVE_REPLY.add_cte(finished, queued).add_columns(
+        held, ids.scalar_subquery().label("queued_ids")
+    )
+
+
+_FINISH_AND_QUEUE = _finish_and_queue()
+_SAVE_REPLY_AND_FINISH = _save_reply_and_finish()
+
+# -- a turn's first statement, and accepting a message ----------------------------------------
+
+# The learner's message inserted in a CTE of the statement that reads the context.
+_STORED = (
+    insert(Message)
+    .values(
+        learner_id=bindparam("learner_id", type_=BigInteger),
+        role=LEARNER,
+        content=bindparam("stored_content", type_=Text),
+        tokens=bindparam("stored_tokens", type_=Integer),
+        inbox_id=bindparam("stored_inbox_id", type_=BigInteger),
+        created_at=bindparam("now", type_=UTCDateTime()),
+    )
+    .returning(Message.id)
+    .cte("stored")
+)
+_STORE_AND_READ = {
+    key: context_query(*activity, stored=_STORED) for key, activity in ACTIVITIES.items()
+}
+
+_INBOUND = ("channel", "platform_id", "address", "chat_id", "display_name", "text", "kind")
+_ACCEPTED = (
+    insert(InboxItem)
+    .values(
+        {
+            **{
+                name: bindparam(f"in_{name}", type_=InboxItem.__table__.c[name].type)
+                for name in _INBOUND
+            },
+            "received_at": bindparam("now", type_=UTCDateTime()),
+            "available_at": bindparam("now", type_=UTCDateTime()),
+            "status": PENDING,
+            "attempts": 0,
+        }
+    )
+    .returning(InboxItem.id)
+    .cte("accepted")
+)
+# The NOTIFY goes out once the INSERT commits, and not at all if it is a redelivery.
+_ACCEPT_AND_NOTIFY = select(func.pg_notify(CHANNEL, "")).select_from(_ACCEPTED)
+
+
+class PostgresBackend(Backend):
+    """Postgres' way: many writers at once, row locks, and a round trip per statement."""
+
+    def lock_next(self, query: Any, table: Any) -> Any:
+        """FOR UPDATE SKIP LOCKED: a claim passes over the rows other claims are taking."""
+        return query.with_for_update(skip_locked=True, of=table)
+
+    def accept(self, engine: Engine, row: Mapping[str, Any], now: datetime) -> None:
+        """One statement stores the message and notifies the workers."""
+        values = {f"in_{name}": value for name, value in row.items()}
+        with db.autocommit(engine).begin() as connection:
+            connection.execute(_ACCEPT_AND_NOTIFY, values | {"now": now})
+
+    def finish(
+        self, engine: Engine, finishing: Finishing, parts: Sequence[str]
+    ) -> list[int] | None:
+        """One statement when there are parts to queue: the UPDATE runs in a CTE, and the
+        parts are inserted only if it found the claim still held."""
+        if not parts:
+            with engine.begin() as connection:
+                return finishing.run(connection, parts)
+        with db.autocommit(engine).connect() as connection:
+            rows = connection.execute(_FINISH_AND_QUEUE, finishing.values(parts)).all()
+        return [row.id for row in sorted(rows, key=lambda row: row.seq)] if rows else None
+
+    def save_reply(
+        self,
+        engine: Engine,
+        reply: ReplyRecord,
+        backlog_limit: int,
+        now: datetime,
+        finish: tuple[Finishing, Sequence[str]] | None = None,
+    ) -> tuple[StoredMessage, Backlog, list[int] | None]:
+        """One statement, one round trip, with the finish in two more CTEs."""
+        model, input_tokens, output_tokens = reply.usage
+        values: dict[str, Any] = {
+            "now": now,
+            "learner_id": reply.learner_id,
+            "reply_to": reply.reply_to,
+            "reply_content": reply.content,
+            "reply_tokens": reply.tokens,
+            "usage_model": model,
+            "usage_input": input_tokens,
+            "usage_output": output_tokens,
+            "limit": backlog_limit,
+        }
+        for array, field in zip(_CORRECTION_ARRAYS, _CORRECTION_FIELDS, strict=True):
+            values[array] = [getattr(c, field) for c in reply.corrections]
+        statement, more = (
+            (_SAVE_REPLY_AND_FINISH, finish[0].values(finish[1])) if finish else (_SAVE_REPLY, {})
+        )
+        with db.autocommit(engine).connect() as connection:
+            rows = connection.execute(statement, more | values).all()
+        count, unfolded, unread = backlog_in(rows)
+        # The statement's snapshot predates the reply; it is unfolded too.
+        backlog = Backlog(count + 1, unfolded + reply.tokens, unread)
+        stored = StoredMessage(rows[0].reply_id, PAM, reply.content, reply.tokens)
+        if finish is None:
+            return stored, backlog, None
+        head = rows[0]  # queued_ids: NULL when no reply was queued
+        return stored, backlog, (head.queued_ids or []) if head.held else None
+
+    def begin_turn(
+        self,
+        engine: Engine,
+        learner_id: int,
+        message: StoredMessage,
+        inbox_id: int | None,
+        window: ActivityWindow | None,
+        now: datetime,
+    ) -> ContextRead | None:
+        """The learner's message inserted in a CTE of the statement that reads the context."""
+        values = {"learner_id": learner_id} | window_values(window)
+        values |= {
+            "stored_content": message.content,
+            "stored_tokens": message.tokens,
+            "stored_inbox_id": inbox_id,
+            "now": now,
+        }
+        try:
+            with db.autocommit(engine).connect() as connection:
+                rows = connection.execute(_STORE_AND_READ[activity_key(window)], values).all()
+        except IntegrityError:
+            return None  # stored before (a re-run), or the learner is gone: the two steps say which
+        if not rows:
+            raise LearnerGone(learner_id)
+        stored = StoredMessage(rows[0].stored_id, LEARNER, message.content, message.tokens)
+        return decode_context(rows, window, stored)
+
+    def mark_job(self, values: Mapping[str, Any], on_conflict_set: Mapping[str, Any]) -> Insert:
+        """Postgres' INSERT … ON CONFLICT DO UPDATE."""
+        statement = postgresql.insert(MemoryJob).values(**values)
+        return statement.on_conflict_do_update(
+            index_elements=["learner_id", "kind"], set_=dict(on_conflict_set)
+        )
+
+    def after_forget(self, engine: Engine) -> None:
+        """Nothing: Postgres overwrites nothing on delete, and keeps no separate log to empty
+        (a VACUUM reclaims the rows in its own time)."""
+
+    def inbox_listener(self, engine: Engine, wake: Callable[[], None]) -> InboxListener | None:
+        """A LISTEN on the channel every stored message notifies (see `accept`)."""
+        return InboxListener(engine, wake)

@@ -1,0 +1,180 @@
+"""Claims on queue items, and finishing an inbox claim: the values and statements that the
+queues and every backend share. A claim holds an item under a token and a lease; finishing
+an inbox claim marks it answered and queues its replies, the first ones perhaps already
+claimed by the caller to send at once."""
+
+from __future__ import annotations
+
+import functools
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Connection, and_, bindparam, case, exists, insert, or_, update
+
+from memory.models import InboxItem, Learner, OutboxItem, UTCDateTime
+from memory.records import LearnerInfo
+
+PENDING, CLAIMED, DONE, SENT, FAILED = "pending", "claimed", "done", "sent", "failed"
+UNFINISHED = (PENDING, CLAIMED)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A claimed queue item: the fields a worker needs, and the token that proves the claim."""
+
+    id: int
+    token: str
+    attempts: int
+    address: str
+    channel: str
+    chat_id: str
+    text: str
+    display_name: str | None = None
+    inbox_id: int | None = None
+    received_at: datetime | None = None
+    kind: str = "text"
+    # An inbox claim: whether an older reply to the address was still undelivered when it was
+    # claimed. Only its own finish adds replies to the address, so "no" stays true until then.
+    replies_waiting: bool = False
+    # An inbox claim: the learner the address belonged to when it was claimed (None: nobody
+    # yet), so that the turn need not look them up again.
+    learner: LearnerInfo | None = None
+
+
+def held(model: Any) -> Any:
+    """The item's row as long as the claim in the parameters `item_id` and `held_token` still
+    holds it."""
+    return and_(
+        model.id == bindparam("item_id"),
+        model.claim_token == bindparam("held_token"),
+        model.status == CLAIMED,
+    )
+
+
+def held_params(claim: Claim) -> dict[str, Any]:
+    """The parameters of `held` for `claim`."""
+    return {"item_id": claim.id, "held_token": claim.token}
+
+
+def unlinked_if_forgotten(model: Any) -> dict[str, Any]:
+    """SET values for finishing an item: one whose learner was forgotten (the /forget itself,
+    its confirmation) keeps nothing that names them; its platform id still recognises a
+    redelivery."""
+    known = exists().where(Learner.external_id == model.address)
+    values = {
+        "address": case((known, model.address), else_=""),
+        "chat_id": case((known, model.chat_id), else_=""),
+    }
+    if model is InboxItem:
+        values["display_name"] = case((known, InboxItem.display_name), else_=None)
+    return values
+
+
+def claimable(model: Any, now: Any) -> Any:
+    """Items a claim may take as of `now`: pending and available, or claimed under a lease
+    that ran out (their worker died)."""
+    return or_(
+        and_(model.status == PENDING, model.available_at <= now),
+        and_(model.status == CLAIMED, model.lease_expires_at < now),
+    )
+
+
+# Finishing an inbox claim: the item marked answered, its text cleared (it lives on in the
+# conversation, not in the queue), built once; the parameters are named apart from the columns.
+FINISH = (
+    update(InboxItem)
+    .where(held(InboxItem))
+    .values(
+        status=bindparam("status_now"),
+        text="",
+        claim_token=None,
+        lease_expires_at=None,
+        finished_at=bindparam("now", type_=UTCDateTime()),
+        **unlinked_if_forgotten(InboxItem),
+    )
+)
+QUEUE_REPLIES = insert(OutboxItem).returning(OutboxItem.id, sort_by_parameter_order=True)
+# The columns every reply of one finish shares, and its timestamps.
+SAME_FOR_EVERY_REPLY = ("channel", "address", "chat_id", "status", "claim_token", "attempts")
+TIMES_OF_A_REPLY = ("lease_expires_at", "created_at", "available_at")
+
+
+@dataclass(frozen=True)
+class Finishing:
+    """Finishing one inbox claim as of `now`, with `failed` if the message was given up. With
+    `deliver_lease` the replies are queued already claimed by the caller for that long, so it
+    can send them at once instead of handing them to a delivery lane (not when an older reply
+    to the address was still undelivered at the claim: replies go out in order)."""
+
+    claim: Claim
+    now: datetime
+    failed: bool = False
+    deliver_lease: timedelta | None = None
+
+    @property
+    def token(self) -> str | None:
+        """The claim token the replies are queued under for the caller to send them at once
+        (None: they go to the delivery lanes)."""
+        held = self.deliver_lease is not None and not self.claim.replies_waiting
+        return self._token if held else None
+
+    @functools.cached_property
+    def _token(self) -> str:
+        return str(uuid.uuid4())
+
+    def values(self, replies: Sequence[str]) -> dict[str, Any]:
+        """The parameters of `FINISH` and of the statements that queue the replies with it."""
+        now, token, lease = self.now, self.token, self.deliver_lease
+        values = held_params(self.claim) | {
+            "status_now": FAILED if self.failed else DONE,
+            "now": now,
+            "out_channel": self.claim.channel,
+            "out_address": self.claim.address,
+            "out_chat_id": self.claim.chat_id,
+            "out_status": CLAIMED if token else PENDING,
+            "out_claim_token": token,
+            "out_attempts": 1 if token else 0,
+            "out_lease_expires_at": now + lease if token and lease is not None else None,
+            "out_created_at": now,
+            "out_available_at": now,
+        }
+        return values | {"seqs": list(range(len(replies))), "texts": list(replies)}
+
+    def run(self, connection: Connection, replies: Sequence[str]) -> list[int] | None:
+        """Finish on `connection`, in the caller's transaction: `FINISH`, then the replies
+        queued in one INSERT. The queued replies' ids in order; None if the claim was lost."""
+        values = self.values(replies)
+        if not connection.execute(FINISH, values).rowcount:
+            return None
+        rows = [
+            {name: values[f"out_{name}"] for name in (*SAME_FOR_EVERY_REPLY, *TIMES_OF_A_REPLY)}
+            | {"inbox_id": self.claim.id, "seq": seq, "text": text}
+            for seq, text in enumerate(replies)
+        ]
+        return list(connection.execute(QUEUE_REPLIES, rows).scalars()) if rows else []
+
+    def claims(self, replies: Sequence[str], ids: list[int] | None) -> list[Claim] | None:
+        """The claims the caller holds on the queued replies, given their ids in order (None:
+        the claim was lost); none if they went to the delivery lanes."""
+        if ids is None:
+            return None
+        token = self.token
+        if token is None:
+            return []
+        claim = self.claim
+        return [
+            Claim(
+                id=id,
+                token=token,
+                attempts=1,
+                address=claim.address,
+                channel=claim.channel,
+                chat_id=claim.chat_id,
+                text=text,
+                inbox_id=claim.id,
+            )
+            for id, text in zip(ids, replies, strict=True)
+        ]

@@ -1,0 +1,66 @@
+"""The inbox: messages received from the channels, kept until a worker has answered them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+
+from sqlalchemy.exc import IntegrityError
+
+from memory.claims import Claim, Finishing
+from memory.messages import Inbound
+from memory.models import InboxItem
+from memory.queue import Queue
+
+
+class Inbox(Queue):
+    """Messages received from the channels, kept until a worker has answered them."""
+
+    model = InboxItem
+
+    def accept(self, message: Inbound) -> bool:
+        """Persist an inbound message (and wake the workers, where the database can). False
+        if this channel delivered it before."""
+        # Postgres cannot store NUL in text; no learner means one, so it goes here, for every
+        # channel at once.
+        display_name = message.display_name.replace("\x00", "") if message.display_name else None
+        row = {
+            "channel": message.channel,
+            "platform_id": message.platform_id,
+            "address": message.address,
+            "chat_id": message.chat_id,
+            "display_name": display_name,
+            "text": message.text.replace("\x00", ""),
+            "kind": message.kind,
+        }
+        try:
+            self.backend.accept(self.engine, row, self.clock())
+        except IntegrityError:
+            return False
+        return True
+
+    def complete(self, claim: Claim, replies: Sequence[str], *, failed: bool = False) -> bool:
+        """Mark the message answered and queue its replies for the delivery lanes, in one
+        transaction. False (and nothing written) if the claim was lost meanwhile."""
+        return self.finish(claim, replies, failed=failed) is not None
+
+    def finish(
+        self,
+        claim: Claim,
+        replies: Sequence[str],
+        *,
+        failed: bool = False,
+        deliver_lease: timedelta | None = None,
+    ) -> list[Claim] | None:
+        """Mark the message answered and queue its replies, atomically (on Postgres in one
+        statement). The message text is cleared: it lives on in the conversation, not in the
+        queue. None (and nothing written) if the claim was lost meanwhile.
+
+        With `deliver_lease`, the replies are queued already claimed by the caller for that
+        long, so it can send them at once instead of handing them to a delivery lane; their
+        claims are returned. Not when an older reply to the same address was still undelivered
+        at the claim: replies go out in order, so these wait behind it (and an empty list is
+        returned). A caller that dies before sending leaves them to the delivery lanes once
+        the lease ends."""
+        finishing = Finishing(claim, self.clock(), failed=failed, deliver_lease=deliver_lease)
+        return finishing.claims(replies, self.backend.finish(self.engine, finishing, replies))

@@ -1,0 +1,119 @@
+"""The end of a turn, written once: the reply with its usage and corrections, the memory
+backlog read to know which jobs are due, the inbox claim finished and the reply's parts
+queued for delivery — in one transaction (on Postgres one statement)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+
+from sqlalchemy import Engine
+from sqlalchemy.exc import IntegrityError
+
+from memory.backends.base import Backend
+from memory.claims import Claim, Finishing
+from memory.clock import Clock
+from memory.config import MemoryConfig
+from memory.conversation import Conversation
+from memory.density import is_low_information
+from memory.jobs import FOLD, PROFILE
+from memory.ledger import Ledger
+from memory.profile import profile_due
+from memory.records import Backlog, LearnerGone, ReplyRecord
+from memory.summary import fold_due
+
+# How many unread learner messages a turn looks at to decide whether the profile is due; a
+# profile that keeps failing leaves more, and counting them all would grow without bound.
+PROFILE_COUNT_LIMIT = 200
+
+
+@dataclass(frozen=True)
+class Written:
+    """What writing the end of a turn did."""
+
+    # The outbox claims this lane holds to send now, in order; None: the inbox claim was lost
+    # (its lease expired) and nothing was finished or queued.
+    held: list[Claim] | None
+    # The memory jobs due, from the backlog read in the same transaction.
+    due: tuple[str, ...] = ()
+    # Another worker stored a reply to this message first: its content. Nothing was finished;
+    # the caller splits it and calls `TurnWriter.write(claim, parts)`.
+    existing: str | None = None
+
+
+def jobs_due(backlog: Backlog, config: MemoryConfig) -> tuple[str, ...]:
+    """The memory jobs `backlog` calls for."""
+    count, tokens, unread = backlog
+    due: tuple[str, ...] = (FOLD,) if fold_due(count, tokens, config) else ()
+    # Only messages that say something count toward the profile's cadence: "ok", "jaja" and
+    # 👍 never cost a profile call on their own.
+    if profile_due(sum(not is_low_information(t) for t in unread), config):
+        due += (PROFILE,)
+    return due
+
+
+def due_now(conversation: Conversation, learner_id: int, config: MemoryConfig) -> tuple[str, ...]:
+    """The memory jobs due for the learner as of now (a turn that stored no reply)."""
+    return jobs_due(conversation.memory_backlog(learner_id, PROFILE_COUNT_LIMIT), config)
+
+
+class TurnWriter:
+    """Writes the end of every turn: `write`."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        engine: Engine,
+        deliver_lease_seconds: float,
+        config: MemoryConfig,
+        clock: Clock,
+    ) -> None:
+        self.backend = backend
+        self.engine = engine
+        self.deliver_lease = timedelta(seconds=deliver_lease_seconds)
+        self.config = config
+        self.clock = clock
+        self.conversation = Conversation(engine, clock)
+        self.ledger = Ledger(engine)
+
+    def write(
+        self,
+        claim: Claim | None,
+        parts: Sequence[str],
+        reply: ReplyRecord | None = None,
+        *,
+        failed: bool = False,
+    ) -> Written:
+        """Store `reply` (if any) and finish `claim` (if any) with `parts` queued for delivery,
+        the first ones held by the caller to send at once, in one transaction; `failed`: the
+        message was given up. With no claim (the terminal) it only stores. Raises LearnerGone
+        if the learner was forgotten meanwhile."""
+        finishing = None
+        if claim is not None:
+            finishing = Finishing(claim, self.clock(), failed, self.deliver_lease)
+        if reply is None:
+            if finishing is None:
+                return Written([])
+            ids = self.backend.finish(self.engine, finishing, parts)
+            return Written(finishing.claims(parts, ids))
+        finish = (finishing, parts) if finishing is not None else None
+        try:
+            _, backlog, ids = self.backend.save_reply(
+                self.engine, reply, PROFILE_COUNT_LIMIT, self.clock(), finish
+            )
+        except IntegrityError as exc:
+            return self._duplicate(reply, exc)
+        held = finishing.claims(parts, ids) if finishing is not None else []
+        return Written(held, jobs_due(backlog, self.config))
+
+    def _duplicate(self, reply: ReplyRecord, exc: IntegrityError) -> Written:
+        """The reply could not be stored: another worker stored one to the message first (its
+        content is returned, and only this call's usage recorded: the tokens were spent all
+        the same), or the learner is gone."""
+        existing = self.conversation.message_for(reply.learner_id, reply_to=reply.reply_to)
+        if existing is None:
+            raise LearnerGone(reply.learner_id) from exc
+        model, input_tokens, output_tokens = reply.usage
+        self.ledger.record_usage(reply.learner_id, model, "reply", input_tokens, output_tokens)
+        return Written([], existing=existing.content)

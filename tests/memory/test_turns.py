@@ -1,0 +1,111 @@
+"""The end of a turn, written once: the reply stored with its usage and corrections, the claim
+finished and the reply's parts queued (the first held by the writer's caller), the jobs due."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import Engine
+
+from memory.backends import backend_for
+from memory.claims import DONE, FAILED, Claim
+from memory.clock import ManualClock
+from memory.config import MemoryConfig
+from memory.inbox import Inbox
+from memory.jobs import FOLD
+from memory.models import InboxItem, OutboxItem
+from memory.records import LEARNER, CorrectionRecord, LearnerGone, ReplyRecord
+from memory.store import Store
+from memory.turns import TurnWriter, Written
+from tests.conftest import unique_user
+from tests.support import inbound, queue_items
+
+LEASE = 300.0
+
+
+def writer(engine: Engine, clock: ManualClock, config: MemoryConfig | None = None) -> TurnWriter:
+    return TurnWriter(backend_for(engine), engine, LEASE, config or MemoryConfig(), clock)
+
+
+def claimed(engine: Engine, clock: ManualClock, user: str) -> Claim:
+    inbox = Inbox(engine, LEASE, clock)
+    assert inbox.accept(inbound(user, "hola"))
+    claim = inbox.claim_next()
+    assert claim is not None
+    return claim
+
+
+def test_a_second_reply_to_one_message_gets_the_first_and_no_backlog(
+    store: Store, engine: Engine
+) -> None:
+    learner = store.learners.learner(unique_user())
+    question, _ = store.conversation.add_learner_message(learner.id, "hola", 3)
+    write = writer(engine, ManualClock()).write
+    first = ReplyRecord(learner.id, question.id, "uno", 2, (), ("m", 10, 1))
+    assert write(None, ["uno"], first) == Written([])
+    second = ReplyRecord(
+        learner.id, question.id, "dos", 2, (CorrectionRecord("a", "b"),), ("m", 20, 2)
+    )
+    assert write(None, ["dos"], second) == Written([], existing="uno")
+    assert [m.content for m in store.conversation.messages(learner.id)] == ["hola", "uno"]
+    assert store.ledger.corrections(learner.id) == []
+    assert store.ledger.usage(learner.id) == {"reply": (2, 30, 3)}  # both calls' tokens were spent
+
+
+def test_a_reply_for_a_forgotten_learner_raises_learner_gone(store: Store, engine: Engine) -> None:
+    learner = store.learners.learner(unique_user())
+    question, _ = store.conversation.add_learner_message(learner.id, "hola", 3)
+    store.learners.forget(learner.id)
+    with pytest.raises(LearnerGone):
+        reply = ReplyRecord(learner.id, question.id, "¡hola!", 2, (), ("m", 10, 1))
+        writer(engine, ManualClock()).write(None, ["¡hola!"], reply)
+    assert set(store.inspection.rows_about(learner.id, learner.external_id).values()) == {0}
+
+
+def test_a_reply_finishes_its_claim_and_the_writer_holds_its_parts(
+    store: Store, engine: Engine
+) -> None:
+    clock, user = ManualClock(), unique_user()
+    claim = claimed(engine, clock, user)
+    learner = store.learners.learner(user)
+    question, _ = store.conversation.add_learner_message(learner.id, "hola", 3, inbox_id=claim.id)
+    reply = ReplyRecord(learner.id, question.id, "¡hola! ¿qué tal?", 5, (), ("m", 10, 1))
+    written = writer(engine, clock).write(claim, ["¡hola!", "¿qué tal?"], reply)
+    assert written.held is not None and [c.text for c in written.held] == ["¡hola!", "¿qué tal?"]
+    assert {c.inbox_id for c in written.held} == {claim.id}
+    (item,) = queue_items(engine, InboxItem, InboxItem.id == claim.id)
+    assert (item.status, item.text) == (DONE, "")
+    rows = queue_items(engine, OutboxItem, OutboxItem.inbox_id == claim.id, order_by=OutboxItem.seq)
+    assert [(r.text, r.lease_expires_at) for r in rows] == [
+        (text, clock.now + timedelta(seconds=LEASE)) for text in ("¡hola!", "¿qué tal?")
+    ]
+
+
+def test_a_lost_claim_finishes_nothing_and_queues_nothing(store: Store, engine: Engine) -> None:
+    clock, user = ManualClock(), unique_user()
+    claim = claimed(engine, clock, user)
+    clock.advance(timedelta(seconds=LEASE + 1))
+    assert Inbox(engine, LEASE, clock).claim_next() is not None  # another worker took it over
+    assert writer(engine, clock).write(claim, ["lo siento"], failed=True) == Written(None)
+    assert queue_items(engine, OutboxItem, OutboxItem.inbox_id == claim.id) == []
+
+
+def test_a_given_up_message_is_finished_failed_with_its_apology(engine: Engine) -> None:
+    clock, user = ManualClock(), unique_user()
+    claim = claimed(engine, clock, user)
+    written = writer(engine, clock).write(claim, ["lo siento"], failed=True)
+    assert written.held is not None and [c.text for c in written.held] == ["lo siento"]
+    (item,) = queue_items(engine, InboxItem, InboxItem.id == claim.id)
+    assert item.status == FAILED
+
+
+def test_the_jobs_due_come_from_the_backlog_as_of_the_reply(store: Store, engine: Engine) -> None:
+    learner = store.learners.learner(unique_user())
+    config = MemoryConfig(window_messages=2, summary_trigger_tokens=10, fold_batch_messages=2)
+    for n in range(3):
+        store.conversation.add_message(learner.id, LEARNER, f"mensaje {n}", 4)
+    question, _ = store.conversation.add_learner_message(learner.id, "¿y ahora?", 4)
+    reply = ReplyRecord(learner.id, question.id, "ahora sí", 4, (), ("m", 10, 1))
+    written = writer(engine, ManualClock(), config).write(None, ["ahora sí"], reply)
+    assert written == Written([], due=(FOLD,))
