@@ -35,9 +35,8 @@ class Conversation(Tables):
     """Messages, read and written; each stored at the time `clock` says."""
 
     def __init__(self, engine: Engine, clock: Clock = utcnow) -> None:
-        super().__init__(engine)
+        super().__init__(engine, clock)
         self.backend = backend_for(engine)
-        self.clock = clock
 
     def add_message(
         self,

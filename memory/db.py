@@ -1,4 +1,5 @@
-"""Database engines and migrations: one place that knows SQLite from Postgres."""
+"""Database engines and migrations: how Pam connects to SQLite and to Postgres (what their
+statements do differently is in memory/backends/)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
+
+from memory.clock import Clock, utcnow
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 # A pooled Postgres connection idle longer than this is pinged before use (it may have been
@@ -118,10 +121,12 @@ def autocommit(engine: Engine) -> Engine:
 
 
 class Tables:
-    """What each part of the message store reads and writes through, all from one engine."""
+    """What each part of the message store reads and writes through, all from one engine, and
+    the clock its rows are stamped with."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, clock: Clock = utcnow) -> None:
         self.engine = engine
+        self.clock = clock
         self.single = autocommit(engine)  # one statement, or reads that need no snapshot
         self.sessions: sessionmaker[Session] = sessionmaker(engine, expire_on_commit=False)
 

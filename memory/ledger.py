@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 from sqlalchemy import exists, func, insert, literal, select
 from sqlalchemy.exc import IntegrityError
 
-from memory.clock import utcnow
+from memory.clock import Clock
 from memory.db import Tables
 from memory.models import Correction, Learner, Usage
 from memory.records import BilledCall, CorrectionRecord, LearnerGone
@@ -28,7 +28,7 @@ class Ledger(Tables):
             return
         try:
             with self.engine.begin() as connection:
-                rows = correction_rows(learner_id, message_id, corrections)
+                rows = correction_rows(learner_id, message_id, corrections, self.clock())
                 connection.execute(INSERT_CORRECTIONS, rows)
         except IntegrityError as exc:
             raise LearnerGone(learner_id) from exc
@@ -63,7 +63,7 @@ class Ledger(Tables):
         # IntegrityError: forgotten while the insert ran (Postgres checks the key).
         with contextlib.suppress(IntegrityError), self.sessions.begin() as session:
             for call in calls:
-                session.execute(_usage_insert(learner_id, purpose, call))
+                session.execute(_usage_insert(learner_id, purpose, call, self.clock))
 
     def usage(self, learner_id: int) -> dict[str, tuple[int, int, int]]:
         """Per purpose: (calls, input tokens, output tokens) for the learner."""
@@ -92,7 +92,7 @@ class _Call(NamedTuple):
     output_tokens: int
 
 
-def _usage_insert(learner_id: int, purpose: str, call: BilledCall) -> Any:
+def _usage_insert(learner_id: int, purpose: str, call: BilledCall, clock: Clock) -> Any:
     """The INSERT of one call's usage row, which inserts nothing once the learner is gone."""
     return insert(Usage).from_select(
         ["learner_id", "model", "purpose", "input_tokens", "output_tokens", "created_at"],
@@ -102,6 +102,6 @@ def _usage_insert(learner_id: int, purpose: str, call: BilledCall) -> Any:
             literal(purpose),
             literal(call.input_tokens),
             literal(call.output_tokens),
-            literal(utcnow(), Usage.created_at.type),
+            literal(clock(), Usage.created_at.type),
         ).where(exists().where(Learner.id == learner_id)),
     )

@@ -8,7 +8,6 @@ from typing import Any
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
-from memory.clock import utcnow
 from memory.db import Tables
 from memory.models import Profile, Summary
 from memory.records import LearnerGone, ProfileState, SummaryState
@@ -59,7 +58,7 @@ class MemoryState(Tables):
                     watermark=watermark,
                     folds=Summary.folds + 1,
                     version=Summary.version + 1,
-                    updated_at=utcnow(),
+                    updated_at=self.clock(),
                 )
             )
             return bool(result.rowcount)  # type: ignore[attr-defined]
@@ -78,7 +77,7 @@ class MemoryState(Tables):
             "watermark": watermark,
             "messages_processed": Profile.messages_processed + processed,
             "version": Profile.version + 1,
-            "updated_at": utcnow(),
+            "updated_at": self.clock(),
         }
         if data is not None:
             values["data"] = data

@@ -257,9 +257,12 @@ def decode_context(
 
 
 def correction_rows(
-    learner_id: int, message_id: int | None, corrections: Sequence[CorrectionRecord]
+    learner_id: int,
+    message_id: int | None,
+    corrections: Sequence[CorrectionRecord],
+    now: datetime,
 ) -> list[dict[str, Any]]:
-    """The rows for the corrections Pam made to one learner message."""
+    """The rows for the corrections Pam made to one learner message, stored at `now`."""
     return [
         {
             "learner_id": learner_id,
@@ -268,6 +271,7 @@ def correction_rows(
             "corrected": c.corrected,
             "explanation": c.explanation,
             "category": c.category,
+            "created_at": now,
         }
         for c in corrections
     ]

@@ -14,12 +14,12 @@ from memory.memory_state import MemoryState
 
 
 class Store:
-    """Every part of the message store, built from one engine (messages stored at `clock`'s
-    time)."""
+    """Every part of the message store, built from one engine, stamping rows with `clock`'s
+    time."""
 
     def __init__(self, engine: Engine, clock: Clock = utcnow) -> None:
-        self.learners = Learners(engine)
+        self.learners = Learners(engine, clock)
         self.conversation = Conversation(engine, clock)
-        self.memory = MemoryState(engine)
-        self.ledger = Ledger(engine)
-        self.inspection = Inspection(engine)
+        self.memory = MemoryState(engine, clock)
+        self.ledger = Ledger(engine, clock)
+        self.inspection = Inspection(engine, clock)

@@ -75,7 +75,7 @@ class TurnWriter:
         self.config = config
         self.clock = clock
         self.conversation = Conversation(engine, clock)
-        self.ledger = Ledger(engine)
+        self.ledger = Ledger(engine, clock)
 
     def write(
         self,

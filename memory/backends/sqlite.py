@@ -77,7 +77,7 @@ class SqliteBackend(Backend):
             }
             connection.execute(INSERT_USAGE, usage)
             if reply.corrections:
-                rows = correction_rows(reply.learner_id, reply.reply_to, reply.corrections)
+                rows = correction_rows(reply.learner_id, reply.reply_to, reply.corrections, now)
                 connection.execute(INSERT_CORRECTIONS, rows)
             backlog = read_backlog(connection, reply.learner_id, backlog_limit)
             ids = finish[0].run(connection, finish[1]) if finish else None
