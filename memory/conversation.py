@@ -99,9 +99,7 @@ class Conversation(Tables):
         `context_and_activity`: in one statement and one round trip where the backend can. Raises
         LearnerGone if the learner was forgotten meanwhile."""
         message = StoredMessage(0, LEARNER, content, tokens)
-        found = self.backend.begin_turn(
-            self.engine, learner_id, message, inbox_id, window, self.clock()
-        )
+        found = self.backend.begin_turn(learner_id, message, inbox_id, window, self.clock())
         if found is not None:
             context, activity = found
             return TurnStart(context.messages[-1], None, context, activity)

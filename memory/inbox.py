@@ -34,7 +34,7 @@ class Inbox(Queue):
             "kind": message.kind,
         }
         try:
-            self.backend.accept(self.engine, row, self.clock())
+            self.backend.accept(row, self.clock())
         except IntegrityError:
             return False
         return True
@@ -63,4 +63,4 @@ class Inbox(Queue):
         returned). A caller that dies before sending leaves them to the delivery lanes once
         the lease ends."""
         finishing = Finishing(claim, self.clock(), failed=failed, deliver_lease=deliver_lease)
-        return finishing.claims(replies, self.backend.finish(self.engine, finishing, replies))
+        return finishing.claims(replies, self.backend.finish(finishing, replies))

@@ -95,4 +95,4 @@ class Learners(Tables):
             for model in LEARNER_TABLES:
                 session.execute(delete(model).where(model.learner_id == learner_id))
             session.execute(delete(Learner).where(Learner.id == learner_id))
-        backend_for(self.engine).after_forget(self.engine)
+        backend_for(self.engine).after_forget()

@@ -95,12 +95,12 @@ class TurnWriter:
         if reply is None:
             if finishing is None:
                 return Written([])
-            ids = self.backend.finish(self.engine, finishing, parts)
+            ids = self.backend.finish(finishing, parts)
             return Written(finishing.claims(parts, ids))
         finish = (finishing, parts) if finishing is not None else None
         try:
             _, backlog, ids = self.backend.save_reply(
-                self.engine, reply, PROFILE_COUNT_LIMIT, self.clock(), finish
+                reply, PROFILE_COUNT_LIMIT, self.clock(), finish
             )
         except IntegrityError as exc:
             return self._duplicate(reply, exc)

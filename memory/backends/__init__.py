@@ -10,5 +10,5 @@ from memory.backends.sqlite import SqliteBackend
 
 
 def backend_for(engine: Engine) -> Backend:
-    """The backend for `engine`'s database."""
-    return PostgresBackend() if engine.dialect.name == "postgresql" else SqliteBackend()
+    """The backend for `engine`'s database, running on it."""
+    return PostgresBackend(engine) if engine.dialect.name == "postgresql" else SqliteBackend(engine)

@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlalchemy.sql.dml import Insert
 
+from memory import db
 from memory.claims import Finishing
 from memory.records import Activity, ActivityWindow, Backlog, Context, ReplyRecord, StoredMessage
 from memory.wakeup import InboxListener
@@ -21,7 +22,12 @@ ContextRead = tuple[Context, Activity | None]
 
 
 class Backend(ABC):
-    """One database's way of running the statements that differ between databases."""
+    """One database's way of running the statements that differ between databases, on
+    `engine`."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.single = db.autocommit(engine)  # for work of one statement
 
     @abstractmethod
     def lock_next(self, query: Any, table: Any) -> Any:
@@ -29,21 +35,18 @@ class Backend(ABC):
         this database can, so that claims running at once take different items."""
 
     @abstractmethod
-    def accept(self, engine: Engine, row: Mapping[str, Any], now: datetime) -> None:
+    def accept(self, row: Mapping[str, Any], now: datetime) -> None:
         """Insert one inbound message (`row`: the inbox columns it sets) received at `now`,
         waking the workers where the database can. Raises IntegrityError for a redelivery."""
 
     @abstractmethod
-    def finish(
-        self, engine: Engine, finishing: Finishing, parts: Sequence[str]
-    ) -> list[int] | None:
+    def finish(self, finishing: Finishing, parts: Sequence[str]) -> list[int] | None:
         """Finish the inbox claim and queue `parts` for delivery, atomically: the queued
         replies' ids in order, or None (and nothing written) if the claim was lost."""
 
     @abstractmethod
     def save_reply(
         self,
-        engine: Engine,
         reply: ReplyRecord,
         backlog_limit: int,
         now: datetime,
@@ -58,7 +61,6 @@ class Backend(ABC):
     @abstractmethod
     def begin_turn(
         self,
-        engine: Engine,
         learner_id: int,
         message: StoredMessage,
         inbox_id: int | None,
@@ -77,10 +79,10 @@ class Backend(ABC):
         when the learner's row of that kind exists."""
 
     @abstractmethod
-    def after_forget(self, engine: Engine) -> None:
+    def after_forget(self) -> None:
         """Whatever the database needs so that what /forget erased is gone from its files."""
 
     @abstractmethod
-    def inbox_listener(self, engine: Engine, wake: Callable[[], None]) -> InboxListener | None:
+    def inbox_listener(self, wake: Callable[[], None]) -> InboxListener | None:
         """A listener that calls `wake` when a message arrives, or None where the database
         cannot tell (its workers poll)."""

@@ -11,7 +11,6 @@ from typing import Any
 from sqlalchemy import (
     ARRAY,
     BigInteger,
-    Engine,
     Integer,
     Text,
     bindparam,
@@ -25,7 +24,6 @@ from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql.dml import Insert
 
-from memory import db
 from memory.backends.base import Backend, ContextRead
 from memory.claims import FINISH, PENDING, SAME_FOR_EVERY_REPLY, TIMES_OF_A_REPLY, Finishing
 from memory.models import Correction, InboxItem, MemoryJob, Message, OutboxItem, Usage, UTCDateTime
@@ -217,27 +215,24 @@ class PostgresBackend(Backend):
         """FOR UPDATE SKIP LOCKED: a claim passes over the rows other claims are taking."""
         return query.with_for_update(skip_locked=True, of=table)
 
-    def accept(self, engine: Engine, row: Mapping[str, Any], now: datetime) -> None:
+    def accept(self, row: Mapping[str, Any], now: datetime) -> None:
         """One statement stores the message and notifies the workers."""
         values = {f"in_{name}": value for name, value in row.items()}
-        with db.autocommit(engine).begin() as connection:
+        with self.single.begin() as connection:
             connection.execute(_ACCEPT_AND_NOTIFY, values | {"now": now})
 
-    def finish(
-        self, engine: Engine, finishing: Finishing, parts: Sequence[str]
-    ) -> list[int] | None:
+    def finish(self, finishing: Finishing, parts: Sequence[str]) -> list[int] | None:
         """One statement when there are parts to queue: the UPDATE runs in a CTE, and the
         parts are inserted only if it found the claim still held."""
         if not parts:
-            with engine.begin() as connection:
+            with self.engine.begin() as connection:
                 return finishing.run(connection, parts)
-        with db.autocommit(engine).connect() as connection:
+        with self.single.connect() as connection:
             rows = connection.execute(_FINISH_AND_QUEUE, finishing.values(parts)).all()
         return [row.id for row in sorted(rows, key=lambda row: row.seq)] if rows else None
 
     def save_reply(
         self,
-        engine: Engine,
         reply: ReplyRecord,
         backlog_limit: int,
         now: datetime,
@@ -261,7 +256,7 @@ class PostgresBackend(Backend):
         statement, more = (
             (_SAVE_REPLY_AND_FINISH, finish[0].values(finish[1])) if finish else (_SAVE_REPLY, {})
         )
-        with db.autocommit(engine).connect() as connection:
+        with self.single.connect() as connection:
             rows = connection.execute(statement, more | values).all()
         count, unfolded, unread = backlog_in(rows)
         # The statement's snapshot predates the reply; it is unfolded too.
@@ -274,7 +269,6 @@ class PostgresBackend(Backend):
 
     def begin_turn(
         self,
-        engine: Engine,
         learner_id: int,
         message: StoredMessage,
         inbox_id: int | None,
@@ -290,7 +284,7 @@ class PostgresBackend(Backend):
             "now": now,
         }
         try:
-            with db.autocommit(engine).connect() as connection:
+            with self.single.connect() as connection:
                 rows = connection.execute(_STORE_AND_READ[activity_key(window)], values).all()
         except IntegrityError:
             return None  # stored before (a re-run), or the learner is gone: the two steps say which
@@ -306,10 +300,9 @@ class PostgresBackend(Backend):
             index_elements=["learner_id", "kind"], set_=dict(on_conflict_set)
         )
 
-    def after_forget(self, engine: Engine) -> None:
-        """Nothing: Postgres overwrites nothing on delete, and keeps no separate log to empty
-        (a VACUUM reclaims the rows in its own time)."""
+    def after_forget(self) -> None:
+        """Nothing: the checkpoint that empties the write-ahead log is SQLite's."""
 
-    def inbox_listener(self, engine: Engine, wake: Callable[[], None]) -> InboxListener | None:
+    def inbox_listener(self, wake: Callable[[], None]) -> InboxListener | None:
         """A LISTEN on the channel every stored message notifies (see `accept`)."""
-        return InboxListener(engine, wake)
+        return InboxListener(self.engine, wake)

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Engine, insert
+from sqlalchemy import insert
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.sql.dml import Insert
 
@@ -35,21 +35,18 @@ class SqliteBackend(Backend):
         """SQLite has no SKIP LOCKED: the claim's compare-and-set keeps claims apart."""
         return query
 
-    def accept(self, engine: Engine, row: Mapping[str, Any], now: datetime) -> None:
+    def accept(self, row: Mapping[str, Any], now: datetime) -> None:
         """A plain INSERT; nobody listens (SQLite workers poll)."""
-        with engine.begin() as connection:
+        with self.engine.begin() as connection:
             connection.execute(_ACCEPT, {**row, "received_at": now, "available_at": now})
 
-    def finish(
-        self, engine: Engine, finishing: Finishing, parts: Sequence[str]
-    ) -> list[int] | None:
+    def finish(self, finishing: Finishing, parts: Sequence[str]) -> list[int] | None:
         """The finish and the replies' INSERT in one transaction."""
-        with engine.begin() as connection:
+        with self.engine.begin() as connection:
             return finishing.run(connection, parts)
 
     def save_reply(
         self,
-        engine: Engine,
         reply: ReplyRecord,
         backlog_limit: int,
         now: datetime,
@@ -57,7 +54,7 @@ class SqliteBackend(Backend):
     ) -> tuple[StoredMessage, Backlog, list[int] | None]:
         """Reply, usage, corrections, the backlog read and the finish in one transaction."""
         model, input_tokens, output_tokens = reply.usage
-        with engine.begin() as connection:
+        with self.engine.begin() as connection:
             stored = insert_message(
                 connection,
                 reply.learner_id,
@@ -85,7 +82,6 @@ class SqliteBackend(Backend):
 
     def begin_turn(
         self,
-        engine: Engine,
         learner_id: int,
         message: StoredMessage,
         inbox_id: int | None,
@@ -102,12 +98,12 @@ class SqliteBackend(Backend):
             index_elements=["learner_id", "kind"], set_=dict(on_conflict_set)
         )
 
-    def after_forget(self, engine: Engine) -> None:
+    def after_forget(self) -> None:
         """secure_delete zeroes the freed pages, but the write-ahead log still holds the old
         ones until a checkpoint copies it back and truncates it: do that now."""
-        with engine.connect() as connection:
+        with self.engine.connect() as connection:
             connection.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
 
-    def inbox_listener(self, engine: Engine, wake: Callable[[], None]) -> InboxListener | None:
+    def inbox_listener(self, wake: Callable[[], None]) -> InboxListener | None:
         """None: SQLite cannot notify another process; its workers poll."""
         return None

@@ -56,7 +56,7 @@ def _save_reply(
     """The backend's own write of a reply (no claim to finish): the stored reply and the
     backlog as of it."""
     reply = ReplyRecord(learner_id, reply_to, content, tokens, corrections, usage)
-    return backend_for(engine).save_reply(engine, reply, backlog_limit, utcnow())
+    return backend_for(engine).save_reply(reply, backlog_limit, utcnow())
 
 
 def _inbox_id() -> int:
