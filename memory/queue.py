@@ -163,8 +163,8 @@ class Queue:
         fields = dict(row._mapping)
         if self.model is not InboxItem:
             return Claim(token=token, **fields)
-        learner = [fields.pop(f"learner_{column.key}") for column in LEARNER_COLUMNS]
-        known = LearnerInfo(*learner) if learner[0] is not None else None
+        learner = {column.key: fields.pop(f"learner_{column.key}") for column in LEARNER_COLUMNS}
+        known = LearnerInfo(**learner) if learner["id"] is not None else None
         return Claim(token=token, learner=known, **fields)
 
     def _release(self, claim: Claim, *, finished: bool = False, **values: Any) -> bool:
