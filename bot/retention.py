@@ -8,9 +8,11 @@ import logging
 import random
 import threading
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
-from memory.queue import Inbox, Outbox
+from memory.clock import Clock
+from memory.inbox import Inbox
+from memory.outbox import Outbox
 
 log = logging.getLogger(__name__)
 
@@ -20,23 +22,25 @@ PRUNE_EVERY_SECONDS = 600.0
 
 
 class Retention:
-    """Prunes `inbox` and `outbox` of what finished more than `hours` ago (0: keeps all)."""
+    """Prunes `inbox` and `outbox` of what finished more than `hours` ago (0: keeps all), as
+    `clock` tells the time."""
 
-    def __init__(self, inbox: Inbox, outbox: Outbox, hours: float) -> None:
+    def __init__(self, inbox: Inbox, outbox: Outbox, hours: float, clock: Clock) -> None:
         self.inbox = inbox
         self.outbox = outbox
+        self.clock = clock
         self.window = timedelta(hours=hours) if hours else None  # None: keep them all
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
 
     def prune(self, now: datetime | None = None) -> int:
         """Delete the finished inbox and outbox items older than the window as of `now`
-        (default: the current time) that nothing needs any more; the number deleted. The
+        (default: the clock's time) that nothing needs any more; the number deleted. The
         inbox keeps each message that long after it was answered, so a platform's redelivery
         is still recognised; unfinished items and undelivered replies stay."""
         if self.window is None:
             return 0
-        cutoff = (now or datetime.now(UTC)) - self.window
+        cutoff = (now or self.clock()) - self.window
         sent = self.outbox.prune(cutoff)
         answered = self.inbox.prune(cutoff)
         if sent or answered:

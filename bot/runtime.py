@@ -13,10 +13,12 @@ from sqlalchemy import Engine
 from bot.memory_process import MemoryProcess
 from bot.settings import Settings
 from bot.tutor import Tutor
+from memory.clock import Clock
 from memory.jobs import JobRunner
 from memory.llm import ChatModel
 from memory.store import Store
 from memory.tokens import TokenCounter
+from memory.turns import TurnWriter
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +34,8 @@ class Pam:
     model: ChatModel
     runner: JobRunner
     tutor: Tutor
+    writer: TurnWriter  # stores a turn's reply, finishes its claim, queues its delivery
+    clock: Clock  # what every lease, backoff, retention cutoff and limit window goes by
     scheduler: BackgroundScheduler | None = None
     memory_process: MemoryProcess | None = None
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Protocol, TextIO
 
-from bot.tutor import Answer
+from bot.tutor import Turn
 
 QUIT = "/quit"
 FORGET = "/forget"
@@ -34,12 +34,12 @@ ERASE_LINE = "\r\x1b[K"
 class Turns(Protocol):
     """What the terminal needs of the tutor (bot.tutor.Tutor)."""
 
-    def answer(self, external_id: str, text: str, display_name: str | None = None) -> Answer:
-        """Answer one line from the learner."""
+    def respond(self, external_id: str, text: str, display_name: str | None = None) -> Turn:
+        """Answer one line from the learner, the reply stored."""
         ...
 
-    def start_jobs(self, answer: Answer) -> None:
-        """Start the memory jobs the answer's turn made due."""
+    def start_jobs(self, turn: Turn) -> None:
+        """Start the memory jobs the turn made due."""
         ...
 
 
@@ -181,17 +181,17 @@ def chat(
                 break
             if interactive:
                 with Typing(stdout):
-                    answer = tutor.answer(external_id, text, display_name=user)
+                    turn = tutor.respond(external_id, text, display_name=user)
             else:
-                answer = tutor.answer(external_id, text, display_name=user)
-            for reply in answer.replies:
+                turn = tutor.respond(external_id, text, display_name=user)
+            for reply in turn.replies:
                 name = f"{BOLD}pam>{RESET}" if colour else "pam>"
                 print(f"{name} {styled(reply, colour)}\n", file=stdout, flush=True)
-            tutor.start_jobs(answer)
-            if answer.problem and answer.problem != said_problem:
+            tutor.start_jobs(turn)
+            if turn.problem and turn.problem != said_problem:
                 # Said once per cause, not after every message that meets it.
-                print(f"pam: {answer.problem}", file=stderr, flush=True)
-            said_problem = answer.problem
+                print(f"pam: {turn.problem}", file=stderr, flush=True)
+            said_problem = turn.problem
             if editing is not None and text.strip().lower() == FORGET:
                 editing.forget()
     finally:

@@ -1,4 +1,6 @@
-"""A tutor turn: store the learner's message, answer it with corrections, trigger memory jobs."""
+"""A tutor turn: store the learner's message and answer it with corrections. The answer is a
+plain value (`Turn`): the caller stores the reply with `memory.turns.TurnWriter`, sends it,
+and then starts the memory jobs it made due."""
 
 from __future__ import annotations
 
@@ -6,14 +8,14 @@ import logging
 import time
 import unicodedata
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 from bot import corrections, phrases
 from bot.commands import Commands, parse_command
 from bot.prompt import reply_prompt
 from bot.settings import Settings
-from memory.density import is_low_information
-from memory.jobs import FOLD, PROFILE, JobRunner
+from memory.clock import Clock, utcnow
+from memory.jobs import JobRunner
 from memory.llm import (
     ChatModel,
     LLMError,
@@ -22,19 +24,14 @@ from memory.llm import (
     Refused,
     Unusable,
 )
-from memory.profile import profile_due
-from memory.queue import Finished, Finishing
-from memory.records import Activity, ActivityWindow, Backlog, LearnerGone, LearnerInfo
+from memory.records import Activity, ActivityWindow, LearnerGone, LearnerInfo, ReplyRecord
 from memory.store import Store
-from memory.summary import fold_due
 from memory.tokens import TokenCounter
+from memory.turns import TurnWriter, due_now
 
 log = logging.getLogger(__name__)
 
 MAX_MESSAGE_CHARS = 4000
-# How many unread learner messages a turn looks at to decide whether the profile is due; a
-# profile that keeps failing leaves more, and counting them all would grow without bound.
-PROFILE_COUNT_LIMIT = 200
 LIMIT_PHRASES = {
     "rate": phrases.SLOW_DOWN,
     "learner_budget": phrases.LEARNER_BUDGET,
@@ -54,16 +51,17 @@ def clean_text(text: str) -> str:
 
 
 @dataclass(frozen=True)
-class Answer:
-    """What to send back for one inbound message, whose message it was, and which memory jobs
-    the turn made due: the caller starts those with `Tutor.start_jobs` once the replies are
-    on their way, so a reply never waits for them."""
+class Turn:
+    """What the tutor made of one inbound message: whose it was, the texts to send, the reply
+    to store with them (None: nothing to store, e.g. a command's answer or an apology), and
+    the memory jobs it made due as far as the tutor knows (the writer adds those due after the
+    reply). The caller starts the jobs with `Tutor.start_jobs` once the replies are on their
+    way, so a reply never waits for them."""
 
     replies: list[str]
     learner_id: int | None
+    reply: ReplyRecord | None = None
     due: tuple[str, ...] = ()
-    # The inbox claim, if the turn finished it with its reply (see `Tutor.answer`).
-    finished: Finished | None = None
     # What the operator should know when the model could not be used because of how it is
     # configured (a rejected key, an unknown model, an unreachable base URL): `pam chat`,
     # where the learner is the operator, shows it on stderr. Never shown to a learner.
@@ -85,12 +83,16 @@ class Tutor:
         counter: TokenCounter,
         runner: JobRunner,
         settings: Settings,
+        writer: TurnWriter,
+        clock: Clock = utcnow,
     ) -> None:
         self.store = store
         self.model = model
         self.counter = counter
         self.runner = runner
         self.settings = settings
+        self.writer = writer
+        self.clock = clock  # the rate and budget windows go by it
         self.memory = settings.memory_config()
         self.commands = Commands(store)
 
@@ -103,15 +105,39 @@ class Tutor:
         kind: str = "text",
         can_retry: bool = False,
     ) -> list[str]:
-        """Answer one inbound text from the learner known as `external_id` on its channel.
+        """Answer one inbound text from the learner known as `external_id` on its channel,
+        store the reply and start the memory jobs it made due; the texts to send.
         With `inbox_id` (the message's durable inbox item) the turn is idempotent: run again
         after a crash, it stores nothing twice and answers with the reply already made.
         A `kind` other than "text" (a voice note, a photo) gets a friendly answer.
         When the LLM fails, the learner gets an apology, unless `can_retry`: then
         ModelUnavailable is raised and the caller runs the turn again later."""
-        answer = self.answer(external_id, text, display_name, inbox_id, kind, can_retry)
-        self.start_jobs(answer)
-        return answer.replies
+        turn = self.respond(external_id, text, display_name, inbox_id, kind, can_retry)
+        self.start_jobs(turn)
+        return turn.replies
+
+    def respond(
+        self,
+        external_id: str,
+        text: str,
+        display_name: str | None = None,
+        inbox_id: int | None = None,
+        kind: str = "text",
+        can_retry: bool = False,
+    ) -> Turn:
+        """`answer`, with the reply stored (no inbox claim to finish: the terminal, tests);
+        the turn as stored, its memory jobs not started yet (`start_jobs`)."""
+        turn = self.answer(external_id, text, display_name, inbox_id, kind, can_retry)
+        if turn.reply is None:
+            return turn
+        try:
+            written = self.writer.write(None, turn.replies, turn.reply)
+        except LearnerGone:  # /forget won a race with this turn: say nothing, keep nothing
+            log.info("turn for learner %s dropped: forgotten mid-turn", turn.learner_id)
+            return Turn([], turn.learner_id)
+        if written.existing is not None:  # another turn answered this message first
+            return Turn([written.existing], turn.learner_id)
+        return replace(turn, due=turn.due + written.due)
 
     def answer(
         self,
@@ -122,61 +148,56 @@ class Tutor:
         kind: str = "text",
         can_retry: bool = False,
         known: LearnerInfo | None = None,
-        finishing: Finishing | None = None,
-    ) -> Answer:
-        """`handle`, also saying which learner it was (for the caller's log line), without
-        starting the memory jobs the turn made due: the caller does, with `start_jobs`.
-        `known`: the learner with `external_id`, if the caller has just read them.
-        `finishing`: the inbox claim being answered; a turn that stores a reply finishes it
-        in the same write (`Answer.finished`), any other answer leaves that to the caller."""
+    ) -> Turn:
+        """What to answer the learner known as `external_id` (see `handle`), storing only
+        their message: the reply is the caller's to store (`Turn.reply`), and the memory jobs
+        its to start. `known`: the learner with `external_id`, if the caller has just read
+        them."""
         text = clean_text(text)
         if kind != "text" and not text:
             known = known or self.store.learners.find_learner(external_id)
             language = known.target_language if known else None
-            return Answer([phrases.not_text(kind, language)], known.id if known else None)
+            return Turn([phrases.not_text(kind, language)], known.id if known else None)
         if not text:
-            return Answer([], None)
+            return Turn([], None)
         learner = known or self.store.learners.learner(external_id, display_name)
         command = parse_command(text)
         if command is not None:
             command = replace(command, inbox_id=inbox_id)
             try:
-                return Answer([self.commands.handle(learner, command)], learner.id)
+                return Turn([self.commands.handle(learner, command)], learner.id)
             except LearnerGone:
-                return Answer([phrases.FORGOTTEN], learner.id)
+                return Turn([phrases.FORGOTTEN], learner.id)
         if len(text) > MAX_MESSAGE_CHARS:
-            return Answer([phrases.TOO_LONG.format(limit=MAX_MESSAGE_CHARS)], learner.id)
+            return Turn([phrases.TOO_LONG.format(limit=MAX_MESSAGE_CHARS)], learner.id)
         # A photo with a caption: the caption is answered like any message, after the
         # friendly note that Pam cannot see the picture itself.
         note = phrases.not_text(kind, learner.target_language) if kind != "text" else None
         try:
-            return self.turn(
-                learner, text, inbox_id, can_retry=can_retry, finishing=finishing, note=note
-            )
+            return self._converse(learner, text, inbox_id, can_retry=can_retry, note=note)
         except LearnerGone:  # /forget won a race with this turn: say nothing, keep nothing
             log.info("turn for learner %s dropped: forgotten mid-turn", learner.id)
-            return Answer([], learner.id)
+            return Turn([], learner.id)
 
-    def start_jobs(self, answer: Answer) -> None:
-        """Start the memory jobs `answer`'s turn made due (each runs in the background)."""
-        for kind in answer.due:
-            assert answer.learner_id is not None
-            self.runner.request(answer.learner_id, kind)
+    def start_jobs(self, turn: Turn, due: tuple[str, ...] = ()) -> None:
+        """Start the memory jobs `turn` made due, and `due` (those its write found due),
+        each in the background."""
+        for kind in turn.due + due:
+            assert turn.learner_id is not None
+            self.runner.request(turn.learner_id, kind)
 
-    def turn(
+    def _converse(
         self,
         learner: LearnerInfo,
         text: str,
-        inbox_id: int | None = None,
+        inbox_id: int | None,
         *,
-        can_retry: bool = False,
-        finishing: Finishing | None = None,
-        note: str | None = None,
-    ) -> Answer:
-        """A conversational turn: the replies, the memory jobs now due, and the inbox claim
-        if `finishing` finished it with the reply. The learner's message is stored first, so
-        an LLM failure loses nothing. `note`: a line said before the reply (and kept with it).
-        """
+        can_retry: bool,
+        note: str | None,
+    ) -> Turn:
+        """A conversational turn: the reply to store and send. The learner's message is
+        stored first, so an LLM failure loses nothing. `note`: a line said before the reply
+        (and kept with it)."""
         started = time.monotonic()
         stored, answered, context, activity = self.store.conversation.begin_turn(
             learner.id,
@@ -186,13 +207,13 @@ class Tutor:
             window=self._limit_window(),
         )
         if answered is not None:  # a re-run after a crash: the reply exists already
-            return Answer([answered.content], learner.id)
+            return Turn([answered.content], learner.id)
         assert context is not None
         language = context.learner.target_language
         limit = self._over_limit(activity)
         if limit is not None:  # the message stays in memory; the LLM is not called
             log.info("turn limited learner=%s limit=%s", learner.id, limit)
-            return Answer([phrases.in_language(LIMIT_PHRASES[limit], language)], learner.id)
+            return Turn([phrases.in_language(LIMIT_PHRASES[limit], language)], learner.id)
         prompt = reply_prompt(context, summary_cap_chars=self.memory.summary_max_tokens * 8)
         try:
             completion = self.model.complete(
@@ -216,18 +237,6 @@ class Tutor:
         shown = corrections.render(answer)
         if note:
             shown = f"{note}\n\n{shown}"
-        reply, backlog, finished = self.store.conversation.save_reply(
-            learner.id,
-            stored.id,
-            shown,
-            self.counter.count_message(shown),
-            answer.corrections,
-            (completion.model, completion.input_tokens, completion.output_tokens),
-            backlog_limit=PROFILE_COUNT_LIMIT,
-            finishing=finishing,
-        )
-        if backlog is None:  # another worker answered this message first: theirs stands
-            return Answer([reply.content], learner.id)
         log.info(
             "turn learner=%s prompt_tokens=%s output_tokens=%s calls=%d corrections=%s "
             "truncated=%s ms=%d",
@@ -239,11 +248,19 @@ class Tutor:
             completion.truncated,
             (time.monotonic() - started) * 1000,
         )
-        return Answer([shown], learner.id, self._due(backlog), finished)
+        reply = ReplyRecord(
+            learner_id=learner.id,
+            reply_to=stored.id,
+            content=shown,
+            tokens=self.counter.count_message(shown),
+            corrections=tuple(answer.corrections),
+            usage=(completion.model, completion.input_tokens, completion.output_tokens),
+        )
+        return Turn([shown], learner.id, reply)
 
     def _failed(
         self, learner_id: int, exc: LLMError, language: str | None, *, can_retry: bool
-    ) -> Answer:
+    ) -> Turn:
         """The answer when the model gave none. An outage (or a configuration an operator
         may fix) is worth trying again later when the caller can; an unusable answer is not
         asked for again (each costs a billed call); a refusal gets a friendly word."""
@@ -259,12 +276,12 @@ class Tutor:
         else:
             log.warning("turn failed learner=%s: %s", learner_id, type(exc).__name__)
             said = phrases.apology(language)
-        due = self._due(self.store.conversation.memory_backlog(learner_id, PROFILE_COUNT_LIMIT))
-        return Answer([said], learner_id, due, problem=problem)
+        due = due_now(self.store.conversation, learner_id, self.memory)
+        return Turn([said], learner_id, due=due, problem=problem)
 
     def _limit_window(self) -> ActivityWindow | None:
         """What the cost and abuse limits count this turn; None if none is set."""
-        settings, now = self.settings, datetime.now(UTC)
+        settings, now = self.settings, self.clock()
         if not (
             settings.rate_limit_per_minute or settings.learner_daily_tokens or settings.daily_tokens
         ):
@@ -284,13 +301,3 @@ class Tutor:
         if settings.daily_tokens and (activity.everyone_tokens or 0) >= settings.daily_tokens:
             return "service_budget"
         return None
-
-    def _due(self, backlog: Backlog) -> tuple[str, ...]:
-        """The memory jobs `backlog` calls for."""
-        count, tokens, unread = backlog
-        due: tuple[str, ...] = (FOLD,) if fold_due(count, tokens, self.memory) else ()
-        # Only messages that say something count toward the profile's cadence: "ok", "jaja"
-        # and 👍 never cost a profile call on their own.
-        if profile_due(sum(not is_low_information(t) for t in unread), self.memory):
-            due += (PROFILE,)
-        return due

@@ -1,4 +1,5 @@
-"""Fakes at Pam's own interfaces: a scripted chat model and a manual job executor."""
+"""Fakes at Pam's own interfaces: a scripted chat model and a manual job executor (the manual
+clock is memory.clock.ManualClock)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 
 from memory.llm import (
     Accept,
@@ -135,17 +135,3 @@ class ManualExecutor:
             self.pending.pop(0)()
             ran += 1
         return ran
-
-
-class ManualClock:
-    """A clock a test moves forward itself (for leases and rests), instead of sleeping."""
-
-    def __init__(self, start: datetime | None = None) -> None:
-        self.now = start or datetime.now(UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, by: timedelta) -> None:
-        """Move the clock `by` forward."""
-        self.now += by

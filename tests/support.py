@@ -15,9 +15,9 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from bot.settings import Settings
+from memory.claims import Claim
 from memory.messages import Inbound, Sent
 from memory.models import InboxItem, OutboxItem
-from memory.queue import Claim
 
 Q = TypeVar("Q", InboxItem, OutboxItem)
 WAIT = 20.0  # a safety bound for polling loops, never an expectation about speed

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC
 
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -19,13 +19,15 @@ from bot.runtime import Pam
 from bot.settings import Settings
 from bot.tutor import Tutor
 from memory import db
+from memory.backends import backend_for
+from memory.clock import Clock, utcnow
 from memory.jobs import FOLD, PROFILE, Coordinator, JobRunner, Submit
 from memory.llm import ChatModel
-from memory.models import utcnow
 from memory.profile import learn_profile
 from memory.store import Store
 from memory.summary import fold
 from memory.tokens import TokenCounter
+from memory.turns import TurnWriter
 from webhooks.api.route import CHANNEL as API
 from webhooks.api.route import ApiCallbackSender
 from webhooks.telegram.client import TelegramClient
@@ -64,10 +66,11 @@ def build(
     migrate: bool = False,
     memory_process: bool = False,
     replayable: bool = False,
-    clock: Callable[[], datetime] = utcnow,
+    clock: Clock = utcnow,
 ) -> Pam:
     """Assemble Pam from `settings`. Tests pass a fake `model`, an inline `submit` and a clock
-    of their own (the memory jobs' leases and rests go by it); without
+    of their own (every lease, rest, backoff, retention cutoff and limit window goes by it);
+    without
     `submit` an APScheduler background scheduler runs the memory jobs. With `memory_process`
     (the services) they run in a child process instead, which `pam.memory_process.start()`
     starts: this Pam only marks the jobs its turns make due and hands them over.
@@ -83,7 +86,7 @@ def build(
     )
     if migrate:
         db.upgrade(engine)
-    store = Store(engine)
+    store = Store(engine, clock)
     counter = TokenCounter(settings.model)
     if model is None:
         client = openai_client(
@@ -133,8 +136,11 @@ def build(
         scheduler.add_job(
             runner.recover, "interval", seconds=RECOVER_EVERY_SECONDS, id="memory-recover"
         )
-    tutor = Tutor(store, model, counter, runner, settings)
-    return Pam(settings, engine, store, counter, model, runner, tutor, scheduler, process)
+    writer = TurnWriter(backend_for(engine), engine, settings.delivery_lease_seconds, memory, clock)
+    tutor = Tutor(store, model, counter, runner, settings, writer, clock)
+    return Pam(
+        settings, engine, store, counter, model, runner, tutor, writer, clock, scheduler, process
+    )
 
 
 def senders(settings: Settings) -> dict[str, Sender]:

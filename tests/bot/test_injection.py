@@ -16,13 +16,13 @@ from sqlalchemy import Engine
 import prompts
 from bot.runtime import Pam
 from bot.settings import Settings
+from memory.clock import ManualClock, utcnow
 from memory.jobs import RETRY_AFTER_FAILURE
 from memory.llm import ChatMessage
-from memory.models import utcnow
 from memory.profile import FIELDS, MAX_PROFILE_CHARS, document
 from memory.records import LEARNER, LearnerInfo
 from tests.conftest import unique_user
-from tests.fakes import Call, FakeChatModel, ManualClock, reply_json
+from tests.fakes import Call, FakeChatModel, reply_json
 from webhooks.wiring import build
 
 REPLY_SECTIONS = ("learner_profile", "conversation_summary")

@@ -24,9 +24,9 @@ from bot.memory_process import JobRequests, MemoryProcess
 from loopback.harness import PAM_CMD, Process, Processes, db_upgrade, processes, service_env
 from loopback.local_server import Answer, LocalServer
 from loopback.openai_server import OpenAIServer
+from memory.inbox import Inbox
 from memory.jobs import FOLD, PROFILE, Coordinator, JobRunner
 from memory.models import MemoryJob
-from memory.queue import Inbox
 from memory.records import LEARNER, PAM
 from memory.store import Store
 from tests.conftest import unique_user

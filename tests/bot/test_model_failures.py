@@ -163,7 +163,7 @@ def test_a_photo_with_a_caption_is_answered_after_the_friendly_note(
     user = spanish_learner(pam)
     fake_model.queue("reply", reply_json("¡Qué playa tan bonita!"))
 
-    answer = pam.tutor.answer(user, "Mi playa favorita en Cádiz", kind="media")
+    answer = pam.tutor.respond(user, "Mi playa favorita en Cádiz", kind="media")
 
     [reply] = answer.replies
     assert reply.startswith(phrases.NOT_TEXT["media"]["Spanish"] + "\n\n")

@@ -18,8 +18,11 @@ from bot import retention as retention_module
 from bot.runtime import Pam
 from bot.settings import Settings
 from bot.worker import Worker
-from memory.models import InboxItem, OutboxItem, utcnow
-from memory.queue import CLAIMED, DONE, FAILED, PENDING, SENT, Inbox, Outbox
+from memory.claims import CLAIMED, DONE, FAILED, PENDING, SENT
+from memory.clock import utcnow
+from memory.inbox import Inbox
+from memory.models import InboxItem, OutboxItem
+from memory.outbox import Outbox
 from tests.conftest import unique_user
 from tests.support import WAIT, inbound, queue_items, wait_until, with_knobs
 

@@ -19,15 +19,18 @@ from sqlalchemy import Engine, select, update
 from sqlalchemy.orm import Session
 
 from bot import phrases
+from bot.answering import LLM_TURN_ATTEMPTS
+from bot.backoff import MAX_BACKOFF_SECONDS, backoff
 from bot.channels import PermanentSendError, Sender, TransientSendError
 from bot.runtime import Pam
 from bot.settings import Settings
-from bot.worker import LLM_TURN_ATTEMPTS, MAX_BACKOFF_SECONDS, Worker, backoff
+from bot.worker import Worker
 from memory import db
+from memory.claims import DONE, FAILED, PENDING, SENT
+from memory.clock import utcnow
 from memory.llm import ChatMessage
 from memory.messages import Sent
-from memory.models import InboxItem, OutboxItem, utcnow
-from memory.queue import DONE, FAILED, PENDING, SENT
+from memory.models import InboxItem, OutboxItem
 from memory.records import LEARNER, PAM
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel, failing, reply_json

@@ -77,7 +77,7 @@ def worker(pam: Pam, telegram_client: TelegramClient) -> Worker:
     """A worker delivering Telegram replies through the real adapter; call .drain(). It shows
     "typing…" at the start of every turn, as it does for any turn slower than a moment."""
     worker = Worker(pam, {"telegram": telegram_client})
-    worker.typing_after = 0.0
+    worker.answering.typing_after = 0.0
     return worker
 
 

@@ -23,9 +23,10 @@ from bot.runtime import Pam
 from bot.worker import Worker
 from loopback.harness import wait_for
 from loopback.telegram_server import TOKEN, Failure, TelegramServer
+from memory.claims import FAILED, PENDING, SENT
+from memory.clock import utcnow
 from memory.messages import Inbound
-from memory.models import OutboxItem, utcnow
-from memory.queue import FAILED, PENDING, SENT
+from memory.models import OutboxItem
 from memory.records import PAM
 from tests.fakes import FakeChatModel, Gate, reply_json
 from webhooks.telegram.client import TelegramClient
@@ -169,7 +170,7 @@ def test_a_reply_there_at_once_needs_no_typing(
 ) -> None:
     """Each "typing…" is a Bot API call: a turn quicker than TYPING_AFTER_SECONDS makes none."""
     worker = Worker(pam, {"telegram": telegram_client})
-    worker.typing_after = 60.0  # however slow this machine, the fake model is quicker
+    worker.answering.typing_after = 60.0  # however slow this machine, the fake model is quicker
     accept(worker, new_chat())
 
     worker.drain()
@@ -184,7 +185,7 @@ def test_a_slow_turn_shows_typing_while_it_runs(
     telegram_server: TelegramServer,
 ) -> None:
     worker = Worker(pam, {"telegram": telegram_client})
-    assert worker.typing_after > 0, "by default a quick reply sends no typing"
+    assert worker.answering.typing_after > 0, "by default a quick reply sends no typing"
     gate = Gate(reply_json("¡Hola!"))
     fake_model.queue("reply", gate)
     chat = new_chat()

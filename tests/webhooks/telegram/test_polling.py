@@ -18,12 +18,13 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from bot import phrases
-from bot.worker import TYPING_AFTER_SECONDS
+from bot.answering import TYPING_AFTER_SECONDS
 from loopback.openai_server import Fault, OpenAIServer
 from loopback.telegram_server import TOKEN, Failure, TelegramServer
 from memory import db
+from memory.claims import DONE
+from memory.inbox import Inbox
 from memory.models import InboxItem
-from memory.queue import DONE, Inbox
 from tests.conftest import ROOT, sqlite_url
 from tests.webhooks.telegram import updates as u
 from webhooks.telegram.client import COMMANDS, UPDATE_TYPES, TelegramClient, WebhookIsSet

@@ -1,0 +1,190 @@
+"""Answering: one inbox message taken from claim to reply, top to bottom. Claim it; the tutor
+answers (a plain `Turn`); split the texts to fit the channel; one write stores the reply,
+finishes the claim and queues the parts; send the parts this lane holds; start the memory
+jobs the turn made due."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+
+from bot import phrases
+from bot.backoff import backoff
+from bot.channels import Sender
+from bot.delivery import Delivery, ms_since
+from bot.splitting import split_message
+from bot.tutor import ModelUnavailable, Turn, Tutor
+from memory.claims import Claim
+from memory.clock import Clock
+from memory.heartbeat import Heartbeats
+from memory.inbox import Inbox
+from memory.records import LearnerGone
+from memory.turns import TurnWriter, Written
+
+log = logging.getLogger(__name__)
+
+# A turn whose LLM call fails (after the client's own retries) is tried again from the inbox
+# with backoff; the learner gets an apology only when the last of these attempts fails too.
+LLM_TURN_ATTEMPTS = 3
+TYPING_EVERY_SECONDS = 4.0  # Telegram shows "typing…" for 5 s per call
+# "typing…" is shown once a turn takes longer than this: a reply that is there sooner needs
+# none, and each one is a Bot API call (they count against the bot's rate limits).
+TYPING_AFTER_SECONDS = 0.5
+
+
+def parts_of(replies: list[str], sender: Sender | None) -> list[str]:
+    """`replies` split to fit the channel's message limit (as the channel counts length)."""
+    if sender is None:
+        return replies
+    return [
+        part
+        for reply in replies
+        for part in split_message(reply, sender.max_chars, sender.length)
+        if part.strip()
+    ]
+
+
+def _log_answered(claim: Claim, turn: Turn, replies: int, started: float, clock: Clock) -> None:
+    """The answered message's log line: ids, timings and counts, never the text."""
+    since_received = (
+        int((clock() - claim.received_at).total_seconds() * 1000) if claim.received_at else -1
+    )
+    log.info(
+        "inbound answered inbox=%s learner=%s channel=%s replies=%d since_received_ms=%d "
+        "turn_ms=%d attempt=%d",
+        claim.id,
+        turn.learner_id or "-",
+        claim.channel,
+        replies,
+        since_received,
+        ms_since(started),
+        claim.attempts,
+    )
+
+
+class Answering:
+    """Takes inbox messages, runs tutor turns, stores them with `writer`, and hands the
+    replies to `delivery`."""
+
+    def __init__(
+        self,
+        inbox: Inbox,
+        tutor: Tutor,
+        writer: TurnWriter,
+        delivery: Delivery,
+        max_turn_attempts: int,
+        leases: Heartbeats,
+        clock: Clock,
+    ) -> None:
+        self.inbox = inbox
+        self.tutor = tutor
+        self.writer = writer
+        self.delivery = delivery
+        self.max_turn_attempts = max_turn_attempts
+        self.clock = clock
+        self.typing_after = TYPING_AFTER_SECONDS
+        # Claims stay live while a turn runs, however slow; "typing…" is renewed on a thread
+        # of its own, so a slow platform never holds up a lease.
+        self.leases = leases
+        self._typing_beats = Heartbeats("pam-typing")
+
+    def next(self) -> bool:
+        """Answer the next inbox message, if any. True if there was one."""
+        claim = self.inbox.claim_next()
+        if claim is None:
+            return False
+        started = time.monotonic()
+        if claim.attempts > self.max_turn_attempts:
+            self._give_up(claim)
+            return True
+        sender = self.delivery.senders.get(claim.channel)
+        try:
+            turn = self._answer(claim, sender)
+            parts, written = self._write(claim, turn, sender)
+        except ModelUnavailable as exc:
+            self._defer(claim, exc)
+            return True
+        except Exception as exc:
+            delay = backoff(claim.attempts)
+            self.inbox.retry_later(claim, delay, f"{type(exc).__name__}: {exc}")
+            log.exception(
+                "turn failed inbox=%s channel=%s retry_in=%.1fs", claim.id, claim.channel, delay
+            )
+            return True
+        if written.held is None:
+            log.warning("turn discarded inbox=%s: the claim was lost (lease expired)", claim.id)
+            return True
+        _log_answered(claim, turn, len(parts), started, self.clock)
+        self.delivery.held(written.held, len(parts))
+        self.tutor.start_jobs(turn, written.due)  # after the reply: it never waits for them
+        return True
+
+    def _write(self, claim: Claim, turn: Turn, sender: Sender | None) -> tuple[list[str], Written]:
+        """Store `turn`'s reply, finish `claim` and queue the parts to send, in one write; the
+        parts queued, and what the write handed back."""
+        parts = parts_of(turn.replies, sender)
+        try:
+            written = self.writer.write(claim, parts, turn.reply)
+        except LearnerGone:  # /forget won a race with this turn: say nothing, keep nothing
+            log.info("turn for learner %s dropped: forgotten mid-turn", turn.learner_id)
+            return [], self.writer.write(claim, [])
+        if written.existing is not None:  # another worker answered this message first
+            parts = parts_of([written.existing], sender)
+            written = self.writer.write(claim, parts)
+        return parts, written
+
+    def _give_up(self, claim: Claim) -> None:
+        """The message crashed its worker every time: stop retrying, tell the learner."""
+        learner = claim.learner
+        apology = phrases.apology(learner.target_language if learner else None)
+        written = self.writer.write(claim, [apology], failed=True)
+        log.warning("inbound gave up inbox=%s channel=%s", claim.id, claim.channel)
+        if written.held is not None:
+            self.delivery.held(written.held, 1)
+
+    def _answer(self, claim: Claim, sender: Sender | None) -> Turn:
+        """The tutor's answer to `claim`. Raises ModelUnavailable if the LLM failed and the
+        message has attempts left."""
+        # A slow LLM keeps the claim alive; a dead worker's claim lapses within one lease.
+        every = self.inbox.lease.total_seconds() / 3
+        lease = self.leases.beat(every, lambda: self.inbox.renew(claim))
+        with lease, self._typing(sender, claim):
+            return self.tutor.answer(
+                claim.address,
+                claim.text,
+                display_name=claim.display_name,
+                inbox_id=claim.id,
+                kind=claim.kind,
+                can_retry=claim.attempts < min(LLM_TURN_ATTEMPTS, self.max_turn_attempts),
+                known=claim.learner,
+            )
+
+    def _defer(self, claim: Claim, exc: ModelUnavailable) -> None:
+        """The LLM failed: the message goes back to the inbox, to be tried after a backoff."""
+        delay = backoff(claim.attempts)
+        self.inbox.retry_later(claim, delay, f"LLM unavailable: {exc}")
+        log.warning(
+            "turn deferred inbox=%s channel=%s: the LLM failed; retry_in=%.1fs attempt=%d",
+            claim.id,
+            claim.channel,
+            delay,
+            claim.attempts,
+        )
+
+    def _typing(
+        self, sender: Sender | None, claim: Claim
+    ) -> contextlib.AbstractContextManager[object]:
+        """Show "typing…" on channels that have it, renewed while the turn runs."""
+        typing = getattr(sender, "typing", None)
+        # Media without words gets a canned note at once; a caption is a turn like any text.
+        if typing is None or (claim.kind != "text" and not claim.text.strip()):
+            return contextlib.nullcontext()
+
+        def show() -> bool:
+            with contextlib.suppress(Exception):  # a missing "typing…" never costs the reply
+                typing(claim.chat_id)
+            return True
+
+        # On a thread of its own: the turn never waits for Telegram.
+        return self._typing_beats.beat(TYPING_EVERY_SECONDS, show, first=self.typing_after)

@@ -1,0 +1,119 @@
+"""Delivery: sending claimed replies through their channel's sender, and what a failed send
+becomes (a retry after a backoff, or a failure for good)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+
+from bot.backoff import backoff
+from bot.channels import PermanentSendError, Sender, TransientSendError
+from memory.claims import Claim
+from memory.heartbeat import Heartbeats
+from memory.outbox import Outbox
+
+log = logging.getLogger(__name__)
+
+
+def ms_since(started: float) -> int:
+    """Milliseconds since the `time.monotonic()` `started` (for the log lines)."""
+    return int((time.monotonic() - started) * 1000)
+
+
+class Delivery:
+    """Sends the outbox's replies. `hand_over` wakes the delivery lanes for replies this
+    caller did not send itself; `leases` keeps a claim alive while its send runs."""
+
+    def __init__(
+        self,
+        outbox: Outbox,
+        senders: Mapping[str, Sender],
+        max_attempts: int,
+        leases: Heartbeats,
+        hand_over: Callable[[], None],
+    ) -> None:
+        self.outbox = outbox
+        self.senders = senders
+        self.max_attempts = max_attempts
+        self.leases = leases
+        self.hand_over = hand_over
+
+    def next(self) -> bool:
+        """Deliver the next queued reply, if any. True if there was one."""
+        claim = self.outbox.claim_next()
+        if claim is None:
+            return False
+        self.send(claim)
+        return True
+
+    def held(self, held: list[Claim], replies: int) -> None:
+        """Deliver what finishing a turn handed this lane; replies queued behind an older
+        one instead are the delivery lanes' to send."""
+        if held:
+            self._send_in_order(held)
+        elif replies:
+            self.hand_over()
+
+    def _send_in_order(self, held: list[Claim]) -> None:
+        """Send the replies this lane holds, in order, without a hop to a delivery lane. Once
+        one is not delivered, the rest are handed to the delivery lanes, which keep the order."""
+        for n, claim in enumerate(held):
+            if not self.send(claim):
+                for untried in held[n + 1 :]:
+                    self.outbox.unclaim(untried)
+                self.hand_over()
+                return
+
+    def send(self, claim: Claim) -> bool:
+        """Send one claimed reply and record the outcome. True if it was delivered."""
+        started = time.monotonic()
+        sender = self.senders.get(claim.channel)
+        try:
+            if sender is None:
+                raise TransientSendError(f"no sender is configured for channel {claim.channel!r}")
+            key = f"pam-{claim.id}"
+            # A slow platform keeps the claim alive: no other lane sends it meanwhile.
+            lease = self.outbox.lease.total_seconds() / 3
+            with self.leases.beat(lease, lambda: self.outbox.renew(claim)):
+                self.outbox.deliver(
+                    claim, lambda: sender.send(claim.chat_id, claim.text, idempotency_key=key)
+                )
+        except PermanentSendError as exc:
+            self.outbox.fail(claim, str(exc))
+            log.warning(
+                "delivery failed for good outbox=%s channel=%s: %s", claim.id, claim.channel, exc
+            )
+            return False
+        except TransientSendError as exc:
+            self._retry(claim, str(exc), exc.retry_after)
+            return False
+        except Exception as exc:  # a sender bug must not stop the lane
+            log.exception("delivery crashed outbox=%s channel=%s", claim.id, claim.channel)
+            self._retry(claim, f"{type(exc).__name__}: {exc}", None)
+            return False
+        log.info(
+            "reply delivered outbox=%s inbox=%s channel=%s send_ms=%d attempt=%d",
+            claim.id,
+            claim.inbox_id,
+            claim.channel,
+            ms_since(started),
+            claim.attempts,
+        )
+        return True
+
+    def _retry(self, claim: Claim, error: str, retry_after: float | None) -> None:
+        """Try the reply again after a backoff, unless it has had all its attempts."""
+        if claim.attempts >= self.max_attempts:
+            self.outbox.fail(claim, f"gave up after {claim.attempts} attempts: {error}")
+            log.warning("delivery gave up outbox=%s channel=%s", claim.id, claim.channel)
+            return
+        delay = backoff(claim.attempts, retry_after)
+        self.outbox.retry_later(claim, delay, error)
+        log.info(
+            "delivery retry outbox=%s channel=%s in_s=%.1f attempt=%d",
+            claim.id,
+            claim.channel,
+            delay,
+            claim.attempts,
+        )
