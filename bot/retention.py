@@ -8,7 +8,7 @@ import logging
 import random
 import threading
 import time
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from memory.clock import Clock
 from memory.inbox import Inbox
@@ -33,14 +33,14 @@ class Retention:
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def prune(self, now: datetime | None = None) -> int:
-        """Delete the finished inbox and outbox items older than the window as of `now`
-        (default: the clock's time) that nothing needs any more; the number deleted. The
-        inbox keeps each message that long after it was answered, so a platform's redelivery
-        is still recognised; unfinished items and undelivered replies stay."""
+    def prune(self) -> int:
+        """Delete the finished inbox and outbox items older than the window, as of the
+        clock's time, that nothing needs any more; the number deleted. The inbox keeps each
+        message that long after it was answered, so a platform's redelivery is still
+        recognised; unfinished items and undelivered replies stay."""
         if self.window is None:
             return 0
-        cutoff = (now or self.clock()) - self.window
+        cutoff = self.clock() - self.window
         sent = self.outbox.prune(cutoff)
         answered = self.inbox.prune(cutoff)
         if sent or answered:

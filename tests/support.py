@@ -1,5 +1,6 @@
-"""Helpers the tests share: queue rows, settings with knobs, inbound messages, bounded waits, a
-recording sender. Fixtures built on them live in tests/conftest.py."""
+"""Helpers the tests share: queue rows, settings with knobs, inbound messages, bounded waits,
+lease expiry on a manual clock, a recording sender. Fixtures built on them live in
+tests/conftest.py."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, TypeVar
 
 from sqlalchemy import Engine, select
@@ -16,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from bot.settings import Settings
 from memory.claims import Claim
+from memory.clock import ManualClock
 from memory.messages import Inbound, Sent
 from memory.models import InboxItem, OutboxItem
 
@@ -63,19 +66,21 @@ def wait_until(condition: Callable[[], bool], what: str, timeout: float = WAIT) 
         time.sleep(0.01)
 
 
-def claim_eventually(take: Callable[[], Claim | None]) -> Claim:
-    """The next claim from `take` (a queue's claim_next), waiting (bounded) for a lease to
-    expire."""
-    taken: list[Claim] = []
+def outlive(clock: ManualClock, lease: timedelta) -> None:
+    """Move `clock` just past a `lease` taken now: the claim holding it is void, its item
+    claimable again (instead of the test sleeping through the lease)."""
+    clock.advance(lease + timedelta(milliseconds=1))
 
-    def claimed() -> bool:
-        item = take()
-        if item is not None:
-            taken.append(item)
-        return item is not None
 
-    wait_until(claimed, "an expired lease to be claimed again")
-    return taken[0]
+def claim_eventually(
+    take: Callable[[], Claim | None], clock: ManualClock, lease: timedelta
+) -> Claim:
+    """The next claim from `take` (a queue's claim_next) once the `lease` an earlier claim
+    holds has run out on `clock`."""
+    outlive(clock, lease)
+    claim = take()
+    assert claim is not None, "nothing was claimable once the lease ran out"
+    return claim
 
 
 @dataclass(frozen=True)

@@ -2,20 +2,33 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from sqlalchemy import Engine
 
 from bot import phrases
 from bot.runtime import Pam
 from bot.settings import Settings
+from memory.clock import Clock, ManualClock, utcnow
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel
 from webhooks.wiring import build
 
 
-def pam_with(settings: Settings, engine: Engine, model: FakeChatModel, **limits: int) -> Pam:
-    """Pam with some limits changed and memory jobs inline."""
+def pam_with(
+    settings: Settings,
+    engine: Engine,
+    model: FakeChatModel,
+    clock: Clock = utcnow,
+    **limits: int,
+) -> Pam:
+    """Pam with some limits changed, memory jobs inline, and its windows on `clock`."""
     return build(
-        settings.model_copy(update=limits), model=model, submit=lambda work: work(), engine=engine
+        settings.model_copy(update=limits),
+        model=model,
+        submit=lambda work: work(),
+        engine=engine,
+        clock=clock,
     )
 
 
@@ -45,6 +58,19 @@ def test_the_rate_limit_counts_each_learner_alone(
     assert pam.tutor.handle(second, "Hola") != [phrases.SLOW_DOWN["English"]]
 
 
+def test_the_rate_limit_lifts_once_the_minute_has_passed(
+    settings: Settings, engine: Engine, fake_model: FakeChatModel
+) -> None:
+    clock = ManualClock()
+    pam = pam_with(settings, engine, fake_model, clock, rate_limit_per_minute=2)
+    user = unique_user()
+    for n in range(2):
+        pam.tutor.handle(user, f"uno {n}")
+    assert pam.tutor.handle(user, "tres") == [phrases.SLOW_DOWN["English"]]
+    clock.advance(timedelta(minutes=1, seconds=1))
+    assert pam.tutor.handle(user, "cuatro") != [phrases.SLOW_DOWN["English"]]
+
+
 def test_a_learner_over_their_daily_tokens_is_told_kindly(
     settings: Settings, engine: Engine, fake_model: FakeChatModel
 ) -> None:
@@ -55,6 +81,18 @@ def test_a_learner_over_their_daily_tokens_is_told_kindly(
     assert pam.tutor.handle(user, "¿Otra vez?") == [phrases.LEARNER_BUDGET["English"]]
     assert len(fake_model.of("reply")) == 1
     assert pam.tutor.handle(other, "Hola") != [phrases.LEARNER_BUDGET["English"]]
+
+
+def test_a_learners_daily_tokens_come_back_the_next_day(
+    settings: Settings, engine: Engine, fake_model: FakeChatModel
+) -> None:
+    clock = ManualClock()
+    pam = pam_with(settings, engine, fake_model, clock, learner_daily_tokens=1)
+    user = unique_user()
+    pam.tutor.handle(user, "Hola")
+    assert pam.tutor.handle(user, "¿Otra vez?") == [phrases.LEARNER_BUDGET["English"]]
+    clock.advance(timedelta(days=1))
+    assert pam.tutor.handle(user, "¿Y hoy?") != [phrases.LEARNER_BUDGET["English"]]
 
 
 def test_the_service_wide_daily_budget_stops_every_reply(

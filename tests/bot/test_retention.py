@@ -19,12 +19,14 @@ from bot.runtime import Pam
 from bot.settings import Settings
 from bot.worker import Worker
 from memory.claims import CLAIMED, DONE, FAILED, PENDING, SENT
-from memory.clock import utcnow
+from memory.clock import ManualClock, utcnow
 from memory.inbox import Inbox
 from memory.models import InboxItem, OutboxItem
 from memory.outbox import Outbox
 from tests.conftest import unique_user
+from tests.fakes import FakeChatModel
 from tests.support import WAIT, inbound, queue_items, wait_until, with_knobs
+from webhooks.wiring import build
 
 LEASE = 300.0
 WEEK = timedelta(days=7)
@@ -175,14 +177,17 @@ def test_prune_deletes_in_batches_and_stops_at_the_first_page_newer_than_the_cut
     assert ids(engine, OutboxItem) == set()
 
 
-def test_the_worker_prunes_past_its_retention_setting(pam: Pam, engine: Engine) -> None:
-    worker = Worker(with_retention(pam, 24), {})
-    inbox, outbox = Inbox(engine, LEASE), Outbox(engine, LEASE)
-    item = answered(inbox, unique_user(), ["hola"])
-    deliver_all(outbox)
-    now = utcnow()
-    assert worker.retention.prune(now + timedelta(hours=23)) == 0
-    assert worker.retention.prune(now + timedelta(hours=24, seconds=1)) == 2
+def test_the_worker_prunes_past_its_retention_setting(
+    settings: Settings, engine: Engine, fake_model: FakeChatModel
+) -> None:
+    clock = ManualClock()
+    worker = worker_on(clock, with_knobs(settings, queue_retention_hours=24), engine, fake_model)
+    item = answered(worker.inbox, unique_user(), ["hola"])
+    deliver_all(worker.outbox)
+    clock.advance(timedelta(hours=23))
+    assert worker.retention.prune() == 0
+    clock.advance(timedelta(hours=1, seconds=1))
+    assert worker.retention.prune() == 2
     assert item not in ids(engine, InboxItem)
     assert ids(engine, OutboxItem) == set()
 
@@ -206,10 +211,14 @@ def test_an_id_pruned_with_the_whole_queue_is_never_given_again(engine: Engine) 
     assert min(ids(engine, OutboxItem)) > reply
 
 
-def test_retention_zero_keeps_everything(pam: Pam, engine: Engine) -> None:
-    worker = Worker(with_retention(pam, 0), {})
-    answered(Inbox(engine, LEASE), unique_user(), [])
-    assert worker.retention.prune(utcnow() + timedelta(days=3650)) == 0
+def test_retention_zero_keeps_everything(
+    settings: Settings, engine: Engine, fake_model: FakeChatModel
+) -> None:
+    clock = ManualClock()
+    worker = worker_on(clock, with_knobs(settings, queue_retention_hours=0), engine, fake_model)
+    answered(worker.inbox, unique_user(), [])
+    clock.advance(timedelta(days=3650))
+    assert worker.retention.prune() == 0
     assert len(ids(engine, InboxItem)) == 1
 
 
@@ -243,6 +252,14 @@ def test_retention_settings_accept_a_day_or_more_and_zero() -> None:
     assert Settings().queue_retention_hours == 168
     assert Settings(queue_retention_hours=24).queue_retention_hours == 24
     assert Settings(queue_retention_hours=0).queue_retention_hours == 0
+
+
+def worker_on(
+    clock: ManualClock, settings: Settings, engine: Engine, fake_model: FakeChatModel
+) -> Worker:
+    """A worker whose queues and retention go by `clock`."""
+    pam = build(settings, model=fake_model, submit=lambda w: w(), engine=engine, clock=clock)
+    return Worker(pam, {})
 
 
 def with_retention(pam: Pam, hours: float) -> Pam:

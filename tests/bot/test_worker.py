@@ -27,7 +27,7 @@ from bot.settings import Settings
 from bot.worker import Worker
 from memory import db
 from memory.claims import DONE, FAILED, PENDING, SENT
-from memory.clock import utcnow
+from memory.clock import Clock, ManualClock, utcnow
 from memory.llm import ChatMessage
 from memory.messages import Sent
 from memory.models import InboxItem, OutboxItem
@@ -40,6 +40,7 @@ from tests.support import (
     RecordingSender,
     claim_eventually,
     inbound,
+    outlive,
     queue_items,
     wait_until,
     with_knobs,
@@ -63,9 +64,17 @@ def fake_model() -> FakeChatModel:
     return fake
 
 
-def pam_with(settings: Settings, engine: Engine, fake: FakeChatModel, **knobs: object) -> Pam:
-    """Pam with inline memory jobs and some settings changed."""
-    return build(with_knobs(settings, **knobs), model=fake, submit=lambda w: w(), engine=engine)
+def pam_with(
+    settings: Settings,
+    engine: Engine,
+    fake: FakeChatModel,
+    clock: Clock = utcnow,
+    **knobs: object,
+) -> Pam:
+    """Pam with inline memory jobs, some settings changed, and its leases on `clock`."""
+    return build(
+        with_knobs(settings, **knobs), model=fake, submit=lambda w: w(), engine=engine, clock=clock
+    )
 
 
 def worker_for(pam: Pam, sender: Sender | None) -> Worker:
@@ -236,8 +245,8 @@ def test_an_llm_outage_is_answered_with_an_apology_and_the_message_is_kept(
 def test_a_turn_that_crashed_mid_way_is_answered_once_without_a_second_llm_call(
     settings: Settings, engine: Engine, fake_model: FakeChatModel, sender: RecordingSender
 ) -> None:
-    pam = pam_with(settings, engine, fake_model, inbox_lease_seconds=0.3)
-    worker = worker_for(pam, sender)
+    clock = ManualClock()
+    worker = worker_for(pam := pam_with(settings, engine, fake_model, clock), sender)
     user = unique_user()
     worker.inbox.accept(inbound(user, "Ayer yo va al cine"))
 
@@ -249,7 +258,8 @@ def test_a_turn_that_crashed_mid_way_is_answered_once_without_a_second_llm_call(
     assert len(fake_model.of("reply")) == 1
 
     # Its lease expires; another worker picks the message up again.
-    wait_until(worker.answer_next, "the abandoned message to be answered")
+    outlive(clock, worker.inbox.lease)
+    assert worker.answer_next()
     worker.drain()
 
     assert sender.texts_to(chat_of(user)) == replies
@@ -366,16 +376,18 @@ def test_a_slow_turn_keeps_its_claim_alive_and_is_answered_once(
 def test_a_message_that_keeps_crashing_its_worker_is_failed_with_an_apology(
     settings: Settings, engine: Engine, fake_model: FakeChatModel, sender: RecordingSender
 ) -> None:
-    pam = pam_with(settings, engine, fake_model, inbox_lease_seconds=0.2, max_turn_attempts=2)
-    worker = worker_for(pam, sender)
+    clock = ManualClock()
+    worker = worker_for(pam_with(settings, engine, fake_model, clock, max_turn_attempts=2), sender)
     user = unique_user()
     worker.inbox.accept(inbound(user, "a message that kills workers"))
     worker.inbox.accept(inbound(user, "the next one"))
     ids = [row.id for row in inbox_rows(engine, user)]
     for attempt in (1, 2):  # two workers claim it and die
-        assert claim_eventually(worker.inbox.claim_next).attempts == attempt
+        claim = claim_eventually(worker.inbox.claim_next, clock, worker.inbox.lease)
+        assert claim.attempts == attempt
 
-    wait_until(worker.answer_next, "the third claim")
+    outlive(clock, worker.inbox.lease)
+    assert worker.answer_next()
     [poison, following] = inbox_rows_by_id(engine, ids)
     assert (poison.status, poison.attempts, poison.text) == (FAILED, 3, "")
     worker.drain()
@@ -535,8 +547,8 @@ def test_a_failed_send_in_the_turn_leaves_the_rest_to_the_lanes_in_order(
 def test_replies_held_by_a_worker_that_died_are_delivered_after_their_lease(
     settings: Settings, engine: Engine, fake_model: FakeChatModel, sender: RecordingSender
 ) -> None:
-    pam = pam_with(settings, engine, fake_model, delivery_lease_seconds=0.2)
-    worker = worker_for(pam, sender)
+    clock = ManualClock()
+    worker = worker_for(pam := pam_with(settings, engine, fake_model, clock), sender)
     user = unique_user()
     worker.inbox.accept(inbound(user, "uno"))
     claim = worker.inbox.claim_next()
@@ -545,7 +557,8 @@ def test_replies_held_by_a_worker_that_died_are_delivered_after_their_lease(
     held = worker.inbox.finish(claim, replies, deliver_lease=worker.outbox.lease)
     assert held and sender.calls == []  # ...and the worker dies before sending
 
-    wait_until(worker.deliver_next, "the held reply to be delivered")
+    outlive(clock, worker.outbox.lease)
+    assert worker.deliver_next()
     assert [(d.text, d.idempotency_key) for d in sender.calls] == [("re: uno", f"pam-{held[0].id}")]
     assert not worker.outbox.mark_sent(held[0], None), "the dead worker's claim is void"
 
@@ -636,13 +649,14 @@ def test_a_channel_without_a_sender_is_retried_then_failed(
 def test_a_delivery_whose_worker_died_is_sent_again_with_the_same_key(
     settings: Settings, engine: Engine, fake_model: FakeChatModel, sender: RecordingSender
 ) -> None:
-    pam = pam_with(settings, engine, fake_model, delivery_lease_seconds=0.2)
-    worker = worker_for(pam, sender)
+    clock = ManualClock()
+    worker = worker_for(pam_with(settings, engine, fake_model, clock), sender)
     user = unique_user()
     answered(worker, user, "uno")
     dead = worker.outbox.claim_next()
     assert dead is not None
-    wait_until(worker.deliver_next, "the abandoned reply to be delivered")
+    outlive(clock, worker.outbox.lease)
+    assert worker.deliver_next()
     assert [(d.text, d.idempotency_key) for d in sender.calls] == [("re: uno", f"pam-{dead.id}")]
     assert not worker.outbox.mark_sent(dead, None)
     assert [r.status for r in outbox_rows(engine, user)] == [SENT]
