@@ -73,6 +73,28 @@ def test_a_turn_stores_both_messages_with_tiktoken_counts(
         assert message.tokens == len(encoding.encode(message.content)) + MESSAGE_OVERHEAD
 
 
+def test_an_answer_is_a_value_the_caller_stores(pam: Pam, fake_model: FakeChatModel) -> None:
+    """The tutor stores the learner's message and hands back the reply to store, its
+    corrections and usage; nothing of the reply is written until the caller writes it."""
+    user = unique_user()
+    correction = {"original": "yo es", "corrected": "yo soy", "explanation": "ser"}
+    fake_model.queue("reply", reply_json("¡Hola, Lena!", [correction | {"category": "grammar"}]))
+    turn = pam.tutor.answer(user, "Yo es Lena")
+    info = learner(pam, user)
+    stored = pam.store.conversation.messages(info.id)
+    assert [(m.role, m.content) for m in stored] == [(LEARNER, "Yo es Lena")]
+    assert pam.store.ledger.corrections(info.id) == []
+    assert turn.reply is not None and turn.learner_id == info.id
+    assert (turn.reply.reply_to, turn.reply.content) == (stored[0].id, turn.replies[0])
+    assert [(c.original, c.corrected) for c in turn.reply.corrections] == [("yo es", "yo soy")]
+    assert turn.reply.usage[0] == pam.settings.model
+
+    written = pam.writer.write(None, turn.replies, turn.reply)
+    assert written.existing is None
+    assert [m.role for m in pam.store.conversation.messages(info.id)] == [LEARNER, PAM]
+    assert len(pam.store.ledger.corrections(info.id)) == 1
+
+
 def test_a_turn_records_usage(pam: Pam, fake_model: FakeChatModel, engine: Engine) -> None:
     user = unique_user()
     pam.tutor.handle(user, "Hola")
