@@ -13,7 +13,7 @@ from sqlalchemy import Engine, delete, func, select
 
 from memory import db
 from memory.backends import backend_for
-from memory.clock import utcnow
+from memory.clock import ManualClock, utcnow
 from memory.jobs import FOLD, Coordinator
 from memory.models import Base, Learner, Profile, Summary
 from memory.records import (
@@ -355,14 +355,18 @@ def test_usage_is_recorded_per_purpose(store: Store) -> None:
     assert store.ledger.usage(other.id) == {"reply": (1, 7, 7)}
 
 
-def test_activity_counts_recent_learner_messages_and_todays_tokens(store: Store) -> None:
+def test_activity_counts_recent_learner_messages_and_todays_tokens(engine: Engine) -> None:
+    # Rows stamped a century ahead: on Postgres the schema holds other tests' rows, some
+    # stamped by clocks they moved days or years forward; none of them lies in these windows.
+    clock = ManualClock(datetime.now(UTC) + timedelta(days=36500))
+    store = Store(engine, clock)
     learner = store.learners.learner(unique_user())
     other = store.learners.learner(unique_user("other"))
     _converse(store, learner.id, 3)  # three learner messages, three of Pam's
     store.ledger.record_usage(learner.id, "m", "reply", 100, 20)
     store.ledger.record_usage(learner.id, "m", "summary", 30, 5)
     store.ledger.record_usage(other.id, "m", "reply", 7, 7)
-    now = datetime.now(UTC)
+    now = clock.now
     minute_ago, today = now - timedelta(minutes=1), now - timedelta(hours=1)
 
     def activity(
