@@ -28,8 +28,8 @@ from memory.summary import fold
 from memory.tokens import TokenCounter
 from webhooks.api.route import CHANNEL as API
 from webhooks.api.route import ApiCallbackSender
+from webhooks.telegram import CHANNEL as TELEGRAM
 from webhooks.telegram.client import TelegramClient
-from webhooks.telegram.route import CHANNEL as TELEGRAM
 from webhooks.whatsapp.route import CHANNEL as WHATSAPP
 from webhooks.whatsapp.route import TwilioSender
 
