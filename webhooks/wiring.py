@@ -30,8 +30,8 @@ from webhooks.api.route import CHANNEL as API
 from webhooks.api.route import ApiCallbackSender
 from webhooks.telegram import CHANNEL as TELEGRAM
 from webhooks.telegram.client import TelegramClient
-from webhooks.whatsapp.route import CHANNEL as WHATSAPP
-from webhooks.whatsapp.route import TwilioSender
+from webhooks.whatsapp import CHANNEL as WHATSAPP
+from webhooks.whatsapp.sender import TwilioSender
 
 log = logging.getLogger(__name__)
 

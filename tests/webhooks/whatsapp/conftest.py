@@ -22,7 +22,7 @@ from loopback.twilio_server import ACCOUNT_SID, AUTH_TOKEN, NUMBER, TwilioServer
 from memory.models import InboxItem, OutboxItem, utcnow
 from memory.queue import PENDING
 from webhooks.app import create_app
-from webhooks.whatsapp.route import SIGNATURE_HEADER
+from webhooks.whatsapp.signature import SIGNATURE_HEADER
 from webhooks.wiring import senders
 
 WEBHOOK = "/whatsapp/webhook"
