@@ -26,8 +26,8 @@ from memory.profile import learn_profile
 from memory.store import Store
 from memory.summary import fold
 from memory.tokens import TokenCounter
-from webhooks.api.route import CHANNEL as API
-from webhooks.api.route import ApiCallbackSender
+from webhooks.api import CHANNEL as API
+from webhooks.api.sender import ApiCallbackSender
 from webhooks.telegram import CHANNEL as TELEGRAM
 from webhooks.telegram.client import TelegramClient
 from webhooks.whatsapp import CHANNEL as WHATSAPP

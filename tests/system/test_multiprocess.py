@@ -49,7 +49,7 @@ from memory.models import InboxItem, OutboxItem
 from memory.queue import Inbox, Outbox
 from memory.store import LEARNER, PAM, Store
 from tests.conftest import PG_URL
-from webhooks.api.route import signature
+from webhooks.api.signing import signature
 
 pytestmark = pytest.mark.slow
 
