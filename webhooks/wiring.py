@@ -28,12 +28,12 @@ from memory.store import Store
 from memory.summary import fold
 from memory.tokens import TokenCounter
 from memory.turns import TurnWriter
-from webhooks.api.route import CHANNEL as API
-from webhooks.api.route import ApiCallbackSender
+from webhooks.api import CHANNEL as API
+from webhooks.api.sender import ApiCallbackSender
+from webhooks.telegram import CHANNEL as TELEGRAM
 from webhooks.telegram.client import TelegramClient
-from webhooks.telegram.route import CHANNEL as TELEGRAM
-from webhooks.whatsapp.route import CHANNEL as WHATSAPP
-from webhooks.whatsapp.route import TwilioSender
+from webhooks.whatsapp import CHANNEL as WHATSAPP
+from webhooks.whatsapp.sender import TwilioSender
 
 log = logging.getLogger(__name__)
 

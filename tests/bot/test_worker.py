@@ -45,7 +45,7 @@ from tests.support import (
     wait_until,
     with_knobs,
 )
-from webhooks.api.route import ApiCallbackSender
+from webhooks.api.sender import ApiCallbackSender
 from webhooks.app import create_app
 from webhooks.wiring import build, senders
 

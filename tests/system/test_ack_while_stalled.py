@@ -15,7 +15,7 @@ from memory.llm import ChatMessage
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel, reply_json
 from tests.support import API_TOKEN, WAIT, RecordingSender, wait_until, with_knobs
-from webhooks.api.route import recipient
+from webhooks.api.payload import recipient
 from webhooks.app import create_app
 from webhooks.wiring import build
 

@@ -51,7 +51,7 @@ from memory.outbox import Outbox
 from memory.records import LEARNER, PAM
 from memory.store import Store
 from tests.conftest import PG_URL
-from webhooks.api.route import signature
+from webhooks.api.signing import signature
 
 pytestmark = pytest.mark.slow
 

@@ -26,7 +26,8 @@ from memory.clock import utcnow
 from memory.models import OutboxItem
 from tests.conftest import unique_user
 from tests.support import API_TOKEN, with_knobs
-from webhooks.api.route import ApiCallbackSender, webhook_signature
+from webhooks.api.sender import ApiCallbackSender
+from webhooks.api.signing import webhook_signature
 from webhooks.app import create_app
 
 README = Path(__file__).resolve().parents[2] / "README.md"

@@ -35,7 +35,7 @@ from tests.webhooks.telegram.conftest import SECRET
 from tests.webhooks.whatsapp.conftest import LOCAL, new_wa_id, sign, text_form
 from webhooks.app import create_app
 from webhooks.telegram.route import SECRET_HEADER
-from webhooks.whatsapp.route import SIGNATURE_HEADER
+from webhooks.whatsapp.signature import SIGNATURE_HEADER
 
 pytestmark = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 

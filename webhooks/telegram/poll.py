@@ -9,8 +9,8 @@ import threading
 from collections.abc import Callable
 
 from memory.inbox import Inbox
-from webhooks.telegram.client import TelegramClient
-from webhooks.telegram.route import NotAnUpdate, inbound_from_update, log_unreadable, parse_update
+from webhooks.telegram.client import TelegramClient, WebhookIsSet
+from webhooks.telegram.payload import NotAnUpdate, inbound_from_update, log_unreadable, parse_update
 
 log = logging.getLogger(__name__)
 
@@ -32,11 +32,9 @@ def poll(
     while not stop.is_set():
         try:
             updates = client.get_updates(offset, timeout=timeout)
+        except WebhookIsSet:
+            raise
         except Exception as exc:
-            from webhooks.telegram.client import WebhookIsSet
-
-            if isinstance(exc, WebhookIsSet):
-                raise
             log.warning(
                 "telegram polling failed (%s); retrying in %.0fs", type(exc).__name__, pause
             )

@@ -1,5 +1,5 @@
 """Splitting long replies (bot.splitting.split_message) and Telegram's HTML formatting
-(webhooks.telegram.client.format_html): properties, and the examples they must hold for."""
+(webhooks.telegram.sender.format_html): properties, and the examples they must hold for."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.splitting import split_message
-from webhooks.telegram.client import format_html
+from webhooks.telegram.sender import format_html
 
 TELEGRAM_LIMIT = 4096
 TAG = re.compile(r"<(/?)([a-z]+)>")

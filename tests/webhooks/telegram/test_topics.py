@@ -11,7 +11,7 @@ from bot.worker import Worker
 from loopback.telegram_server import USERNAME, TelegramServer
 from tests.webhooks.telegram import updates as u
 from tests.webhooks.telegram.conftest import inbox_items, post_update
-from webhooks.telegram.client import chat_address, destination
+from webhooks.telegram.address import chat_address, destination
 
 DEFAULT_REPLY = "¡Qué bien! ¿Y qué más hiciste?"  # the fake model's answer
 

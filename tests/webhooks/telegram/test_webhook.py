@@ -559,7 +559,7 @@ def test_an_update_pam_cannot_read_is_acknowledged_logged_and_writes_nothing(
     assert response.get_json()["status"] == "ignored"
     assert queue_rows(engine) == 0
     assert woken == []
-    [line] = [r for r in caplog.records if r.name == "webhooks.telegram.route"]
+    [line] = [r for r in caplog.records if r.name == "webhooks.telegram.payload"]
     assert line.levelno == logging.WARNING
     assert line.getMessage().startswith(
         "inbound unreadable channel=telegram update=424242 type=message: malformed update"

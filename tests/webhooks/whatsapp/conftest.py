@@ -23,7 +23,7 @@ from memory.claims import PENDING
 from memory.clock import utcnow
 from memory.models import InboxItem, OutboxItem
 from webhooks.app import create_app
-from webhooks.whatsapp.route import SIGNATURE_HEADER
+from webhooks.whatsapp.signature import SIGNATURE_HEADER
 from webhooks.wiring import senders
 
 WEBHOOK = "/whatsapp/webhook"

@@ -29,7 +29,7 @@ from tests.webhooks.whatsapp.conftest import (
     text_form,
 )
 from webhooks.services import service_logging
-from webhooks.whatsapp.route import TwilioSender
+from webhooks.whatsapp.sender import TwilioSender
 from webhooks.wiring import senders
 
 LIMIT = 1600

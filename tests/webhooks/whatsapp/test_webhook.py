@@ -36,7 +36,7 @@ from tests.webhooks.whatsapp.conftest import (
     with_twilio,
 )
 from webhooks.app import create_app
-from webhooks.whatsapp.route import SIGNATURE_HEADER
+from webhooks.whatsapp.signature import SIGNATURE_HEADER
 
 DEFAULT_REPLY = "¡Qué bien! ¿Y qué más hiciste?"  # the fake model's answer
 

@@ -1,0 +1,77 @@
+"""Replies of the API channel, POSTed as JSON to the operator's callback URL, signed, with the
+callback's answers mapped onto Pam's transient/permanent send errors."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+
+import requests
+
+from bot.channels import PermanentSendError, TransientSendError
+from memory.messages import Sent
+from webhooks.api.payload import recipient
+from webhooks.api.signing import signature, webhook_signature
+
+
+class ApiCallbackSender:
+    """Delivers replies of the API channel to the operator's callback URL."""
+
+    max_chars = 20000  # the callback takes whole replies; the same cap as inbound text
+
+    @staticmethod
+    def length(text: str) -> int:
+        """Characters."""
+        return len(text)
+
+    def __init__(
+        self,
+        url: str,
+        token: str,
+        timeout: float = 10.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.url = url
+        self.token = token
+        self.timeout = timeout
+        self.clock = clock
+        self.session = requests.Session()
+
+    def send(self, chat_id: str, text: str, *, idempotency_key: str) -> Sent:
+        """POST the reply, signed; raise TransientSendError or PermanentSendError."""
+        user, request_id = recipient(chat_id)
+        reply: dict[str, str] = {"id": idempotency_key}
+        if request_id is not None:
+            reply["in_reply_to"] = request_id
+        body = json.dumps({**reply, "user": user, "text": text}, ensure_ascii=False).encode()
+        # Each attempt is signed anew: the timestamp is when it was sent, so a receiver that
+        # rejects old timestamps rejects replays, and the id lets it drop a retry it has seen.
+        timestamp = int(self.clock())
+        headers = {
+            "Content-Type": "application/json",
+            "webhook-id": idempotency_key,
+            "webhook-timestamp": str(timestamp),
+            "webhook-signature": webhook_signature(
+                self.token.encode(), idempotency_key, timestamp, body
+            ),
+            "X-Pam-Signature": signature(self.token, body),
+            "Idempotency-Key": idempotency_key,
+        }
+        try:
+            response = self.session.post(self.url, data=body, headers=headers, timeout=self.timeout)
+        except requests.RequestException as exc:
+            raise TransientSendError(f"callback unreachable: {type(exc).__name__}") from exc
+        if response.status_code == 429 or response.status_code >= 500:
+            retry_after = response.headers.get("Retry-After")
+            raise TransientSendError(
+                f"callback answered {response.status_code}",
+                retry_after=float(retry_after) if retry_after and retry_after.isdigit() else None,
+            )
+        if response.status_code >= 400:
+            raise PermanentSendError(f"callback refused the reply: {response.status_code}")
+        return Sent(platform_id=None)
+
+    def close(self) -> None:
+        """Close the pooled connections."""
+        self.session.close()

@@ -1,0 +1,171 @@
+"""Reading a Telegram Bot API update: the JSON checked and parsed with python-telegram-bot
+(`parse_update`), then translated into a plain inbound message (`inbound_from_update`) — by
+the webhook and by long polling alike. In groups only what addresses Pam is answered."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable
+from typing import Any
+
+from memory.messages import MEDIA, VOICE, Inbound
+from webhooks.telegram import CHANNEL
+from webhooks.telegram.address import chat_address
+
+log = logging.getLogger(__name__)
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+VOICE_FIELDS = ("voice", "audio", "video_note")
+MEDIA_FIELDS = (
+    "photo",
+    "sticker",
+    "document",
+    "video",
+    "animation",
+    "location",
+    "venue",
+    "contact",
+    "poll",
+    "dice",
+)
+
+
+def _entities(message: Any) -> list[tuple[Any, str]]:
+    # python-telegram-bot slices entity texts by UTF-16 offsets, as Telegram counts them.
+    pieces = {**message.parse_entities(), **message.parse_caption_entities()}
+    return sorted(pieces.items(), key=lambda item: item[0].offset)
+
+
+def _names_pam(piece: str, username: Callable[[], str]) -> bool:
+    name = piece.rsplit("@", 1)[1] if "@" in piece else ""
+    return bool(name) and name.lower() == username().lower()
+
+
+def _addressed_in_group(message: Any, bot_id: int | None, username: Callable[[], str]) -> bool:
+    """In groups Pam answers only when mentioned, commanded (/help@PamBot) or replied to."""
+    replied = message.reply_to_message
+    # In a forum topic every message "replies" to the topic's first (service) message.
+    if (
+        replied is not None
+        and replied.forum_topic_created is None
+        and replied.from_user is not None
+        and replied.from_user.id == bot_id
+    ):
+        return True
+    for entity, piece in _entities(message):
+        if entity.type == "text_mention" and entity.user is not None:
+            if entity.user.id == bot_id:
+                return True
+        elif entity.type in ("mention", "bot_command") and _names_pam(piece, username):
+            return True
+    return False
+
+
+def _strip_mentions(message: Any, username: Callable[[], str]) -> str:
+    """The message text (or caption) without the @mentions of Pam (other mentions stay)."""
+    encoded = (message.text or message.caption or "").encode("utf-16-le")
+    for entity, piece in reversed(_entities(message)):
+        if entity.type == "mention" and _names_pam(piece, username):
+            start, end = 2 * entity.offset, 2 * (entity.offset + entity.length)
+            encoded = encoded[:start] + encoded[end:]
+    return encoded.decode("utf-16-le").strip()
+
+
+def inbound_from_update(
+    update: Any, bot_id: int | None, username: Callable[[], str]
+) -> Inbound | None:
+    """The inbound message in a Telegram `Update`, or None for what Pam ignores by design:
+    edited messages, channel posts, membership changes, service messages, other bots, and
+    group messages not addressed to Pam. Voice notes and media become a non-text kind."""
+    message = update.message
+    if message is None:  # edited_message, channel_post, my_chat_member, callback queries…
+        return None
+    user = message.from_user
+    if user is None or user.is_bot:
+        return None
+    group = message.chat.type in ("group", "supergroup")
+    if group and not _addressed_in_group(message, bot_id, username):
+        return None
+    if message.text:
+        kind = "text"
+    elif any(getattr(message, name, None) for name in VOICE_FIELDS):
+        kind = VOICE
+    elif any(getattr(message, name, None) for name in MEDIA_FIELDS):
+        kind = MEDIA
+    else:  # new members, pinned messages and other service messages
+        return None
+    # A caption is answered as text, after the friendly note about what Pam cannot see.
+    text = message.text or message.caption or ""
+    if group and text:
+        text = _strip_mentions(message, username)
+    # A message in a forum topic is answered in that topic; a reply thread of an ordinary
+    # group carries a thread id too, but replies there go to the chat itself.
+    thread = message.message_thread_id if message.is_topic_message else None
+    return Inbound(
+        channel=CHANNEL,
+        platform_id=str(update.update_id),
+        address=f"{CHANNEL}:{user.id}",
+        chat_id=chat_address(message.chat.id, thread),
+        text=text,
+        display_name=(user.first_name or None),
+        kind=kind,
+    )
+
+
+def _well_typed(message: Any) -> bool:
+    """Whether a parsed message has the types Telegram sends (de_json does not check)."""
+    chat, user = message.chat, message.from_user
+    if chat is None or type(chat.id) is not int or not isinstance(chat.type, str):
+        return False
+    if user is not None and (type(user.id) is not int or not isinstance(user.first_name, str)):
+        return False
+    if not all(isinstance(v, str | None) for v in (message.text, message.caption)):
+        return False
+    if not (message.message_thread_id is None or type(message.message_thread_id) is int):
+        return False
+    entities = (message.entities or ()) + (message.caption_entities or ())
+    return all(type(e.offset) is int and type(e.length) is int for e in entities)
+
+
+def update_type(payload: dict[str, Any]) -> str:
+    """What kind of update the JSON is ("message", "callback_query", …), for the log."""
+    kinds = [str(key) for key in payload if key != "update_id"]
+    # Only letters, digits and "_": a key is the sender's text, and stays on one log line.
+    return "".join(ch for ch in kinds[0][:40] if ch.isalnum() or ch == "_") if kinds else "-"
+
+
+def log_unreadable(payload: dict[str, Any], problem: ValueError) -> None:
+    """Say which update Pam could not read, and why (never its content)."""
+    log.warning(
+        "inbound unreadable channel=%s update=%s type=%s: %s",
+        CHANNEL,
+        payload["update_id"],
+        update_type(payload),
+        problem,
+    )
+
+
+class NotAnUpdate(ValueError):
+    """The body is no Telegram update at all (no integer update_id): nothing Telegram sent."""
+
+
+def parse_update(payload: Any) -> Any:
+    """A python-telegram-bot `Update` from webhook JSON. NotAnUpdate if it is none at all;
+    ValueError if it is one that python-telegram-bot cannot read or that has wrong types."""
+    from telegram import Update
+
+    if not isinstance(payload, dict) or type(payload.get("update_id")) is not int:
+        raise NotAnUpdate("not a Telegram update")
+    try:
+        update = Update.de_json(payload, None)
+    except Exception as exc:  # a structurally wrong update: say so, never a 500
+        raise ValueError(f"malformed update: {type(exc).__name__}") from exc
+    if update.message is not None and not _well_typed(update.message):
+        raise ValueError("malformed update: a message field has the wrong type")
+    if update.message is not None and any(
+        _SURROGATE.search(v or "") for v in (update.message.text, update.message.caption)
+    ):  # half an emoji: not UTF-16 encodable, and never sent by Telegram itself
+        raise ValueError("malformed update: text with a lone surrogate")
+    return update

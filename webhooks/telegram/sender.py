@@ -1,0 +1,103 @@
+"""Telegram replies: HTML-formatted corrections (plain text when Telegram rejects the
+formatting), "typing…", and Telegram's errors mapped onto Pam's transient/permanent send
+errors."""
+
+from __future__ import annotations
+
+import html
+import logging
+import re
+from datetime import timedelta
+
+from bot.channels import PermanentSendError, TransientSendError
+from memory.messages import Sent
+from webhooks.telegram.address import destination
+from webhooks.telegram.transport import SyncBot
+
+log = logging.getLogger(__name__)
+
+CORRECTION = re.compile(r"^✏️ (?P<original>.+?) → (?P<corrected>.+?)(?: — (?P<why>.+))?$")
+
+
+def format_html(text: str) -> str:
+    """`text` as Telegram HTML: everything escaped; in correction lines the original struck
+    through and the correction in bold. Formatting never spans lines, so a reply split at
+    line boundaries never splits inside a tag."""
+    lines = []
+    for line in text.split("\n"):
+        match = CORRECTION.match(line)
+        if match is None:
+            lines.append(html.escape(line, quote=False))
+            continue
+        why = f" — <i>{html.escape(match['why'], quote=False)}</i>" if match["why"] else ""
+        lines.append(
+            f"✏️ <s>{html.escape(match['original'], quote=False)}</s> → "
+            f"<b>{html.escape(match['corrected'], quote=False)}</b>{why}"
+        )
+    return "\n".join(lines)
+
+
+def _seconds(value: int | float | timedelta) -> float:
+    return value.total_seconds() if isinstance(value, timedelta) else float(value)
+
+
+class TelegramSender(SyncBot):
+    """Delivers Telegram replies (the worker's `Sender`)."""
+
+    max_chars = 4096
+
+    @staticmethod
+    def length(text: str) -> int:
+        """Characters, as the platform counts them."""
+        return len(text)
+
+    def send(self, chat_id: str, text: str, *, idempotency_key: str) -> Sent:
+        """Send one message (at most max_chars): formatted, or plain if Telegram refuses the
+        formatting. Raises TransientSendError or PermanentSendError."""
+        from telegram.constants import ParseMode
+        from telegram.error import BadRequest, ChatMigrated
+
+        chat, thread = destination(chat_id)
+        try:
+            try:
+                message = self._run(
+                    self.bot.send_message(
+                        chat,
+                        format_html(text),
+                        parse_mode=ParseMode.HTML,
+                        message_thread_id=thread,
+                    )
+                )
+            except BadRequest as exc:
+                if "parse" not in str(exc).lower() and "entit" not in str(exc).lower():
+                    raise
+                log.info("telegram refused the formatting; sending plain text")
+                message = self._run(self.bot.send_message(chat, text, message_thread_id=thread))
+        except ChatMigrated as exc:  # a group became a supergroup: its id changed
+            # Only a basic group migrates, and a basic group has no topics.
+            log.info("telegram group migrated; delivering to its new id")
+            return self.send(str(exc.new_chat_id), text, idempotency_key=idempotency_key)
+        except Exception as exc:
+            raise self._send_error(exc) from exc
+        return Sent(platform_id=str(message.message_id))
+
+    @staticmethod
+    def _send_error(exc: Exception) -> Exception:
+        from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter, TimedOut
+
+        if isinstance(exc, RetryAfter):
+            return TransientSendError("telegram rate limit", _seconds(exc.retry_after))
+        if isinstance(exc, Forbidden):  # blocked by the learner, or removed from the group
+            return PermanentSendError(f"telegram forbids it: {exc}")
+        if isinstance(exc, BadRequest):
+            return PermanentSendError(f"telegram refused the message: {exc}")
+        if isinstance(exc, TimedOut | NetworkError | TimeoutError):
+            return TransientSendError(f"telegram unreachable: {type(exc).__name__}")
+        return TransientSendError(f"telegram error: {type(exc).__name__}: {exc}")
+
+    def typing(self, chat_id: str) -> None:
+        """Show "typing…" in the chat (in its forum topic, if any) for a few seconds."""
+        from telegram.constants import ChatAction
+
+        chat, thread = destination(chat_id)
+        self._run(self.bot.send_chat_action(chat, ChatAction.TYPING, message_thread_id=thread))

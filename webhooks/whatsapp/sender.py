@@ -1,0 +1,61 @@
+"""WhatsApp replies through Twilio's REST API, with Twilio's errors mapped onto Pam's
+transient/permanent send errors."""
+
+from __future__ import annotations
+
+from bot.channels import PermanentSendError, TransientSendError
+from bot.splitting import utf16_length
+from memory.messages import Sent
+
+# Twilio error codes that no retry can fix: unsubscribed or blocked recipient, invalid or
+# non-WhatsApp number, outside the 24-hour session window, sender not enabled.
+PERMANENT_CODES = {21211, 21408, 21610, 21612, 21614, 63003, 63016, 63018, 63024, 63032}
+
+
+class TwilioSender:
+    """Sends WhatsApp replies through Twilio's REST API, from TWILIO_WHATSAPP_NUMBER."""
+
+    max_chars = 1600  # Twilio's limit for one WhatsApp message body
+
+    @staticmethod
+    def length(text: str) -> int:
+        """Twilio counts emoji and other astral characters double (UTF-16 code units)."""
+        return utf16_length(text)
+
+    def __init__(
+        self,
+        account_sid: str,
+        auth_token: str,
+        from_number: str,
+        api_url: str | None = None,
+        status_callback: str | None = None,
+        timeout: float = 15.0,
+    ) -> None:
+        from twilio.http.http_client import TwilioHttpClient
+        from twilio.rest import Client
+
+        self.client = Client(account_sid, auth_token, http_client=TwilioHttpClient(timeout=timeout))
+        if api_url:
+            self.client.api.base_url = api_url.rstrip("/")
+        number = from_number.strip()
+        self.from_number = number if number.startswith("whatsapp:") else f"whatsapp:{number}"
+        self.status_callback = status_callback
+
+    def send(self, chat_id: str, text: str, *, idempotency_key: str) -> Sent:
+        """Send one WhatsApp message; raise TransientSendError or PermanentSendError."""
+        from twilio.base.exceptions import TwilioException, TwilioRestException
+
+        extra = {"status_callback": self.status_callback} if self.status_callback else {}
+        try:
+            message = self.client.messages.create(
+                from_=self.from_number, to=chat_id, body=text, **extra
+            )
+        except TwilioRestException as exc:
+            if exc.status == 429 or exc.status >= 500:
+                raise TransientSendError(f"twilio answered {exc.status} ({exc.code})") from exc
+            if exc.code in PERMANENT_CODES or 400 <= exc.status < 500:
+                raise PermanentSendError(f"twilio refused: {exc.status} ({exc.code})") from exc
+            raise TransientSendError(f"twilio error {exc.status} ({exc.code})") from exc
+        except (TwilioException, OSError) as exc:  # connection errors, timeouts
+            raise TransientSendError(f"twilio unreachable: {type(exc).__name__}") from exc
+        return Sent(platform_id=message.sid)
