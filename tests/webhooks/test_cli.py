@@ -18,7 +18,6 @@ import requests
 from alembic.script import ScriptDirectory
 from pydantic import AliasChoices
 
-from webhooks import cli
 from bot.settings import Settings
 from loopback.harness import (
     PAM_CMD,
@@ -33,6 +32,7 @@ from loopback.openai_server import OpenAIServer
 from loopback.telegram_server import TOKEN, TelegramServer
 from memory import db
 from tests.conftest import PG_URL
+from webhooks import cli
 from webhooks.services import channel_report, webhook_url_problem
 
 TIMEOUT = 60
