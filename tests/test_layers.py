@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 PRODUCT = ("webhooks", "bot", "memory", "prompts")  # highest first
 SCANNED = (*PRODUCT, "bench", "loopback")
@@ -170,45 +172,19 @@ KNOWN = modules_of(*PROJECT)
 EDGES = [edge for name in modules_of(*SCANNED) for edge in edges_of(name, KNOWN[name], KNOWN)]
 
 
-def violations(package: str) -> list[Edge]:
-    """The edges out of `package` into a package it may not import."""
-    return [
+@pytest.mark.parametrize("package", list(FORBIDDEN))
+def test_imports_run_one_way(package: str) -> None:
+    """memory/ imports neither bot/ nor webhooks/, bot/ not webhooks/, prompts/ no other
+    package; bench/ and loopback/ never tests/; no product package imports test code."""
+    offending = [
         edge
         for edge in EDGES
         if edge.source.split(".")[0] == package and edge.target.split(".")[0] in FORBIDDEN[package]
     ]
-
-
-def report(package: str, offending: list[Edge]) -> str:
     allowed = sorted(set(SCANNED) - FORBIDDEN[package] - {package})
-    lines = [f"{package}/ may import only itself, {', '.join(allowed)} and outside libraries:"]
-    return "\n".join([*lines, *(f"  {edge}" for edge in offending)])
-
-
-def test_memory_imports_neither_bot_nor_webhooks() -> None:
-    offending = violations("memory")
-    assert not offending, report("memory", offending)
-
-
-def test_bot_does_not_import_webhooks() -> None:
-    offending = violations("bot")
-    assert not offending, report("bot", offending)
-
-
-def test_prompts_imports_no_other_package() -> None:
-    offending = violations("prompts")
-    assert not offending, report("prompts", offending)
-
-
-def test_webhooks_imports_no_test_or_bench_code() -> None:
-    offending = violations("webhooks")
-    assert not offending, report("webhooks", offending)
-
-
-def test_bench_and_loopback_do_not_import_tests() -> None:
-    offending = violations("bench") + violations("loopback")
-    assert not offending, "\n".join(
-        [report("bench", violations("bench")), report("loopback", violations("loopback"))]
+    assert not offending, "\n  ".join(
+        [f"{package}/ may import only itself, {', '.join(allowed)} and outside libraries:"]
+        + [str(edge) for edge in offending]
     )
 
 
