@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from loopback.llm_shapes import OPENAI_REFUSES_MAX_TOKENS, encoded, openai_refuses_temperature
 from loopback.local_server import Answer, LocalServer
-from tests.llm_shapes import OPENAI_REFUSES_MAX_TOKENS, encoded, openai_refuses_temperature
 
 TASK = re.compile(r"^# Task: (\w+)", re.MULTILINE)
 

@@ -1,20 +1,32 @@
 """A small fake Twilio REST API on 127.0.0.1: the real twilio `Client` (TWILIO_API_URL) sends
-WhatsApp messages to it. It records every message and can answer with scripted errors."""
+WhatsApp messages to it. It records every message and can answer with scripted errors. `sign`
+signs a webhook's form as Twilio does."""
 
 from __future__ import annotations
 
 import json
 import threading
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl
+
+from twilio.request_validator import RequestValidator
 
 from loopback.local_server import Answer, LocalServer
 
 ACCOUNT_SID = "AC" + "0" * 32
 AUTH_TOKEN = "test-auth-token-0123456789abcdef"
 NUMBER = "whatsapp:+14155238886"
+
+
+def sign(
+    url: str, form: Mapping[str, str], token: str = AUTH_TOKEN, algorithm: str | None = None
+) -> str:
+    """X-Twilio-Signature as Twilio computes it for `form` posted to `url` (a werkzeug
+    MultiDict's repeated keys count each value, as Twilio counts them)."""
+    return str(RequestValidator(token).compute_signature(url, form, algorithm=algorithm))
 
 
 @dataclass

@@ -5,16 +5,15 @@ so that tests can check what survives. Bodies are dicts; `encoded` makes a respo
 
 from __future__ import annotations
 
-import json
 from typing import Any
+
+# The refusals the loopback OpenAI server sends as well (and `encoded`) are defined beside it.
+from loopback.llm_shapes import OPENAI_REFUSES_MAX_TOKENS as OPENAI_REFUSES_MAX_TOKENS
+from loopback.llm_shapes import encoded as encoded
+from loopback.llm_shapes import openai_refuses_temperature as openai_refuses_temperature
 
 REPLY = '{"reply": "¡Qué bien! ¿Y qué cocinaste?", "corrections": []}'
 REASONING = 'The learner wrote \'yo es\'. Draft: {"reply": "chat message"} — no, first fix it.'
-
-
-def encoded(body: object) -> bytes:
-    """A response body as a server sends it."""
-    return json.dumps(body, ensure_ascii=False).encode()
 
 
 # -- OpenAI ---------------------------------------------------------------------------------
@@ -82,34 +81,6 @@ def openai_reasoning(content: str = REPLY) -> dict[str, Any]:
 # A refusal: content null, the refusal text beside it.
 # https://platform.openai.com/docs/guides/structured-outputs#refusals
 OPENAI_REFUSAL = openai(None, refusal="I'm sorry, I cannot assist with that request.")
-
-# o1/o3/o4-mini/gpt-5*: 400 for max_tokens, as quoted in
-# https://github.com/griptape-ai/ComfyUI-Griptape/issues/312 (gpt-5) and
-# https://github.com/ITSpecialist111/ai_automation_suggester/issues/38 (o1).
-OPENAI_REFUSES_MAX_TOKENS = {
-    "error": {
-        "message": "Unsupported parameter: 'max_tokens' is not supported with this model. "
-        "Use 'max_completion_tokens' instead.",
-        "type": "invalid_request_error",
-        "param": "max_tokens",
-        "code": "unsupported_parameter",
-    }
-}
-
-
-# ... and for any temperature but 1: https://github.com/gabrii/Cursor-Azure-GPT-5/issues/33,
-# https://github.com/holoviz/lumen/pull/1087 (the value sent is quoted in the message).
-def openai_refuses_temperature(value: object) -> dict[str, Any]:
-    return {
-        "error": {
-            "message": f"Unsupported value: 'temperature' does not support {value} with this "
-            "model. Only the default (1) value is supported.",
-            "type": "invalid_request_error",
-            "param": "temperature",
-            "code": "unsupported_value",
-        }
-    }
-
 
 # A prompt the reasoning models' safety check flagged: a 400, code invalid_prompt, as quoted in
 # https://github.com/alan-turing-institute/t0-1/issues/69 (and openai/codex#7250).

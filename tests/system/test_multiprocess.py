@@ -20,7 +20,6 @@ from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +42,7 @@ from loopback.harness import (
     wait_for,
     wait_healthy,
 )
+from loopback.local_server import Answer, LocalServer
 from loopback.openai_server import OpenAIServer, default_answer
 from memory import db
 from memory.inbox import Inbox
@@ -130,49 +130,34 @@ class Delivery:
         return match.group(0) if match else None
 
 
-class Callback:
-    """A ThreadingHTTPServer on 127.0.0.1 that records deliveries in arrival order, answers 200.
+class Callback(LocalServer):
+    """The operator's endpoint on 127.0.0.1: records deliveries in arrival order, answers 200.
 
     `record_into` makes it record into another Callback's list (one worker's own endpoint,
     feeding the shared record). While `gate` is clear it answers 503 without recording: the
     receiver is briefly unavailable, and the sender retries later."""
 
     def __init__(self, token: str, record_into: Callback | None = None) -> None:
+        self.token = token
         self.deliveries: list[Delivery] = []
         self.lock = threading.Lock()
         self.gate = threading.Event()
         self.gate.set()
         self.ids: list[str] = []  # what this endpoint itself recorded
-        recorder = record_into or self
-        endpoint = self
+        self.recorder = record_into or self
+        super().__init__()
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                payload = json.loads(body)
-                signed = self.headers.get("X-Pam-Signature") == signature(token, body)
-                with recorder.lock:
-                    accepted = endpoint.gate.is_set()
-                    if accepted:
-                        endpoint.ids.append(payload["id"])
-                        recorder.deliveries.append(
-                            Delivery(
-                                payload["id"], payload["user"], payload["text"], signed, time.time()
-                            )
-                        )
-                self.send_response(200 if accepted else 503)
-                self.send_header("Content-Length", "2")
-                self.end_headers()
-                self.wfile.write(b"{}")
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.thread = threading.Thread(
-            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
+    def receive(self, path: str, headers: dict[str, str], raw: bytes) -> Answer:
+        payload = json.loads(raw)
+        signed = headers.get("X-Pam-Signature") == signature(self.token, raw)
+        with self.recorder.lock:
+            accepted = self.gate.is_set()
+            if accepted:
+                self.ids.append(payload["id"])
+                self.recorder.deliveries.append(
+                    Delivery(payload["id"], payload["user"], payload["text"], signed, time.time())
+                )
+        return (200 if accepted else 503), {}, b"{}"
 
     def recorded_ids(self) -> list[str]:
         with self.lock:
@@ -180,8 +165,7 @@ class Callback:
 
     @property
     def url(self) -> str:
-        host, port = self.httpd.server_address[:2]
-        return f"http://{host}:{port}/replies"
+        return f"{self.origin}/replies"
 
     def snapshot(self) -> list[Delivery]:
         with self.lock:
@@ -194,14 +178,6 @@ class Callback:
     def texts(self, user: str) -> list[str]:
         """The texts delivered to `user`, in arrival order."""
         return [d.text for d in self.snapshot() if d.user == user]
-
-    def __enter__(self) -> Callback:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 @pytest.fixture

@@ -7,11 +7,8 @@ from __future__ import annotations
 import base64
 import json
 import re
-import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +19,7 @@ from standardwebhooks import Webhook, WebhookVerificationError
 from bot.runtime import Pam
 from bot.settings import Settings
 from bot.worker import Worker
+from loopback.callback_server import CallbackServer
 from memory.clock import utcnow
 from memory.models import OutboxItem
 from tests.conftest import unique_user
@@ -34,45 +32,11 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 KEY = "whsec_" + base64.b64encode(API_TOKEN.encode()).decode()  # the token, as the spec spells it
 
 
-@dataclass(frozen=True)
-class Received:
-    headers: dict[str, str]
-    body: bytes
-
-
-@dataclass
-class Callback:
-    """An operator's callback endpoint on 127.0.0.1: records requests, answers from `answers`
-    (200 once they run out)."""
-
-    url: str = ""
-    received: list[Received] = field(default_factory=list)
-    answers: list[int] = field(default_factory=list)
-
-
 @pytest.fixture
-def callback() -> Iterator[Callback]:
-    state = Callback()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-            state.received.append(Received({k.lower(): v for k, v in self.headers.items()}, body))
-            self.send_response(state.answers.pop(0) if state.answers else 200)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    state.url = f"http://127.0.0.1:{server.server_address[1]}/pam/replies"
-    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
-    thread.start()
-    yield state
-    server.shutdown()
-    server.server_close()
-    thread.join(10)
+def callback() -> Iterator[CallbackServer]:
+    """An operator's callback endpoint on 127.0.0.1."""
+    with CallbackServer() as server:
+        yield server
 
 
 class Clock:
@@ -85,7 +49,9 @@ class Clock:
         return self.now
 
 
-def serve(pam: Pam, settings: Settings, callback: Callback, clock: Clock) -> tuple[Any, Worker]:
+def serve(
+    pam: Pam, settings: Settings, callback: CallbackServer, clock: Clock
+) -> tuple[Any, Worker]:
     """The web app's test client and a worker delivering API replies to `callback`."""
     api = with_knobs(settings, api_token=API_TOKEN, api_callback_url=callback.url)
     sender = ApiCallbackSender(callback.url, API_TOKEN, timeout=5, clock=clock)
@@ -108,7 +74,7 @@ def readme_verifier() -> Any:
 
 
 def test_each_reply_names_the_request_it_answers_and_verifies(
-    pam: Pam, settings: Settings, callback: Callback
+    pam: Pam, settings: Settings, callback: CallbackServer
 ) -> None:
     client, worker = serve(pam, settings, callback, Clock())
     user = unique_user().split(":", 1)[1]
@@ -128,11 +94,11 @@ def test_each_reply_names_the_request_it_answers_and_verifies(
 
 
 def test_a_retried_reply_keeps_its_id_and_is_signed_at_its_new_time(
-    pam: Pam, settings: Settings, callback: Callback
+    pam: Pam, settings: Settings, callback: CallbackServer
 ) -> None:
     clock = Clock()
     client, worker = serve(pam, settings, callback, clock)
-    callback.answers.append(503)
+    callback.answers.append((503, {}))
     post(client, "msg-9", unique_user().split(":", 1)[1], "Hola")
     worker.drain()
     clock.now += 90
@@ -201,7 +167,7 @@ def test_the_readme_check_answers_false_to_forged_headers(forged: dict[str, str 
     assert readme_verifier()(body, headers, API_TOKEN) is (headers == signed)
 
 
-def test_a_reply_queued_before_the_upgrade_still_goes_out(callback: Callback) -> None:
+def test_a_reply_queued_before_the_upgrade_still_goes_out(callback: CallbackServer) -> None:
     """Its chat address holds the user alone: the reply carries no in_reply_to."""
     sender = ApiCallbackSender(callback.url, API_TOKEN, timeout=5)
     try:

@@ -10,7 +10,6 @@ import signal
 import socket
 import sqlite3
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -135,12 +134,6 @@ def test_env_example_lists_every_setting_an_operator_sets() -> None:
     set_by_platforms = {"DYNO", "FLY_APP_NAME"}
     assert env_names() - set_by_platforms - listed == set()
     assert listed - env_names() == {"PAM_LOG_LEVEL"}
-
-
-@pytest.fixture
-def llm() -> Iterator[OpenAIServer]:
-    with OpenAIServer() as server:
-        yield server
 
 
 @pytest.mark.slow
@@ -373,12 +366,6 @@ def test_webhook_urls_telegram_would_refuse_are_caught_first(url: str, problem: 
 def test_a_local_bot_api_server_takes_http_and_any_port() -> None:
     assert webhook_url_problem("http://127.0.0.1:8000/telegram/webhook", local_bot_api=True) is None
     assert webhook_url_problem("127.0.0.1/telegram/webhook", local_bot_api=True) is not None
-
-
-@pytest.fixture
-def telegram_server() -> Iterator[TelegramServer]:
-    with TelegramServer() as server:
-        yield server
 
 
 def telegram_env(tmp_path: Path, **knobs: str) -> dict[str, str]:

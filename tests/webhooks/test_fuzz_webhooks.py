@@ -10,30 +10,27 @@ intact (except NUL, which is stripped). SQLite only, to stay fast."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from flask import Flask
 from flask.testing import FlaskClient
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
-from twilio.request_validator import RequestValidator
 from werkzeug.test import EnvironBuilder, TestResponse
 from werkzeug.wrappers import Request
 
 from bot.settings import Settings
 from loopback.telegram_server import TOKEN, TelegramServer
-from loopback.twilio_server import ACCOUNT_SID, AUTH_TOKEN, NUMBER
+from loopback.twilio_server import ACCOUNT_SID, AUTH_TOKEN, NUMBER, sign
 from memory.models import InboxItem
 from tests.support import API_TOKEN, with_knobs
 from tests.webhooks.telegram import updates
 from tests.webhooks.telegram.conftest import SECRET
-from tests.webhooks.whatsapp.conftest import LOCAL, new_wa_id, sign, text_form
-from webhooks.app import create_app
+from tests.webhooks.whatsapp.conftest import LOCAL, new_wa_id, text_form
 from webhooks.telegram.route import SECRET_HEADER
 from webhooks.whatsapp.signature import SIGNATURE_HEADER
 
@@ -55,15 +52,9 @@ fuzz = hypothesis_settings(
 
 
 @pytest.fixture
-def telegram_server() -> Iterator[TelegramServer]:
-    """The fake Bot API: a group message makes the webhook ask for Pam's username."""
-    with TelegramServer() as server:
-        yield server
-
-
-@pytest.fixture
-def fuzz_settings(settings: Settings, telegram_server: TelegramServer) -> Settings:
-    """All three inbound channels on."""
+def app_settings(settings: Settings, telegram_server: TelegramServer) -> Settings:
+    """All three inbound channels on (a group message makes the Telegram webhook ask the fake
+    Bot API for Pam's username)."""
     return with_knobs(
         settings,
         api_token=API_TOKEN,
@@ -75,18 +66,6 @@ def fuzz_settings(settings: Settings, telegram_server: TelegramServer) -> Settin
         twilio_whatsapp_number=NUMBER,
         twilio_api_url="http://127.0.0.1:9",  # never called: the webhook only receives
     )
-
-
-@pytest.fixture
-def app(fuzz_settings: Settings, engine: Engine) -> Iterator[Flask]:
-    app = create_app(fuzz_settings, engine=engine)
-    yield app
-    app.extensions["pam"].close()
-
-
-@pytest.fixture
-def client(app: Flask) -> FlaskClient:
-    return app.test_client()
 
 
 def rows(engine: Engine) -> int:
@@ -361,7 +340,7 @@ def twilio_signature(body: bytes, content_type: str | None) -> str:
         form = request.form
     except Exception:  # too large: the app refuses it before checking any signature
         return "unsignable"
-    return str(RequestValidator(AUTH_TOKEN).compute_signature(LOCAL + WHATSAPP, form))
+    return sign(LOCAL + WHATSAPP, form)
 
 
 @fuzz

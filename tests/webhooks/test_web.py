@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, select
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 from werkzeug.test import TestResponse
@@ -20,10 +20,12 @@ from werkzeug.test import TestResponse
 from bot.settings import Settings
 from memory import db
 from memory.claims import PENDING
-from memory.models import InboxItem, OutboxItem
+from memory.models import InboxItem
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel
+from tests.helpers.queues import queue_rows
 from tests.support import API_TOKEN, with_knobs
+from tests.webhooks.conftest import app_for
 from webhooks.app import MAX_BODY_BYTES, create_app
 
 AUTH = {"Authorization": f"Bearer {API_TOKEN}"}
@@ -31,24 +33,9 @@ UNREACHABLE_POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:1/x"
 
 
 @pytest.fixture
-def api_settings(settings: Settings) -> Settings:
+def app_settings(settings: Settings) -> Settings:
+    """The web app of these tests has the API channel on."""
     return with_knobs(settings, api_token=API_TOKEN)
-
-
-@pytest.fixture
-def woken() -> list[int]:
-    """One entry per on_inbound call."""
-    return []
-
-
-@pytest.fixture
-def app(api_settings: Settings, engine: Engine, woken: list[int]) -> Flask:
-    return create_app(api_settings, engine=engine, on_inbound=lambda: woken.append(1))
-
-
-@pytest.fixture
-def client(app: Flask) -> FlaskClient:
-    return app.test_client()
 
 
 def message(
@@ -61,14 +48,6 @@ def message(
 
 def post(client: FlaskClient, body: Any, headers: dict[str, str] | None = None) -> TestResponse:
     return client.post("/api/messages", json=body, headers=AUTH if headers is None else headers)
-
-
-def rows(engine: Engine) -> int:
-    """Inbox and outbox rows in the whole database (the queues start empty in every test)."""
-    with Session(engine) as session:
-        inbox = session.scalar(select(func.count()).select_from(InboxItem)) or 0
-        outbox = session.scalar(select(func.count()).select_from(OutboxItem)) or 0
-        return int(inbox) + int(outbox)
 
 
 def assert_json_error(response: TestResponse, status: int) -> None:
@@ -117,9 +96,7 @@ def test_a_message_is_503_with_retry_after_when_the_database_is_unreachable(
     dead_engine: Engine,
 ) -> None:
     woken: list[int] = []
-    app = create_app(
-        dead_settings(dead_engine), engine=dead_engine, on_inbound=lambda: woken.append(1)
-    )
+    app = app_for(dead_settings(dead_engine), dead_engine, woken)
     response = post(app.test_client(), message())
     assert_json_error(response, 503)
     assert int(response.headers["Retry-After"]) > 0
@@ -148,10 +125,10 @@ def test_the_api_channel_is_off_without_a_token(
     settings: Settings, engine: Engine, woken: list[int]
 ) -> None:
     assert settings.api_token is None
-    client = create_app(settings, engine=engine, on_inbound=lambda: woken.append(1)).test_client()
+    client = app_for(settings, engine, woken).test_client()
     for headers in ({}, AUTH, {"Authorization": "Bearer "}, {"Authorization": "Bearer None"}):
         assert_json_error(post(client, message(), headers), 404)
-    assert rows(engine) == 0
+    assert queue_rows(engine) == 0
     assert woken == []
 
 
@@ -177,7 +154,7 @@ def test_a_missing_or_wrong_token_is_401_and_writes_nothing(
     headers = {} if authorization is None else {"Authorization": authorization}
     response = post(client, message(), headers)
     assert_json_error(response, 401)
-    assert rows(engine) == 0
+    assert queue_rows(engine) == 0
     assert woken == []
 
 
@@ -213,7 +190,7 @@ def test_a_body_that_is_not_a_json_object_is_400(
     client: FlaskClient, engine: Engine, woken: list[int], data: str | bytes, content_type: str
 ) -> None:
     assert_json_error(raw(client, data, content_type), 400)
-    assert rows(engine) == 0
+    assert queue_rows(engine) == 0
     assert woken == []
 
 
@@ -245,14 +222,14 @@ def test_invalid_fields_are_400_and_write_nothing(
 ) -> None:
     response = post(client, body)
     assert_json_error(response, 400)
-    assert rows(engine) == 0
+    assert queue_rows(engine) == 0
     assert woken == []
 
 
 def test_an_oversize_body_is_413_and_writes_nothing(client: FlaskClient, engine: Engine) -> None:
     body = json.dumps(message(text="x" * (MAX_BODY_BYTES + 1)))
     assert_json_error(raw(client, body, "application/json"), 413)
-    assert rows(engine) == 0
+    assert queue_rows(engine) == 0
 
 
 @pytest.mark.parametrize(
@@ -340,7 +317,7 @@ def test_a_redelivery_is_200_duplicate_and_not_stored_again(
     assert again.get_json() == {"status": "duplicate"}
     changed = post(client, {**body, "text": "same id, other text"})
     assert changed.status_code == 200
-    assert rows(engine) == 1
+    assert queue_rows(engine) == 1
     assert woken == [1], "on_inbound runs once per new message"
 
 
@@ -354,7 +331,7 @@ def test_each_new_message_wakes_the_worker_once(
     for body in bodies:
         assert post(client, body).status_code == 200
     assert len(woken) == 5
-    assert rows(engine) == 5
+    assert queue_rows(engine) == 5
 
 
 @pytest.mark.parametrize(("id_chars", "user_chars"), [(98, 1), (49, 50), (1, 98)])
@@ -365,7 +342,7 @@ def test_a_message_of_exactly_the_size_limits_is_accepted(
     character: together they may have 99."""
     body = {"id": "i" * id_chars, "user": "u" * user_chars, "text": "t" * 20000, "name": "n" * 100}
     assert post(client, body).status_code == 202
-    assert rows(engine) == 1
+    assert queue_rows(engine) == 1
 
 
 @pytest.mark.parametrize(("id_chars", "user_chars"), [(100, 100), (50, 50), (99, 1)])
@@ -376,4 +353,4 @@ def test_an_id_and_user_too_long_together_are_400_and_say_so(
 
     assert_json_error(response, 400)
     assert response.get_json()["detail"] == ("user and id together must be at most 99 characters")
-    assert rows(engine) == 0
+    assert queue_rows(engine) == 0

@@ -14,8 +14,7 @@ import warnings
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import Engine, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import Engine
 
 from bot.channels import PermanentSendError, TransientSendError
 from bot.corrections import parse_answer, render
@@ -26,9 +25,9 @@ from loopback.telegram_server import TOKEN, Failure, TelegramServer
 from memory.claims import FAILED, PENDING, SENT
 from memory.clock import utcnow
 from memory.messages import Inbound
-from memory.models import OutboxItem
 from memory.records import PAM
 from tests.fakes import FakeChatModel, Gate, reply_json
+from tests.helpers.queues import make_available_now, outbox_rows
 from webhooks.telegram.client import TelegramClient
 
 LIMIT = 4096
@@ -70,25 +69,6 @@ def accept(
 def plain(message_html: str) -> str:
     """The text a learner sees in an HTML message: tags dropped, entities resolved."""
     return html.unescape(TAG.sub("", message_html))
-
-
-def outbox_rows(engine: Engine, address: str) -> list[OutboxItem]:
-    with Session(engine) as session:
-        rows = list(
-            session.scalars(
-                select(OutboxItem).where(OutboxItem.address == address).order_by(OutboxItem.id)
-            )
-        )
-        session.expunge_all()
-        return rows
-
-
-def make_available(engine: Engine) -> None:
-    """Skip every retry delay (instead of sleeping through it)."""
-    with engine.begin() as connection:
-        connection.execute(
-            update(OutboxItem).where(OutboxItem.status == PENDING).values(available_at=utcnow())
-        )
 
 
 def pam_replies(pam: Pam, address: str) -> list[str]:
@@ -311,7 +291,7 @@ def test_429_puts_the_reply_back_until_retry_after_then_delivers_it_once(
     worker.drain()  # not due yet: nothing is sent
     assert telegram_server.sent_texts(chat) == []
 
-    make_available(engine)
+    make_available_now(engine)
     worker.drain()
     worker.drain()
 
@@ -332,7 +312,7 @@ def test_blocked_bot_fails_the_reply_for_good_and_never_retries_it(
 
     worker.drain()
     for _ in range(5):
-        make_available(engine)
+        make_available_now(engine)
         worker.drain()
 
     # Only one failure was scripted: a retry would have gone through and been recorded.
@@ -355,7 +335,7 @@ def test_later_replies_to_a_blocked_chat_are_each_tried_once(
 
     worker.drain()
     for _ in range(3):
-        make_available(engine)
+        make_available_now(engine)
         worker.drain()
 
     assert not telegram_server.failures  # three refusals were scripted, three attempts made

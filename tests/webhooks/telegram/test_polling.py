@@ -8,8 +8,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,33 +17,24 @@ from sqlalchemy.orm import Session
 
 from bot import phrases
 from bot.answering import TYPING_AFTER_SECONDS
+from loopback.harness import ROOT, sqlite_url
 from loopback.openai_server import Fault, OpenAIServer
 from loopback.telegram_server import TOKEN, Failure, TelegramServer
 from memory import db
 from memory.claims import DONE
 from memory.inbox import Inbox
 from memory.models import InboxItem
-from tests.conftest import ROOT, sqlite_url
+from tests.support import WAIT, wait_until
 from tests.webhooks.telegram import updates as u
 from webhooks.telegram.client import COMMANDS, UPDATE_TYPES, TelegramClient, WebhookIsSet
 from webhooks.telegram.poll import poll
 
-WAIT = 20.0  # a safety bound for waiting loops, never an expectation about speed
 CLI_TIMEOUT = 60.0
 SECRET = "pam-poll_Secret-31d7"
 CONFLICT = (
     "Conflict: can't use getUpdates method while webhook is active; "
     "use deleteWebhook to delete the webhook first"
 )
-
-
-def wait_until(condition: Callable[[], bool], what: str, timeout: float = WAIT) -> None:
-    """Poll `condition` until it holds; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 def stored(engine: Engine, address: str) -> list[tuple[str, str, str]]:

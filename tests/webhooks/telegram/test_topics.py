@@ -9,8 +9,9 @@ from sqlalchemy import Engine
 
 from bot.worker import Worker
 from loopback.telegram_server import USERNAME, TelegramServer
+from tests.helpers.queues import inbox_items
 from tests.webhooks.telegram import updates as u
-from tests.webhooks.telegram.conftest import inbox_items, post_update
+from tests.webhooks.telegram.conftest import post_update
 from webhooks.telegram.address import chat_address, destination
 
 DEFAULT_REPLY = "¡Qué bien! ¿Y qué más hiciste?"  # the fake model's answer

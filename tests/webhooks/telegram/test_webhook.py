@@ -20,14 +20,9 @@ from bot.settings import Settings
 from bot.worker import Worker
 from loopback.telegram_server import USERNAME, TelegramServer
 from tests.fakes import FakeChatModel, reply_json
+from tests.helpers.queues import inbox_items, queue_rows
 from tests.webhooks.telegram import updates as u
-from tests.webhooks.telegram.conftest import (
-    SECRET,
-    WEBHOOK,
-    inbox_items,
-    post_update,
-    queue_rows,
-)
+from tests.webhooks.telegram.conftest import SECRET, WEBHOOK, post_update
 from webhooks.app import MAX_BODY_BYTES, create_app
 from webhooks.telegram.route import SECRET_HEADER
 

@@ -1,5 +1,6 @@
-"""WhatsApp fixtures: empty queues, a counting fake Twilio server, Twilio settings, the web app
-with its test client, a Worker delivering through the real TwilioSender, and signed forms."""
+"""WhatsApp fixtures: a counting fake Twilio server, Twilio settings (the web app of
+tests/webhooks/conftest.py is built with them), a Worker delivering through the real
+TwilioSender, and Twilio's forms, signed."""
 
 from __future__ import annotations
 
@@ -8,21 +9,13 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
-from flask import Flask
 from flask.testing import FlaskClient
-from sqlalchemy import Engine, select, update
-from sqlalchemy.orm import Session
-from twilio.request_validator import RequestValidator
 from werkzeug.test import TestResponse
 
 from bot.runtime import Pam
 from bot.settings import Settings
 from bot.worker import Worker
-from loopback.twilio_server import ACCOUNT_SID, AUTH_TOKEN, NUMBER, TwilioServer
-from memory.claims import PENDING
-from memory.clock import utcnow
-from memory.models import InboxItem, OutboxItem
-from webhooks.app import create_app
+from loopback.twilio_server import ACCOUNT_SID, AUTH_TOKEN, NUMBER, TwilioServer, sign
 from webhooks.whatsapp.signature import SIGNATURE_HEADER
 from webhooks.wiring import senders
 
@@ -77,24 +70,9 @@ def whatsapp_settings(settings: Settings, twilio_server: CountingTwilioServer) -
 
 
 @pytest.fixture
-def woken() -> list[int]:
-    """One entry per on_inbound call (the web app waking an in-process worker)."""
-    return []
-
-
-def app_for(settings: Settings, engine: Engine, woken: list[int]) -> Flask:
-    """The web app for `settings`, recording wake-ups in `woken`."""
-    return create_app(settings, engine=engine, on_inbound=lambda: woken.append(1))
-
-
-@pytest.fixture
-def app(whatsapp_settings: Settings, engine: Engine, woken: list[int]) -> Flask:
-    return app_for(whatsapp_settings, engine, woken)
-
-
-@pytest.fixture
-def client(app: Flask) -> FlaskClient:
-    return app.test_client()
+def app_settings(whatsapp_settings: Settings) -> Settings:
+    """The web app of these tests has WhatsApp configured."""
+    return whatsapp_settings
 
 
 @pytest.fixture
@@ -187,13 +165,6 @@ def status_form(message_sid: str, to: str, status: str, error_code: str = "") ->
     return form
 
 
-def sign(
-    url: str, form: Mapping[str, str], token: str = AUTH_TOKEN, algorithm: str | None = None
-) -> str:
-    """X-Twilio-Signature as Twilio computes it for `form` posted to `url`."""
-    return str(RequestValidator(token).compute_signature(url, dict(form), algorithm=algorithm))
-
-
 def post_form(
     client: FlaskClient,
     form: Mapping[str, str],
@@ -212,26 +183,3 @@ def post_form(
     if signature:
         sent[SIGNATURE_HEADER] = signature
     return client.post(path, data=dict(form), headers=sent, base_url=base_url)
-
-
-# -- the database -------------------------------------------------------------------------
-
-
-def inbox_items(engine: Engine) -> list[InboxItem]:
-    """Every inbox row, oldest first (the queues start empty in every test)."""
-    with Session(engine, expire_on_commit=False) as session:
-        return list(session.scalars(select(InboxItem).order_by(InboxItem.id)))
-
-
-def outbox_items(engine: Engine) -> list[OutboxItem]:
-    """Every outbox row, oldest first."""
-    with Session(engine, expire_on_commit=False) as session:
-        return list(session.scalars(select(OutboxItem).order_by(OutboxItem.id)))
-
-
-def make_available_now(engine: Engine) -> None:
-    """Let every pending outbox row be claimed at once instead of after its backoff."""
-    with engine.begin() as connection:
-        connection.execute(
-            update(OutboxItem).where(OutboxItem.status == PENDING).values(available_at=utcnow())
-        )

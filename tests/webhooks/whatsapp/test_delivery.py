@@ -19,12 +19,11 @@ from loopback.twilio_server import ACCOUNT_SID, AUTH_TOKEN, NUMBER, Failure
 from memory.claims import FAILED, PENDING, SENT
 from memory.store import Store
 from tests.fakes import FakeChatModel, reply_json
+from tests.helpers.queues import make_available_now, outbox_items
 from tests.webhooks.whatsapp.conftest import (
     CountingTwilioServer,
-    make_available_now,
     media_form,
     new_wa_id,
-    outbox_items,
     post_form,
     text_form,
 )

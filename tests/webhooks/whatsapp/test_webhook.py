@@ -15,22 +15,20 @@ from werkzeug.test import TestResponse
 from bot import phrases
 from bot.settings import Settings
 from bot.worker import Worker
-from loopback.twilio_server import NUMBER
+from loopback.twilio_server import NUMBER, sign
 from memory.claims import FAILED, SENT
 from memory.store import Store
+from tests.helpers.queues import inbox_items, outbox_items
+from tests.webhooks.conftest import app_for
 from tests.webhooks.whatsapp.conftest import (
     LOCAL,
     STATUS,
     WEBHOOK,
     CountingTwilioServer,
-    app_for,
-    inbox_items,
     location_form,
     media_form,
     new_wa_id,
-    outbox_items,
     post_form,
-    sign,
     status_form,
     text_form,
     with_twilio,
