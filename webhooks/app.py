@@ -20,6 +20,7 @@ from memory import db
 from memory.inbox import Inbox
 from webhooks import admin, health
 from webhooks.api import route as api
+from webhooks.startup import load_settings, read_dotenv
 from webhooks.telegram import route as telegram
 from webhooks.web import WebContext, trust_proxies
 from webhooks.whatsapp import route as whatsapp
@@ -45,12 +46,10 @@ def _production_settings() -> Settings:
     gunicorn worker — when they or the database's schema are unusable. A database that is
     merely unreachable at start is no reason to stay down: the app answers 503 until it is
     back, and the platforms retry."""
-    from webhooks import cli  # the web process shares the command line's configuration rules
-
-    cli.read_dotenv()
+    read_dotenv()
     logs.configure("INFO", sys.stdout)
     try:
-        settings = cli.load_settings()  # says what is wrong, then exits
+        settings = load_settings()  # says what is wrong, then exits
     except SystemExit:
         _stop(None)
     try:

@@ -1,50 +1,32 @@
-"""The `pam` command: argument parsing and help, the `.env` file, `pam chat` and
-`pam db upgrade`. The service commands (worker, serve, telegram) live in webhooks/services.py."""
+"""The `pam` command on click: every command and its help (what it does, when to use it, its
+options, the environment variables it reads, an example), and the two short commands, `pam chat`
+and `pam db upgrade`. The long-running ones run in webhooks/services.py; how a command reads
+its configuration and builds Pam is webhooks/startup.py, shared with the web process."""
 
 from __future__ import annotations
 
-import argparse
 import getpass
-import logging
 import os
 import sys
-import textwrap
-from collections.abc import MutableMapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
 
-from dotenv import dotenv_values
-from pydantic import ValidationError
+import click
 from sqlalchemy.exc import DatabaseError
 
 from bot import logs
 from bot.settings import Settings
 from memory import db
-
-if TYPE_CHECKING:
-    from bot.runtime import Pam
-
-SETUP_HELP = """Pam needs a language model to talk to, and none is configured.
-
-Use OpenAI:
-    export OPENAI_API_KEY=sk-...            (PAM_MODEL defaults to gpt-4o-mini)
-
-Or a local OpenAI-compatible server, e.g. Ollama (https://ollama.com):
-    ollama pull llama3.1
-    export OPENAI_BASE_URL=http://localhost:11434/v1
-    export PAM_MODEL=llama3.1
-
-(vLLM and LM Studio work the same way: point OPENAI_BASE_URL at their /v1 endpoint.)
-Then run the pam command again."""
-
+from webhooks import services
+from webhooks.startup import build_or_exit, fail, load_settings, read_dotenv
 
 # The log of `pam chat` in a terminal: beside its SQLite file, else in the working directory.
 CHAT_LOG = "pam-chat.log"
-DOTENV = Path(".env")
 
-# What each command reads from the environment, for its --help (tests/test_cli.py checks
-# that every setting is listed somewhere and that no name here is a typo).
-# Every process that runs turns or jobs opens a pool of PAM_DB_POOL_SIZE (bot/runtime.py).
+# What each command reads from the environment, for its --help (tests/webhooks/test_cli.py
+# checks that every setting is listed somewhere, that no name here is a typo and that each
+# command's help names its own). Every process that runs turns or jobs opens a pool of
+# PAM_DB_POOL_SIZE (bot/runtime.py).
 DATABASE = ("DATABASE_URL", "PAM_DB_POOL_SIZE", "PAM_LOG_LEVEL")
 LLM = (
     "OPENAI_API_KEY",
@@ -99,74 +81,99 @@ INBOUND = (
     "FLY_APP_NAME",
 )
 WORKER = (*DATABASE, *LLM, *MEMORY, *LIMITS, *LANES, *SENDERS)
+# Keyed by each command's path after `pam`.
 READS: dict[str, tuple[str, ...]] = {
     "chat": (*DATABASE, *LLM, *MEMORY, "PAM_LEARNER_DAILY_TOKENS", "PAM_DAILY_TOKENS"),
     "worker": WORKER,
     "serve": (*WORKER, "PORT", *INBOUND),
     "telegram": (*WORKER, "TELEGRAM_WEBHOOK_SECRET"),
+    "telegram set-webhook": (*TELEGRAM, "TELEGRAM_WEBHOOK_SECRET", "PAM_PUBLIC_URL"),
+    "telegram delete-webhook": TELEGRAM,
     "memory-jobs": (*DATABASE, *LLM, *MEMORY),
     "db": ("DATABASE_URL", "PAM_LOG_LEVEL"),
+    "db upgrade": ("DATABASE_URL", "PAM_LOG_LEVEL"),
     # Not a `pam` command: the web process on Heroku and Fly, gunicorn 'webhooks.app:create_app()'.
     "web": ("DATABASE_URL", "PAM_DB_POOL_SIZE", "PAM_INBOX_LEASE_SECONDS", *SENDERS, *INBOUND),
 }
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 88}
 
 
-def fail(message: str) -> NoReturn:
-    """Say what is wrong and what to do, on stderr, and exit with status 2."""
-    print(message, file=sys.stderr)
-    raise SystemExit(2)
+def reads(command: str) -> str:
+    """The paragraph of --help naming the environment variables `command` reads."""
+    names = ", ".join(dict.fromkeys(READS[command]))
+    return (
+        "Reads these environment variables (a .env file in the working directory fills in "
+        f"those unset; see README.md, Configuration): {names}"
+    )
 
 
-def read_dotenv(path: Path = DOTENV, environ: MutableMapping[str, str] = os.environ) -> bool:
-    """Fill in, from the `.env` file at `path` (in the working directory), the variables that
-    the environment leaves unset or empty: the environment wins, and an empty value means
-    unset in both. Done first, so that everything reads them alike — the settings, the log
-    level and the processes a command starts. True if there was such a file."""
-    if not path.is_file():
-        return False
-    for name, value in dotenv_values(path).items():
-        if value and not environ.get(name):
-            environ[name] = value
-    return True
+def epilog(command: str, *examples: str) -> str:
+    """The end of a command's --help: examples, kept line by line, then what it reads."""
+    lines = "\n".join(f"  {example}" for example in examples)
+    return f"\b\nExample{'s' if len(examples) > 1 else ''}:\n{lines}\n\n{reads(command)}"
 
 
-def load_settings(*, needs_llm: bool = False) -> Settings:
-    """The settings from the environment, or a clear exit when they are unusable."""
+@click.group(
+    name="pam",
+    context_settings=CONTEXT,
+    epilog="\b\nExamples:\n  pam chat                    (or, in a fresh clone: python3 dev.py "
+    "chat)\n  pam db upgrade && pam worker\n\nEach command's --help says what it does and "
+    "what it reads. The web process of a deployment (gunicorn 'webhooks.app:create_app()') is "
+    "no pam command; " + reads("web").replace("Reads", "it reads", 1),
+)
+def cli() -> None:
+    """Pam, a friend who speaks the language you are learning.
+
+    Try her with `pam chat`; deploy her as a web process and `pam worker`, or as one
+    `pam serve` on a single machine.
+    """
+
+
+@cli.command(
+    short_help="talk to Pam in the terminal (reads stdin)",
+    epilog=epilog("chat", "pam chat --user lena", "echo 'Hola, me llamo Lena' | pam chat"),
+)
+@click.option(
+    "--user",
+    default=getpass.getuser,
+    show_default=False,
+    metavar="NAME",
+    help="who you are (default: your login name)",
+)
+def chat(user: str) -> None:
+    """Talk to Pam in the terminal, on a SQLite file (./pam.db) unless DATABASE_URL says
+    otherwise; migrates it first. One line is one message; /quit or Ctrl-D ends.
+
+    In a terminal: line editing and history (~/.pam_history, cleared by /forget), corrections
+    in colour (not with NO_COLOR), and logs in pam-chat.log beside the SQLite file. Piped or
+    scripted: answers only, as 'pam> ...' blocks, logs on stderr.
+
+    Use it to try Pam or a model out: it needs a language model and nothing else (no channel,
+    no public URL, no worker). Memory jobs run in this process.
+    """
+    from bot.terminal import chat as talk  # readline and the terminal's colours: only here
+
+    # In the terminal the learner is the operator: no per-minute limit (scripts pipe fast).
+    settings = load_settings(needs_llm=True).model_copy(update={"rate_limit_per_minute": 0})
+    log_file = chat_log_file(settings) if sys.stdin.isatty() else None
+    if log_file is not None:
+        logs.configure_file("WARNING", log_file)
+    pam = build_or_exit(settings, migrate=True)
+    assert pam.scheduler is not None
+    pam.scheduler.start()
+    pam.runner.recover()
+    if hasattr(sys.stdin, "reconfigure"):
+        sys.stdin.reconfigure(errors="replace")
     try:
-        settings = Settings()
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
-        )
-        fail(f"pam: invalid configuration: {problems}")
-    if needs_llm and not settings.llm_configured:
-        fail(SETUP_HELP)
-    return settings
-
-
-def build_or_exit(
-    settings: Settings, *, migrate: bool, memory_process: bool = False, replayable: bool = False
-) -> Pam:
-    """Pam assembled from `settings` (with its scheduler, or its memory process), or a clear
-    exit when the database cannot be used."""
-    from webhooks.wiring import build
-
-    try:
-        if not migrate:
-            warning = db.require_current_schema(settings.database_url)
-            if warning:
-                logging.getLogger("pam.cli").warning("%s", warning)
-        return build(
-            settings, migrate=migrate, memory_process=memory_process, replayable=replayable
-        )
-    except (db.DatabaseURLError, db.SchemaNotCurrent) as exc:
-        fail(f"pam: {exc}")
-    except DatabaseError as exc:  # unreachable, refused, or a file that is no database
-        fail(
-            f"pam: cannot open the database in DATABASE_URL: {exc.orig}. Check that the "
-            "server is running, the credentials are right, or that a SQLite file's folder "
-            "exists and the file is a SQLite database."
-        )
+        talk(pam.tutor, user, log_file=log_file)
+    except KeyboardInterrupt:
+        print(file=sys.stderr)
+    finally:
+        if not pam.close(settings.shutdown_wait_seconds):
+            print(
+                "pam: some memory updates did not finish in time; they resume next time.",
+                file=sys.stderr,
+            )
 
 
 def chat_log_file(settings: Settings) -> Path | None:
@@ -184,36 +191,148 @@ def chat_log_file(settings: Settings) -> Path | None:
     return None
 
 
-def cmd_chat(args: argparse.Namespace) -> int:
-    """`pam chat`: the terminal channel, on an in-process scheduler."""
-    from bot.terminal import chat
+@cli.command(
+    short_help="answer the inbox, run memory jobs, deliver replies (production)",
+    epilog=epilog("worker", "pam db upgrade && pam worker     (a Procfile's worker: pam worker)"),
+)
+def worker() -> None:
+    """Answer the messages the web process stored, deliver the replies on every channel
+    configured, and run the memory jobs in a child process (pam memory-jobs). Runs until
+    SIGTERM; logs to stdout. Needs a migrated database (pam db upgrade).
 
-    # In the terminal the learner is the operator: no per-minute limit (scripts pipe fast).
-    settings = load_settings(needs_llm=True).model_copy(update={"rate_limit_per_minute": 0})
-    log_file = chat_log_file(settings) if sys.stdin.isatty() else None
-    if log_file is not None:
-        logs.configure_file("WARNING", log_file)
-    pam = build_or_exit(settings, migrate=True)
-    assert pam.scheduler is not None
-    pam.scheduler.start()
-    pam.runner.recover()
-    if hasattr(sys.stdin, "reconfigure"):
-        sys.stdin.reconfigure(errors="replace")
-    try:
-        chat(pam.tutor, args.user, log_file=log_file)
-    except KeyboardInterrupt:
-        print(file=sys.stderr)
-    finally:
-        if not pam.close(settings.shutdown_wait_seconds):
-            print(
-                "pam: some memory updates did not finish in time; they resume next time.",
-                file=sys.stderr,
-            )
-    return 0
+    Use it in a deployment, beside the web process (gunicorn 'webhooks.app:create_app()');
+    run as many as you need on any number of machines: they share the work through the
+    database.
+    """
+    sys.exit(services.run_worker())
 
 
-def cmd_db_upgrade(args: argparse.Namespace) -> int:
-    """`pam db upgrade`: create the tables, or migrate them to the newest revision."""
+@cli.command(
+    short_help="web app and worker in one process (a single machine)",
+    epilog=epilog("serve", "pam serve --host 0.0.0.0 --port 8080"),
+)
+@click.option(
+    "--host", default="127.0.0.1", metavar="HOST", help="address to bind (default 127.0.0.1)"
+)
+@click.option(
+    "--port",
+    type=int,
+    default=None,
+    metavar="PORT",
+    help="port to listen on (default: $PORT, else 8000)",
+)
+def serve(host: str, port: int | None) -> None:
+    """The web app (waitress) and a worker in one process, for a single machine: says at start
+    which channels are on and which are off, and why. Migrates the database first. Runs until
+    SIGTERM or Ctrl-C; logs to stdout.
+
+    Use it for a small deployment on one machine (SQLite is enough), or to try the webhooks
+    locally. Exits with status 2 when it cannot listen on HOST:PORT.
+    """
+    sys.exit(services.run_serve(host, port))
+
+
+@cli.group(
+    invoke_without_command=True,
+    subcommand_metavar="[SUBCOMMAND]",
+    short_help="long-poll Telegram (default), or set or delete its webhook",
+    epilog=epilog(
+        "telegram",
+        "pam telegram                       (develop: poll, no public URL)",
+        "pam telegram set-webhook https://your-app.example/telegram/webhook",
+    ),
+)
+@click.pass_context
+def telegram(context: click.Context) -> None:
+    """Without a subcommand: long-poll Telegram and answer in this process (development, no
+    public URL needed; migrates the database). set-webhook and delete-webhook switch a bot
+    to webhooks for production and back.
+
+    Use polling while developing, or for a bot without a public https URL; Telegram refuses
+    it while a webhook is set (delete-webhook first).
+    """
+    if context.invoked_subcommand is None:
+        sys.exit(services.run_telegram(None))
+
+
+@telegram.command(
+    "set-webhook",
+    short_help="register the webhook, its secret token and the command menu",
+    epilog=epilog(
+        "telegram set-webhook",
+        "pam telegram set-webhook https://your-app.example/telegram/webhook",
+        "PAM_PUBLIC_URL=https://your-app.example pam telegram set-webhook",
+    ),
+)
+@click.argument("url", required=False)
+def set_webhook(url: str | None) -> None:
+    """Register the webhook URL with Telegram, with TELEGRAM_WEBHOOK_SECRET as its secret
+    token, the update types Pam handles and the command menu. The URL must be https.
+
+    URL: the public webhook URL (default: $PAM_PUBLIC_URL/telegram/webhook). Use it once per
+    deployment, after the web process is up. A URL Telegram would refuse is said before
+    anything is sent (exit status 2); Telegram's own refusal exits with status 1.
+    """
+    sys.exit(services.run_telegram("set-webhook", url))
+
+
+@telegram.command(
+    "delete-webhook",
+    short_help="remove the webhook (to poll instead)",
+    epilog=epilog("telegram delete-webhook", "pam telegram delete-webhook && pam telegram"),
+)
+def delete_webhook() -> None:
+    """Remove the bot's webhook, so that `pam telegram` can poll.
+
+    Use it to move a bot from a deployment back to development polling.
+    """
+    sys.exit(services.run_telegram("delete-webhook"))
+
+
+@cli.command(
+    "memory-jobs",
+    short_help="run the memory jobs due (summary, profile); workers start one",
+    epilog=epilog("memory-jobs", "pam memory-jobs            (catch up, e.g. after an outage)"),
+)
+@click.option(
+    "--stdin",
+    "from_stdin",
+    is_flag=True,
+    help="also run each job requested on stdin ('<learner id> <kind>' lines) at once, and stop "
+    "at its end (how a worker runs it)",
+)
+def memory_jobs(from_stdin: bool) -> None:
+    """Run the memory jobs (rolling summary, learned profile) marked in the database, at start
+    and then every minute, until SIGTERM. `pam worker` starts one itself; run it alone only
+    to catch up. Needs a migrated database (pam db upgrade).
+
+    Runs at a lower CPU priority (nice +10): its Python work would otherwise slow the
+    replies of the processes beside it.
+    """
+    sys.exit(services.run_memory_jobs(from_stdin))
+
+
+@cli.group(
+    "db",
+    subcommand_metavar="SUBCOMMAND",
+    short_help="database maintenance",
+    epilog=epilog("db", "pam db upgrade"),
+)
+def database() -> None:
+    """Database maintenance: `pam db upgrade`.
+
+    The commands that do not migrate by themselves (pam worker, pam memory-jobs and the web
+    process) need it before they start.
+    """
+
+
+@database.command(short_help="apply migrations", epilog=epilog("db upgrade", "pam db upgrade"))
+def upgrade() -> None:
+    """Create the tables, or bring them up to this Pam's newest migration. Safe to run again;
+    Heroku's and Fly's release phase runs it on every deploy.
+
+    Use it before the first `pam worker` or web process, and after each upgrade of Pam.
+    """
     settings = load_settings()
     try:
         engine = db.make_engine(settings.database_url)
@@ -224,165 +343,15 @@ def cmd_db_upgrade(args: argparse.Namespace) -> int:
         fail(f"pam: cannot open the database in DATABASE_URL: {exc.orig}")
     engine.dispose()
     print("pam: database is up to date")
-    return 0
 
 
-def reads(command: str) -> str:
-    """The --help epilog naming the environment variables `command` reads."""
-    names = ", ".join(dict.fromkeys(READS[command]))
-    return (
-        f"Reads these environment variables (a .env file in the working directory fills in "
-        f"those unset; see README.md, Configuration):\n  {names}"
-    )
-
-
-def _wrapped(text: str, width: int = 88) -> str:
-    """`text` wrapped line by line (argparse's raw formatter keeps line breaks as given)."""
-    return "\n".join(
-        textwrap.fill(line, width, subsequent_indent="  " if line.startswith("  ") else "")
-        for line in text.splitlines()
-    )
-
-
-def _command(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser],
-    name: str,
-    summary: str,
-    description: str,
-    reads_from: str | None = None,
-) -> argparse.ArgumentParser:
-    """A subcommand whose --help says what it does, its flags and the variables it reads."""
-    return commands.add_parser(
-        name,
-        help=summary,
-        description=_wrapped(description),
-        epilog=_wrapped(reads(reads_from or name)),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-
-
-def parser() -> argparse.ArgumentParser:
-    """The `pam` argument parser."""
-    from webhooks import services
-
-    top = argparse.ArgumentParser(
-        prog="pam",
-        description="Pam, a friend who speaks the language you are learning.",
-        epilog=_wrapped(
-            "Each command's --help says what it reads. The web process of a deployment "
-            "(gunicorn 'webhooks.app:create_app()') is no pam command; "
-            + reads("web").replace("Reads", "it reads", 1)
-        ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    chat = _command(
-        commands,
-        "chat",
-        "talk to Pam in the terminal (reads stdin)",
-        "Talk to Pam in the terminal, on a SQLite file (./pam.db) unless DATABASE_URL says "
-        "otherwise; migrates it first. One line is one message; /quit or Ctrl-D ends.\n"
-        "In a terminal: line editing and history (~/.pam_history, cleared by /forget), "
-        "corrections in colour (not with NO_COLOR), and logs in pam-chat.log beside the "
-        "SQLite file. Piped or scripted: answers only, as 'pam> ...' blocks, logs on stderr.",
-    )
-    chat.add_argument(
-        "--user", default=getpass.getuser(), help="who you are (default: your login name)"
-    )
-    chat.set_defaults(func=cmd_chat)
-
-    worker = _command(
-        commands,
-        "worker",
-        "answer the inbox, run memory jobs, deliver replies (production)",
-        "Answer the messages the web process stored, deliver the replies on every channel "
-        "configured, and run the memory jobs in a child process (pam memory-jobs). Runs "
-        "until SIGTERM; logs to stdout. Needs a migrated database (pam db upgrade).",
-    )
-    worker.set_defaults(func=services.cmd_worker)
-
-    serve = _command(
-        commands,
-        "serve",
-        "web app and worker in one process (small, single-machine deployments)",
-        "The web app (waitress) and a worker in one process, for a single machine: says at "
-        "start which channels are on and which are off, and why. Migrates the database "
-        "first. Runs until SIGTERM or Ctrl-C; logs to stdout.",
-    )
-    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    serve.add_argument(
-        "--port", type=int, default=None, help="port to listen on (default: $PORT, else 8000)"
-    )
-    serve.set_defaults(func=services.cmd_serve)
-
-    telegram = _command(
-        commands,
-        "telegram",
-        "Telegram: long polling (default), or set-webhook / delete-webhook",
-        "Without a subcommand: long-poll Telegram and answer in this process (development, "
-        "no public URL needed; migrates the database). set-webhook and delete-webhook "
-        "switch a bot to webhooks for production and back.",
-    )
-    telegram.set_defaults(func=services.cmd_telegram, telegram_command=None)
-    telegram_commands = telegram.add_subparsers(dest="telegram_command", metavar="SUBCOMMAND")
-    set_webhook = telegram_commands.add_parser(
-        "set-webhook",
-        help="register the webhook, its secret token and the command menu",
-        description="Register the webhook URL with Telegram, with TELEGRAM_WEBHOOK_SECRET as "
-        "its secret token, the update types Pam handles and the command menu. The URL must "
-        "be https.",
-        epilog="Reads TELEGRAM_BOT_TOKEN, TELEGRAM_WEBHOOK_SECRET, TELEGRAM_API_URL and "
-        "PAM_PUBLIC_URL.",
-    )
-    set_webhook.add_argument(
-        "url", nargs="?", help="the public webhook URL (default: $PAM_PUBLIC_URL/telegram/webhook)"
-    )
-    telegram_commands.add_parser(
-        "delete-webhook",
-        help="remove the webhook (to poll instead)",
-        description="Remove the bot's webhook, so that `pam telegram` can poll.",
-        epilog="Reads TELEGRAM_BOT_TOKEN and TELEGRAM_API_URL.",
-    )
-
-    memory_jobs = _command(
-        commands,
-        "memory-jobs",
-        "run the memory jobs (summary, profile) due, until stopped; workers start their own",
-        "Run the memory jobs (rolling summary, learned profile) marked in the database, at "
-        "start and then every minute, until SIGTERM. `pam worker` starts one itself; run it "
-        "alone only to catch up. Needs a migrated database (pam db upgrade).",
-    )
-    memory_jobs.add_argument(
-        "--stdin",
-        action="store_true",
-        help="also run each job requested on stdin ('<learner id> <kind>' lines) at once, and "
-        "stop at its end (how a worker runs it)",
-    )
-    memory_jobs.set_defaults(func=services.cmd_memory_jobs)
-
-    database = _command(
-        commands, "db", "database maintenance", "Database maintenance: `pam db upgrade`."
-    )
-    db_commands = database.add_subparsers(dest="db_command", required=True, metavar="SUBCOMMAND")
-    upgrade = db_commands.add_parser(
-        "upgrade",
-        help="apply migrations",
-        description="Create the tables, or bring them up to this Pam's newest migration. "
-        "Safe to run again; Heroku's and Fly's release phase runs it on every deploy.",
-        epilog="Reads DATABASE_URL.",
-    )
-    upgrade.set_defaults(func=cmd_db_upgrade)
-    return top
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the `pam` console script."""
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point of the `pam` console script: `.env` first, then the command; exits with
+    the command's status (2 for a usage error)."""
     read_dotenv()
     logs.configure("WARNING", sys.stderr)
-    args = parser().parse_args(argv)
-    return int(args.func(args))
+    cli.main(args=argv, prog_name="pam")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -4,7 +4,6 @@ cleanly on SIGTERM (what Heroku and Fly send)."""
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import signal
@@ -17,7 +16,7 @@ from urllib.parse import urlsplit
 from bot import logs
 from bot.memory_process import HAND_BACK_SECONDS, JobRequests, lower_priority
 from bot.settings import Settings
-from webhooks.cli import SETUP_HELP, build_or_exit, fail, load_settings
+from webhooks.startup import SETUP_HELP, build_or_exit, fail, load_settings
 
 if TYPE_CHECKING:
     from bot.runtime import Pam
@@ -179,7 +178,7 @@ def webhook_url_problem(url: str, *, local_bot_api: bool) -> str | None:
     return None
 
 
-def cmd_worker(args: argparse.Namespace) -> int:
+def run_worker() -> int:
     """`pam worker`: answer the inbox, deliver the outbox and run the memory process, on a
     database already migrated, until SIGTERM."""
     service_logging()
@@ -192,10 +191,10 @@ def cmd_worker(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_memory_jobs(args: argparse.Namespace) -> int:
-    """The memory process: runs marked memory jobs (all of them at start, then in a sweep every
-    RECOVER_EVERY_SECONDS), with `--stdin` also each job its worker hands over, until SIGTERM
-    or the end of stdin (its worker is gone)."""
+def run_memory_jobs(from_stdin: bool) -> int:
+    """`pam memory-jobs`, the memory process: runs marked memory jobs (all of them at start,
+    then in a sweep every RECOVER_EVERY_SECONDS), `from_stdin` (`--stdin`) also each job its
+    worker hands over, until SIGTERM or the end of stdin (its worker is gone)."""
     stop = stop_on_sigterm()
     service_logging()
     settings = load_settings(needs_llm=True)
@@ -210,7 +209,7 @@ def cmd_memory_jobs(args: argparse.Namespace) -> int:
     except Exception as exc:  # the database is away: the next sweep runs them
         log.warning("memory jobs could not sweep at start: %s", type(exc).__name__)
         recovered = 0
-    requests = JobRequests(pam.runner, sys.stdin.fileno(), stop) if args.stdin else None
+    requests = JobRequests(pam.runner, sys.stdin.fileno(), stop) if from_stdin else None
     if requests is not None:
         requests.start()
     log.info("memory jobs started pid=%d nice=%s recovered=%d", os.getpid(), niceness, recovered)
@@ -232,16 +231,16 @@ def cmd_memory_jobs(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_serve(args: argparse.Namespace) -> int:
-    """`pam serve`: the web app (waitress) and a worker in one process, until SIGTERM or
-    Ctrl-C; exit 2 when it cannot listen."""
+def run_serve(host: str, port: int | None) -> int:
+    """`pam serve`: the web app (waitress) on `host` and `port` (None: $PORT, else 8000) and
+    a worker in one process, until SIGTERM or Ctrl-C; exit 2 when it cannot listen."""
     import waitress
 
     from webhooks.app import create_app
 
     service_logging()
     settings = load_settings(needs_llm=True)
-    port = args.port if args.port is not None else settings.port
+    port = port if port is not None else settings.port
     if not 1 <= port <= 65535:
         fail(f"pam: --port {port} is not a TCP port (1-65535)")
     pam, worker = start_worker(settings, migrate=True)
@@ -257,7 +256,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         # trust (PAM_PROXY_HOPS), as it does under gunicorn, which passes them on.
         waitress.serve(
             app,
-            host=args.host,
+            host=host,
             port=port,
             threads=8,
             ident="pam",
@@ -266,7 +265,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     except OSError as exc:  # the port is taken, or the address is not this machine's
-        print(f"pam: cannot listen on {args.host}:{port}: {exc.strerror or exc}", file=sys.stderr)
+        print(f"pam: cannot listen on {host}:{port}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     finally:
         stop_worker(pam, worker)
@@ -274,19 +273,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_telegram(args: argparse.Namespace) -> int:
-    """`pam telegram`: long polling, or `set-webhook` / `delete-webhook`; exit 2 naming only
-    what is missing or wrong, before anything is sent to Telegram."""
+def run_telegram(action: str | None, url: str | None = None) -> int:
+    """`pam telegram`: long polling (`action` None), or `set-webhook` (to `url`, else
+    $PAM_PUBLIC_URL/telegram/webhook) or `delete-webhook`; exit 2 naming only what is missing
+    or wrong, before anything is sent to Telegram."""
     from webhooks.telegram.client import TelegramClient
 
     service_logging()
     settings = load_settings()
-    action = args.telegram_command
-    url = None
     if action == "set-webhook":
-        url = args.url or (
+        url = url or (
             f"{settings.public_url.rstrip('/')}/telegram/webhook" if settings.public_url else None
         )
+    else:
+        url = None  # only set-webhook sends a URL
     needed = [
         TELEGRAM_TOKEN_HELP if not settings.telegram_bot_token else None,
         TELEGRAM_SECRET_HELP

@@ -13,7 +13,7 @@ from bot.settings import Settings
 from loopback.harness import ROOT
 from memory.config import MemoryConfig
 from memory.db import DatabaseURLError, normalize_url
-from webhooks.cli import read_dotenv
+from webhooks.startup import read_dotenv
 
 
 def test_defaults_without_environment() -> None:

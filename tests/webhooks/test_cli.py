@@ -12,9 +12,11 @@ import sqlite3
 import subprocess
 from pathlib import Path
 
+import click
 import pytest
 import requests
 from alembic.script import ScriptDirectory
+from click.testing import CliRunner
 from pydantic import AliasChoices
 
 from bot.settings import Settings
@@ -59,6 +61,21 @@ def env_names() -> set[str]:
     return names
 
 
+def help_text(path: list[str]) -> str:
+    """What `pam PATH --help` prints, which exits 0."""
+    result = CliRunner().invoke(cli.cli, [*path, "--help"], prog_name="pam")
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def commands(group: click.Group, path: tuple[str, ...] = ()) -> Iterator[list[str]]:
+    """The path after `pam` of every command and group under `group`."""
+    for name, command in group.commands.items():
+        yield [*path, name]
+        if isinstance(command, click.Group):
+            yield from commands(command, (*path, name))
+
+
 def pam(*args: str, cwd: Path, env: dict[str, str], stdin: bytes = b"") -> tuple[int, str, str]:
     """Run `pam ARGS` to its end: exit status, stdout, stderr."""
     done = subprocess.run(
@@ -71,16 +88,10 @@ def pam(*args: str, cwd: Path, env: dict[str, str], stdin: bytes = b"") -> tuple
 
 
 @pytest.mark.parametrize("path", HELP_PATHS, ids=" ".join)
-def test_every_subcommand_help_says_what_it_does_and_what_it_reads(
-    path: list[str], capsys: pytest.CaptureFixture[str]
-) -> None:
-    with pytest.raises(SystemExit) as exited:
-        cli.parser().parse_args([*path, "--help"])
-
-    assert exited.value.code == 0
-    text = capsys.readouterr().out
+def test_every_subcommand_help_says_what_it_does_and_what_it_reads(path: list[str]) -> None:
+    text = help_text(path)
     usage, _, rest = text.partition("\n\n")
-    assert usage.startswith(f"usage: pam {' '.join(path)}")
+    assert usage.startswith(f"Usage: pam {' '.join(path)}")
     description = rest.split("\n\n")[0]
     assert len(description) > 30, f"no description of what it does: {text}"
     assert "Reads" in text
@@ -96,24 +107,31 @@ def test_the_help_names_every_setting_and_nothing_that_is_not_one() -> None:
 
 
 @pytest.mark.parametrize("command", ["chat", "worker", "serve", "telegram", "memory-jobs"])
-def test_every_command_with_a_connection_pool_names_its_size(
-    command: str, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_every_command_with_a_connection_pool_names_its_size(command: str) -> None:
     # Each of them builds Pam (bot/runtime.py), whose pool PAM_DB_POOL_SIZE bounds: the
     # variable an operator sets to fit a small Postgres plan (README, Scaling).
-    with pytest.raises(SystemExit):
-        cli.parser().parse_args([command, "--help"])
-    assert "PAM_DB_POOL_SIZE" in capsys.readouterr().out
+    assert "PAM_DB_POOL_SIZE" in help_text([command])
 
 
-def test_serve_has_a_port_flag_beside_the_port_variable(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    assert cli.parser().parse_args(["serve", "--port", "9001"]).port == 9001
-    assert cli.parser().parse_args(["serve"]).port is None  # then $PORT, else 8000
-    with pytest.raises(SystemExit):
-        cli.parser().parse_args(["serve", "--help"])
-    text = capsys.readouterr().out
+def test_every_command_has_a_description_and_names_each_variable_it_reads() -> None:
+    paths = list(commands(cli.cli))
+    assert sorted(paths) == sorted(HELP_PATHS), "a command HELP_PATHS does not test"
+    assert {" ".join(path) for path in paths} == set(cli.READS) - {"web"}
+    for path in paths:
+        text = help_text(path)
+        description = text.partition("\n\n")[2].split("\n\n")[0]
+        assert len(description) > 30, f"no description of what it does: {text}"
+        assert "Example" in text, f"no example: {text}"
+        words = {word.strip(",.") for word in text.split()}
+        assert set(cli.READS[" ".join(path)]) <= words, f"a variable it reads is not named: {text}"
+    for command in cli.cli.commands.values():
+        assert command.short_help, f"pam --help lists {command.name} without a summary"
+
+
+def test_serve_has_a_port_flag_beside_the_port_variable() -> None:
+    assert cli.serve.make_context("serve", ["--port", "9001"]).params["port"] == 9001
+    assert cli.serve.make_context("serve", []).params["port"] is None  # then $PORT, else 8000
+    text = help_text(["serve"])
     assert "--port PORT" in text and "$PORT" in text and "--host HOST" in text
 
 
@@ -121,7 +139,7 @@ def test_the_top_level_help_lists_the_commands_and_the_web_process(tmp_path: Pat
     code, out, err = pam("--help", cwd=tmp_path, env=service_env("sqlite:///unused.db"))
     assert code == 0, err
     for command in ("chat", "worker", "serve", "telegram", "memory-jobs", "db"):
-        assert f"\n    {command}" in out
+        assert re.search(rf"^  {command} +\S", out, re.M), f"{command} has no summary: {out}"
     assert "webhooks.app:create_app()" in out and "PAM_DB_POOL_SIZE" in out
 
 

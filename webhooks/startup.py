@@ -1,0 +1,98 @@
+"""How every Pam process starts: the `.env` file, the settings, Pam built on a usable database,
+and the clear exit when one of them is wrong. Shared by the `pam` commands (webhooks/cli.py,
+webhooks/services.py) and the web process (webhooks/app.py), which all read their
+configuration by the same rules."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import MutableMapping
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
+
+from dotenv import dotenv_values
+from pydantic import ValidationError
+from sqlalchemy.exc import DatabaseError
+
+from bot.settings import Settings
+from memory import db
+
+if TYPE_CHECKING:
+    from bot.runtime import Pam
+
+SETUP_HELP = """Pam needs a language model to talk to, and none is configured.
+
+Use OpenAI:
+    export OPENAI_API_KEY=sk-...            (PAM_MODEL defaults to gpt-4o-mini)
+
+Or a local OpenAI-compatible server, e.g. Ollama (https://ollama.com):
+    ollama pull llama3.1
+    export OPENAI_BASE_URL=http://localhost:11434/v1
+    export PAM_MODEL=llama3.1
+
+(vLLM and LM Studio work the same way: point OPENAI_BASE_URL at their /v1 endpoint.)
+Then run the pam command again."""
+
+DOTENV = Path(".env")
+
+
+def fail(message: str) -> NoReturn:
+    """Say what is wrong and what to do, on stderr, and exit with status 2."""
+    print(message, file=sys.stderr)
+    raise SystemExit(2)
+
+
+def read_dotenv(path: Path = DOTENV, environ: MutableMapping[str, str] = os.environ) -> bool:
+    """Fill in, from the `.env` file at `path` (in the working directory), the variables that
+    the environment leaves unset or empty: the environment wins, and an empty value means
+    unset in both. Done first, so that everything reads them alike — the settings, the log
+    level and the processes a command starts. True if there was such a file."""
+    if not path.is_file():
+        return False
+    for name, value in dotenv_values(path).items():
+        if value and not environ.get(name):
+            environ[name] = value
+    return True
+
+
+def load_settings(*, needs_llm: bool = False) -> Settings:
+    """The settings from the environment, or a clear exit when they are unusable."""
+    try:
+        settings = Settings()
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
+        )
+        fail(f"pam: invalid configuration: {problems}")
+    if needs_llm and not settings.llm_configured:
+        fail(SETUP_HELP)
+    return settings
+
+
+def build_or_exit(
+    settings: Settings, *, migrate: bool, memory_process: bool = False, replayable: bool = False
+) -> Pam:
+    """Pam assembled from `settings` (with its scheduler, or its memory process), or a clear
+    exit when the database cannot be used."""
+    # Imported here: the web process reads its settings through this module and never builds
+    # Pam, so it need not load the composition root's clients (OpenAI, APScheduler, PTB).
+    from webhooks.wiring import build
+
+    try:
+        if not migrate:
+            warning = db.require_current_schema(settings.database_url)
+            if warning:
+                logging.getLogger("pam.cli").warning("%s", warning)
+        return build(
+            settings, migrate=migrate, memory_process=memory_process, replayable=replayable
+        )
+    except (db.DatabaseURLError, db.SchemaNotCurrent) as exc:
+        fail(f"pam: {exc}")
+    except DatabaseError as exc:  # unreachable, refused, or a file that is no database
+        fail(
+            f"pam: cannot open the database in DATABASE_URL: {exc.orig}. Check that the "
+            "server is running, the credentials are right, or that a SQLite file's folder "
+            "exists and the file is a SQLite database."
+        )
