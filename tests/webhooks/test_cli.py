@@ -10,6 +10,7 @@ import signal
 import socket
 import sqlite3
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
