@@ -1,5 +1,6 @@
-"""Helpers the tests share: queue rows, settings with knobs, inbound messages, bounded waits, a
-recording sender. Fixtures built on them live in tests/conftest.py."""
+"""Helpers the tests share: queue rows, inbound messages, bounded waits, a recording sender.
+Fixtures built on them live in tests/conftest.py; settings with some knobs changed are
+`Settings.replace`."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ from typing import Any, TypeVar
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from bot.settings import Settings
 from memory.messages import Inbound, Sent
 from memory.models import InboxItem, OutboxItem
 from memory.queue import Claim
@@ -36,11 +36,6 @@ def queue_items(engine: Engine, model: type[Q], *conditions: Any, order_by: Any 
         )
         session.expunge_all()
         return rows
-
-
-def with_knobs(settings: Settings, **knobs: object) -> Settings:
-    """`settings` with some fields replaced (Settings is frozen)."""
-    return settings.model_copy(update=knobs)
 
 
 def inbound(address: str, text: str = "Hola", *, channel: str = "test", pid: str = "") -> Inbound:

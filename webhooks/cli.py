@@ -139,7 +139,7 @@ def load_settings(*, needs_llm: bool = False) -> Settings:
             f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
         )
         fail(f"pam: invalid configuration: {problems}")
-    if needs_llm and not settings.llm_configured:
+    if needs_llm and not settings.llm.configured:
         fail(SETUP_HELP)
     return settings
 
@@ -189,10 +189,13 @@ def cmd_chat(args: argparse.Namespace) -> int:
     from bot.terminal import chat
 
     # In the terminal the learner is the operator: no per-minute limit (scripts pipe fast).
-    settings = load_settings(needs_llm=True).model_copy(update={"rate_limit_per_minute": 0})
+    settings = load_settings(needs_llm=True).replace(limits={"rate_limit_per_minute": 0})
     log_file = chat_log_file(settings) if sys.stdin.isatty() else None
+    level = settings.log_level or logs.COMMAND_LEVEL
     if log_file is not None:
-        logs.configure_file("WARNING", log_file)
+        logs.configure_file(level, log_file)
+    else:
+        logs.configure(level, sys.stderr)
     pam = build_or_exit(settings, migrate=True)
     assert pam.scheduler is not None
     pam.scheduler.start()
@@ -204,7 +207,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print(file=sys.stderr)
     finally:
-        if not pam.close(settings.shutdown_wait_seconds):
+        if not pam.close(settings.service.shutdown_wait_seconds):
             print(
                 "pam: some memory updates did not finish in time; they resume next time.",
                 file=sys.stderr,
@@ -215,6 +218,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
 def cmd_db_upgrade(args: argparse.Namespace) -> int:
     """`pam db upgrade`: create the tables, or migrate them to the newest revision."""
     settings = load_settings()
+    logs.configure(settings.log_level or logs.COMMAND_LEVEL, sys.stderr)
     try:
         engine = db.make_engine(settings.database_url)
         db.upgrade(engine)
@@ -379,7 +383,8 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `pam` console script."""
     read_dotenv()
-    logs.configure("WARNING", sys.stderr)
+    # Until a command has read PAM_LOG_LEVEL with its settings.
+    logs.configure(logs.COMMAND_LEVEL, sys.stderr)
     args = parser().parse_args(argv)
     return int(args.func(args))
 

@@ -12,17 +12,17 @@ from tests.fakes import FakeChatModel
 from webhooks.wiring import build
 
 
-def pam_with(settings: Settings, engine: Engine, model: FakeChatModel, **limits: int) -> Pam:
-    """Pam with some limits changed and memory jobs inline."""
-    return build(
-        settings.model_copy(update=limits), model=model, submit=lambda work: work(), engine=engine
-    )
+def pam_with(
+    settings: Settings, engine: Engine, model: FakeChatModel, **knobs: dict[str, int]
+) -> Pam:
+    """Pam with some limits changed (`limits={...}`) and memory jobs inline."""
+    return build(settings.replace(**knobs), model=model, submit=lambda work: work(), engine=engine)
 
 
 def test_too_many_messages_a_minute_get_a_friendly_answer_and_are_kept(
     settings: Settings, engine: Engine, fake_model: FakeChatModel
 ) -> None:
-    pam = pam_with(settings, engine, fake_model, rate_limit_per_minute=3)
+    pam = pam_with(settings, engine, fake_model, limits={"rate_limit_per_minute": 3})
     user = unique_user()
     pam.tutor.handle(user, "/language Spanish English")
     answers = [pam.tutor.handle(user, f"Mensaje {n}")[0] for n in range(5)]
@@ -38,7 +38,7 @@ def test_too_many_messages_a_minute_get_a_friendly_answer_and_are_kept(
 def test_the_rate_limit_counts_each_learner_alone(
     settings: Settings, engine: Engine, fake_model: FakeChatModel
 ) -> None:
-    pam = pam_with(settings, engine, fake_model, rate_limit_per_minute=2)
+    pam = pam_with(settings, engine, fake_model, limits={"rate_limit_per_minute": 2})
     first, second = unique_user(), unique_user()
     for n in range(2):
         pam.tutor.handle(first, f"uno {n}")
@@ -48,7 +48,7 @@ def test_the_rate_limit_counts_each_learner_alone(
 def test_a_learner_over_their_daily_tokens_is_told_kindly(
     settings: Settings, engine: Engine, fake_model: FakeChatModel
 ) -> None:
-    pam = pam_with(settings, engine, fake_model, learner_daily_tokens=1)
+    pam = pam_with(settings, engine, fake_model, limits={"learner_daily_tokens": 1})
     user, other = unique_user(), unique_user()
     first = pam.tutor.handle(user, "Hola")
     assert first != [phrases.LEARNER_BUDGET["English"]]  # the first call spends the budget
@@ -60,7 +60,7 @@ def test_a_learner_over_their_daily_tokens_is_told_kindly(
 def test_the_service_wide_daily_budget_stops_every_reply(
     settings: Settings, engine: Engine, fake_model: FakeChatModel
 ) -> None:
-    pam = pam_with(settings, engine, fake_model, daily_tokens=1)
+    pam = pam_with(settings, engine, fake_model, limits={"daily_tokens": 1})
     pam.tutor.handle(unique_user(), "Hola")  # spends the day's budget (and any earlier test's)
     assert pam.tutor.handle(unique_user(), "Hola") == [phrases.SERVICE_BUDGET["English"]]
 

@@ -21,7 +21,7 @@ from bot.worker import Worker
 from memory.models import InboxItem, OutboxItem, utcnow
 from memory.queue import CLAIMED, DONE, FAILED, PENDING, SENT, Inbox, Outbox
 from tests.conftest import unique_user
-from tests.support import WAIT, inbound, queue_items, wait_until, with_knobs
+from tests.support import WAIT, inbound, queue_items, wait_until
 
 LEASE = 300.0
 WEEK = timedelta(days=7)
@@ -230,21 +230,21 @@ def test_a_running_worker_prunes_now_and_then(
 @pytest.mark.parametrize("hours", [1, 12, 23.5])
 def test_a_window_shorter_than_a_day_is_refused_with_the_reason(hours: float) -> None:
     with pytest.raises(ValidationError) as refused:
-        Settings(queue_retention_hours=hours)
+        Settings(service={"queue_retention_hours": hours})
     message = str(refused.value)
     assert "PAM_QUEUE_RETENTION_HOURS" in message and "at least 24" in message
     assert "redeliver" in message
 
 
 def test_retention_settings_accept_a_day_or_more_and_zero() -> None:
-    assert Settings().queue_retention_hours == 168
-    assert Settings(queue_retention_hours=24).queue_retention_hours == 24
-    assert Settings(queue_retention_hours=0).queue_retention_hours == 0
+    assert Settings().service.queue_retention_hours == 168
+    assert Settings(service={"queue_retention_hours": 24}).service.queue_retention_hours == 24
+    assert Settings(service={"queue_retention_hours": 0}).service.queue_retention_hours == 0
 
 
 def with_retention(pam: Pam, hours: float) -> Pam:
     """`pam` with another retention window (Settings is frozen)."""
-    pam.settings = with_knobs(pam.settings, queue_retention_hours=hours)
+    pam.settings = pam.settings.replace(service={"queue_retention_hours": hours})
     return pam
 
 

@@ -19,11 +19,11 @@ from webhooks.cli import read_dotenv
 def test_defaults_without_environment() -> None:
     settings = Settings()
     assert settings.database_url == "sqlite:///pam.db"
-    assert settings.openai_api_key is None and settings.openai_base_url is None
-    assert settings.model == "gpt-4o-mini"
-    assert settings.memory_model == "gpt-4o-mini"
-    assert settings.llm_configured is False
-    assert settings.memory_config() == MemoryConfig()
+    assert settings.llm.api_key is None and settings.llm.base_url is None
+    assert settings.llm.model == "gpt-4o-mini"
+    assert settings.memory.memory_model == "gpt-4o-mini"
+    assert settings.llm.configured is False
+    assert settings.memory.model_dump() == MemoryConfig().model_dump()
 
 
 def test_environment_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -47,52 +47,54 @@ def test_environment_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv(name, value)
     settings = Settings()
     assert settings.database_url == env["DATABASE_URL"]
-    assert settings.openai_api_key == "sk-test"
-    assert settings.openai_base_url == "http://localhost:11434/v1"
-    assert settings.model == "llama3.1"
-    assert settings.memory_model == "llama3.2:1b"
-    assert settings.summary_trigger_tokens == 1500
-    assert settings.summary_max_tokens == 300
-    assert settings.window_messages == 12
-    assert settings.profile_every == 7
-    assert settings.llm_timeout_seconds == 12.5
-    assert settings.llm_max_retries == 5
-    assert settings.reply_max_tokens == 400
-    assert settings.job_lease_seconds == 90
-    assert settings.shutdown_wait_seconds == 0
-    assert settings.memory_config() == MemoryConfig(
-        window_messages=12,
-        summary_trigger_tokens=1500,
-        summary_max_tokens=300,
-        profile_every=7,
-        job_lease_seconds=90,
-        memory_model="llama3.2:1b",
+    assert settings.llm.api_key == "sk-test"
+    assert settings.llm.base_url == "http://localhost:11434/v1"
+    assert settings.llm.model == "llama3.1"
+    assert settings.memory.memory_model == "llama3.2:1b"
+    assert settings.memory.summary_trigger_tokens == 1500
+    assert settings.memory.summary_max_tokens == 300
+    assert settings.memory.window_messages == 12
+    assert settings.memory.profile_every == 7
+    assert settings.llm.timeout_seconds == 12.5
+    assert settings.llm.max_retries == 5
+    assert settings.llm.reply_max_tokens == 400
+    assert settings.memory.job_lease_seconds == 90
+    assert settings.service.shutdown_wait_seconds == 0
+    assert (
+        settings.memory.model_dump()
+        == MemoryConfig(
+            window_messages=12,
+            summary_trigger_tokens=1500,
+            summary_max_tokens=300,
+            profile_every=7,
+            job_lease_seconds=90,
+            memory_model="llama3.2:1b",
+        ).model_dump()
     )
 
 
 def test_memory_model_defaults_to_the_reply_model(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PAM_MODEL", "gpt-4.1-mini")
-    assert Settings().memory_model == "gpt-4.1-mini"
-    assert Settings().memory_config().memory_model == "gpt-4.1-mini"
+    assert Settings().memory.memory_model == "gpt-4.1-mini"
     monkeypatch.setenv("PAM_MEMORY_MODEL", "")
-    assert Settings().memory_model == "gpt-4.1-mini"
+    assert Settings().memory.memory_model == "gpt-4.1-mini"
 
 
 def test_lowercase_environment_names_work_too(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("pam_model", "qwen2.5")
-    assert Settings().model == "qwen2.5"
+    assert Settings().llm.model == "qwen2.5"
 
 
 def test_tests_can_pass_values_directly() -> None:
-    settings = Settings(database_url="sqlite:///x.db", summary_trigger_tokens=50)
+    settings = Settings(database_url="sqlite:///x.db", memory={"summary_trigger_tokens": 50})
     assert settings.database_url == "sqlite:///x.db"
-    assert settings.summary_trigger_tokens == 50
+    assert settings.memory.summary_trigger_tokens == 50
 
 
 def test_settings_are_frozen() -> None:
     settings = Settings()
     with pytest.raises(ValidationError):
-        settings.model = "other"  # type: ignore[misc]
+        settings.llm.model = "other"  # type: ignore[misc]
 
 
 @pytest.mark.parametrize(
@@ -134,7 +136,7 @@ def test_llm_configured(
 ) -> None:
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    assert Settings().llm_configured is configured
+    assert Settings().llm.configured is configured
 
 
 @pytest.mark.parametrize(
@@ -186,8 +188,8 @@ def test_every_variable_of_env_example_empty_in_the_environment_means_unset(
     for name in names:
         monkeypatch.setenv(name, "")
     assert Settings() == Settings.model_construct()  # every default, nothing failed
-    assert Settings().telegram_webhook_secret is None
-    assert Settings().port == 8000
+    assert Settings().telegram.webhook_secret is None
+    assert Settings().web.port == 8000
 
 
 def test_env_example_copied_as_it_is_loads_with_the_defaults(
@@ -210,7 +212,7 @@ def test_an_empty_telegram_secret_is_unset_but_a_bad_one_still_fails(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("TELEGRAM_WEBHOOK_SECRET", "")
-    assert Settings().telegram_webhook_secret is None
+    assert Settings().telegram.webhook_secret is None
     monkeypatch.setenv("TELEGRAM_WEBHOOK_SECRET", "has spaces")
     with pytest.raises(ValidationError):
         Settings()

@@ -39,7 +39,6 @@ from tests.support import (
     inbound,
     queue_items,
     wait_until,
-    with_knobs,
 )
 from webhooks.api.route import ApiCallbackSender
 from webhooks.app import create_app
@@ -62,7 +61,7 @@ def fake_model() -> FakeChatModel:
 
 def pam_with(settings: Settings, engine: Engine, fake: FakeChatModel, **knobs: object) -> Pam:
     """Pam with inline memory jobs and some settings changed."""
-    return build(with_knobs(settings, **knobs), model=fake, submit=lambda w: w(), engine=engine)
+    return build(settings.replace(**knobs), model=fake, submit=lambda w: w(), engine=engine)
 
 
 def worker_for(pam: Pam, sender: Sender | None) -> Worker:
@@ -233,7 +232,7 @@ def test_an_llm_outage_is_answered_with_an_apology_and_the_message_is_kept(
 def test_a_turn_that_crashed_mid_way_is_answered_once_without_a_second_llm_call(
     settings: Settings, engine: Engine, fake_model: FakeChatModel, sender: RecordingSender
 ) -> None:
-    pam = pam_with(settings, engine, fake_model, inbox_lease_seconds=0.3)
+    pam = pam_with(settings, engine, fake_model, service={"inbox_lease_seconds": 0.3})
     worker = worker_for(pam, sender)
     user = unique_user()
     worker.inbox.accept(inbound(user, "Ayer yo va al cine"))
@@ -331,10 +330,12 @@ def test_a_slow_turn_keeps_its_claim_alive_and_is_answered_once(
     its heartbeat renews the lease."""
     gate = Gate(echo)
     fake_model.defaults["reply"] = lambda messages: str(gate(messages))
-    first = worker_for(pam_with(settings, engine, fake_model, inbox_lease_seconds=1.0), sender)
+    first = worker_for(
+        pam_with(settings, engine, fake_model, service={"inbox_lease_seconds": 1.0}), sender
+    )
     other_engine = db.make_engine(database_url)
     second = worker_for(
-        pam_with(settings, other_engine, fake_model, inbox_lease_seconds=1.0), sender
+        pam_with(settings, other_engine, fake_model, service={"inbox_lease_seconds": 1.0}), sender
     )
     user = unique_user()
     first.inbox.accept(inbound(user, "una pregunta difícil"))
@@ -363,7 +364,9 @@ def test_a_slow_turn_keeps_its_claim_alive_and_is_answered_once(
 def test_a_message_that_keeps_crashing_its_worker_is_failed_with_an_apology(
     settings: Settings, engine: Engine, fake_model: FakeChatModel, sender: RecordingSender
 ) -> None:
-    pam = pam_with(settings, engine, fake_model, inbox_lease_seconds=0.2, max_turn_attempts=2)
+    pam = pam_with(
+        settings, engine, fake_model, service={"inbox_lease_seconds": 0.2, "max_turn_attempts": 2}
+    )
     worker = worker_for(pam, sender)
     user = unique_user()
     worker.inbox.accept(inbound(user, "a message that kills workers"))
@@ -476,7 +479,7 @@ def test_memory_jobs_start_once_the_reply_is_sent(
         events.append("job started")
         work()
 
-    knobs = with_knobs(settings, profile_every=1)
+    knobs = settings.replace(memory={"profile_every": 1})
     pam = build(knobs, model=fake_model, submit=submit, engine=engine)
     worker = worker_for(pam, Noting())
     worker.inbox.accept(inbound(unique_user(), "Trabajo de enfermera en Bremen"))
@@ -532,7 +535,7 @@ def test_a_failed_send_in_the_turn_leaves_the_rest_to_the_lanes_in_order(
 def test_replies_held_by_a_worker_that_died_are_delivered_after_their_lease(
     settings: Settings, engine: Engine, fake_model: FakeChatModel, sender: RecordingSender
 ) -> None:
-    pam = pam_with(settings, engine, fake_model, delivery_lease_seconds=0.2)
+    pam = pam_with(settings, engine, fake_model, service={"delivery_lease_seconds": 0.2})
     worker = worker_for(pam, sender)
     user = unique_user()
     worker.inbox.accept(inbound(user, "uno"))
@@ -611,7 +614,7 @@ def test_a_crashing_sender_is_retried(pam: Pam, sender: RecordingSender, engine:
 def test_a_channel_without_a_sender_is_retried_then_failed(
     settings: Settings, engine: Engine, fake_model: FakeChatModel
 ) -> None:
-    pam = pam_with(settings, engine, fake_model, max_send_attempts=3)
+    pam = pam_with(settings, engine, fake_model, service={"max_send_attempts": 3})
     worker = worker_for(pam, None)
     user = unique_user()
     answered(worker, user, "uno")
@@ -633,7 +636,7 @@ def test_a_channel_without_a_sender_is_retried_then_failed(
 def test_a_delivery_whose_worker_died_is_sent_again_with_the_same_key(
     settings: Settings, engine: Engine, fake_model: FakeChatModel, sender: RecordingSender
 ) -> None:
-    pam = pam_with(settings, engine, fake_model, delivery_lease_seconds=0.2)
+    pam = pam_with(settings, engine, fake_model, service={"delivery_lease_seconds": 0.2})
     worker = worker_for(pam, sender)
     user = unique_user()
     answered(worker, user, "uno")
@@ -656,13 +659,15 @@ def test_a_send_outliving_its_first_lease_is_not_sent_twice(
     cannot take the reply over however long the call takes."""
     gate = Gate(sender.send)
     first = worker_for(
-        pam_with(settings, engine, fake_model, delivery_lease_seconds=0.2), GatedSender(gate)
+        pam_with(settings, engine, fake_model, service={"delivery_lease_seconds": 0.2}),
+        GatedSender(gate),
     )
     user = unique_user()
     answered(first, user, "uno")
     other_engine = db.make_engine(database_url)
     second = worker_for(
-        pam_with(settings, other_engine, fake_model, delivery_lease_seconds=0.2), sender
+        pam_with(settings, other_engine, fake_model, service={"delivery_lease_seconds": 0.2}),
+        sender,
     )
     sending = Background(first.deliver_next)
     try:
@@ -905,7 +910,7 @@ def test_web_to_worker_to_callback(
     pam: Pam, settings: Settings, callback: CallbackServer, fake_model: FakeChatModel
 ) -> None:
     """The whole path: POST /api/messages → inbox → turn → outbox → signed callback."""
-    api = with_knobs(settings, api_token=API_TOKEN, api_callback_url=callback.url)
+    api = settings.replace(api={"token": API_TOKEN, "callback_url": callback.url})
     outbound = senders(api)
     worker = Worker(pam, outbound)
     client = create_app(api, engine=pam.engine).test_client()

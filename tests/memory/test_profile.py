@@ -587,10 +587,11 @@ def test_a_racing_writer_wins_over_a_slow_update(store: Store, fake_model: FakeC
 
 
 def test_a_long_backlog_reads_only_the_newest_batch_but_passes_all(
-    store: Store, fake_model: FakeChatModel
+    store: Store, fake_model: FakeChatModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     learner = store.learner(unique_user())
-    config = MemoryConfig(profile_max_batch=3)
+    monkeypatch.setattr(MemoryConfig, "profile_max_batch", 3)
+    config = MemoryConfig()
     ids = _chat(store, learner.id, [f"mensaje número {n}" for n in range(8)])
     assert learn_profile(learner.id, store=store, model=fake_model, config=config)
     (call,) = fake_model.calls
@@ -790,7 +791,7 @@ def test_31_self_describing_turns_teach_the_profile_and_profile_shows_it(
     settings: Settings, engine: Engine, fake_model: FakeChatModel
 ) -> None:
     # Memory jobs inline; no rate limit, so all 31 turns reach the model.
-    quick = settings.model_copy(update={"rate_limit_per_minute": 0})
+    quick = settings.replace(limits={"rate_limit_per_minute": 0})
     pam = build(quick, model=fake_model, submit=lambda work: work(), engine=engine)
     fake_model.defaults["profile"] = _loose_profile_answer
     user = unique_user()

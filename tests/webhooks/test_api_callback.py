@@ -24,7 +24,7 @@ from bot.settings import Settings
 from bot.worker import Worker
 from memory.models import OutboxItem, utcnow
 from tests.conftest import unique_user
-from tests.support import API_TOKEN, with_knobs
+from tests.support import API_TOKEN
 from webhooks.api.route import ApiCallbackSender, webhook_signature
 from webhooks.app import create_app
 
@@ -85,7 +85,7 @@ class Clock:
 
 def serve(pam: Pam, settings: Settings, callback: Callback, clock: Clock) -> tuple[Any, Worker]:
     """The web app's test client and a worker delivering API replies to `callback`."""
-    api = with_knobs(settings, api_token=API_TOKEN, api_callback_url=callback.url)
+    api = settings.replace(api={"token": API_TOKEN, "callback_url": callback.url})
     sender = ApiCallbackSender(callback.url, API_TOKEN, timeout=5, clock=clock)
     return create_app(api, engine=pam.engine).test_client(), Worker(pam, {"api": sender})
 

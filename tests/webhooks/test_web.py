@@ -23,7 +23,7 @@ from memory.models import InboxItem, OutboxItem
 from memory.queue import PENDING
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel
-from tests.support import API_TOKEN, with_knobs
+from tests.support import API_TOKEN
 from webhooks.app import MAX_BODY_BYTES, create_app
 
 AUTH = {"Authorization": f"Bearer {API_TOKEN}"}
@@ -32,7 +32,7 @@ UNREACHABLE_POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:1/x"
 
 @pytest.fixture
 def api_settings(settings: Settings) -> Settings:
-    return with_knobs(settings, api_token=API_TOKEN)
+    return settings.replace(api={"token": API_TOKEN})
 
 
 @pytest.fixture
@@ -101,8 +101,8 @@ def dead_engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engi
 def dead_settings(engine: Engine) -> Settings:
     return Settings(
         database_url=engine.url.render_as_string(hide_password=False),
-        openai_api_key="test-key",
-        api_token=API_TOKEN,
+        llm={"api_key": "test-key"},
+        api={"token": API_TOKEN},
     )
 
 
@@ -147,7 +147,7 @@ def test_a_database_error_while_accepting_is_503_with_retry_after(
 def test_the_api_channel_is_off_without_a_token(
     settings: Settings, engine: Engine, woken: list[int]
 ) -> None:
-    assert settings.api_token is None
+    assert settings.api.token is None
     client = create_app(settings, engine=engine, on_inbound=lambda: woken.append(1)).test_client()
     for headers in ({}, AUTH, {"Authorization": "Bearer "}, {"Authorization": "Bearer None"}):
         assert_json_error(post(client, message(), headers), 404)

@@ -32,7 +32,7 @@ PERMANENT_CODES = {21211, 21408, 21610, 21612, 21614, 63003, 63016, 63018, 63024
 def called_url() -> str:
     """The URL Twilio called, as Twilio signed it: from PAM_PUBLIC_URL when set, else the
     request's own, its scheme as the trusted proxies (PAM_PROXY_HOPS) forwarded it."""
-    public = web().settings.public_url
+    public = web().settings.web.public_url
     path = request.full_path if request.query_string else request.path
     if public:
         return public.rstrip("/") + path
@@ -47,7 +47,9 @@ def _signed() -> bool:
     signature_settings = request.headers.get("X-Twilio-Webhooks-Signature-Settings")
     # With signature settings, Twilio signs with the webhook SharedKey secret; otherwise with
     # the account's auth token.
-    token = settings.twilio_webhook_shared_key if signature_settings else settings.twilio_auth_token
+    token = (
+        settings.whatsapp.webhook_shared_key if signature_settings else settings.whatsapp.auth_token
+    )
     if not token or not signature:
         return False
     algorithm = get_signature_algorithm(signature_settings)
@@ -57,7 +59,7 @@ def _signed() -> bool:
 
 def _guard() -> ResponseReturnValue | None:
     settings = web().settings
-    if not settings.twilio_auth_token or not settings.twilio_account_sid:
+    if not settings.whatsapp.auth_token or not settings.whatsapp.account_sid:
         return jsonify(error="Not Found", detail="no such endpoint"), 404
     if request.mimetype != "application/x-www-form-urlencoded":
         return jsonify(error="Unsupported Media Type", detail="Twilio posts forms"), 415
