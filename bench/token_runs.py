@@ -15,7 +15,7 @@ from bench.conversations import LOW_INFO_CHAT, Learner, learner_messages
 from bench.token_model import Call, ScriptedModel
 from bot.prompt import reply_prompt
 from bot.runtime import Pam
-from bot.settings import Settings
+from bot.settings import LimitSettings, LLMSettings, Settings
 from memory import db
 from memory.config import MemoryConfig
 from memory.llm import ChatMessage
@@ -65,17 +65,9 @@ def bench_settings(database_url: str, memory: MemoryConfig) -> Settings:
     would answer without calling the model), every value passed so the environment counts not."""
     return Settings(
         database_url=database_url,
-        openai_api_key="bench-offline",
-        model=REPLY_MODEL,
-        memory_model_override=MEMORY_MODEL,
-        rate_limit_per_minute=0,
-        learner_daily_tokens=0,
-        daily_tokens=0,
-        window_messages=memory.window_messages,
-        summary_trigger_tokens=memory.summary_trigger_tokens,
-        summary_max_tokens=memory.summary_max_tokens,
-        fold_batch_messages=memory.fold_batch_messages,
-        profile_every=memory.profile_every,
+        llm=LLMSettings(api_key="bench-offline", model=REPLY_MODEL),
+        memory=memory.model_copy(update={"memory_model": MEMORY_MODEL}),
+        limits=LimitSettings(rate_limit_per_minute=0, learner_daily_tokens=0, daily_tokens=0),
     )
 
 

@@ -18,7 +18,7 @@ import statistics
 import sys
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -55,8 +55,7 @@ def log(line: str) -> None:
 def curve_point(trigger: int, cap: int, batch: int, turns: int) -> dict[str, Any]:
     """Pam's cost and targets at one summary trigger, cap and fold batch (run in a worker
     process)."""
-    memory = replace(
-        MemoryConfig(),
+    memory = MemoryConfig(
         summary_trigger_tokens=trigger,
         summary_max_tokens=cap,
         fold_batch_messages=batch,
@@ -190,7 +189,8 @@ def run(
     result: dict[str, Any] = {
         "turns": turns,
         "learners": list(LABELS.values()),
-        "memory": asdict(memory),
+        # profile_max_batch is a bound of the job, not a knob, but the report has always named it
+        "memory": {**memory.model_dump(), "profile_max_batch": memory.profile_max_batch},
         "figures": figures,
         "table": markdown_table(figures),
         "learner_table": learner_table(labelled, {LABELS[k]: s for k, s in series["full"].items()}),

@@ -1,198 +1,99 @@
-"""Pam's configuration: read once from the environment into one typed object."""
+"""Pam's configuration: read once from the environment into one typed object of sections.
+
+Each section reads the variables named by its prefix and its fields' names in capitals
+(`TelegramSettings.bot_token` is `TELEGRAM_BOT_TOKEN`); the few older names that do not fit
+their section's prefix are given where the field is. A value that fails validation is
+reported under the variable's name."""
 
 from __future__ import annotations
 
-from pydantic import AliasChoices, Field, field_validator
+from typing import Any, TypeVar
+
+from pydantic import AliasGenerator, BaseModel, Field, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.llm_requests import Effort, StructuredOutput
-from memory.config import MemoryConfig
+from bot.logs import Level
+from memory.config import DEFAULT_MODEL, MemoryConfig
 
 # Platforms redeliver an unacknowledged message for up to a day; finished queue items are kept
 # at least this long so that a redelivery is still recognised.
 MIN_QUEUE_RETENTION_HOURS = 24
 
-
-def _env(*names: str) -> AliasChoices:
-    return AliasChoices(*names)
+M = TypeVar("M", bound=BaseModel)
 
 
-class Settings(BaseSettings):
-    """Every knob Pam has. Build it with `Settings()` at the edge; tests pass values directly."""
-
-    # An empty variable (`TELEGRAM_WEBHOOK_SECRET=` as .env.example has it) means unset: the
-    # default applies, instead of an empty string failing validation for every command.
-    model_config = SettingsConfigDict(
-        frozen=True, populate_by_name=True, extra="ignore", env_ignore_empty=True
+def section(prefix: str) -> SettingsConfigDict:
+    """The configuration of a section whose variables are `prefix` + a field's name in
+    capitals. The variable's name is each field's alias, so that a validation error names it;
+    code and tests still pass values by the fields' names."""
+    return SettingsConfigDict(
+        env_prefix=prefix,
+        alias_generator=AliasGenerator(validation_alias=lambda name: prefix + name.upper()),
+        validate_by_name=True,
+        # An empty variable (`TELEGRAM_WEBHOOK_SECRET=` as .env.example has it) means unset:
+        # the default applies, instead of an empty string failing validation.
+        env_ignore_empty=True,
+        extra="ignore",
+        frozen=True,
     )
 
-    database_url: str = Field(
-        default="sqlite:///pam.db", validation_alias=_env("DATABASE_URL", "database_url")
-    )
 
-    openai_api_key: str | None = Field(
-        default=None, validation_alias=_env("OPENAI_API_KEY", "openai_api_key")
-    )
-    openai_base_url: str | None = Field(
-        default=None, validation_alias=_env("OPENAI_BASE_URL", "openai_base_url")
-    )
-    model: str = Field(default="gpt-4o-mini", validation_alias=_env("PAM_MODEL", "model"))
-    memory_model_override: str | None = Field(
-        default=None, validation_alias=_env("PAM_MEMORY_MODEL", "memory_model_override")
-    )
-    llm_timeout_seconds: float = Field(
-        default=30.0, gt=0, validation_alias=_env("PAM_LLM_TIMEOUT", "llm_timeout_seconds")
-    )
-    llm_max_retries: int = Field(
-        default=3, ge=0, le=10, validation_alias=_env("PAM_LLM_MAX_RETRIES", "llm_max_retries")
-    )
-    reply_max_tokens: int = Field(
-        default=700, gt=0, validation_alias=_env("PAM_REPLY_MAX_TOKENS", "reply_max_tokens")
-    )
+class LLMSettings(BaseSettings):
+    """The chat model: where it is, which model answers, how requests are made."""
+
+    model_config = section("PAM_")
+
+    api_key: str | None = Field(default=None, validation_alias="OPENAI_API_KEY")
+    base_url: str | None = Field(default=None, validation_alias="OPENAI_BASE_URL")
+    model: str = DEFAULT_MODEL
+    timeout_seconds: float = Field(default=30.0, gt=0, validation_alias="PAM_LLM_TIMEOUT")
+    max_retries: int = Field(default=3, ge=0, le=10, validation_alias="PAM_LLM_MAX_RETRIES")
+    reply_max_tokens: int = Field(default=700, gt=0)
     # auto: JSON schema where the provider has it, else JSON mode, else the prompt's word,
     # learned per model from the provider's 400; any other value pins that mode.
-    structured_output: StructuredOutput = Field(
-        default="auto", validation_alias=_env("PAM_STRUCTURED_OUTPUT", "structured_output")
-    )
+    structured_output: StructuredOutput = "auto"
     # Sent to OpenAI's reasoning models (o-series, gpt-5*) only; "off" sends none.
-    reasoning_effort: Effort = Field(
-        default="low", validation_alias=_env("PAM_REASONING_EFFORT", "reasoning_effort")
-    )
-    memory_reasoning_effort: Effort = Field(
-        default="low",
-        validation_alias=_env("PAM_MEMORY_REASONING_EFFORT", "memory_reasoning_effort"),
-    )
+    reasoning_effort: Effort = "low"
+    memory_reasoning_effort: Effort = "low"
 
-    rate_limit_per_minute: int = Field(
-        default=20,
-        ge=0,
-        validation_alias=_env("PAM_RATE_LIMIT_PER_MINUTE", "rate_limit_per_minute"),
-    )
-    learner_daily_tokens: int = Field(
-        default=200_000,
-        ge=0,
-        validation_alias=_env("PAM_LEARNER_DAILY_TOKENS", "learner_daily_tokens"),
-    )
-    daily_tokens: int = Field(
-        default=0, ge=0, validation_alias=_env("PAM_DAILY_TOKENS", "daily_tokens")
-    )
+    @property
+    def configured(self) -> bool:
+        """True when an OpenAI key or an OpenAI-compatible base URL is set."""
+        return bool(self.api_key or self.base_url)
 
-    window_messages: int = Field(
-        default=10, ge=2, validation_alias=_env("PAM_WINDOW_MESSAGES", "window_messages")
-    )
-    summary_trigger_tokens: int = Field(
-        default=600,
-        gt=0,
-        validation_alias=_env("PAM_SUMMARY_TRIGGER_TOKENS", "summary_trigger_tokens"),
-    )
-    summary_max_tokens: int = Field(
-        default=120, gt=0, validation_alias=_env("PAM_SUMMARY_MAX_TOKENS", "summary_max_tokens")
-    )
-    fold_batch_messages: int = Field(
-        default=6,
-        ge=1,
-        validation_alias=_env("PAM_FOLD_BATCH_MESSAGES", "fold_batch_messages"),
-    )
-    profile_every: int = Field(
-        default=5, ge=1, validation_alias=_env("PAM_PROFILE_EVERY", "profile_every")
-    )
-    job_lease_seconds: float = Field(
-        default=60.0, gt=0, validation_alias=_env("PAM_JOB_LEASE_SECONDS", "job_lease_seconds")
-    )
-    shutdown_wait_seconds: float = Field(
-        default=60.0,
-        ge=0,
-        validation_alias=_env("PAM_SHUTDOWN_WAIT_SECONDS", "shutdown_wait_seconds"),
-    )
 
-    # -- the service: web, workers, queues ---------------------------------------------------
-    port: int = Field(default=8000, ge=1, le=65535, validation_alias=_env("PORT", "port"))
-    db_pool_size: int = Field(
-        default=5, ge=1, le=100, validation_alias=_env("PAM_DB_POOL_SIZE", "db_pool_size")
-    )
-    worker_threads: int = Field(
-        default=4, ge=1, le=64, validation_alias=_env("PAM_WORKER_THREADS", "worker_threads")
-    )
-    delivery_threads: int = Field(
-        default=2, ge=1, le=32, validation_alias=_env("PAM_DELIVERY_THREADS", "delivery_threads")
-    )
-    poll_seconds: float = Field(
-        default=0.25, gt=0, le=60, validation_alias=_env("PAM_POLL_SECONDS", "poll_seconds")
-    )
-    inbox_lease_seconds: float = Field(
-        default=60.0,
-        gt=0,
-        validation_alias=_env("PAM_INBOX_LEASE_SECONDS", "inbox_lease_seconds"),
-    )
-    delivery_lease_seconds: float = Field(
-        default=60.0,
-        gt=0,
-        validation_alias=_env("PAM_DELIVERY_LEASE_SECONDS", "delivery_lease_seconds"),
-    )
-    max_turn_attempts: int = Field(
-        default=5, ge=1, validation_alias=_env("PAM_MAX_TURN_ATTEMPTS", "max_turn_attempts")
-    )
-    max_send_attempts: int = Field(
-        default=8, ge=1, validation_alias=_env("PAM_MAX_SEND_ATTEMPTS", "max_send_attempts")
-    )
-    queue_retention_hours: float = Field(
-        default=168.0,
-        ge=0,
-        validation_alias=_env("PAM_QUEUE_RETENTION_HOURS", "queue_retention_hours"),
-    )
+class MemorySettings(BaseSettings, MemoryConfig):
+    """memory/config.py's knobs, read from PAM_WINDOW_MESSAGES, PAM_MEMORY_MODEL and the rest."""
 
-    admin_token: str | None = Field(
-        default=None, validation_alias=_env("PAM_ADMIN_TOKEN", "admin_token")
-    )
+    model_config = section("PAM_")
 
-    # -- the HTTP API channel (custom front-ends; also what the service tests drive) --------
-    api_token: str | None = Field(default=None, validation_alias=_env("PAM_API_TOKEN", "api_token"))
-    api_callback_url: str | None = Field(
-        default=None, validation_alias=_env("PAM_API_CALLBACK_URL", "api_callback_url")
-    )
 
-    # -- Telegram ---------------------------------------------------------------------------
-    telegram_bot_token: str | None = Field(
-        default=None, validation_alias=_env("TELEGRAM_BOT_TOKEN", "telegram_bot_token")
-    )
-    telegram_webhook_secret: str | None = Field(
-        default=None,
-        validation_alias=_env("TELEGRAM_WEBHOOK_SECRET", "telegram_webhook_secret"),
-        pattern=r"^[A-Za-z0-9_-]{1,256}$",  # what Telegram allows in a secret token
-    )
-    telegram_api_url: str | None = Field(
-        default=None, validation_alias=_env("TELEGRAM_API_URL", "telegram_api_url")
-    )
-    # -- WhatsApp through Twilio ------------------------------------------------------------
-    twilio_account_sid: str | None = Field(
-        default=None, validation_alias=_env("TWILIO_ACCOUNT_SID", "twilio_account_sid")
-    )
-    twilio_auth_token: str | None = Field(
-        default=None, validation_alias=_env("TWILIO_AUTH_TOKEN", "twilio_auth_token")
-    )
-    twilio_whatsapp_number: str | None = Field(
-        default=None, validation_alias=_env("TWILIO_WHATSAPP_NUMBER", "twilio_whatsapp_number")
-    )
-    twilio_webhook_shared_key: str | None = Field(
-        default=None,
-        validation_alias=_env("TWILIO_WEBHOOK_SHARED_KEY_SECRET", "twilio_webhook_shared_key"),
-    )
-    twilio_api_url: str | None = Field(
-        default=None, validation_alias=_env("TWILIO_API_URL", "twilio_api_url")
-    )
+class LimitSettings(BaseSettings):
+    """Cost and abuse limits; 0 disables each."""
 
-    public_url: str | None = Field(
-        default=None, validation_alias=_env("PAM_PUBLIC_URL", "public_url")
-    )
-    # Reverse proxies in front of the web app whose X-Forwarded-* headers are trusted; unset:
-    # one on Heroku and Fly (they set DYNO and FLY_APP_NAME on every process), else none.
-    proxy_hops_override: int | None = Field(
-        default=None, ge=0, le=10, validation_alias=_env("PAM_PROXY_HOPS", "proxy_hops_override")
-    )
-    heroku_dyno: str | None = Field(default=None, validation_alias=_env("DYNO", "heroku_dyno"))
-    fly_app_name: str | None = Field(
-        default=None, validation_alias=_env("FLY_APP_NAME", "fly_app_name")
-    )
+    model_config = section("PAM_")
+
+    rate_limit_per_minute: int = Field(default=20, ge=0)
+    learner_daily_tokens: int = Field(default=200_000, ge=0)
+    daily_tokens: int = Field(default=0, ge=0)
+
+
+class ServiceSettings(BaseSettings):
+    """The long-running processes: connections, lanes, leases, retries, retention, shutdown."""
+
+    model_config = section("PAM_")
+
+    db_pool_size: int = Field(default=5, ge=1, le=100)
+    worker_threads: int = Field(default=4, ge=1, le=64)
+    delivery_threads: int = Field(default=2, ge=1, le=32)
+    poll_seconds: float = Field(default=0.25, gt=0, le=60)
+    inbox_lease_seconds: float = Field(default=60.0, gt=0)
+    delivery_lease_seconds: float = Field(default=60.0, gt=0)
+    max_turn_attempts: int = Field(default=5, ge=1)
+    max_send_attempts: int = Field(default=8, ge=1)
+    queue_retention_hours: float = Field(default=168.0, ge=0)
+    shutdown_wait_seconds: float = Field(default=60.0, ge=0)
 
     @field_validator("queue_retention_hours")
     @classmethod
@@ -208,10 +109,22 @@ class Settings(BaseSettings):
             )
         return hours
 
-    @property
-    def memory_model(self) -> str:
-        """The model for summary and profile jobs: `PAM_MEMORY_MODEL`, else `PAM_MODEL`."""
-        return self.memory_model_override or self.model
+
+class WebSettings(BaseSettings):
+    """The web app: its port, its public address, the operator's token, the proxies trusted."""
+
+    model_config = section("PAM_")
+
+    port: int = Field(default=8000, ge=1, le=65535, validation_alias="PORT")
+    public_url: str | None = None
+    admin_token: str | None = None
+    # Reverse proxies in front of the web app whose X-Forwarded-* headers are trusted; unset:
+    # one on Heroku and Fly (they set DYNO and FLY_APP_NAME on every process), else none.
+    proxy_hops_override: int | None = Field(
+        default=None, ge=0, le=10, validation_alias="PAM_PROXY_HOPS"
+    )
+    heroku_dyno: str | None = Field(default=None, validation_alias="DYNO")
+    fly_app_name: str | None = Field(default=None, validation_alias="FLY_APP_NAME")
 
     @property
     def proxy_hops(self) -> int:
@@ -222,19 +135,131 @@ class Settings(BaseSettings):
             return self.proxy_hops_override
         return 1 if self.heroku_dyno or self.fly_app_name else 0
 
-    @property
-    def llm_configured(self) -> bool:
-        """True when an OpenAI key or an OpenAI-compatible base URL is set."""
-        return bool(self.openai_api_key or self.openai_base_url)
 
-    def memory_config(self) -> MemoryConfig:
-        """The memory knobs as the memory package sees them."""
-        return MemoryConfig(
-            window_messages=self.window_messages,
-            summary_trigger_tokens=self.summary_trigger_tokens,
-            summary_max_tokens=self.summary_max_tokens,
-            fold_batch_messages=self.fold_batch_messages,
-            profile_every=self.profile_every,
-            job_lease_seconds=self.job_lease_seconds,
-            memory_model=self.memory_model,
-        )
+class ApiSettings(BaseSettings):
+    """The HTTP API channel (custom front-ends; also what the service tests drive)."""
+
+    model_config = section("PAM_API_")
+
+    token: str | None = None
+    callback_url: str | None = None
+
+
+class TelegramSettings(BaseSettings):
+    """The Telegram channel."""
+
+    model_config = section("TELEGRAM_")
+
+    bot_token: str | None = None
+    # What Telegram allows in a secret token.
+    webhook_secret: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,256}$")
+    api_url: str | None = None
+
+
+class WhatsAppSettings(BaseSettings):
+    """The WhatsApp channel, through Twilio."""
+
+    model_config = section("TWILIO_")
+
+    account_sid: str | None = None
+    auth_token: str | None = None
+    number: str | None = Field(default=None, validation_alias="TWILIO_WHATSAPP_NUMBER")
+    webhook_shared_key: str | None = Field(
+        default=None, validation_alias="TWILIO_WEBHOOK_SHARED_KEY_SECRET"
+    )
+    api_url: str | None = None
+
+
+class Settings(BaseSettings):
+    """Every knob Pam has, by section. Build it with `Settings()` at the edge; tests pass
+    values directly (`Settings(database_url=..., llm={"api_key": ...})`) or `replace` some."""
+
+    model_config = section("PAM_")
+
+    database_url: str = Field(default="sqlite:///pam.db", validation_alias="DATABASE_URL")
+    # Unset: each process's own (WARNING for the terminal and one-off commands, INFO for the
+    # services).
+    log_level: Level | None = None
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+    memory: MemoryConfig = Field(default_factory=MemorySettings, validate_default=True)
+    limits: LimitSettings = Field(default_factory=LimitSettings)
+    service: ServiceSettings = Field(default_factory=ServiceSettings)
+    web: WebSettings = Field(default_factory=WebSettings)
+    api: ApiSettings = Field(default_factory=ApiSettings)
+    telegram: TelegramSettings = Field(default_factory=TelegramSettings)
+    whatsapp: WhatsAppSettings = Field(default_factory=WhatsAppSettings)
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _level_in_capitals(cls, level: object) -> object:
+        return level.strip().upper() if isinstance(level, str) else level
+
+    @field_validator("memory")
+    @classmethod
+    def _memory_model_defaults_to_the_reply_model(
+        cls, memory: MemoryConfig, info: ValidationInfo
+    ) -> MemoryConfig:
+        # PAM_MEMORY_MODEL (or a memory_model given), else PAM_MODEL.
+        if "memory_model" in memory.model_fields_set or "llm" not in info.data:
+            return memory
+        return memory.model_copy(update={"memory_model": info.data["llm"].model})
+
+    def value_of(self, variable: str) -> object:
+        """The value of the setting the environment variable `variable` sets."""
+        section, field = variables()[variable]
+        return getattr(getattr(self, section) if section else self, field)
+
+    def replace(self, **changes: Any) -> Settings:
+        """These settings with some values replaced (they are frozen): a top-level value, or
+        for a section a dict of the fields to replace in it, e.g.
+        `settings.replace(limits={"rate_limit_per_minute": 0})`. Nothing is derived again: a
+        new `llm.model` leaves `memory.memory_model` as it was."""
+        update: dict[str, Any] = {}
+        for name, value in changes.items():
+            if name not in Settings.model_fields:
+                raise TypeError(f"Settings has no {name!r}")
+            if isinstance(value, dict):
+                value = _replaced(getattr(self, name), value)
+            update[name] = value
+        return self.model_copy(update=update)
+
+
+def _replaced(section: M, values: dict[str, Any]) -> M:
+    """`section` with the fields in `values` replaced."""
+    unknown = set(values) - set(type(section).model_fields)
+    if unknown:
+        raise TypeError(f"{type(section).__name__} has no {', '.join(sorted(unknown))}")
+    return section.model_copy(update=values)
+
+
+def variables() -> dict[str, tuple[str | None, str]]:
+    """Every environment variable the settings read, section by section: its section (None:
+    the top level) and field."""
+    top = {
+        str(field.validation_alias): (None, name)
+        for name, field in Settings.model_fields.items()
+        if name not in SECTIONS
+    }
+    return top | {
+        str(field.validation_alias): (section, name)
+        for section, model in SECTIONS.items()
+        for name, field in model.model_fields.items()
+    }
+
+
+def env_names() -> tuple[str, ...]:
+    """Every environment variable the settings read."""
+    return tuple(variables())
+
+
+# Each section's settings class (`memory` is read as MemorySettings, given as a MemoryConfig).
+SECTIONS: dict[str, type[BaseModel]] = {
+    "llm": LLMSettings,
+    "memory": MemorySettings,
+    "limits": LimitSettings,
+    "service": ServiceSettings,
+    "web": WebSettings,
+    "api": ApiSettings,
+    "telegram": TelegramSettings,
+    "whatsapp": WhatsAppSettings,
+}

@@ -93,7 +93,7 @@ class Tutor:
         self.settings = settings
         self.writer = writer
         self.clock = clock  # the rate and budget windows go by it
-        self.memory = settings.memory_config()
+        self.memory = settings.memory
         self.commands = Commands(store)
 
     def handle(
@@ -218,8 +218,8 @@ class Tutor:
         try:
             completion = self.model.complete(
                 prompt,
-                model=self.settings.model,
-                max_tokens=self.settings.reply_max_tokens,
+                model=self.settings.llm.model,
+                max_tokens=self.settings.llm.reply_max_tokens,
                 purpose="reply",
                 schema=corrections.REPLY_SCHEMA,
                 # JSON with no chat message in it is asked for again, like any unusable answer.
@@ -283,21 +283,32 @@ class Tutor:
         """What the cost and abuse limits count this turn; None if none is set."""
         settings, now = self.settings, self.clock()
         if not (
-            settings.rate_limit_per_minute or settings.learner_daily_tokens or settings.daily_tokens
+            settings.limits.rate_limit_per_minute
+            or settings.limits.learner_daily_tokens
+            or settings.limits.daily_tokens
         ):
             return None
         today = now.replace(hour=0, minute=0, second=0, microsecond=0)
-        return ActivityWindow(now - timedelta(minutes=1), today, bool(settings.daily_tokens))
+        return ActivityWindow(now - timedelta(minutes=1), today, bool(settings.limits.daily_tokens))
 
     def _over_limit(self, activity: Activity | None) -> str | None:
         """Which cost or abuse limit this turn would pass, if any."""
         if activity is None:
             return None
         settings = self.settings
-        if settings.rate_limit_per_minute and activity.messages > settings.rate_limit_per_minute:
+        if (
+            settings.limits.rate_limit_per_minute
+            and activity.messages > settings.limits.rate_limit_per_minute
+        ):
             return "rate"
-        if settings.learner_daily_tokens and activity.tokens >= settings.learner_daily_tokens:
+        if (
+            settings.limits.learner_daily_tokens
+            and activity.tokens >= settings.limits.learner_daily_tokens
+        ):
             return "learner_budget"
-        if settings.daily_tokens and (activity.everyone_tokens or 0) >= settings.daily_tokens:
+        if (
+            settings.limits.daily_tokens
+            and (activity.everyone_tokens or 0) >= settings.limits.daily_tokens
+        ):
             return "service_budget"
         return None

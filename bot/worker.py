@@ -33,18 +33,18 @@ class Worker:
         settings = pam.settings
         self.pam = pam
         self.senders = dict(senders)
-        self.inbox = Inbox(pam.engine, settings.inbox_lease_seconds, pam.clock)
-        self.outbox = Outbox(pam.engine, settings.delivery_lease_seconds, pam.clock)
-        self.poll_seconds = settings.poll_seconds
+        self.inbox = Inbox(pam.engine, settings.service.inbox_lease_seconds, pam.clock)
+        self.outbox = Outbox(pam.engine, settings.service.delivery_lease_seconds, pam.clock)
+        self.poll_seconds = settings.service.poll_seconds
         self.retention = Retention(
-            self.inbox, self.outbox, settings.queue_retention_hours, pam.clock
+            self.inbox, self.outbox, settings.service.queue_retention_hours, pam.clock
         )
         # Claims stay live while a turn or a send runs, however slow.
         leases = Heartbeats("pam-leases")
         self.delivery = Delivery(
             self.outbox,
             self.senders,
-            settings.max_send_attempts,
+            settings.service.max_send_attempts,
             leases,
             hand_over=lambda: self.wake(deliveries_only=True),
         )
@@ -53,7 +53,7 @@ class Worker:
             pam.tutor,
             pam.writer,
             self.delivery,
-            settings.max_turn_attempts,
+            settings.service.max_turn_attempts,
             leases,
             pam.clock,
         )

@@ -1,25 +1,35 @@
-"""The memory knobs, independent of where they were configured."""
+"""The memory knobs, independent of where they were configured; each default stated here once
+(bot/settings.py reads them from PAM_* variables)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+# The chat model asked when none is configured: PAM_MODEL's default, and so the memory model's.
+DEFAULT_MODEL = "gpt-4o-mini"
 
 
-@dataclass(frozen=True)
-class MemoryConfig:
+class MemoryConfig(BaseModel):
     """Window size, fold trigger, batch and cap, profile cadence, job lease, memory model."""
 
-    window_messages: int = 10
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    window_messages: int = Field(default=10, ge=2)
     # Chosen from the token benchmark's cost curve (bench/results/threshold_curve.png): the
     # largest summary cap that meets the token targets, at its cheapest trigger.
-    summary_trigger_tokens: int = 600
-    summary_max_tokens: int = 120
+    summary_trigger_tokens: int = Field(default=600, gt=0)
+    summary_max_tokens: int = Field(default=120, gt=0)
     # A fold waits until at least this many messages lie outside the window (6: three turns),
     # so the summary is rewritten at most once every three turns, however long the messages.
-    fold_batch_messages: int = 6
-    profile_every: int = 5
-    job_lease_seconds: float = 60.0
-    memory_model: str = "gpt-4o-mini"
+    fold_batch_messages: int = Field(default=6, ge=1)
+    profile_every: int = Field(default=5, ge=1)
+    job_lease_seconds: float = Field(default=60.0, gt=0)
+    # The model of the summary and profile jobs; the settings make it the reply model's unless
+    # PAM_MEMORY_MODEL names another.
+    memory_model: str = DEFAULT_MODEL
     # The profile job reads at most this many new learner messages per run; older ones are
     # skipped (the watermark still passes them) so a long backlog cannot blow up one prompt.
-    profile_max_batch: int = 40
+    # A bound of the job, not an operator's knob: no variable sets it.
+    profile_max_batch: ClassVar[int] = 40

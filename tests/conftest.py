@@ -115,7 +115,7 @@ def llm() -> Iterator[OpenAIServer]:
 @pytest.fixture
 def settings(database_url: str) -> Settings:
     """Settings for tests: the test database, defaults otherwise."""
-    return Settings(database_url=database_url, openai_api_key="test-key")
+    return Settings(database_url=database_url, llm={"api_key": "test-key"})
 
 
 @pytest.fixture

@@ -16,7 +16,6 @@ from typing import Any, TypeVar
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from bot.settings import Settings
 from memory.claims import Claim
 from memory.clock import ManualClock
 from memory.messages import Inbound, Sent
@@ -39,11 +38,6 @@ def queue_items(engine: Engine, model: type[Q], *conditions: Any, order_by: Any 
         )
         session.expunge_all()
         return rows
-
-
-def with_knobs(settings: Settings, **knobs: object) -> Settings:
-    """`settings` with some fields replaced (Settings is frozen)."""
-    return settings.model_copy(update=knobs)
 
 
 def inbound(address: str, text: str = "Hola", *, channel: str = "test", pid: str = "") -> Inbound:

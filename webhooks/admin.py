@@ -28,7 +28,7 @@ def _iso(value: Any) -> Any:
 @blueprint.before_request
 def authenticate() -> ResponseReturnValue | None:
     """404 while disabled, 401 without the right bearer token."""
-    token = web().settings.admin_token
+    token = web().settings.web.admin_token
     if not token:
         return jsonify(error="Not Found", detail="no such endpoint"), 404
     scheme, _, given = request.headers.get("Authorization", "").partition(" ")

@@ -47,11 +47,11 @@ def _production_settings() -> Settings:
     merely unreachable at start is no reason to stay down: the app answers 503 until it is
     back, and the platforms retry."""
     read_dotenv()
-    logs.configure("INFO", sys.stdout)
     try:
         settings = load_settings()  # says what is wrong, then exits
     except SystemExit:
         _stop(None)
+    logs.configure(settings.log_level or logs.SERVICE_LEVEL, sys.stdout)
     try:
         warning = db.require_current_schema(settings.database_url)
     except (db.DatabaseURLError, db.SchemaNotCurrent) as exc:
@@ -80,15 +80,17 @@ def create_app(
     if settings is None:  # the production entry point (gunicorn 'webhooks.app:create_app()')
         settings = _production_settings()
     engine = engine or db.make_engine(
-        settings.database_url, pool_size=settings.db_pool_size, max_overflow=settings.db_pool_size
+        settings.database_url,
+        pool_size=settings.service.db_pool_size,
+        max_overflow=settings.service.db_pool_size,
     )
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
-    trust_proxies(app, settings.proxy_hops)
+    trust_proxies(app, settings.web.proxy_hops)
     app.extensions["pam"] = WebContext(
         settings,
         engine,
-        Inbox(engine, settings.inbox_lease_seconds),
+        Inbox(engine, settings.service.inbox_lease_seconds),
         on_inbound or (lambda: None),
     )
     app.register_blueprint(health.blueprint)

@@ -154,10 +154,13 @@ def chat(user: str) -> None:
     from bot.terminal import chat as talk  # readline and the terminal's colours: only here
 
     # In the terminal the learner is the operator: no per-minute limit (scripts pipe fast).
-    settings = load_settings(needs_llm=True).model_copy(update={"rate_limit_per_minute": 0})
+    settings = load_settings(needs_llm=True).replace(limits={"rate_limit_per_minute": 0})
     log_file = chat_log_file(settings) if sys.stdin.isatty() else None
+    level = settings.log_level or logs.COMMAND_LEVEL
     if log_file is not None:
-        logs.configure_file("WARNING", log_file)
+        logs.configure_file(level, log_file)
+    else:
+        logs.configure(level, sys.stderr)
     pam = build_or_exit(settings, migrate=True)
     assert pam.scheduler is not None
     pam.scheduler.start()
@@ -169,7 +172,7 @@ def chat(user: str) -> None:
     except KeyboardInterrupt:
         print(file=sys.stderr)
     finally:
-        if not pam.close(settings.shutdown_wait_seconds):
+        if not pam.close(settings.service.shutdown_wait_seconds):
             print(
                 "pam: some memory updates did not finish in time; they resume next time.",
                 file=sys.stderr,
@@ -334,6 +337,7 @@ def upgrade() -> None:
     Use it before the first `pam worker` or web process, and after each upgrade of Pam.
     """
     settings = load_settings()
+    logs.configure(settings.log_level or logs.COMMAND_LEVEL, sys.stderr)
     try:
         engine = db.make_engine(settings.database_url)
         db.upgrade(engine)
@@ -349,7 +353,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of the `pam` console script: `.env` first, then the command; exits with
     the command's status (2 for a usage error)."""
     read_dotenv()
-    logs.configure("WARNING", sys.stderr)
+    # Until a command has read PAM_LOG_LEVEL with its settings.
+    logs.configure(logs.COMMAND_LEVEL, sys.stderr)
     cli.main(args=argv, prog_name="pam")
 
 

@@ -42,9 +42,9 @@ TELEGRAM_URL_HELP = (
 TELEGRAM_WEBHOOK_PORTS = (443, 80, 88, 8443)
 
 
-def service_logging() -> None:
-    """Services log to stdout, INFO by default (no message bodies, no secrets)."""
-    logs.configure("INFO", sys.stdout)
+def service_logging(settings: Settings) -> None:
+    """Services log to stdout, at PAM_LOG_LEVEL, else INFO (no message bodies, no secrets)."""
+    logs.configure(settings.log_level or logs.SERVICE_LEVEL, sys.stdout)
 
 
 def stop_on_sigterm() -> threading.Event:
@@ -72,12 +72,12 @@ def start_worker(
     sys.setswitchinterval(GIL_SWITCH_SECONDS)
     worker = Worker(pam, senders(settings))
     assert pam.memory_process is not None
-    worker.start(settings.worker_threads, settings.delivery_threads)
+    worker.start(settings.service.worker_threads, settings.service.delivery_threads)
     pam.memory_process.start()  # after build migrated: the child expects the current schema
     log.info(
         "worker started inbox_lanes=%d delivery_lanes=%d",
-        settings.worker_threads,
-        settings.delivery_threads,
+        settings.service.worker_threads,
+        settings.service.delivery_threads,
     )
     return pam, worker
 
@@ -85,28 +85,15 @@ def start_worker(
 def stop_worker(pam: Pam, worker: Worker) -> None:
     """Stop taking work, let what runs finish within PAM_SHUTDOWN_WAIT_SECONDS in all, close
     the senders."""
-    deadline = time.monotonic() + pam.settings.shutdown_wait_seconds
+    deadline = time.monotonic() + pam.settings.service.shutdown_wait_seconds
     if pam.memory_process is not None:
         # The memory process winds down alongside the lanes, towards the same deadline. Jobs
         # that the last turns ask for meanwhile stay marked and run at the next start.
         pam.memory_process.terminate()
-    if not worker.stop(pam.settings.shutdown_wait_seconds):
+    if not worker.stop(pam.settings.service.shutdown_wait_seconds):
         log.warning("stopped with a turn unfinished; its message is answered after the lease")
     pam.close(max(0.0, deadline - time.monotonic()))
     worker.close_senders()
-
-
-# The settings' field for each variable channel_report names.
-ENV_NAMES = {
-    "TELEGRAM_BOT_TOKEN": "telegram_bot_token",
-    "TELEGRAM_WEBHOOK_SECRET": "telegram_webhook_secret",
-    "TWILIO_ACCOUNT_SID": "twilio_account_sid",
-    "TWILIO_AUTH_TOKEN": "twilio_auth_token",
-    "TWILIO_WHATSAPP_NUMBER": "twilio_whatsapp_number",
-    "PAM_API_TOKEN": "api_token",
-    "PAM_API_CALLBACK_URL": "api_callback_url",
-    "PAM_ADMIN_TOKEN": "admin_token",
-}
 
 
 # Each channel of the web app: the variables that turn it on, and its route.
@@ -127,14 +114,14 @@ def channel_report(settings: Settings) -> list[tuple[str, bool, str]]:
     would turn it on: what `pam serve` says at start."""
     report: list[tuple[str, bool, str]] = []
     for name, variables, route in CHANNELS:
-        unset = [v for v in variables if not getattr(settings, ENV_NAMES[v])]
+        unset = [v for v in variables if not settings.value_of(v)]
         if unset:
             report.append((name, False, "set " + ", ".join(unset)))
             continue
         if name == "whatsapp":
             route += (
                 "; signatures checked against PAM_PUBLIC_URL"
-                if settings.public_url
+                if settings.web.public_url
                 else "; signatures checked against the Host and X-Forwarded-* headers (set "
                 "PAM_PUBLIC_URL behind a proxy that rewrites them)"
             )
@@ -181,8 +168,8 @@ def webhook_url_problem(url: str, *, local_bot_api: bool) -> str | None:
 def run_worker() -> int:
     """`pam worker`: answer the inbox, deliver the outbox and run the memory process, on a
     database already migrated, until SIGTERM."""
-    service_logging()
     settings = load_settings(needs_llm=True)
+    service_logging(settings)
     stop = stop_on_sigterm()
     pam, worker = start_worker(settings, migrate=False, replayable=True)
     stop.wait()
@@ -196,8 +183,8 @@ def run_memory_jobs(from_stdin: bool) -> int:
     then in a sweep every RECOVER_EVERY_SECONDS), `from_stdin` (`--stdin`) also each job its
     worker hands over, until SIGTERM or the end of stdin (its worker is gone)."""
     stop = stop_on_sigterm()
-    service_logging()
     settings = load_settings(needs_llm=True)
+    service_logging(settings)
     niceness = lower_priority()
     # Its writes need not wait for the disk either: a job whose last commits a database crash
     # loses is left running under its lease, and the sweep runs it again (see db.make_engine).
@@ -221,7 +208,7 @@ def run_memory_jobs(from_stdin: bool) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if requests is not None:
         requests.close()
-    finished = pam.close(max(0.0, settings.shutdown_wait_seconds - HAND_BACK_SECONDS))
+    finished = pam.close(max(0.0, settings.service.shutdown_wait_seconds - HAND_BACK_SECONDS))
     log.info("memory jobs stopped")
     if not finished:
         # Its jobs were handed back; a job thread still inside an LLM call would only hold up
@@ -238,9 +225,9 @@ def run_serve(host: str, port: int | None) -> int:
 
     from webhooks.app import create_app
 
-    service_logging()
     settings = load_settings(needs_llm=True)
-    port = port if port is not None else settings.port
+    service_logging(settings)
+    port = port if port is not None else settings.web.port
     if not 1 <= port <= 65535:
         fail(f"pam: --port {port} is not a TCP port (1-65535)")
     pam, worker = start_worker(settings, migrate=True)
@@ -279,29 +266,31 @@ def run_telegram(action: str | None, url: str | None = None) -> int:
     or wrong, before anything is sent to Telegram."""
     from webhooks.telegram.client import TelegramClient
 
-    service_logging()
     settings = load_settings()
+    service_logging(settings)
     if action == "set-webhook":
         url = url or (
-            f"{settings.public_url.rstrip('/')}/telegram/webhook" if settings.public_url else None
+            f"{settings.web.public_url.rstrip('/')}/telegram/webhook"
+            if settings.web.public_url
+            else None
         )
     else:
         url = None  # only set-webhook sends a URL
     needed = [
-        TELEGRAM_TOKEN_HELP if not settings.telegram_bot_token else None,
+        TELEGRAM_TOKEN_HELP if not settings.telegram.bot_token else None,
         TELEGRAM_SECRET_HELP
-        if action == "set-webhook" and not settings.telegram_webhook_secret
+        if action == "set-webhook" and not settings.telegram.webhook_secret
         else None,
         TELEGRAM_URL_HELP if action == "set-webhook" and not url else None,
     ]
     missing = [item for item in needed if item]
     if missing:
         fail("pam: Telegram needs " + "; and ".join(missing) + ".")
-    assert settings.telegram_bot_token is not None
+    assert settings.telegram.bot_token is not None
     if action is None:
         return poll_telegram(settings)
     if url is not None:
-        problem = webhook_url_problem(url, local_bot_api=bool(settings.telegram_api_url))
+        problem = webhook_url_problem(url, local_bot_api=bool(settings.telegram.api_url))
         if problem:
             fail(f"pam: {problem}. Nothing was sent to Telegram.")
         if not urlsplit(url).path.rstrip("/").endswith("/telegram/webhook"):
@@ -310,11 +299,11 @@ def run_telegram(action: str | None, url: str | None = None) -> int:
                 f"{urlsplit(url).path or '/'} (fine only if a proxy maps it)",
                 file=sys.stderr,
             )
-    client = TelegramClient(settings.telegram_bot_token, settings.telegram_api_url)
+    client = TelegramClient(settings.telegram.bot_token, settings.telegram.api_url)
     try:
         if url is not None:
-            assert settings.telegram_webhook_secret is not None
-            client.set_webhook(url, settings.telegram_webhook_secret)
+            assert settings.telegram.webhook_secret is not None
+            client.set_webhook(url, settings.telegram.webhook_secret)
             print(f"pam: Telegram now sends updates to {url}")
         else:
             client.delete_webhook()
@@ -333,7 +322,7 @@ def poll_telegram(settings: Settings) -> int:
     from webhooks.telegram.client import TelegramClient, WebhookIsSet
     from webhooks.telegram.poll import poll
 
-    if not settings.llm_configured:
+    if not settings.llm.configured:
         fail(SETUP_HELP)
     stop = stop_on_sigterm()
     pam, worker = start_worker(settings, migrate=True)
@@ -341,7 +330,9 @@ def poll_telegram(settings: Settings) -> int:
     assert isinstance(client, TelegramClient)
     log.info("polling Telegram for updates")
     try:
-        poll(client, Inbox(pam.engine, settings.inbox_lease_seconds), stop, worker.wake_inbox)
+        poll(
+            client, Inbox(pam.engine, settings.service.inbox_lease_seconds), stop, worker.wake_inbox
+        )
     except WebhookIsSet:
         print(
             "pam: Telegram refuses polling because a webhook is set for this bot (409 "

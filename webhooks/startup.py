@@ -66,7 +66,7 @@ def load_settings(*, needs_llm: bool = False) -> Settings:
             f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
         )
         fail(f"pam: invalid configuration: {problems}")
-    if needs_llm and not settings.llm_configured:
+    if needs_llm and not settings.llm.configured:
         fail(SETUP_HELP)
     return settings
 

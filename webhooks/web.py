@@ -39,9 +39,9 @@ class WebContext:
         needed here: the bot id, and the username for mentions in groups)."""
         with self._lock:
             if self._telegram is None:
-                assert self.settings.telegram_bot_token
+                assert self.settings.telegram.bot_token
                 self._telegram = TelegramClient(
-                    self.settings.telegram_bot_token, self.settings.telegram_api_url
+                    self.settings.telegram.bot_token, self.settings.telegram.api_url
                 )
             return self._telegram
 

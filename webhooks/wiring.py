@@ -80,29 +80,29 @@ def build(
         raise ValueError("give either `submit` or `memory_process`, not both")
     # PAM_DB_POOL_SIZE (and as many overflow) bounds every process's connections, the
     # worker's and its memory process's as much as the web's: the README's formula counts on it.
-    pool = settings.db_pool_size
+    pool = settings.service.db_pool_size
     engine = engine or db.make_engine(
         settings.database_url, pool_size=pool, max_overflow=pool, replayable=replayable
     )
     if migrate:
         db.upgrade(engine)
     store = Store(engine, clock)
-    counter = TokenCounter(settings.model)
+    counter = TokenCounter(settings.llm.model)
     if model is None:
         client = openai_client(
-            settings.openai_api_key,
-            settings.openai_base_url,
-            settings.llm_timeout_seconds,
-            settings.llm_max_retries,
+            settings.llm.api_key,
+            settings.llm.base_url,
+            settings.llm.timeout_seconds,
+            settings.llm.max_retries,
         )
         model = OpenAIChatModel(
             client,
             counter,
-            structured_output=settings.structured_output,
-            reasoning_effort=settings.reasoning_effort,
-            memory_reasoning_effort=settings.memory_reasoning_effort,
+            structured_output=settings.llm.structured_output,
+            reasoning_effort=settings.llm.reasoning_effort,
+            memory_reasoning_effort=settings.llm.memory_reasoning_effort,
         )
-    memory = settings.memory_config()
+    memory = settings.memory
     chat_model = model
 
     def fold_job(learner_id: int) -> None:
@@ -127,7 +127,7 @@ def build(
 
         submit = submit_to_scheduler
     runner = JobRunner(
-        Coordinator(engine, settings.job_lease_seconds, clock),
+        Coordinator(engine, settings.memory.job_lease_seconds, clock),
         {FOLD: fold_job, PROFILE: profile_job},
         submit,
         hand_off=process.hand_off if process is not None else None,
@@ -136,7 +136,9 @@ def build(
         scheduler.add_job(
             runner.recover, "interval", seconds=RECOVER_EVERY_SECONDS, id="memory-recover"
         )
-    writer = TurnWriter(backend_for(engine), engine, settings.delivery_lease_seconds, memory, clock)
+    writer = TurnWriter(
+        backend_for(engine), engine, settings.service.delivery_lease_seconds, memory, clock
+    )
     tutor = Tutor(store, model, counter, runner, settings, writer, clock)
     return Pam(
         settings, engine, store, counter, model, runner, tutor, writer, clock, scheduler, process
@@ -146,23 +148,23 @@ def build(
 def senders(settings: Settings) -> dict[str, Sender]:
     """One sender per channel that has its outbound configuration."""
     built: dict[str, Sender] = {}
-    if settings.api_token and settings.api_callback_url:
-        built[API] = ApiCallbackSender(settings.api_callback_url, settings.api_token)
-    elif settings.api_token:
+    if settings.api.token and settings.api.callback_url:
+        built[API] = ApiCallbackSender(settings.api.callback_url, settings.api.token)
+    elif settings.api.token:
         log.warning(
             "PAM_API_TOKEN is set but PAM_API_CALLBACK_URL is not: API replies will wait "
             "in the outbox until it is"
         )
-    if settings.twilio_account_sid and settings.twilio_auth_token:
-        if settings.twilio_whatsapp_number:
+    if settings.whatsapp.account_sid and settings.whatsapp.auth_token:
+        if settings.whatsapp.number:
             built[WHATSAPP] = TwilioSender(
-                settings.twilio_account_sid,
-                settings.twilio_auth_token,
-                settings.twilio_whatsapp_number,
-                api_url=settings.twilio_api_url,
+                settings.whatsapp.account_sid,
+                settings.whatsapp.auth_token,
+                settings.whatsapp.number,
+                api_url=settings.whatsapp.api_url,
                 status_callback=(
-                    f"{settings.public_url.rstrip('/')}/whatsapp/status"
-                    if settings.public_url
+                    f"{settings.web.public_url.rstrip('/')}/whatsapp/status"
+                    if settings.web.public_url
                     else None
                 ),
             )
@@ -171,6 +173,6 @@ def senders(settings: Settings) -> dict[str, Sender]:
                 "TWILIO_ACCOUNT_SID and TWILIO_AUTH_TOKEN are set but TWILIO_WHATSAPP_NUMBER is "
                 "not: WhatsApp replies will wait in the outbox until it is"
             )
-    if settings.telegram_bot_token:
-        built[TELEGRAM] = TelegramClient(settings.telegram_bot_token, settings.telegram_api_url)
+    if settings.telegram.bot_token:
+        built[TELEGRAM] = TelegramClient(settings.telegram.bot_token, settings.telegram.api_url)
     return built

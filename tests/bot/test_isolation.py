@@ -62,9 +62,8 @@ def test_concurrent_learners_stay_isolated(database_url: str, engine: Engine, jo
     model = echoing_model(markers)
     settings = Settings(
         database_url=database_url,
-        openai_api_key="test-key",
-        summary_trigger_tokens=30,
-        profile_every=3,
+        llm={"api_key": "test-key"},
+        memory={"summary_trigger_tokens": 30, "profile_every": 3},
     )
     if jobs == "inline":
         pam: Pam = build(settings, model=model, submit=lambda work: work(), engine=engine)

@@ -24,7 +24,7 @@ def pam_with(
 ) -> Pam:
     """Pam with some limits changed, memory jobs inline, and its windows on `clock`."""
     return build(
-        settings.model_copy(update=limits),
+        settings.replace(limits=limits),
         model=model,
         submit=lambda work: work(),
         engine=engine,
@@ -35,7 +35,7 @@ def pam_with(
 def test_too_many_messages_a_minute_get_a_friendly_answer_and_are_kept(
     settings: Settings, engine: Engine, fake_model: FakeChatModel
 ) -> None:
-    pam = pam_with(settings, engine, fake_model, rate_limit_per_minute=3)
+    pam = pam_with(settings, engine, fake_model, limits={"rate_limit_per_minute": 3})
     user = unique_user()
     pam.tutor.handle(user, "/language Spanish English")
     answers = [pam.tutor.handle(user, f"Mensaje {n}")[0] for n in range(5)]
@@ -51,7 +51,7 @@ def test_too_many_messages_a_minute_get_a_friendly_answer_and_are_kept(
 def test_the_rate_limit_counts_each_learner_alone(
     settings: Settings, engine: Engine, fake_model: FakeChatModel
 ) -> None:
-    pam = pam_with(settings, engine, fake_model, rate_limit_per_minute=2)
+    pam = pam_with(settings, engine, fake_model, limits={"rate_limit_per_minute": 2})
     first, second = unique_user(), unique_user()
     for n in range(2):
         pam.tutor.handle(first, f"uno {n}")
@@ -62,7 +62,7 @@ def test_the_rate_limit_lifts_once_the_minute_has_passed(
     settings: Settings, engine: Engine, fake_model: FakeChatModel
 ) -> None:
     clock = ManualClock()
-    pam = pam_with(settings, engine, fake_model, clock, rate_limit_per_minute=2)
+    pam = pam_with(settings, engine, fake_model, clock, limits={"rate_limit_per_minute": 2})
     user = unique_user()
     for n in range(2):
         pam.tutor.handle(user, f"uno {n}")
@@ -74,7 +74,7 @@ def test_the_rate_limit_lifts_once_the_minute_has_passed(
 def test_a_learner_over_their_daily_tokens_is_told_kindly(
     settings: Settings, engine: Engine, fake_model: FakeChatModel
 ) -> None:
-    pam = pam_with(settings, engine, fake_model, learner_daily_tokens=1)
+    pam = pam_with(settings, engine, fake_model, limits={"learner_daily_tokens": 1})
     user, other = unique_user(), unique_user()
     first = pam.tutor.handle(user, "Hola")
     assert first != [phrases.LEARNER_BUDGET["English"]]  # the first call spends the budget
@@ -87,7 +87,7 @@ def test_a_learners_daily_tokens_come_back_the_next_day(
     settings: Settings, engine: Engine, fake_model: FakeChatModel
 ) -> None:
     clock = ManualClock()
-    pam = pam_with(settings, engine, fake_model, clock, learner_daily_tokens=1)
+    pam = pam_with(settings, engine, fake_model, clock, limits={"learner_daily_tokens": 1})
     user = unique_user()
     pam.tutor.handle(user, "Hola")
     assert pam.tutor.handle(user, "¿Otra vez?") == [phrases.LEARNER_BUDGET["English"]]
@@ -98,7 +98,7 @@ def test_a_learners_daily_tokens_come_back_the_next_day(
 def test_the_service_wide_daily_budget_stops_every_reply(
     settings: Settings, engine: Engine, fake_model: FakeChatModel
 ) -> None:
-    pam = pam_with(settings, engine, fake_model, daily_tokens=1)
+    pam = pam_with(settings, engine, fake_model, limits={"daily_tokens": 1})
     pam.tutor.handle(unique_user(), "Hola")  # spends the day's budget (and any earlier test's)
     assert pam.tutor.handle(unique_user(), "Hola") == [phrases.SERVICE_BUDGET["English"]]
 

@@ -52,12 +52,11 @@ class Records(logging.Handler):
 
 
 @pytest.fixture
-def captured(monkeypatch: pytest.MonkeyPatch) -> Iterator[Records]:
+def captured() -> Iterator[Records]:
     """The services' own logging configuration, with every emitted line kept."""
     root = logging.getLogger()
     saved_handlers, saved_level = root.handlers[:], root.level
     saved = {name: logging.getLogger(name).level for name in logs.QUIET}
-    monkeypatch.delenv("PAM_LOG_LEVEL", raising=False)
     logs.configure("INFO", sys.stdout)
     records = Records()
     root.addHandler(records)
@@ -79,24 +78,22 @@ def test_no_secret_or_message_text_is_logged_at_info(
         TwilioServer() as twilio,
         Callback() as callback,
     ):
-        config = settings.model_copy(
-            update={
-                "openai_api_key": OPENAI_KEY,
-                "openai_base_url": llm.base_url,
-                "llm_max_retries": 0,
-                "api_token": API_TOKEN,
-                "api_callback_url": callback.origin + "/replies",
-                "admin_token": ADMIN_TOKEN,
-                "telegram_bot_token": TELEGRAM_TOKEN,
-                "telegram_webhook_secret": TELEGRAM_SECRET,
-                "telegram_api_url": telegram.base_url,
-                "twilio_account_sid": ACCOUNT_SID,
-                "twilio_auth_token": AUTH_TOKEN,
-                "twilio_whatsapp_number": NUMBER,
-                "twilio_api_url": twilio.base_url,
-                "summary_trigger_tokens": 200,
-                "fold_batch_messages": 2,
-            }
+        config = settings.replace(
+            llm={"api_key": OPENAI_KEY, "base_url": llm.base_url, "max_retries": 0},
+            memory={"summary_trigger_tokens": 200, "fold_batch_messages": 2},
+            web={"admin_token": ADMIN_TOKEN},
+            api={"token": API_TOKEN, "callback_url": callback.origin + "/replies"},
+            telegram={
+                "bot_token": TELEGRAM_TOKEN,
+                "webhook_secret": TELEGRAM_SECRET,
+                "api_url": telegram.base_url,
+            },
+            whatsapp={
+                "account_sid": ACCOUNT_SID,
+                "auth_token": AUTH_TOKEN,
+                "number": NUMBER,
+                "api_url": twilio.base_url,
+            },
         )
         pam = build(config, submit=lambda work: work(), engine=engine)
         worker = Worker(pam, senders(config))
@@ -171,12 +168,11 @@ def test_no_secret_or_message_text_is_logged_at_info(
 
 
 def test_pam_chat_at_a_terminal_logs_to_a_file_made_with_its_first_line(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root = logging.getLogger()
     saved_handlers, saved_level = root.handlers[:], root.level
     saved = {name: logging.getLogger(name).level for name in logs.QUIET}
-    monkeypatch.delenv("PAM_LOG_LEVEL", raising=False)
     path = tmp_path / "pam-chat.log"
     try:
         logs.configure_file("WARNING", path)

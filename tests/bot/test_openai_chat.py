@@ -342,11 +342,13 @@ def test_a_reasoning_models_turn_through_the_runtime_is_answered(
 ) -> None:
     settings = Settings(
         database_url=database_url,
-        openai_base_url=openai_reasoning_server.base_url,
-        openai_api_key="k",
-        model="o4-mini",
-        llm_max_retries=0,
-        reasoning_effort="medium",
+        llm={
+            "base_url": openai_reasoning_server.base_url,
+            "api_key": "k",
+            "model": "o4-mini",
+            "max_retries": 0,
+            "reasoning_effort": "medium",
+        },
     )
     pam = build(settings, submit=lambda work: work())
     try:
@@ -357,7 +359,7 @@ def test_a_reasoning_models_turn_through_the_runtime_is_answered(
     assert answers == [render(parse_answer(default_answer("reply", {}, 1)))]
     [body] = openai_reasoning_server.of("reply")
     assert body["reasoning_effort"] == "medium"
-    assert body["max_completion_tokens"] == settings.reply_max_tokens + REASONING_ROOM["medium"]
+    assert body["max_completion_tokens"] == settings.llm.reply_max_tokens + REASONING_ROOM["medium"]
 
 
 # -- structured output -----------------------------------------------------------------------
@@ -793,10 +795,7 @@ def live_pam(database_url: str, server: OpenAIServer) -> Iterator[Pam]:
     """Pam as production builds it (real OpenAI client), memory jobs inline, no SDK retries."""
     settings = Settings(
         database_url=database_url,
-        openai_base_url=server.base_url,
-        openai_api_key="k",
-        llm_max_retries=0,
-        llm_timeout_seconds=1.0,
+        llm={"base_url": server.base_url, "api_key": "k", "max_retries": 0, "timeout_seconds": 1.0},
     )
     pam = build(settings, submit=lambda work: work())
     yield pam

@@ -25,7 +25,7 @@ from memory.models import InboxItem, OutboxItem
 from memory.outbox import Outbox
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel
-from tests.support import WAIT, inbound, queue_items, wait_until, with_knobs
+from tests.support import WAIT, inbound, queue_items, wait_until
 from webhooks.wiring import build
 
 LEASE = 300.0
@@ -181,7 +181,9 @@ def test_the_worker_prunes_past_its_retention_setting(
     settings: Settings, engine: Engine, fake_model: FakeChatModel
 ) -> None:
     clock = ManualClock()
-    worker = worker_on(clock, with_knobs(settings, queue_retention_hours=24), engine, fake_model)
+    worker = worker_on(
+        clock, settings.replace(service={"queue_retention_hours": 24}), engine, fake_model
+    )
     item = answered(worker.inbox, unique_user(), ["hola"])
     deliver_all(worker.outbox)
     clock.advance(timedelta(hours=23))
@@ -215,7 +217,9 @@ def test_retention_zero_keeps_everything(
     settings: Settings, engine: Engine, fake_model: FakeChatModel
 ) -> None:
     clock = ManualClock()
-    worker = worker_on(clock, with_knobs(settings, queue_retention_hours=0), engine, fake_model)
+    worker = worker_on(
+        clock, settings.replace(service={"queue_retention_hours": 0}), engine, fake_model
+    )
     answered(worker.inbox, unique_user(), [])
     clock.advance(timedelta(days=3650))
     assert worker.retention.prune() == 0
@@ -242,16 +246,16 @@ def test_a_running_worker_prunes_now_and_then(
 @pytest.mark.parametrize("hours", [1, 12, 23.5])
 def test_a_window_shorter_than_a_day_is_refused_with_the_reason(hours: float) -> None:
     with pytest.raises(ValidationError) as refused:
-        Settings(queue_retention_hours=hours)
+        Settings(service={"queue_retention_hours": hours})
     message = str(refused.value)
     assert "PAM_QUEUE_RETENTION_HOURS" in message and "at least 24" in message
     assert "redeliver" in message
 
 
 def test_retention_settings_accept_a_day_or_more_and_zero() -> None:
-    assert Settings().queue_retention_hours == 168
-    assert Settings(queue_retention_hours=24).queue_retention_hours == 24
-    assert Settings(queue_retention_hours=0).queue_retention_hours == 0
+    assert Settings().service.queue_retention_hours == 168
+    assert Settings(service={"queue_retention_hours": 24}).service.queue_retention_hours == 24
+    assert Settings(service={"queue_retention_hours": 0}).service.queue_retention_hours == 0
 
 
 def worker_on(
@@ -264,7 +268,7 @@ def worker_on(
 
 def with_retention(pam: Pam, hours: float) -> Pam:
     """`pam` with another retention window (Settings is frozen)."""
-    pam.settings = with_knobs(pam.settings, queue_retention_hours=hours)
+    pam.settings = pam.settings.replace(service={"queue_retention_hours": hours})
     return pam
 
 

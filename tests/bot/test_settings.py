@@ -3,27 +3,40 @@ means unset; database URLs are normalised."""
 
 from __future__ import annotations
 
+import operator
+import re
 import shutil
 from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
-from bot.settings import Settings
+from bot.settings import (
+    SECTIONS,
+    ApiSettings,
+    LimitSettings,
+    LLMSettings,
+    ServiceSettings,
+    Settings,
+    TelegramSettings,
+    WebSettings,
+    WhatsAppSettings,
+    env_names,
+)
 from loopback.harness import ROOT
 from memory.config import MemoryConfig
 from memory.db import DatabaseURLError, normalize_url
-from webhooks.startup import read_dotenv
+from webhooks.startup import load_settings, read_dotenv
 
 
 def test_defaults_without_environment() -> None:
     settings = Settings()
     assert settings.database_url == "sqlite:///pam.db"
-    assert settings.openai_api_key is None and settings.openai_base_url is None
-    assert settings.model == "gpt-4o-mini"
-    assert settings.memory_model == "gpt-4o-mini"
-    assert settings.llm_configured is False
-    assert settings.memory_config() == MemoryConfig()
+    assert settings.llm.api_key is None and settings.llm.base_url is None
+    assert settings.llm.model == "gpt-4o-mini"
+    assert settings.memory.memory_model == "gpt-4o-mini"
+    assert settings.llm.configured is False
+    assert settings.memory.model_dump() == MemoryConfig().model_dump()
 
 
 def test_environment_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -47,52 +60,54 @@ def test_environment_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv(name, value)
     settings = Settings()
     assert settings.database_url == env["DATABASE_URL"]
-    assert settings.openai_api_key == "sk-test"
-    assert settings.openai_base_url == "http://localhost:11434/v1"
-    assert settings.model == "llama3.1"
-    assert settings.memory_model == "llama3.2:1b"
-    assert settings.summary_trigger_tokens == 1500
-    assert settings.summary_max_tokens == 300
-    assert settings.window_messages == 12
-    assert settings.profile_every == 7
-    assert settings.llm_timeout_seconds == 12.5
-    assert settings.llm_max_retries == 5
-    assert settings.reply_max_tokens == 400
-    assert settings.job_lease_seconds == 90
-    assert settings.shutdown_wait_seconds == 0
-    assert settings.memory_config() == MemoryConfig(
-        window_messages=12,
-        summary_trigger_tokens=1500,
-        summary_max_tokens=300,
-        profile_every=7,
-        job_lease_seconds=90,
-        memory_model="llama3.2:1b",
+    assert settings.llm.api_key == "sk-test"
+    assert settings.llm.base_url == "http://localhost:11434/v1"
+    assert settings.llm.model == "llama3.1"
+    assert settings.memory.memory_model == "llama3.2:1b"
+    assert settings.memory.summary_trigger_tokens == 1500
+    assert settings.memory.summary_max_tokens == 300
+    assert settings.memory.window_messages == 12
+    assert settings.memory.profile_every == 7
+    assert settings.llm.timeout_seconds == 12.5
+    assert settings.llm.max_retries == 5
+    assert settings.llm.reply_max_tokens == 400
+    assert settings.memory.job_lease_seconds == 90
+    assert settings.service.shutdown_wait_seconds == 0
+    assert (
+        settings.memory.model_dump()
+        == MemoryConfig(
+            window_messages=12,
+            summary_trigger_tokens=1500,
+            summary_max_tokens=300,
+            profile_every=7,
+            job_lease_seconds=90,
+            memory_model="llama3.2:1b",
+        ).model_dump()
     )
 
 
 def test_memory_model_defaults_to_the_reply_model(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PAM_MODEL", "gpt-4.1-mini")
-    assert Settings().memory_model == "gpt-4.1-mini"
-    assert Settings().memory_config().memory_model == "gpt-4.1-mini"
+    assert Settings().memory.memory_model == "gpt-4.1-mini"
     monkeypatch.setenv("PAM_MEMORY_MODEL", "")
-    assert Settings().memory_model == "gpt-4.1-mini"
+    assert Settings().memory.memory_model == "gpt-4.1-mini"
 
 
 def test_lowercase_environment_names_work_too(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("pam_model", "qwen2.5")
-    assert Settings().model == "qwen2.5"
+    assert Settings().llm.model == "qwen2.5"
 
 
 def test_tests_can_pass_values_directly() -> None:
-    settings = Settings(database_url="sqlite:///x.db", summary_trigger_tokens=50)
+    settings = Settings(database_url="sqlite:///x.db", memory={"summary_trigger_tokens": 50})
     assert settings.database_url == "sqlite:///x.db"
-    assert settings.summary_trigger_tokens == 50
+    assert settings.memory.summary_trigger_tokens == 50
 
 
 def test_settings_are_frozen() -> None:
     settings = Settings()
     with pytest.raises(ValidationError):
-        settings.model = "other"  # type: ignore[misc]
+        settings.llm.model = "other"  # type: ignore[misc]
 
 
 @pytest.mark.parametrize(
@@ -115,8 +130,179 @@ def test_settings_are_frozen() -> None:
 )
 def test_invalid_values_raise(monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> None:
     monkeypatch.setenv(name, value)
-    with pytest.raises(ValidationError):
+    with pytest.raises(ValidationError) as refused:
         Settings()
+    assert [error["loc"] for error in refused.value.errors()] == [(name,)]
+
+
+# -- the sections, and every variable operators set ------------------------------------------
+
+# Each variable of the README's Configuration table: a value, where it lands, as what.
+EVERY_VARIABLE = [
+    ("DATABASE_URL", "sqlite:////tmp/x.db", "database_url", "sqlite:////tmp/x.db"),
+    ("OPENAI_API_KEY", "sk-x", "llm.api_key", "sk-x"),
+    ("OPENAI_BASE_URL", "http://localhost:1/v1", "llm.base_url", "http://localhost:1/v1"),
+    ("PAM_MODEL", "llama3.1", "llm.model", "llama3.1"),
+    ("PAM_MEMORY_MODEL", "llama3.2:1b", "memory.memory_model", "llama3.2:1b"),
+    ("PAM_LLM_TIMEOUT", "12.5", "llm.timeout_seconds", 12.5),
+    ("PAM_LLM_MAX_RETRIES", "5", "llm.max_retries", 5),
+    ("PAM_REPLY_MAX_TOKENS", "400", "llm.reply_max_tokens", 400),
+    ("PAM_STRUCTURED_OUTPUT", "json_object", "llm.structured_output", "json_object"),
+    ("PAM_REASONING_EFFORT", "high", "llm.reasoning_effort", "high"),
+    ("PAM_MEMORY_REASONING_EFFORT", "off", "llm.memory_reasoning_effort", "off"),
+    ("PAM_RATE_LIMIT_PER_MINUTE", "7", "limits.rate_limit_per_minute", 7),
+    ("PAM_LEARNER_DAILY_TOKENS", "1000", "limits.learner_daily_tokens", 1000),
+    ("PAM_DAILY_TOKENS", "9000", "limits.daily_tokens", 9000),
+    ("PAM_WINDOW_MESSAGES", "12", "memory.window_messages", 12),
+    ("PAM_SUMMARY_TRIGGER_TOKENS", "1500", "memory.summary_trigger_tokens", 1500),
+    ("PAM_SUMMARY_MAX_TOKENS", "300", "memory.summary_max_tokens", 300),
+    ("PAM_FOLD_BATCH_MESSAGES", "4", "memory.fold_batch_messages", 4),
+    ("PAM_PROFILE_EVERY", "7", "memory.profile_every", 7),
+    ("PAM_JOB_LEASE_SECONDS", "90", "memory.job_lease_seconds", 90.0),
+    ("PAM_SHUTDOWN_WAIT_SECONDS", "0", "service.shutdown_wait_seconds", 0.0),
+    ("PAM_LOG_LEVEL", "debug", "log_level", "DEBUG"),
+    ("PORT", "9001", "web.port", 9001),
+    ("PAM_DB_POOL_SIZE", "9", "service.db_pool_size", 9),
+    ("PAM_WORKER_THREADS", "8", "service.worker_threads", 8),
+    ("PAM_DELIVERY_THREADS", "3", "service.delivery_threads", 3),
+    ("PAM_POLL_SECONDS", "0.5", "service.poll_seconds", 0.5),
+    ("PAM_INBOX_LEASE_SECONDS", "30", "service.inbox_lease_seconds", 30.0),
+    ("PAM_DELIVERY_LEASE_SECONDS", "45", "service.delivery_lease_seconds", 45.0),
+    ("PAM_MAX_TURN_ATTEMPTS", "2", "service.max_turn_attempts", 2),
+    ("PAM_MAX_SEND_ATTEMPTS", "3", "service.max_send_attempts", 3),
+    ("PAM_QUEUE_RETENTION_HOURS", "48", "service.queue_retention_hours", 48.0),
+    ("TELEGRAM_BOT_TOKEN", "123:abc", "telegram.bot_token", "123:abc"),
+    ("TELEGRAM_WEBHOOK_SECRET", "s3cret_-", "telegram.webhook_secret", "s3cret_-"),
+    (
+        "TELEGRAM_API_URL",
+        "http://localhost:8081/bot",
+        "telegram.api_url",
+        "http://localhost:8081/bot",
+    ),
+    ("TWILIO_ACCOUNT_SID", "AC123", "whatsapp.account_sid", "AC123"),
+    ("TWILIO_AUTH_TOKEN", "tw-token", "whatsapp.auth_token", "tw-token"),
+    ("TWILIO_WHATSAPP_NUMBER", "whatsapp:+1415", "whatsapp.number", "whatsapp:+1415"),
+    ("TWILIO_API_URL", "http://localhost:2", "whatsapp.api_url", "http://localhost:2"),
+    ("TWILIO_WEBHOOK_SHARED_KEY_SECRET", "shk", "whatsapp.webhook_shared_key", "shk"),
+    ("PAM_PUBLIC_URL", "https://pam.example", "web.public_url", "https://pam.example"),
+    ("PAM_PROXY_HOPS", "2", "web.proxy_hops_override", 2),
+    ("PAM_ADMIN_TOKEN", "adm", "web.admin_token", "adm"),
+    ("PAM_API_TOKEN", "api", "api.token", "api"),
+    (
+        "PAM_API_CALLBACK_URL",
+        "https://front.example/r",
+        "api.callback_url",
+        "https://front.example/r",
+    ),
+    # Set by the platforms, not operators: the README names them with PAM_PROXY_HOPS.
+    ("DYNO", "web.1", "web.heroku_dyno", "web.1"),
+    ("FLY_APP_NAME", "pam", "web.fly_app_name", "pam"),
+]
+
+
+def readme_variables() -> set[str]:
+    """The variables the README's Configuration table lists, each row's first column."""
+    text = (ROOT / "README.md").read_text().split("## Configuration", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|")[1] for line in text.splitlines() if line.startswith("| `")]
+    return {name for row in rows for name in re.findall(r"`([A-Z][A-Z0-9_]*)`", row)}
+
+
+def test_the_table_here_is_every_variable_of_the_readme_and_of_the_settings() -> None:
+    names = [name for name, *_ in EVERY_VARIABLE]
+    assert len(names) == len(set(names))
+    assert readme_variables() == set(names) - {"DYNO", "FLY_APP_NAME"}
+    assert set(env_names()) == set(names)
+
+
+@pytest.mark.parametrize(("name", "value", "path", "expected"), EVERY_VARIABLE)
+def test_every_variable_operators_set_is_still_read(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str, path: str, expected: object
+) -> None:
+    monkeypatch.setenv(name, value)
+    settings = Settings()
+    assert operator.attrgetter(path)(settings) == expected
+    assert settings.value_of(name) == expected
+
+
+def test_the_settings_come_in_sections() -> None:
+    settings = Settings()
+    assert isinstance(settings.llm, LLMSettings)
+    assert isinstance(settings.memory, MemoryConfig)  # what memory/ takes, as it is
+    assert isinstance(settings.limits, LimitSettings)
+    assert isinstance(settings.service, ServiceSettings)
+    assert isinstance(settings.web, WebSettings)
+    assert isinstance(settings.api, ApiSettings)
+    assert isinstance(settings.telegram, TelegramSettings)
+    assert isinstance(settings.whatsapp, WhatsAppSettings)
+    with pytest.raises(ValidationError):
+        settings.telegram.bot_token = "x"  # type: ignore[misc]
+    assert set(SECTIONS) == set(Settings.model_fields) - {"database_url", "log_level"}
+
+
+def test_a_section_passed_as_values_keeps_the_environment_for_the_rest(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PAM_LLM_TIMEOUT", "5")
+    monkeypatch.setenv("OPENAI_API_KEY", "from-environment")
+    settings = Settings(llm={"api_key": "given"})
+    assert (settings.llm.api_key, settings.llm.timeout_seconds) == ("given", 5.0)
+
+
+def test_the_memory_model_follows_a_reply_model_given_directly() -> None:
+    assert Settings(llm={"model": "m"}).memory.memory_model == "m"
+    assert Settings(llm={"model": "m"}, memory={"window_messages": 4}).memory.memory_model == "m"
+    given = Settings(llm={"model": "m"}, memory={"memory_model": "small"})
+    assert given.memory.memory_model == "small"
+
+
+def test_replace_changes_only_the_values_named() -> None:
+    settings = Settings(llm={"api_key": "k", "model": "m"}, api={"token": "t"})
+    changed = settings.replace(llm={"model": "other"}, database_url="sqlite:///y.db")
+    assert (changed.llm.api_key, changed.llm.model) == ("k", "other")
+    assert changed.database_url == "sqlite:///y.db" and changed.api == settings.api
+    assert (settings.llm.model, settings.database_url) == ("m", "sqlite:///pam.db")
+    with pytest.raises(TypeError, match="no bot_tokn"):
+        settings.replace(telegram={"bot_tokn": "x"})
+    with pytest.raises(TypeError, match="no 'telegram_bot_token'"):
+        settings.replace(telegram_bot_token="x")
+
+
+def test_value_of_a_variable_no_setting_reads_is_an_error() -> None:
+    with pytest.raises(KeyError):
+        Settings().value_of("PAM_NO_SUCH_THING")
+
+
+# -- the log level ---------------------------------------------------------------------------
+
+
+def test_the_log_level_is_unset_unless_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert Settings().log_level is None  # each process then uses its own default
+    monkeypatch.setenv("PAM_LOG_LEVEL", " warning ")
+    assert Settings().log_level == "WARNING"
+
+
+def test_a_wrong_log_level_names_the_variable_and_the_levels(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PAM_LOG_LEVEL", "loud")
+    with pytest.raises(SystemExit) as exited:
+        load_settings()
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "pam: invalid configuration: PAM_LOG_LEVEL:" in err
+    assert "'DEBUG', 'INFO', 'WARNING', 'ERROR' or 'CRITICAL'" in err
+
+
+def test_an_invalid_value_is_reported_under_its_variable(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("TWILIO_WEBHOOK_SHARED_KEY_SECRET", "fine")
+    monkeypatch.setenv("PORT", "70000")
+    with pytest.raises(SystemExit):
+        load_settings()
+    assert "pam: invalid configuration: PORT: Input should be less than or equal to 65535" in (
+        capsys.readouterr().err
+    )
 
 
 @pytest.mark.parametrize(
@@ -134,7 +320,7 @@ def test_llm_configured(
 ) -> None:
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    assert Settings().llm_configured is configured
+    assert Settings().llm.configured is configured
 
 
 @pytest.mark.parametrize(
@@ -186,8 +372,8 @@ def test_every_variable_of_env_example_empty_in_the_environment_means_unset(
     for name in names:
         monkeypatch.setenv(name, "")
     assert Settings() == Settings.model_construct()  # every default, nothing failed
-    assert Settings().telegram_webhook_secret is None
-    assert Settings().port == 8000
+    assert Settings().telegram.webhook_secret is None
+    assert Settings().web.port == 8000
 
 
 def test_env_example_copied_as_it_is_loads_with_the_defaults(
@@ -210,7 +396,7 @@ def test_an_empty_telegram_secret_is_unset_but_a_bad_one_still_fails(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("TELEGRAM_WEBHOOK_SECRET", "")
-    assert Settings().telegram_webhook_secret is None
+    assert Settings().telegram.webhook_secret is None
     monkeypatch.setenv("TELEGRAM_WEBHOOK_SECRET", "has spaces")
     with pytest.raises(ValidationError):
         Settings()

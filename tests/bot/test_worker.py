@@ -43,7 +43,6 @@ from tests.support import (
     outlive,
     queue_items,
     wait_until,
-    with_knobs,
 )
 from webhooks.api.sender import ApiCallbackSender
 from webhooks.app import create_app
@@ -73,7 +72,7 @@ def pam_with(
 ) -> Pam:
     """Pam with inline memory jobs, some settings changed, and its leases on `clock`."""
     return build(
-        with_knobs(settings, **knobs), model=fake, submit=lambda w: w(), engine=engine, clock=clock
+        settings.replace(**knobs), model=fake, submit=lambda w: w(), engine=engine, clock=clock
     )
 
 
@@ -344,10 +343,12 @@ def test_a_slow_turn_keeps_its_claim_alive_and_is_answered_once(
     its heartbeat renews the lease."""
     gate = Gate(echo)
     fake_model.defaults["reply"] = lambda messages: str(gate(messages))
-    first = worker_for(pam_with(settings, engine, fake_model, inbox_lease_seconds=1.0), sender)
+    first = worker_for(
+        pam_with(settings, engine, fake_model, service={"inbox_lease_seconds": 1.0}), sender
+    )
     other_engine = db.make_engine(database_url)
     second = worker_for(
-        pam_with(settings, other_engine, fake_model, inbox_lease_seconds=1.0), sender
+        pam_with(settings, other_engine, fake_model, service={"inbox_lease_seconds": 1.0}), sender
     )
     user = unique_user()
     first.inbox.accept(inbound(user, "una pregunta difícil"))
@@ -377,7 +378,9 @@ def test_a_message_that_keeps_crashing_its_worker_is_failed_with_an_apology(
     settings: Settings, engine: Engine, fake_model: FakeChatModel, sender: RecordingSender
 ) -> None:
     clock = ManualClock()
-    worker = worker_for(pam_with(settings, engine, fake_model, clock, max_turn_attempts=2), sender)
+    worker = worker_for(
+        pam_with(settings, engine, fake_model, clock, service={"max_turn_attempts": 2}), sender
+    )
     user = unique_user()
     worker.inbox.accept(inbound(user, "a message that kills workers"))
     worker.inbox.accept(inbound(user, "the next one"))
@@ -491,7 +494,7 @@ def test_memory_jobs_start_once_the_reply_is_sent(
         events.append("job started")
         work()
 
-    knobs = with_knobs(settings, profile_every=1)
+    knobs = settings.replace(memory={"profile_every": 1})
     pam = build(knobs, model=fake_model, submit=submit, engine=engine)
     worker = worker_for(pam, Noting())
     worker.inbox.accept(inbound(unique_user(), "Trabajo de enfermera en Bremen"))
@@ -627,7 +630,7 @@ def test_a_crashing_sender_is_retried(pam: Pam, sender: RecordingSender, engine:
 def test_a_channel_without_a_sender_is_retried_then_failed(
     settings: Settings, engine: Engine, fake_model: FakeChatModel
 ) -> None:
-    pam = pam_with(settings, engine, fake_model, max_send_attempts=3)
+    pam = pam_with(settings, engine, fake_model, service={"max_send_attempts": 3})
     worker = worker_for(pam, None)
     user = unique_user()
     answered(worker, user, "uno")
@@ -673,13 +676,15 @@ def test_a_send_outliving_its_first_lease_is_not_sent_twice(
     cannot take the reply over however long the call takes."""
     gate = Gate(sender.send)
     first = worker_for(
-        pam_with(settings, engine, fake_model, delivery_lease_seconds=0.2), GatedSender(gate)
+        pam_with(settings, engine, fake_model, service={"delivery_lease_seconds": 0.2}),
+        GatedSender(gate),
     )
     user = unique_user()
     answered(first, user, "uno")
     other_engine = db.make_engine(database_url)
     second = worker_for(
-        pam_with(settings, other_engine, fake_model, delivery_lease_seconds=0.2), sender
+        pam_with(settings, other_engine, fake_model, service={"delivery_lease_seconds": 0.2}),
+        sender,
     )
     sending = Background(first.deliver_next)
     try:
@@ -922,7 +927,7 @@ def test_web_to_worker_to_callback(
     pam: Pam, settings: Settings, callback: CallbackServer, fake_model: FakeChatModel
 ) -> None:
     """The whole path: POST /api/messages → inbox → turn → outbox → signed callback."""
-    api = with_knobs(settings, api_token=API_TOKEN, api_callback_url=callback.url)
+    api = settings.replace(api={"token": API_TOKEN, "callback_url": callback.url})
     outbound = senders(api)
     worker = Worker(pam, outbound)
     client = create_app(api, engine=pam.engine).test_client()

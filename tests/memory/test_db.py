@@ -110,7 +110,7 @@ def test_pam_built_for_a_worker_process_commits_without_waiting(postgres_url: st
     from bot.settings import Settings
     from webhooks.wiring import build
 
-    settings = Settings(database_url=postgres_url, openai_api_key="test-key")
+    settings = Settings(database_url=postgres_url, llm={"api_key": "test-key"})
     for replayable, expected in ((True, "off"), (False, "on")):
         pam = build(settings, submit=lambda work: work(), replayable=replayable)
         try:

@@ -795,7 +795,7 @@ def test_31_self_describing_turns_teach_the_profile_and_profile_shows_it(
     settings: Settings, engine: Engine, fake_model: FakeChatModel
 ) -> None:
     # Memory jobs inline; no rate limit, so all 31 turns reach the model.
-    quick = settings.model_copy(update={"rate_limit_per_minute": 0})
+    quick = settings.replace(limits={"rate_limit_per_minute": 0})
     pam = build(quick, model=fake_model, submit=lambda work: work(), engine=engine)
     fake_model.defaults["profile"] = _loose_profile_answer
     user = unique_user()

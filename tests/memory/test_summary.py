@@ -351,7 +351,7 @@ def test_forty_turns_of_ninety_token_messages_fold_at_most_twelve_times(
 ) -> None:
     # No rate limit: forty messages a minute would be answered without the model.
     pam = build(
-        settings.model_copy(update={"rate_limit_per_minute": 0}),
+        settings.replace(limits={"rate_limit_per_minute": 0}),
         model=fake_model,
         submit=lambda work: work(),
         engine=engine,

@@ -16,7 +16,7 @@ from memory.inbox import Inbox
 from memory.wakeup import CHANNEL, InboxListener
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel
-from tests.support import WAIT, RecordingSender, inbound, wait_until, with_knobs
+from tests.support import WAIT, RecordingSender, inbound, wait_until
 from webhooks.wiring import build
 
 
@@ -79,7 +79,7 @@ def test_a_worker_in_another_process_answers_without_waiting_for_its_poll(
 ) -> None:
     """The web process (here: a bare Inbox on its own engine) stores a message; the worker,
     polling only every 60 s, is woken by the notification and answers it."""
-    slow_poll = with_knobs(settings, poll_seconds=60.0)
+    slow_poll = settings.replace(service={"poll_seconds": 60.0})
     pam = build(slow_poll, model=FakeChatModel(), engine=postgres_engine)
     assert pam.scheduler is not None
     worker = Worker(pam, {"test": sender})

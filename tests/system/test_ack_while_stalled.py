@@ -14,7 +14,7 @@ from memory.inbox import Inbox
 from memory.llm import ChatMessage
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel, reply_json
-from tests.support import API_TOKEN, WAIT, RecordingSender, wait_until, with_knobs
+from tests.support import API_TOKEN, WAIT, RecordingSender, wait_until
 from webhooks.api.payload import recipient
 from webhooks.app import create_app
 from webhooks.wiring import build
@@ -39,7 +39,7 @@ def test_the_webhook_acknowledges_while_the_llm_is_stalled(
     stalled = StalledReplies()
     model = FakeChatModel()
     model.defaults["reply"] = stalled
-    api = with_knobs(settings, api_token=API_TOKEN, poll_seconds=0.05)
+    api = settings.replace(service={"poll_seconds": 0.05}, api={"token": API_TOKEN})
     pam = build(api, model=model, engine=engine)
     assert pam.scheduler is not None
     worker = Worker(pam, {"api": sender})

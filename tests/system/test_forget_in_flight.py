@@ -130,14 +130,12 @@ def scene(settings: Settings, engine: Engine, sender: RecordingSender) -> Iterat
     model.queue("summary", fold_gate)
     model.queue("profile", profile_gate)
     jobs = JobThreads()
-    knobs = {
-        "summary_trigger_tokens": 40,
-        "fold_batch_messages": 2,
-        "profile_every": 5,
-        "rate_limit_per_minute": 0,
-        "admin_token": ADMIN,
-    }
-    pam = build(settings.model_copy(update=knobs), model=model, submit=jobs, engine=engine)
+    knobs = settings.replace(
+        memory={"summary_trigger_tokens": 40, "fold_batch_messages": 2, "profile_every": 5},
+        limits={"rate_limit_per_minute": 0},
+        web={"admin_token": ADMIN},
+    )
+    pam = build(knobs, model=model, submit=jobs, engine=engine)
     scene = Scene(
         pam=pam,
         worker=Worker(pam, {CHANNEL: sender}),

@@ -18,7 +18,7 @@ ADMIN = "admin-token-3b9d"
 
 
 def client_for(settings: Settings, engine: Engine, token: str | None = ADMIN) -> FlaskClient:
-    app = create_app(settings.model_copy(update={"admin_token": token}), engine=engine)
+    app = create_app(settings.replace(web={"admin_token": token}), engine=engine)
     return app.test_client()
 
 

@@ -23,7 +23,7 @@ from loopback.callback_server import CallbackServer
 from memory.clock import utcnow
 from memory.models import OutboxItem
 from tests.conftest import unique_user
-from tests.support import API_TOKEN, with_knobs
+from tests.support import API_TOKEN
 from webhooks.api.sender import ApiCallbackSender
 from webhooks.api.signing import webhook_signature
 from webhooks.app import create_app
@@ -53,7 +53,7 @@ def serve(
     pam: Pam, settings: Settings, callback: CallbackServer, clock: Clock
 ) -> tuple[Any, Worker]:
     """The web app's test client and a worker delivering API replies to `callback`."""
-    api = with_knobs(settings, api_token=API_TOKEN, api_callback_url=callback.url)
+    api = settings.replace(api={"token": API_TOKEN, "callback_url": callback.url})
     sender = ApiCallbackSender(callback.url, API_TOKEN, timeout=5, clock=clock)
     return create_app(api, engine=pam.engine).test_client(), Worker(pam, {"api": sender})
 

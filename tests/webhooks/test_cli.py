@@ -18,8 +18,8 @@ import pytest
 import requests
 from alembic.script import ScriptDirectory
 from click.testing import CliRunner
-from pydantic import AliasChoices
 
+from bot import settings as pam_settings
 from bot.settings import Settings
 from loopback.harness import (
     PAM_CMD,
@@ -54,12 +54,7 @@ HELP_PATHS = [
 
 def env_names() -> set[str]:
     """Every environment variable Settings reads."""
-    names = set()
-    for field in Settings.model_fields.values():
-        alias = field.validation_alias
-        assert isinstance(alias, AliasChoices)
-        names.add(str(alias.choices[0]))
-    return names
+    return set(pam_settings.env_names())
 
 
 def help_text(path: list[str]) -> str:
@@ -97,13 +92,13 @@ def test_every_subcommand_help_says_what_it_does_and_what_it_reads(path: list[st
     assert len(description) > 30, f"no description of what it does: {text}"
     assert "Reads" in text
     assert "DATABASE_URL" in text or path[0] == "telegram"
-    read = {word.strip(",.") for word in text.split()} & (env_names() | {"PAM_LOG_LEVEL"})
+    read = {word.strip(",.") for word in text.split()} & env_names()
     assert read, f"no environment variable named: {text}"
 
 
 def test_the_help_names_every_setting_and_nothing_that_is_not_one() -> None:
     listed = {name for names in cli.READS.values() for name in names}
-    assert listed - env_names() == {"PAM_LOG_LEVEL"}, "a name in READS that no setting reads"
+    assert listed - env_names() == set(), "a name in READS that no setting reads"
     assert env_names() - listed == set(), "a setting no --help mentions: add it to webhooks/cli.py"
 
 
@@ -152,7 +147,7 @@ def test_env_example_lists_every_setting_an_operator_sets() -> None:
     # The platforms set these on every process; .env.example names them in a comment.
     set_by_platforms = {"DYNO", "FLY_APP_NAME"}
     assert env_names() - set_by_platforms - listed == set()
-    assert listed - env_names() == {"PAM_LOG_LEVEL"}
+    assert listed - env_names() == set()
 
 
 @pytest.mark.slow
@@ -287,10 +282,9 @@ def test_with_nothing_configured_every_channel_is_off_naming_its_variables() -> 
 
 def test_a_half_configured_channel_names_only_what_is_missing() -> None:
     settings = Settings(
-        telegram_bot_token=TOKEN,
-        twilio_account_sid="AC123",
-        twilio_auth_token="secret",
-        api_token="api-token",
+        api={"token": "api-token"},
+        telegram={"bot_token": TOKEN},
+        whatsapp={"account_sid": "AC123", "auth_token": "secret"},
     )
     assert channel_report(settings)[:3] == [
         ("telegram", False, "set TELEGRAM_WEBHOOK_SECRET"),
@@ -301,15 +295,14 @@ def test_a_half_configured_channel_names_only_what_is_missing() -> None:
 
 def test_configured_channels_are_on_with_their_routes() -> None:
     settings = Settings(
-        telegram_bot_token=TOKEN,
-        telegram_webhook_secret=SECRET,
-        twilio_account_sid="AC123",
-        twilio_auth_token="secret",
-        twilio_whatsapp_number="whatsapp:+14155238886",
-        api_token="api-token",
-        api_callback_url="https://front.example/replies",
-        admin_token="admin-token",
-        public_url="https://pam.example",
+        web={"admin_token": "admin-token", "public_url": "https://pam.example"},
+        api={"token": "api-token", "callback_url": "https://front.example/replies"},
+        telegram={"bot_token": TOKEN, "webhook_secret": SECRET},
+        whatsapp={
+            "account_sid": "AC123",
+            "auth_token": "secret",
+            "number": "whatsapp:+14155238886",
+        },
     )
     assert channel_report(settings) == [
         ("telegram", True, "POST /telegram/webhook"),
@@ -317,7 +310,7 @@ def test_configured_channels_are_on_with_their_routes() -> None:
         ("http api", True, "POST /api/messages"),
         ("admin", True, "GET /admin/learners/<id>/memory"),
     ]
-    no_public_url = settings.model_copy(update={"public_url": None})
+    no_public_url = settings.replace(web={"public_url": None})
     assert "X-Forwarded-*" in channel_report(no_public_url)[1][2]
 
 

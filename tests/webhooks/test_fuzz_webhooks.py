@@ -27,7 +27,7 @@ from bot.settings import Settings
 from loopback.telegram_server import TOKEN, TelegramServer
 from loopback.twilio_server import ACCOUNT_SID, AUTH_TOKEN, NUMBER, sign
 from memory.models import InboxItem
-from tests.support import API_TOKEN, with_knobs
+from tests.support import API_TOKEN
 from tests.webhooks.telegram import updates
 from tests.webhooks.telegram.conftest import SECRET
 from tests.webhooks.whatsapp.conftest import LOCAL, new_wa_id, text_form
@@ -55,16 +55,19 @@ fuzz = hypothesis_settings(
 def app_settings(settings: Settings, telegram_server: TelegramServer) -> Settings:
     """All three inbound channels on (a group message makes the Telegram webhook ask the fake
     Bot API for Pam's username)."""
-    return with_knobs(
-        settings,
-        api_token=API_TOKEN,
-        telegram_bot_token=TOKEN,
-        telegram_webhook_secret=SECRET,
-        telegram_api_url=telegram_server.base_url,
-        twilio_account_sid=ACCOUNT_SID,
-        twilio_auth_token=AUTH_TOKEN,
-        twilio_whatsapp_number=NUMBER,
-        twilio_api_url="http://127.0.0.1:9",  # never called: the webhook only receives
+    return settings.replace(
+        api={"token": API_TOKEN},
+        telegram={
+            "bot_token": TOKEN,
+            "webhook_secret": SECRET,
+            "api_url": telegram_server.base_url,
+        },
+        whatsapp={
+            "account_sid": ACCOUNT_SID,
+            "auth_token": AUTH_TOKEN,
+            "number": NUMBER,
+            "api_url": "http://127.0.0.1:9",  # never called: the webhook only receives
+        },
     )
 
 

@@ -157,4 +157,4 @@ def test_how_many_proxies_are_trusted(
 ) -> None:
     for name, value in environment.items():
         monkeypatch.setenv(name, value)
-    assert Settings().proxy_hops == hops
+    assert Settings().web.proxy_hops == hops

@@ -24,7 +24,7 @@ from memory.models import InboxItem
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel
 from tests.helpers.queues import queue_rows
-from tests.support import API_TOKEN, with_knobs
+from tests.support import API_TOKEN
 from tests.webhooks.conftest import app_for
 from webhooks.app import MAX_BODY_BYTES, create_app
 
@@ -35,7 +35,7 @@ UNREACHABLE_POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:1/x"
 @pytest.fixture
 def app_settings(settings: Settings) -> Settings:
     """The web app of these tests has the API channel on."""
-    return with_knobs(settings, api_token=API_TOKEN)
+    return settings.replace(api={"token": API_TOKEN})
 
 
 def message(
@@ -80,8 +80,8 @@ def dead_engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engi
 def dead_settings(engine: Engine) -> Settings:
     return Settings(
         database_url=engine.url.render_as_string(hide_password=False),
-        openai_api_key="test-key",
-        api_token=API_TOKEN,
+        llm={"api_key": "test-key"},
+        api={"token": API_TOKEN},
     )
 
 
@@ -124,7 +124,7 @@ def test_a_database_error_while_accepting_is_503_with_retry_after(
 def test_the_api_channel_is_off_without_a_token(
     settings: Settings, engine: Engine, woken: list[int]
 ) -> None:
-    assert settings.api_token is None
+    assert settings.api.token is None
     client = app_for(settings, engine, woken).test_client()
     for headers in ({}, AUTH, {"Authorization": "Bearer "}, {"Authorization": "Bearer None"}):
         assert_json_error(post(client, message(), headers), 404)

@@ -28,7 +28,7 @@ def receive() -> ResponseReturnValue:
     """Authenticate, persist, acknowledge."""
     started = time.monotonic()
     context = web()
-    token = context.settings.api_token
+    token = context.settings.api.token
     if not token:  # the channel is off: look like any unknown route
         return jsonify(error="Not Found", detail="no such endpoint"), 404
     if not _authorized(token):

@@ -44,8 +44,8 @@ def webhook() -> ResponseReturnValue:
     started = time.monotonic()
     context = web()
     settings = context.settings
-    secret = settings.telegram_webhook_secret
-    if not settings.telegram_bot_token or not secret:
+    secret = settings.telegram.webhook_secret
+    if not settings.telegram.bot_token or not secret:
         return jsonify(error="Not Found", detail="no such endpoint"), 404
     given = request.headers.get(SECRET_HEADER, "")
     if not hmac.compare_digest(given.encode(), secret.encode()):

@@ -24,7 +24,7 @@ blueprint = Blueprint("whatsapp", __name__, url_prefix="/whatsapp")
 
 def _guard() -> ResponseReturnValue | None:
     settings = web().settings
-    if not settings.twilio_auth_token or not settings.twilio_account_sid:
+    if not settings.whatsapp.auth_token or not settings.whatsapp.account_sid:
         return jsonify(error="Not Found", detail="no such endpoint"), 404
     if request.mimetype != "application/x-www-form-urlencoded":
         return jsonify(error="Unsupported Media Type", detail="Twilio posts forms"), 415

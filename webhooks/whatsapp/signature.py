@@ -13,7 +13,7 @@ SIGNATURE_HEADER = "X-Twilio-Signature"
 def called_url() -> str:
     """The URL Twilio called, as Twilio signed it: from PAM_PUBLIC_URL when set, else the
     request's own, its scheme as the trusted proxies (PAM_PROXY_HOPS) forwarded it."""
-    public = web().settings.public_url
+    public = web().settings.web.public_url
     path = request.full_path if request.query_string else request.path
     if public:
         return public.rstrip("/") + path
@@ -29,7 +29,9 @@ def signed() -> bool:
     signature_settings = request.headers.get("X-Twilio-Webhooks-Signature-Settings")
     # With signature settings, Twilio signs with the webhook SharedKey secret; otherwise with
     # the account's auth token.
-    token = settings.twilio_webhook_shared_key if signature_settings else settings.twilio_auth_token
+    token = (
+        settings.whatsapp.webhook_shared_key if signature_settings else settings.whatsapp.auth_token
+    )
     if not token or not signature:
         return False
     algorithm = get_signature_algorithm(signature_settings)

@@ -25,12 +25,8 @@ WEBHOOK = "/telegram/webhook"
 @pytest.fixture
 def telegram_settings(settings: Settings, telegram_server: TelegramServer) -> Settings:
     """The test settings with the Telegram channel configured against the fake server."""
-    return settings.model_copy(
-        update={
-            "telegram_bot_token": TOKEN,
-            "telegram_webhook_secret": SECRET,
-            "telegram_api_url": telegram_server.base_url,
-        }
+    return settings.replace(
+        telegram={"bot_token": TOKEN, "webhook_secret": SECRET, "api_url": telegram_server.base_url}
     )
 
 

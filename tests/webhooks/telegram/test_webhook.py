@@ -358,10 +358,10 @@ def test_a_wrong_secret_is_403_before_the_body_is_read(client: FlaskClient, engi
 @pytest.mark.parametrize(
     "unset",
     [
-        {"telegram_bot_token": None},
-        {"telegram_bot_token": ""},
-        {"telegram_webhook_secret": None},
-        {"telegram_bot_token": None, "telegram_webhook_secret": None},
+        {"bot_token": None},
+        {"bot_token": ""},
+        {"webhook_secret": None},
+        {"bot_token": None, "webhook_secret": None},
     ],
     ids=["no token", "empty token", "no secret", "neither"],
 )
@@ -371,7 +371,7 @@ def test_the_webhook_is_404_when_telegram_is_not_configured(
     engine: Engine,
     telegram_server: TelegramServer,
 ) -> None:
-    app = create_app(telegram_settings.model_copy(update=unset), engine=engine)
+    app = create_app(telegram_settings.replace(telegram=unset), engine=engine)
     client = app.test_client()
     for secret in (SECRET, None, "wrong"):
         response = post_update(client, u.text(u.learner(), "Hola"), secret=secret)

@@ -52,15 +52,13 @@ def twilio_server() -> Iterator[CountingTwilioServer]:
 
 def with_twilio(settings: Settings, server: TwilioServer, **knobs: object) -> Settings:
     """`settings` with WhatsApp through Twilio configured against `server`."""
-    return settings.model_copy(
-        update={
-            "twilio_account_sid": ACCOUNT_SID,
-            "twilio_auth_token": AUTH_TOKEN,
-            "twilio_whatsapp_number": NUMBER,
-            "twilio_api_url": server.base_url,
-            **knobs,
-        }
-    )
+    twilio = {
+        "account_sid": ACCOUNT_SID,
+        "auth_token": AUTH_TOKEN,
+        "number": NUMBER,
+        "api_url": server.base_url,
+    }
+    return settings.replace(whatsapp=twilio).replace(**knobs)
 
 
 @pytest.fixture

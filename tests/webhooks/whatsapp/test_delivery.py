@@ -292,8 +292,8 @@ def test_connection_refused_leaves_the_reply_queued_for_a_retry(
     whatsapp_settings: Settings,
     engine: Engine,
 ) -> None:
-    unreachable = whatsapp_settings.model_copy(
-        update={"twilio_api_url": f"http://127.0.0.1:{closed_port()}"}
+    unreachable = whatsapp_settings.replace(
+        whatsapp={"api_url": f"http://127.0.0.1:{closed_port()}"}
     )
     learner_says(client, "Hola")
 
@@ -352,7 +352,7 @@ def test_with_a_public_url_replies_ask_for_status_callbacks(
     whatsapp_settings: Settings,
     twilio_server: CountingTwilioServer,
 ) -> None:
-    public = whatsapp_settings.model_copy(update={"public_url": "https://pam.example/"})
+    public = whatsapp_settings.replace(web={"public_url": "https://pam.example/"})
     address = learner_says(client, "Hola")
 
     Worker(pam, senders(public)).drain()
@@ -382,7 +382,7 @@ def test_service_logs_leave_out_the_twilio_clients_request_dumps(
     ]
     levels = {name: logging.getLogger(name).level for name in touched}
     try:
-        service_logging()
+        service_logging(Settings())
         caplog.set_level(logging.INFO)
         sender = TwilioSender(ACCOUNT_SID, AUTH_TOKEN, NUMBER, api_url=twilio_server.base_url)
         sender.send("whatsapp:+34600000000", "Hola", idempotency_key="pam-1")

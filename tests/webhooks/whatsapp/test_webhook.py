@@ -198,7 +198,7 @@ def test_a_sha256_signature_with_the_shared_key_is_accepted(
     whatsapp_settings: Settings, engine: Engine
 ) -> None:
     """With X-Twilio-Webhooks-Signature-Settings, Twilio signs with the SharedKey secret."""
-    settings = whatsapp_settings.model_copy(update={"twilio_webhook_shared_key": SHARED_KEY})
+    settings = whatsapp_settings.replace(whatsapp={"webhook_shared_key": SHARED_KEY})
     app = create_app(settings, engine=engine)
     form = text_form(new_wa_id(), "Hola")
     signature = sign(LOCAL + WEBHOOK, form, token=SHARED_KEY, algorithm="HMAC_SHA256")
@@ -268,7 +268,7 @@ def test_the_query_string_of_the_configured_url_is_part_of_what_was_signed(
 @pytest.fixture
 def behind_a_proxy(whatsapp_settings: Settings, engine: Engine, woken: list[int]) -> FlaskClient:
     """The web app behind one trusted proxy (PAM_PROXY_HOPS=1)."""
-    settings = whatsapp_settings.model_copy(update={"proxy_hops_override": 1})
+    settings = whatsapp_settings.replace(web={"proxy_hops_override": 1})
     return app_for(settings, engine, woken).test_client()
 
 
@@ -368,7 +368,9 @@ def test_with_a_public_url_its_signature_is_accepted_whatever_the_host(
     woken: list[int],
     public_url: str,
 ) -> None:
-    app = app_for(with_twilio(settings, twilio_server, public_url=public_url), engine, woken)
+    app = app_for(
+        with_twilio(settings, twilio_server, web={"public_url": public_url}), engine, woken
+    )
     form = text_form(new_wa_id(), "Hola")
     signature = sign(f"{PUBLIC}{WEBHOOK}", form)
 
@@ -383,7 +385,7 @@ def test_with_a_public_url_its_signature_is_accepted_whatever_the_host(
 def test_with_a_public_url_a_signature_over_the_host_is_refused(
     settings: Settings, twilio_server: CountingTwilioServer, engine: Engine, woken: list[int]
 ) -> None:
-    app = app_for(with_twilio(settings, twilio_server, public_url=PUBLIC), engine, woken)
+    app = app_for(with_twilio(settings, twilio_server, web={"public_url": PUBLIC}), engine, woken)
     form = text_form(new_wa_id(), "Hola")
     host_url = "http://10.0.0.7:8000"
 
@@ -599,7 +601,9 @@ def test_a_status_is_authenticated_against_the_public_url(
     client: FlaskClient,
 ) -> None:
     address, sid = delivered_reply(client, worker, engine, twilio_server)
-    public = app_for(with_twilio(settings, twilio_server, public_url=PUBLIC), engine, woken)
+    public = app_for(
+        with_twilio(settings, twilio_server, web={"public_url": PUBLIC}), engine, woken
+    )
     form = status_form(sid, address, "failed", "21211")
 
     response = post_form(
