@@ -91,3 +91,17 @@ class Outbox(Queue):
     def fail(self, claim: Claim, error: str) -> bool:
         """Record a delivery that can never succeed; it is not retried."""
         return self._release(claim, finished=True, status=FAILED, text="", last_error=error[:300])
+
+    def failed_on_platform(self, channel: str, platform_message_id: str, error: str) -> bool:
+        """Record that a reply the platform had accepted (and so is recorded as sent) failed
+        there after all, as its status callback reports. True if such a reply is known."""
+        with self.engine.begin() as connection:
+            result = connection.execute(
+                update(OutboxItem)
+                .where(
+                    OutboxItem.channel == channel,
+                    OutboxItem.platform_message_id == platform_message_id,
+                )
+                .values(status=FAILED, last_error=error[:300])
+            )
+        return bool(result.rowcount)

@@ -18,6 +18,7 @@ from bot import logs
 from bot.settings import Settings
 from memory import db
 from memory.inbox import Inbox
+from memory.outbox import Outbox
 from webhooks import admin, health
 from webhooks.api import route as api
 from webhooks.startup import load_settings, read_dotenv
@@ -91,6 +92,7 @@ def create_app(
         settings,
         engine,
         Inbox(engine, settings.service.inbox_lease_seconds),
+        Outbox(engine, settings.service.delivery_lease_seconds),
         on_inbound or (lambda: None),
     )
     app.register_blueprint(health.blueprint)

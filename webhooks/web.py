@@ -17,6 +17,7 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 from bot.settings import Settings
 from memory.inbox import Inbox
 from memory.messages import Inbound
+from memory.outbox import Outbox
 from webhooks.telegram.client import TelegramClient
 
 log = logging.getLogger(__name__)
@@ -24,12 +25,13 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class WebContext:
-    """What the request handlers need: settings, the inbox, and a hook to wake a worker that
-    shares this process (`pam serve`)."""
+    """What the request handlers need: settings, the inbox, the outbox (for delivery
+    reports), and a hook to wake a worker that shares this process (`pam serve`)."""
 
     settings: Settings
     engine: Engine
     inbox: Inbox
+    outbox: Outbox
     on_inbound: Callable[[], None]
     _telegram: TelegramClient | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)

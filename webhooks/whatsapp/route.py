@@ -8,9 +8,7 @@ import time
 
 from flask import Blueprint, Response, jsonify, request
 from flask.typing import ResponseReturnValue
-from sqlalchemy import update
 
-from memory.models import OutboxItem
 from webhooks.web import accept, web
 from webhooks.whatsapp import CHANNEL
 from webhooks.whatsapp.payload import inbound_from_form
@@ -63,11 +61,6 @@ def status() -> ResponseReturnValue:
     state = (request.form.get("MessageStatus") or "").strip()
     if sid and state in ("failed", "undelivered"):
         code = (request.form.get("ErrorCode") or "").strip()[:20]
-        with web().engine.begin() as connection:
-            connection.execute(
-                update(OutboxItem)
-                .where(OutboxItem.channel == CHANNEL, OutboxItem.platform_message_id == sid)
-                .values(status="failed", last_error=f"twilio {state}: error {code}")
-            )
+        web().outbox.failed_on_platform(CHANNEL, sid, f"twilio {state}: error {code}")
         log.warning("whatsapp delivery %s error=%s", state, code)
     return "", 204
