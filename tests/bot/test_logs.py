@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine
-from twilio.request_validator import RequestValidator
 
 from bot import logs
 from bot.settings import Settings
@@ -21,7 +20,7 @@ from loopback.local_server import Answer, LocalServer
 from loopback.openai_server import Fault, OpenAIServer
 from loopback.telegram_server import TOKEN as TELEGRAM_TOKEN
 from loopback.telegram_server import TelegramServer
-from loopback.twilio_server import ACCOUNT_SID, AUTH_TOKEN, NUMBER, TwilioServer
+from loopback.twilio_server import ACCOUNT_SID, AUTH_TOKEN, NUMBER, TwilioServer, sign
 from webhooks.app import create_app
 from webhooks.wiring import build, senders
 
@@ -133,9 +132,7 @@ def test_no_secret_or_message_text_is_logged_at_info(
                     "Body": text,
                     "NumMedia": "0",
                 }
-                signature = RequestValidator(AUTH_TOKEN).compute_signature(
-                    "http://localhost/whatsapp/webhook", form
-                )
+                signature = sign("http://localhost/whatsapp/webhook", form)
                 assert (
                     client.post(
                         "/whatsapp/webhook", data=form, headers={"X-Twilio-Signature": signature}

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from sqlalchemy import Engine, select, update
+from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from bot import phrases
@@ -34,6 +34,7 @@ from memory.models import InboxItem, OutboxItem
 from memory.records import LEARNER, PAM
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel, failing, reply_json
+from tests.helpers.queues import make_available_now, outbox_rows
 from tests.support import (
     API_TOKEN,
     WAIT,
@@ -97,18 +98,6 @@ def inbox_rows(engine: Engine, address: str) -> list[InboxItem]:
 def inbox_rows_by_id(engine: Engine, ids: Sequence[int]) -> list[InboxItem]:
     """Inbox rows by id: finished items of a forgotten or never-known learner name nobody."""
     return queue_items(engine, InboxItem, InboxItem.id.in_(ids))
-
-
-def outbox_rows(engine: Engine, address: str) -> list[OutboxItem]:
-    return queue_items(engine, OutboxItem, OutboxItem.address == address)
-
-
-def make_available_now(engine: Engine, model: type[InboxItem] | type[OutboxItem]) -> None:
-    """Skip every retry delay (instead of sleeping through it)."""
-    with engine.begin() as connection:
-        connection.execute(
-            update(model).where(model.status == PENDING).values(available_at=utcnow())
-        )
 
 
 # -- exactly one reply, in order ----------------------------------------------------------
