@@ -20,11 +20,12 @@ def pam_with(
     engine: Engine,
     model: FakeChatModel,
     clock: Clock = utcnow,
-    **limits: int,
+    **knobs: dict[str, int],
 ) -> Pam:
-    """Pam with some limits changed, memory jobs inline, and its windows on `clock`."""
+    """Pam with some limits changed (`limits={...}`), memory jobs inline, and its windows on
+    `clock`."""
     return build(
-        settings.replace(limits=limits),
+        settings.replace(**knobs),
         model=model,
         submit=lambda work: work(),
         engine=engine,

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import replace
 from pathlib import Path
 from unittest import mock
 
@@ -83,7 +82,7 @@ class Conversation:
 
     def __init__(self, store: Store, batch: int) -> None:
         self.store = store
-        self.config = replace(CONFIG, fold_batch_messages=batch)
+        self.config = CONFIG.model_copy(update={"fold_batch_messages": batch})
         self.learner = store.learners.learner(unique_user("prop")).id
         self.sent = 0
         self.mark_to_id: dict[int, int] = {}

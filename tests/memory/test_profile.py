@@ -592,10 +592,11 @@ def test_a_racing_writer_wins_over_a_slow_update(store: Store, fake_model: FakeC
 
 
 def test_a_long_backlog_reads_only_the_newest_batch_but_passes_all(
-    store: Store, fake_model: FakeChatModel
+    store: Store, fake_model: FakeChatModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     learner = store.learners.learner(unique_user())
-    config = MemoryConfig(profile_max_batch=3)
+    monkeypatch.setattr(MemoryConfig, "profile_max_batch", 3)
+    config = MemoryConfig()
     ids = _chat(store, learner.id, [f"mensaje número {n}" for n in range(8)])
     assert learn_profile(learner.id, store=store, model=fake_model, config=config)
     (call,) = fake_model.calls
