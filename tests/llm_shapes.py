@@ -1,16 +1,12 @@
 """Answer shapes of real OpenAI-compatible servers, as their documentation, source or public
 bug reports show them, with the source beside each. The structure (field names, nesting,
 where reasoning, refusals, filters and errors go) is the server's; the texts are Pam-like
-so that tests can check what survives. Bodies are dicts; `encoded` makes a response body."""
+so that tests can check what survives. Bodies are dicts; loopback.llm_shapes.encoded makes a
+response body of one, and holds the refusals the loopback OpenAI server sends too."""
 
 from __future__ import annotations
 
 from typing import Any
-
-# The refusals the loopback OpenAI server sends as well (and `encoded`) are defined beside it.
-from loopback.llm_shapes import OPENAI_REFUSES_MAX_TOKENS as OPENAI_REFUSES_MAX_TOKENS
-from loopback.llm_shapes import encoded as encoded
-from loopback.llm_shapes import openai_refuses_temperature as openai_refuses_temperature
 
 REPLY = '{"reply": "¡Qué bien! ¿Y qué cocinaste?", "corrections": []}'
 REASONING = 'The learner wrote \'yo es\'. Draft: {"reply": "chat message"} — no, first fix it.'

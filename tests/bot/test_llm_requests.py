@@ -8,6 +8,7 @@ import threading
 import pytest
 
 from bot.llm_requests import REASONING_ROOM, THINKING_ROOM, ModelQuirks, is_reasoning_model
+from loopback.llm_shapes import OPENAI_REFUSES_MAX_TOKENS, openai_refuses_temperature
 from tests import llm_shapes as shapes
 
 SCHEMA = {"name": "reply", "schema": {"type": "object"}}
@@ -100,7 +101,7 @@ def test_a_refused_max_tokens_is_learned_once_and_sent_under_its_other_name() ->
     q = quirks()
     sent = q.params("my-azure-deployment", "reply", 700, None)
 
-    learned = learn(q, "my-azure-deployment", sent, shapes.OPENAI_REFUSES_MAX_TOKENS)
+    learned = learn(q, "my-azure-deployment", sent, OPENAI_REFUSES_MAX_TOKENS)
 
     assert learned == "refuses max_tokens; sending max_completion_tokens"
     params = q.params("my-azure-deployment", "reply", 700, None)
@@ -115,7 +116,7 @@ def test_a_refused_temperature_is_left_out_from_then_on() -> None:
     q = quirks()
     sent = q.params("custom", "summary", 120, None)
 
-    assert learn(q, "custom", sent, shapes.openai_refuses_temperature(0.2)) == (
+    assert learn(q, "custom", sent, openai_refuses_temperature(0.2)) == (
         "refuses temperature; leaving it out"
     )
     assert q.params("custom", "reply", 700, None) == {"max_tokens": 700}
@@ -142,7 +143,7 @@ def test_a_refusal_named_only_in_the_message_is_learned_too() -> None:
     # A proxy that passes OpenAI's words on without its `param` (copilot-api, issue #164).
     q = quirks()
     sent = q.params("gpt-5.4", "reply", 700, None) | {"max_tokens": 700}
-    error = {"error": {"message": shapes.OPENAI_REFUSES_MAX_TOKENS["error"]["message"]}}
+    error = {"error": {"message": OPENAI_REFUSES_MAX_TOKENS["error"]["message"]}}
 
     assert learn(q, "gpt-5.4", sent, error) is not None
     assert "max_tokens" in q._learned["gpt-5.4"].refused

@@ -18,6 +18,7 @@ from bot.llm_requests import REASONING_ROOM, THINKING_ROOM
 from bot.openai_chat import MAX_UNUSABLE_CALLS, OpenAIChatModel, openai_client
 from bot.runtime import Pam
 from bot.settings import Settings
+from loopback.llm_shapes import encoded
 from loopback.local_server import Answer
 from loopback.openai_server import Fault, OpenAIServer, default_answer, refuse_like_openai_reasoning
 from memory.llm import (
@@ -35,7 +36,7 @@ from memory.records import LEARNER, PAM, CorrectionRecord
 from memory.tokens import TokenCounter
 from tests import llm_shapes as shapes
 from tests.conftest import unique_user
-from tests.llm_shapes import REASONING, REPLY, encoded
+from tests.llm_shapes import REASONING, REPLY
 from webhooks.wiring import build
 
 MODEL = "gpt-4o-mini"
