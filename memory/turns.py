@@ -8,19 +8,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
-from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
 
-from memory.backends.base import Backend
 from memory.claims import Claim, Finishing
 from memory.clock import Clock
 from memory.config import MemoryConfig
 from memory.conversation import Conversation
 from memory.density import is_low_information
 from memory.jobs import FOLD, PROFILE
-from memory.ledger import Ledger
 from memory.profile import profile_due
 from memory.records import Backlog, LearnerGone, ReplyRecord
+from memory.store import Store
 from memory.summary import fold_due
 
 # How many unread learner messages a turn looks at to decide whether the profile is due; a
@@ -62,20 +60,15 @@ class TurnWriter:
     """Writes the end of every turn: `write`."""
 
     def __init__(
-        self,
-        backend: Backend,
-        engine: Engine,
-        deliver_lease_seconds: float,
-        config: MemoryConfig,
-        clock: Clock,
+        self, store: Store, deliver_lease_seconds: float, config: MemoryConfig, clock: Clock
     ) -> None:
-        self.backend = backend
-        self.engine = engine
+        # The store's own parts (and its backend): the writer keeps no engine of its own.
+        self.conversation = store.conversation
+        self.ledger = store.ledger
+        self.backend = store.conversation.backend
         self.deliver_lease = timedelta(seconds=deliver_lease_seconds)
         self.config = config
         self.clock = clock
-        self.conversation = Conversation(engine, clock)
-        self.ledger = Ledger(engine, clock)
 
     def write(
         self,

@@ -19,7 +19,6 @@ from bot.runtime import Pam
 from bot.settings import Settings
 from bot.tutor import Tutor
 from memory import db
-from memory.backends import backend_for
 from memory.clock import Clock, utcnow
 from memory.jobs import FOLD, PROFILE, Coordinator, JobRunner, Submit
 from memory.llm import ChatModel
@@ -136,9 +135,7 @@ def build(
         scheduler.add_job(
             runner.recover, "interval", seconds=RECOVER_EVERY_SECONDS, id="memory-recover"
         )
-    writer = TurnWriter(
-        backend_for(engine), engine, settings.service.delivery_lease_seconds, memory, clock
-    )
+    writer = TurnWriter(store, settings.service.delivery_lease_seconds, memory, clock)
     tutor = Tutor(store, model, counter, runner, settings, writer, clock)
     return Pam(
         settings, engine, store, counter, model, runner, tutor, writer, clock, scheduler, process

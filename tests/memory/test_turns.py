@@ -8,7 +8,6 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import Engine
 
-from memory.backends import backend_for
 from memory.claims import DONE, FAILED, Claim
 from memory.clock import ManualClock
 from memory.config import MemoryConfig
@@ -25,7 +24,7 @@ LEASE = 300.0
 
 
 def writer(engine: Engine, clock: ManualClock, config: MemoryConfig | None = None) -> TurnWriter:
-    return TurnWriter(backend_for(engine), engine, LEASE, config or MemoryConfig(), clock)
+    return TurnWriter(Store(engine, clock), LEASE, config or MemoryConfig(), clock)
 
 
 def claimed(engine: Engine, clock: ManualClock, user: str) -> Claim:
