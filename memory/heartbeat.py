@@ -15,6 +15,9 @@ log = logging.getLogger(__name__)
 # How long a beat with `first` 0 waits for the beat thread to start its first call: a
 # moment normally; the bound only keeps a wedged thread from holding the block up.
 STARTS_WITHIN = 1.0
+# How long the beat thread of a `Heartbeats` outlives its last beat: a busy worker keeps one
+# thread for all its turns, and one that goes idle (or is dropped) does not keep it forever.
+IDLE_SECONDS = 30.0
 
 
 class Heartbeat:
@@ -60,10 +63,12 @@ class Heartbeats:
     """Many heartbeats on one background thread: `beat(interval, renew)` is a `Heartbeat`
     that costs no thread of its own, so a worker keeps every lease of every turn and send on
     one thread instead of starting and joining one for each. A `renew` that blocks delays the
-    others: give slow calls (a platform's "typing…") their own `Heartbeats`."""
+    others: give slow calls (a platform's "typing…") their own `Heartbeats`. The thread ends
+    once no beat has run for `idle_seconds`; the next beat starts another."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, *, idle_seconds: float = IDLE_SECONDS) -> None:
         self.name = name
+        self.idle_seconds = idle_seconds
         self._due: dict[int, tuple[float, float, Callable[[], bool]]] = {}
         self._ids = itertools.count()
         self._changed = threading.Condition()
@@ -102,8 +107,13 @@ class Heartbeats:
     def _run(self) -> None:
         while True:
             with self._changed:
+                if not self._due and not self._changed.wait_for(
+                    lambda: bool(self._due), timeout=self.idle_seconds
+                ):
+                    self._thread = None  # under the lock: the next beat starts a new one
+                    return
                 now = time.monotonic()
-                soonest = min((d for d, _, _ in self._due.values()), default=now + 60.0)
+                soonest = min(d for d, _, _ in self._due.values())
                 if soonest > now:
                     self._changed.wait(soonest - now)
                     continue

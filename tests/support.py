@@ -5,7 +5,6 @@ tests/conftest.py."""
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from collections import deque
 from collections.abc import Callable
@@ -16,6 +15,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
+from loopback.harness import wait_for
 from memory.claims import Claim
 from memory.clock import ManualClock
 from memory.messages import Inbound, Sent
@@ -53,11 +53,7 @@ def inbound(address: str, text: str = "Hola", *, channel: str = "test", pid: str
 
 def wait_until(condition: Callable[[], bool], what: str, timeout: float = WAIT) -> None:
     """Poll `condition` until it holds; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
+    wait_for(condition, timeout, what, poll=0.01)
 
 
 def outlive(clock: ManualClock, lease: timedelta) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 from memory.heartbeat import Heartbeats
+from tests.support import wait_until
 
 WAIT = 10.0
 
@@ -86,3 +87,17 @@ def test_a_beat_due_at_once_has_started_its_first_call_when_the_block_starts() -
         with beats.beat(60.0, renew, first=0.0):
             assert renew.calls == 1
             renew.release.set()
+
+
+def test_the_thread_ends_once_idle_and_the_next_beat_starts_another() -> None:
+    """A worker that is dropped (every test builds some) or goes quiet keeps no thread."""
+    beats = Heartbeats("test-idle-beats", idle_seconds=0.01)
+    for _ in range(2):
+        renew = Beats()
+        with beats.beat(0.01, renew, first=0.0):
+            renew.wait_calls(2)
+        wait_until(lambda: "test-idle-beats" not in _names(), "the idle beat thread to end")
+
+
+def _names() -> list[str]:
+    return [thread.name for thread in threading.enumerate()]
