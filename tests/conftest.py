@@ -18,6 +18,7 @@ from loopback.openai_server import OpenAIServer
 from memory import db
 from memory.models import InboxItem, OutboxItem
 from memory.store import Store
+from memory.tokens import TokenCounter
 from tests.fakes import FakeChatModel
 from tests.support import RecordingSender
 from webhooks.wiring import build
@@ -87,6 +88,14 @@ def empty_queues(engine: Engine) -> Engine:
         connection.execute(delete(OutboxItem))
         connection.execute(delete(InboxItem))
     return engine
+
+
+@pytest.fixture(scope="session")
+def counter() -> TokenCounter:
+    """A counter for the default model, with the real encoding loaded: real token counts."""
+    counter = TokenCounter("gpt-4o-mini")
+    assert not counter.approximate, "tiktoken's cache is not set up: set TIKTOKEN_CACHE_DIR"
+    return counter
 
 
 @pytest.fixture

@@ -67,11 +67,6 @@ def server() -> Iterator[OpenAIServer]:
 
 
 @pytest.fixture
-def counter() -> TokenCounter:
-    return TokenCounter(MODEL)
-
-
-@pytest.fixture
 def waits() -> list[float]:
     """The pauses OpenAIChatModel took between unusable answers (it does not really sleep)."""
     return []

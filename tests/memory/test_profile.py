@@ -52,11 +52,6 @@ from webhooks.wiring import build
 CONFIG = MemoryConfig(memory_model="memory-model-x")
 
 
-@pytest.fixture
-def counter() -> TokenCounter:
-    return TokenCounter("gpt-4o-mini")
-
-
 # -- parsing the model's answer -----------------------------------------------------------
 
 

@@ -43,11 +43,6 @@ CONFIG = MemoryConfig(
 MARK = re.compile(r"\bm(\d{3})\b")
 
 
-@pytest.fixture(scope="module")
-def counter() -> TokenCounter:
-    return TokenCounter("gpt-4o-mini")
-
-
 def _conversation(store: Store, learner_id: int, count: int, tokens: int) -> list[int]:
     """`count` alternating learner/Pam messages of `tokens` tokens each, marked m000, m001…"""
     return [

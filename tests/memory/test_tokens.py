@@ -26,14 +26,6 @@ SAMPLES = [
 CJK = "我昨天和朋友一起去公园散步然后我们在湖边喝咖啡聊了很久关于工作和旅行的计划" * 3
 
 
-@pytest.fixture(scope="module")
-def counter() -> TokenCounter:
-    """A counter for the default model, with the real encoding loaded."""
-    counter = TokenCounter("gpt-4o-mini")
-    assert not counter.approximate, "tiktoken's cache is not set up (see DEVELOPERS.md)"
-    return counter
-
-
 @pytest.fixture
 def offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """tiktoken with an empty cache, no encodings loaded in-process and downloads refused."""
