@@ -136,6 +136,17 @@ def stems(found: list[str], language: str | None) -> list[str]:
     return list(dict.fromkeys(stemmer.stemWords(found)))
 
 
-def stems_of(text: str, language: str | None) -> str:
-    """What SQLite's index holds besides the text: the stems of `text`'s words, one string."""
-    return " ".join(stems(words(text), language))
+def learner_terms(learner_id: int, found: list[str], language: str | None) -> list[str]:
+    """SQLite's index terms for the words `found` of one learner: each word and each of its
+    stems in `language` (a Snowball name), accent-free, prefixed with the learner's id and
+    an "x" ("42xperro", "42xperr"). A term belongs to one learner, so a search reads only
+    that learner's postings, however many other learners share the word; and no query can
+    reach another learner's terms (the prefix is added here, never taken from the query).
+    The id is digits and the separator is not, so no two learners' terms can be equal."""
+    terms = [plain(word) for word in found] + [plain(stem) for stem in stems(found, language)]
+    return [f"{int(learner_id)}x{term}" for term in dict.fromkeys(terms)]
+
+
+def terms_of(learner_id: int, text: str, language: str | None) -> str:
+    """What SQLite's FTS5 index holds for one entry: `learner_terms` of its words."""
+    return " ".join(learner_terms(learner_id, words(text), language))
