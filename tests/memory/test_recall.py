@@ -331,3 +331,57 @@ def test_language_names_map_to_stemmers_and_configurations() -> None:
     assert snowball_language("") is None and snowball_language("x" * 500) is None
     assert pg_config("German") == "german" and pg_config("Polish") == "simple"
     assert pg_config("de") == "german" and pg_config(None) == "simple"
+
+
+def test_a_later_update_that_no_longer_shares_the_questions_words_still_ranks_first(
+    store: Store,
+) -> None:
+    """The update says the new country, not "viaje" or "abril": it is found as what most
+    resembles the learner's best match, said later, and matching the question too."""
+    me = learner(store)
+    # Weeks of other talk first: bm25 weighs a word by how few of the entries have it.
+    say(store, me, *(f"Hoy el día {n} fue tranquilo en el trabajo" for n in range(12)))
+    ids = say(
+        store,
+        me,
+        "En abril voy a viajar a Japón con mi hermana Clara",
+        "Mi hermana Clara tiene un hijo que se llama Leo",
+        "Hoy hace mucho calor",
+        "Al final no voy a Japón, voy a Corea del Sur con Clara",
+    )
+    fold_upto(store, me, ids[-1])
+
+    found = texts(store.recall.search(me, "¿A qué país me voy de viaje en abril?"))
+
+    assert found[:2] == [
+        "Al final no voy a Japón, voy a Corea del Sur con Clara",
+        "En abril voy a viajar a Japón con mi hermana Clara",
+    ]
+
+
+def test_a_later_mention_of_one_word_is_no_update(store: Store) -> None:
+    me = learner(store)
+    ids = say(store, me, "Mi perro Bruno es un labrador", "Hoy vi un perro en el parque")
+    fold_upto(store, me, ids[-1])
+    assert texts(store.recall.search(me, "labrador Bruno"))[0] == "Mi perro Bruno es un labrador"
+
+
+def test_names_are_asked_with_nombre_and_pets_with_diminutives(store: Store) -> None:
+    me = learner(store)
+    ids = say(store, me, "Tengo una perra que se llama Luna", "Mañana trabajo temprano")
+    fold_upto(store, me, ids[-1])
+    assert texts(store.recall.search(me, "¿Te acuerdas del nombre de mi perrita?")) == [
+        "Tengo una perra que se llama Luna"
+    ]
+
+
+def test_the_learners_own_statement_outranks_pams_echo_of_it(store: Store) -> None:
+    me = learner(store)
+    ids = say(store, me, "Mi restaurante favorito se llama Inti")
+    ids += say(store, me, "¡Inti! Qué buen restaurante, me encanta", role=PAM)
+    fold_upto(store, me, ids[-1])
+    found = store.recall.search(me, "¿Cuál es mi restaurante favorito?")
+    assert next((s.role, s.text) for s in found) == (
+        LEARNER,
+        "Mi restaurante favorito se llama Inti",
+    )
