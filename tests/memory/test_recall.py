@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import func, select
 
+from memory.backends.postgres import _recall_statements
 from memory.config import MemoryConfig
 from memory.models import RecallEntry
 from memory.recall import CORRECTION, MESSAGE, Snippet
@@ -385,3 +386,18 @@ def test_the_learners_own_statement_outranks_pams_echo_of_it(store: Store) -> No
         LEARNER,
         "Mi restaurante favorito se llama Inti",
     )
+
+
+def test_postgres_without_unaccent_still_searches_keeping_accents(store: Store) -> None:
+    """Where `unaccent` cannot be created, the statements leave accents alone: words match
+    as written, and nothing fails."""
+    if store.recall.engine.dialect.name != "postgresql":
+        pytest.skip("unaccent is Postgres'")
+    plain_backend = store.recall.backend
+    plain_backend._recall_sql = (*_recall_statements(""), {})  # type: ignore[attr-defined]
+    store.memory.backend = plain_backend
+    me = learner(store)
+    ids = say(store, me, "Me gusta el café de Bogotá")
+    fold_upto(store, me, ids[-1])
+    assert texts(store.recall.search(me, "café")) == ["Me gusta el café de Bogotá"]
+    assert texts(store.recall.search(me, "bogotá")) == ["Me gusta el café de Bogotá"]
