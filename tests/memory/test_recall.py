@@ -4,15 +4,16 @@ learners, hostile queries, and /forget."""
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text, update
 
 from memory.backends.postgres import _recall_statements
 from memory.config import MemoryConfig
-from memory.models import RecallEntry
-from memory.recall import CORRECTION, MESSAGE, Snippet
+from memory.models import RecallEntry, Summary
+from memory.recall import CORRECTION, MESSAGE, Snippet, index_folded
 from memory.recall_terms import pg_config, query_words, snowball_language
 from memory.records import LEARNER, PAM, CorrectionRecord
 from memory.store import Store
@@ -401,3 +402,41 @@ def test_postgres_without_unaccent_still_searches_keeping_accents(store: Store) 
     fold_upto(store, me, ids[-1])
     assert texts(store.recall.search(me, "café")) == ["Me gusta el café de Bogotá"]
     assert texts(store.recall.search(me, "bogotá")) == ["Me gusta el café de Bogotá"]
+
+
+def test_postgres_a_fold_committing_while_forget_waits_leaves_no_entry(store: Store) -> None:
+    """/forget deletes the entries it sees, then waits on the summary row a fold holds; the
+    fold commits entries /forget's own DELETE could not see, and the cascade from the
+    learner's row (which that DELETE takes afresh) removes them."""
+    engine = store.recall.engine
+    if engine.dialect.name != "postgresql":
+        pytest.skip("SQLite has one writer at a time: a fold and /forget never interleave")
+    me = learner(store)
+    ids = say(store, me, "Mi contraseña secreta es Zafiro")
+    fold = engine.connect()
+    transaction = fold.begin()
+    fold.execute(
+        update(Summary).where(Summary.learner_id == me).values(watermark=ids[-1], version=1)
+    )
+    assert index_folded(fold, store.memory.backend, me, 0, ids[-1]) == 1
+    holder = fold.execute(text("SELECT txid_current()")).scalar_one()
+    forgetting = threading.Thread(target=store.learners.forget, args=(me,), daemon=True)
+    forgetting.start()
+    with engine.connect() as watcher:  # until /forget waits on the fold's row lock
+        for _ in range(2000):
+            waiting = watcher.execute(
+                text(
+                    "SELECT count(*) FROM pg_locks WHERE NOT granted "
+                    "AND locktype = 'transactionid' AND transactionid::text = :holder"
+                ),
+                {"holder": str(holder)},
+            ).scalar_one()
+            if waiting:
+                break
+            forgetting.join(0.01)
+        assert waiting, "/forget never waited on the fold"
+    transaction.commit()
+    fold.close()
+    forgetting.join(20)
+    assert not forgetting.is_alive()
+    assert entries(store, me) == 0
