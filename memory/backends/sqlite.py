@@ -140,8 +140,8 @@ class SqliteBackend(Backend):
     def index_recall(
         self, connection: Connection, rows: Sequence[Mapping[str, Any]], language: str | None
     ) -> None:
-        """The entries with their terms (words and Snowball stems, the learner's own); a
-        trigger adds them to the FTS5 table."""
+        """The entries with their terms (Snowball stems, the learner's own); a trigger adds
+        them to the FTS5 table."""
         if not rows:
             return
         snowball = snowball_language(language)

@@ -14,7 +14,13 @@ from memory.backends.postgres import _recall_statements
 from memory.config import MemoryConfig
 from memory.models import RecallEntry, Summary
 from memory.recall import CORRECTION, MESSAGE, Snippet, index_folded
-from memory.recall_terms import pg_config, query_words, snowball_language
+from memory.recall_terms import (
+    MAX_QUERY_WORDS,
+    learner_terms,
+    pg_config,
+    query_words,
+    snowball_language,
+)
 from memory.records import LEARNER, PAM, CorrectionRecord
 from memory.store import Store
 from memory.summary import fold
@@ -440,3 +446,26 @@ def test_postgres_a_fold_committing_while_forget_waits_leaves_no_entry(store: St
     forgetting.join(20)
     assert not forgetting.is_alive()
     assert entries(store, me) == 0
+
+
+def test_query_words_are_letters_and_digits_without_stopwords_and_capped() -> None:
+    assert query_words("¿Dónde VIVES ahora, Tom? 2024!") == ["vives", "ahora", "tom", "2024"]
+    assert query_words("el la the der le il o a") == []
+    assert len(query_words(" ".join(f"palabra{n}" for n in range(100)))) == MAX_QUERY_WORDS
+    # A name is asked with the noun and said with the verb; a diminutive brings its base.
+    assert query_words("nombre de mi perrita", "Spanish") == [
+        "nombre",
+        "llama",
+        "llamo",
+        "llamaba",
+        "perrita",
+        "perra",
+    ]
+    assert "perra" not in query_words("perrita", "German")
+
+
+def test_sqlite_terms_belong_to_one_learner() -> None:
+    assert learner_terms(7, ["perros", "café"], "spanish") == ["7xperr", "7xcaf"]
+    assert learner_terms(7, ["perros"], None) == ["7xperros"]
+    # Learner 12's "3abc" and learner 123's "abc" can never be the same term.
+    assert learner_terms(12, ["3abc"], None) != learner_terms(123, ["abc"], None)
