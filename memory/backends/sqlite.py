@@ -4,17 +4,19 @@ and workers that poll."""
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import insert
+from sqlalchemy import Connection, Float, Integer, Row, String, Text, insert, text
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.sql.dml import Insert
 
 from memory.backends.base import Backend, ContextRead
 from memory.claims import Finishing
-from memory.models import InboxItem, MemoryJob
+from memory.models import RECALL_FTS, InboxItem, MemoryJob, RecallEntry, UTCDateTime
+from memory.recall_terms import learner_terms, snowball_language, terms_of
 from memory.records import PAM, ActivityWindow, Backlog, ReplyRecord, StoredMessage
 from memory.statements import (
     INSERT_CORRECTIONS,
@@ -26,6 +28,45 @@ from memory.statements import (
 from memory.wakeup import InboxListener
 
 _ACCEPT = insert(InboxItem)
+
+# FTS5's own 'secure-delete' option (SQLite 3.42+) removes a deleted row's terms from the
+# index at once. Without it they stay in old index segments until those are merged, so
+# /forget merges the whole index (`optimize`) instead; see `after_forget`.
+FTS_SECURE_DELETE = sqlite3.sqlite_version_info >= (3, 42)
+# Whether the table has it on: a database migrated under an older SQLite has not.
+_FTS_SECURE_DELETE_SET = text(f"SELECT v FROM {RECALL_FTS}_config WHERE k = 'secure-delete'")
+
+_INDEX_RECALL = insert(RecallEntry)
+# One MATCH of the learner's own terms (see recall_terms.learner_terms), ranked by bm25: its
+# statistics are then the learner's own too (a word they use all the time weighs less).
+_RECALL_CANDIDATES = text(
+    f"""
+    SELECT e.id, e.kind, e.role, e.text, e.said_at, -bm25({RECALL_FTS}) AS relevance
+    FROM {RECALL_FTS} JOIN recall_entries AS e ON e.id = {RECALL_FTS}.rowid
+    WHERE {RECALL_FTS} MATCH :match
+    ORDER BY bm25({RECALL_FTS})
+    LIMIT :limit
+    """
+).columns(
+    id=Integer(),
+    kind=String(),
+    role=String(),
+    text=Text(),
+    said_at=UTCDateTime(),
+    relevance=Float(),
+)
+
+
+def _phrase(term: str) -> str:
+    """`term` as an FTS5 string: in double quotes, any inside doubled, so it is only ever a
+    word to match, never query syntax."""
+    return '"' + term.replace('"', '""') + '"'
+
+
+def recall_match(learner_id: int, found: Sequence[str], language: str | None) -> str:
+    """The FTS5 query: any of the learner's terms for the words `found` and their stems."""
+    terms = learner_terms(learner_id, list(found), snowball_language(language))
+    return " OR ".join(_phrase(term) for term in terms)
 
 
 class SqliteBackend(Backend):
@@ -98,9 +139,43 @@ class SqliteBackend(Backend):
             index_elements=["learner_id", "kind"], set_=dict(on_conflict_set)
         )
 
+    def index_recall(
+        self, connection: Connection, rows: Sequence[Mapping[str, Any]], language: str | None
+    ) -> None:
+        """The entries with their terms (Snowball stems, the learner's own); a trigger adds
+        them to the FTS5 table."""
+        if not rows:
+            return
+        snowball = snowball_language(language)
+        entries = [
+            {**row, "terms": terms_of(row["learner_id"], row["text"], snowball)} for row in rows
+        ]
+        connection.execute(_INDEX_RECALL, entries)
+
+    def recall_candidates(
+        self,
+        connection: Connection,
+        learner_id: int,
+        found: Sequence[str],
+        language: str | None,
+        limit: int,
+    ) -> list[Row[Any]]:
+        """One FTS5 MATCH, every term quoted, ranked by bm25."""
+        match = recall_match(learner_id, found, language)
+        return list(connection.execute(_RECALL_CANDIDATES, {"match": match, "limit": limit}))
+
     def after_forget(self) -> None:
-        """secure_delete zeroes the freed pages, but the write-ahead log still holds the old
-        ones until a checkpoint copies it back and truncates it: do that now."""
+        """secure_delete zeroes the freed pages, but two things still hold erased text: the
+        FTS5 index's old segments keep a deleted row's terms until they are merged, unless
+        the table has FTS5's 'secure-delete' option on (set by migration 0005 where SQLite
+        is 3.42+, and only honoured there), so merge them all into one (at 1,000,000
+        entries about half a second, bench/recall_scale.py); and the write-ahead log holds
+        the old pages until a checkpoint copies it back and truncates it: do that last."""
+        with self.engine.begin() as connection:
+            if not (FTS_SECURE_DELETE and connection.execute(_FTS_SECURE_DELETE_SET).scalar()):
+                connection.exec_driver_sql(
+                    f"INSERT INTO {RECALL_FTS}({RECALL_FTS}) VALUES ('optimize')"
+                )
         with self.engine.connect() as connection:
             connection.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
 
