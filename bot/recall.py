@@ -19,7 +19,6 @@ from memory.recall import CORRECTION, Snippet
 from memory.tokens import TokenCounter
 from prompts import as_data
 
-RecallMode = Literal["auto", "tool", "off"]
 # How a turn recalled: Pam searched on its own, the model called the tool, or neither.
 How = Literal["auto", "tool", "none"]
 

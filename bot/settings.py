@@ -14,7 +14,6 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.llm_requests import Effort, StructuredOutput
 from bot.logs import Level
-from bot.recall import RecallMode
 from memory.config import DEFAULT_MODEL, MemoryConfig
 
 # Platforms redeliver an unacknowledged message for up to a day; finished queue items are kept
@@ -78,19 +77,6 @@ class LimitSettings(BaseSettings):
     rate_limit_per_minute: int = Field(default=20, ge=0)
     learner_daily_tokens: int = Field(default=200_000, ge=0)
     daily_tokens: int = Field(default=0, ge=0)
-
-
-class RecallSettings(BaseSettings):
-    """Recall of earlier conversations in the reply: how it runs and what it may cost."""
-
-    model_config = section("PAM_RECALL_")
-
-    # auto: Pam searches when the message refers to the past or names something the prompt
-    # does not mention; tool: the model is offered a recall tool (auto where the provider
-    # takes no tools); off: never.
-    mode: RecallMode = Field(default="auto", validation_alias="PAM_RECALL")
-    # All the snippets of one turn together, at most (tiktoken tokens).
-    max_tokens: int = Field(default=150, ge=20, le=2000)
 
 
 class ServiceSettings(BaseSettings):
@@ -197,7 +183,6 @@ class Settings(BaseSettings):
     llm: LLMSettings = Field(default_factory=LLMSettings)
     memory: MemoryConfig = Field(default_factory=MemorySettings, validate_default=True)
     limits: LimitSettings = Field(default_factory=LimitSettings)
-    recall: RecallSettings = Field(default_factory=RecallSettings)
     service: ServiceSettings = Field(default_factory=ServiceSettings)
     web: WebSettings = Field(default_factory=WebSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
@@ -272,7 +257,6 @@ SECTIONS: dict[str, type[BaseModel]] = {
     "llm": LLMSettings,
     "memory": MemorySettings,
     "limits": LimitSettings,
-    "recall": RecallSettings,
     "service": ServiceSettings,
     "web": WebSettings,
     "api": ApiSettings,

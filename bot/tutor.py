@@ -292,7 +292,7 @@ class Tutor:
         once more without tools with what the search found; a provider that takes no tools
         gets the auto path instead (learned once per process by the client). auto searches
         when the message asks for it (bot.recall.wants_recall)."""
-        mode = self.settings.recall.mode if self.searcher is not None else "off"
+        mode = self.memory.recall if self.searcher is not None else "off"
         earlier: tuple[Usage, ...] = ()
         if mode == "tool":
             prompt = self._prompt(context)
@@ -355,7 +355,7 @@ class Tutor:
             log.warning("recall search failed learner=%s: %s", learner_id, type(exc).__name__)
             found = ()
         return recall.snippet_lines(
-            found, self.clock(), self.counter, self.settings.recall.max_tokens
+            found, self.clock(), self.counter, self.memory.recall_max_tokens
         )
 
     def _prompt(self, context: Context, recalled: str = "") -> list[ChatMessage]:
