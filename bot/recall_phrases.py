@@ -95,7 +95,7 @@ PAST_PHRASES: dict[str, tuple[str, ...]] = {
 }
 
 # Capitalised words that name nothing the learner could have told Pam about: the pronoun "I",
-# and the days and months English and German capitalise.
+# and the days, months and languages English and German capitalise.
 NOT_NAMES: frozenset[str] = frozenset(
     {
         "i",
@@ -144,6 +144,19 @@ NOT_NAMES: frozenset[str] = frozenset(
         "dezember",
         "hallo",
         "danke",
+        # languages, in English and German
+        "english",
+        "spanish",
+        "german",
+        "french",
+        "italian",
+        "portuguese",
+        "englisch",
+        "spanisch",
+        "deutsch",
+        "franzosisch",
+        "italienisch",
+        "portugiesisch",
     }
 )
 
