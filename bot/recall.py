@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
 
-from bot.recall_phrases import GERMAN_DETERMINERS, NOT_NAMES, PAST_PHRASES
+from bot.recall_phrases import GERMAN_DETERMINERS, INTRODUCING, NOT_NAMES, PAST_PHRASES
 from memory.llm import ChatMessage, Tool, ToolCall
 from memory.recall import CORRECTION, Snippet
 from memory.tokens import TokenCounter
@@ -82,6 +82,7 @@ _OPENERS = " \t\"'«»“”„‚‘’¿¡([-–—*_"
 _SENTENCE_END = ".!?…:;\n"
 _NOT_NAMES = frozenset(fold(w) for w in NOT_NAMES)
 _DETERMINERS = frozenset(fold(w) for w in GERMAN_DETERMINERS)
+_INTRODUCING = frozenset(fold(w) for w in INTRODUCING)
 
 
 def past_language(text: str) -> str | None:
@@ -96,8 +97,9 @@ def past_language(text: str) -> str | None:
 
 def unmentioned_names(text: str, known: str) -> list[str]:
     """The capitalised words of `text` that look like names — not at a sentence's start, not
-    a day or month, not a German noun after its article — and that `known` (what the prompt
-    already carries) never mentions."""
+    a day, month or language, not a German noun after its article, not a name being
+    introduced ("me llamo Lena") — and that `known` (what the prompt already carries) never
+    mentions."""
     known_words = set(_WORD.findall(fold(known)))
     names: list[str] = []
     previous = ""
@@ -110,7 +112,9 @@ def unmentioned_names(text: str, known: str) -> list[str]:
         if not head or head[-1] in _SENTENCE_END:
             continue
         folded = fold(word)
-        if folded in _NOT_NAMES or before in _DETERMINERS or folded in known_words:
+        if folded in _NOT_NAMES or folded in known_words:
+            continue
+        if before in _DETERMINERS or before in _INTRODUCING:
             continue
         names.append(word)
     return names

@@ -160,6 +160,46 @@ NOT_NAMES: frozenset[str] = frozenset(
     }
 )
 
+# A name right after one of these is being introduced ("me llamo Lena", "my dog is called
+# Toby", "ich bin Jonas"): news for Pam, not a reference to something said before.
+INTRODUCING: frozenset[str] = frozenset(
+    {
+        # English
+        "am",
+        "i'm",
+        "is",
+        "called",
+        "named",
+        # Spanish
+        "soy",
+        "es",
+        "llamo",
+        "llama",
+        "llamado",
+        "llamada",
+        # German
+        "bin",
+        "heiße",
+        "heißt",
+        "namens",
+        # French
+        "suis",
+        "m'appelle",
+        "s'appelle",
+        "appelle",
+        # Italian
+        "sono",
+        "chiamo",
+        "chiama",
+        # Portuguese
+        "sou",
+        "chamo",
+        "chama",
+        "chamado",
+        "chamada",
+    }
+)
+
 # German capitalises every noun: a capitalised word after one of these is a noun, no name.
 GERMAN_DETERMINERS: frozenset[str] = frozenset(
     {

@@ -130,6 +130,9 @@ def test_a_name_the_prompt_does_not_mention_triggers_a_search() -> None:
         "On Monday I went out with my friends, and I liked it.",  # days and "I"
         "Ich habe einen Hund und eine Katze.",  # German nouns after their article
         "I work at the NHS.",  # short all-capitals: an abbreviation
+        "Hola, yo soy Lena y mi perro se llama Toby.",  # names being introduced: news
+        "My name is Jonas, and my cat is called Mimi.",
+        "Salut, je m'appelle Claire.",
     ],
 )
 def test_capitals_that_are_no_names_do_not_trigger(text: str) -> None:
