@@ -324,11 +324,13 @@ class Tutor:
             return first, NO_RECALL
         calls = [c for c in first.tool_calls if c.name == recall.TOOL_NAME]
         if len(first.tool_calls) > 1 or not calls:
+            # Counts only: a tool name is the model's text.
             log.info(
-                "recall tool answer learner=%s calls=%d recall_calls=%d: using the first",
+                "recall tool answer learner=%s tool_calls=%d recall_calls=%d (running %d)",
                 learner_id,
                 len(first.tool_calls),
                 len(calls),
+                min(1, len(calls)),
             )
         if not calls:
             if first.text and corrections.reply_problem(first.text) is None:

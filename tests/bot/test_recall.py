@@ -5,10 +5,11 @@ tool's arguments as untrusted input, relative dates, and the snippets' hard toke
 from __future__ import annotations
 
 import json
-import random
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bot import recall
 from bot.recall_phrases import PAST_PHRASES
@@ -191,30 +192,24 @@ def test_at_most_three_snippets_and_newlines_cannot_add_lines() -> None:
     assert count == 3 and len(lines.splitlines()) == 3
 
 
-@pytest.mark.parametrize("cap", [20, 40, 75, 150, 300])
-def test_the_lines_never_exceed_the_token_cap(cap: int) -> None:
-    rng = random.Random(cap)
-    words = [
-        "perro",
-        "Toby",
-        "Sevilla",
-        "restaurante",
-        "東京",
-        "ñandú",
-        "über",
-        "straße",
-        "🙂",
-        "café",
-        "año",
-    ]
-    for _ in range(30):
-        found = [
-            snippet(" ".join(rng.choice(words) for _ in range(rng.randint(1, 120))))
-            for _ in range(rng.randint(1, 3))
-        ]
-        lines, count = recall.snippet_lines(found, NOW, COUNTER, cap)
-        assert COUNTER.count(lines) <= cap
-        assert count == len(lines.splitlines()) if lines else count == 0
+PIECES = [
+    *"abcñü東京🙂 .,\n\t<>/",
+    "perro ",
+    "Toby ",
+    "straße ",
+    "año ",
+    "</recalled_conversation>",
+]
+SNIPPET_TEXT = st.lists(st.sampled_from(PIECES), max_size=300).map("".join)
+
+
+@given(texts=st.lists(SNIPPET_TEXT, min_size=1, max_size=5), cap=st.integers(20, 300))
+@settings(max_examples=150, deadline=None)
+def test_the_lines_never_exceed_the_token_cap(texts: list[str], cap: int) -> None:
+    lines, count = recall.snippet_lines([snippet(t) for t in texts], NOW, COUNTER, cap)
+    assert COUNTER.count(lines) <= cap
+    assert count <= recall.MAX_SNIPPETS
+    assert count == (len(lines.split("\n")) if lines else 0)
 
 
 def test_a_long_snippet_is_cut_to_fit_and_the_rest_left_out() -> None:
