@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bench.conversations import Learner, corrections_for
-from memory.llm import Accept, ChatMessage, Completion, JsonSchema, Purpose
+from memory.llm import Accept, ChatMessage, Completion, JsonSchema, Purpose, Tool
 from memory.tokens import TokenCounter
 
 # A chat message of two or three sentences, as the reply prompt asks for.
@@ -72,8 +72,10 @@ class ScriptedModel:
         purpose: Purpose,
         schema: JsonSchema | None = None,
         accept: Accept | None = None,
+        tools: Sequence[Tool] | None = None,
     ) -> Completion:
-        """Answer deterministically and record the call (its answers always pass `accept`)."""
+        """Answer deterministically and record the call (its answers always pass `accept`;
+        it never calls the `tools` offered)."""
         if purpose == "reply":
             text = self._reply(messages)
         elif purpose == "summary":

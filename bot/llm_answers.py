@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from memory.llm import ToolCall
 from memory.model_output import unfenced, well_formed
 
 # Reasoning written into the content by servers without a reasoning parser: DeepSeek-R1 and
@@ -35,7 +36,8 @@ class Reading:
     `output_tokens` are the provider's usage, None where missing or not to be trusted.
     `reasoned`: the answer showed reasoning (a block, a field or reasoning tokens).
     `template_opened`: its reasoning ends in a closing tag that no opening tag begins (the
-    chat template opened it in the prompt, as DeepSeek-R1's does)."""
+    chat template opened it in the prompt, as DeepSeek-R1's does). `tool_calls`: the
+    well-formed tool calls the message carries (an answer even without text)."""
 
     kind: Kind
     text: str = ""
@@ -47,6 +49,7 @@ class Reading:
     output_tokens: int | None = None
     reasoned: bool = False
     template_opened: bool = False
+    tool_calls: tuple[ToolCall, ...] = ()
 
 
 def strip_reasoning(text: str) -> str:
@@ -165,11 +168,13 @@ def read_answer(body: object, *, template_opens: bool = False) -> Reading:
     fields = "".join(_all_text(message.get(name)) for name in REASONING_FIELDS)
     truncated = choice.get("finish_reason") == "length"
     unclosed = template_opens and truncated and not _CLOSE.search(answer)
+    calls = tool_calls(message.get("tool_calls"))
     reading = replace(
         billed,
         kind="answer",
         text="" if unclosed else strip_reasoning(answer),
-        spent_text=written + fields,
+        spent_text=written + fields + "".join(c.name + c.arguments for c in calls),
+        tool_calls=calls,
         truncated=truncated,
         template_opened=opened_by_template(answer),
         reasoned=bool(fields.strip())
@@ -178,9 +183,34 @@ def read_answer(body: object, *, template_opens: bool = False) -> Reading:
         or unclosed
         or reasoning_tokens > 0,
     )
-    if not reading.text and not reading.truncated:
+    if not reading.text and not reading.truncated and not calls:
+        # finish_reason "tool_calls" with no (well-formed) call lands here too.
         return replace(reading, kind="unusable", reason="no text in the answer")
     return reading
+
+
+def tool_calls(value: object) -> tuple[ToolCall, ...]:
+    """The well-formed calls of a message's `tool_calls`, as OpenAI, Ollama, vLLM and
+    llama.cpp send them ({"id", "type": "function", "function": {"name", "arguments"}});
+    arguments as a JSON string, or an object (some servers send one), kept as JSON text.
+    Entries without a function name are dropped; a missing id gets one of its own."""
+    if not isinstance(value, list):
+        return ()
+    calls: list[ToolCall] = []
+    for index, entry in enumerate(value):
+        function = entry.get("function") if isinstance(entry, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            continue
+        arguments = function.get("arguments")
+        if isinstance(arguments, dict):
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        elif not isinstance(arguments, str):
+            arguments = ""
+        call_id = entry.get("id")
+        if not isinstance(call_id, str) or not call_id:
+            call_id = f"call_{index}"
+        calls.append(ToolCall(call_id, function["name"], arguments))
+    return tuple(calls)
 
 
 def _usage(usage: object) -> tuple[int | None, int | None, int]:

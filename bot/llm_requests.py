@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from memory.llm import JsonSchema, Purpose
+from memory.llm import JsonSchema, Purpose, Tool
 
 StructuredOutput = Literal["auto", "json_schema", "json_object", "off"]
 Effort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "off"]
@@ -38,6 +38,14 @@ OPTIONAL = {"temperature", "reasoning_effort", *OTHER_NAME}
 _UNSUPPORTED_PARAMETER = re.compile(r"unsupported (?:parameter|value):\s*['\"`](\w+)", re.I)
 _NOT_SUPPORTED = re.compile(r"not supported|unsupported|does not support|not allowed", re.I)
 STRUCTURED_WORDS = re.compile(r"response_format|json_schema|json_object|structured output", re.I)
+# What a server that takes no tools says, asked with them: vLLM without
+# --enable-auto-tool-choice ('"auto" tool choice requires --enable-auto-tool-choice and
+# --tool-call-parser to be set', 400), Ollama for a model without tool support ("... does not
+# support tools", 400), llama.cpp without --jinja ("tools param requires --jinja flag", 500),
+# OpenRouter ("No endpoints found that support tool use", 404).
+TOOL_WORDS = re.compile(r"\btools?\b|tool[ _-]?choice|tool[ _-]use|function[ _-]?call", re.I)
+TOOL_PARAMS = ("tools", "tool_choice")
+TOOLS_REFUSED_STATUSES = (400, 404, 422, 500, 501)
 
 
 def is_reasoning_model(model: str) -> bool:
@@ -54,6 +62,7 @@ class _Learned:
     mode: int = 0
     thinks: bool = False
     template_opens: bool = False
+    no_tools: bool = False
 
 
 class ModelQuirks:
@@ -88,9 +97,11 @@ class ModelQuirks:
         schema: JsonSchema | None,
         *,
         room: int = 1,
+        tools: Sequence[Tool] | None = None,
     ) -> dict[str, Any]:
         """The request's parameters besides model and messages. `room` multiplies the output
-        cap (a cut-off answer is asked again with twice the room)."""
+        cap (a cut-off answer is asked again with twice the room); `tools` are offered with
+        the model left to choose ("auto")."""
         with self._lock:
             known = self._of(model)
             refused, thinks = set(known.refused), known.thinks
@@ -117,7 +128,29 @@ class ModelQuirks:
             params["response_format"] = {"type": "json_schema", "json_schema": schema}
         elif mode == "json_object":
             params["response_format"] = {"type": "json_object"}
+        if tools:
+            params["tools"] = list(tools)
+            params["tool_choice"] = "auto"
         return params
+
+    def takes_tools(self, model: str) -> bool:
+        """Whether `model` may still be offered tools: False once its server refused them."""
+        with self._lock:
+            return not self._of(model).no_tools
+
+    def refuses_tools(
+        self, model: str, sent: Mapping[str, Any], status: int, param: str | None, message: str
+    ) -> bool:
+        """Whether an error for a request with parameters `sent` says the server takes no
+        tools for `model`; if so, later requests are not offered any (learned once per model
+        and process)."""
+        if "tools" not in sent or status not in TOOLS_REFUSED_STATUSES:
+            return False
+        if param not in TOOL_PARAMS and not TOOL_WORDS.search(message):
+            return False
+        with self._lock:
+            self._of(model).no_tools = True
+        return True
 
     def saw_thinking(self, model: str, *, template_opened: bool = False) -> bool:
         """Note that `model` thinks aloud, so later calls leave it room, and whether its chat

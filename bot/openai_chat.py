@@ -28,6 +28,8 @@ from memory.llm import (
     Outage,
     Purpose,
     Refused,
+    Tool,
+    ToolsRefused,
     Unusable,
     Usage,
 )
@@ -83,18 +85,25 @@ class OpenAIChatModel:
         purpose: Purpose,
         schema: JsonSchema | None = None,
         accept: Accept | None = None,
+        tools: Sequence[Tool] | None = None,
     ) -> Completion:
         """Answer `messages`; see ChatModel. Unusable 200s (`accept` rejecting one too) are
         asked again, at most
         MAX_UNUSABLE_CALLS calls in all; an answer cut off by the cap before it holds any
-        text (or the whole JSON asked for) once more with twice the room."""
+        text (or the whole JSON asked for) once more with twice the room. An answer with
+        tool calls is returned as it is when `tools` were offered; a model that calls a tool
+        it was not offered, and writes nothing else, is unusable at once (asked the same, it
+        would call it again)."""
         billed: list[Usage] = []
         room, adaptations = 1, 0
         while True:
-            params = self.quirks.params(model, purpose, max_tokens, schema, room=room)
+            if tools and not self.quirks.takes_tools(model):
+                raise ToolsRefused(f"{model} takes no tools here (learned)", tuple(billed))
+            params = self.quirks.params(model, purpose, max_tokens, schema, room=room, tools=tools)
             try:
                 body = self._post(messages, model, params)
             except openai.BadRequestError as exc:
+                self._raise_if_tools_refused(exc, model, params, billed)
                 failed = _failed_generation(exc)
                 if failed is None:
                     learned = self._learned(model, params, exc)
@@ -110,6 +119,7 @@ class OpenAIChatModel:
                     raise self._rejected(exc, model, purpose, tuple(billed), params) from exc
                 reading = failed
             except openai.APIStatusError as exc:
+                self._raise_if_tools_refused(exc, model, params, billed)
                 raise self._rejected(exc, model, purpose, tuple(billed)) from exc
             except openai.APIError as exc:  # no answer at all: unreachable, timed out
                 raise self._outage(exc, purpose, tuple(billed)) from exc
@@ -128,6 +138,16 @@ class OpenAIChatModel:
                 log.warning("LLM %s call refused: %s", purpose, reading.reason)
                 raise Refused(
                     f"the model refused ({reading.reason})", reading.reason, (*billed, usage)
+                )
+            if reading.tool_calls and not tools:
+                if not reading.text:
+                    log.warning("LLM %s answer unusable: a call of a tool not offered", purpose)
+                    raise Unusable("the model called a tool it was not offered", (*billed, usage))
+                reading = replace(reading, tool_calls=())
+            if reading.kind == "answer" and reading.tool_calls:
+                return replace(
+                    _completion(reading.text, usage, billed, truncated=reading.truncated),
+                    tool_calls=reading.tool_calls,
                 )
             if reading.kind == "answer" and not self._cut_short(reading, schema):
                 rejected = accept(reading.text) if accept is not None else None
@@ -195,6 +215,24 @@ class OpenAIChatModel:
         if exc.code in ("content_filter", "invalid_prompt"):
             return None
         return self.quirks.learn(model, params, exc.param, _message(exc))
+
+    def _raise_if_tools_refused(
+        self,
+        exc: openai.APIStatusError,
+        model: str,
+        params: Mapping[str, Any],
+        billed: list[Usage],
+    ) -> None:
+        """Raise ToolsRefused when `exc` says the server takes no tools for `model` (learned
+        for the rest of the process)."""
+        if not self.quirks.refuses_tools(model, params, exc.status_code, exc.param, _message(exc)):
+            return
+        log.warning(
+            "LLM model %s takes no tools (learned once per process; the server said: %s)",
+            model,
+            error_words(exc.body),
+        )
+        raise ToolsRefused(f"{model} takes no tools ({exc.status_code})", tuple(billed)) from exc
 
     def _rejected(
         self,

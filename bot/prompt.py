@@ -15,9 +15,11 @@ from prompts import as_data, render
 UNKNOWN = "not known yet"
 
 
-def reply_prompt(context: Context, summary_cap_chars: int) -> list[ChatMessage]:
-    """System prompt (persona, correction policy, settings, profile, summary) followed by every
-    message not yet folded into the summary, verbatim."""
+def reply_prompt(context: Context, summary_cap_chars: int, recalled: str = "") -> list[ChatMessage]:
+    """System prompt (persona, correction policy, settings, profile, summary, and what recall
+    found, if anything) followed by every message not yet folded into the summary, verbatim.
+    `recalled`: the recall section (bot.recall.section), or nothing: a turn without recall
+    costs not one token more."""
     learner, profile = context.learner, context.profile.data
     # The settings lines sit outside the data sections: learned languages stand there only
     # as a language's canonical name (see languages_of).
@@ -43,6 +45,7 @@ def reply_prompt(context: Context, summary_cap_chars: int) -> list[ChatMessage]:
         if profile
         else "(nothing learned yet)",
         summary=as_data(context.summary.text, summary_cap_chars) or "(no earlier conversation yet)",
+        recall=f"\n\n{recalled}" if recalled else "",
     )[0]["content"]
     messages: list[ChatMessage] = [{"role": "system", "content": system}]
     for message in context.messages:

@@ -60,6 +60,40 @@ def default_answer(task: str, body: dict[str, Any], count: int) -> str:
     return "?"
 
 
+# What vLLM answers a request with tools when it was started without tool calling.
+VLLM_REFUSES_TOOLS = {
+    "object": "error",
+    "message": '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser '
+    "to be set",
+    "type": "BadRequestError",
+    "param": None,
+    "code": 400,
+}
+
+
+def refuse_tools_like_vllm(body: dict[str, Any]) -> Answer | None:
+    """vLLM's 400 for a request offering tools, when started without
+    --enable-auto-tool-choice; None for a request without tools."""
+    if "tools" in body:
+        return 400, {}, encoded(VLLM_REFUSES_TOOLS)
+    return None
+
+
+def recall_call(query: str, call_id: str = "call_recall_1") -> dict[str, Any]:
+    """An assistant message calling the recall tool, as OpenAI sends one (content null)."""
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": "recall", "arguments": json.dumps({"query": query})},
+            }
+        ],
+    }
+
+
 def refuse_like_openai_reasoning(body: dict[str, Any]) -> Answer | None:
     """OpenAI's 400 for a reasoning model's request (o1, o3, o4-mini, gpt-5*): `max_tokens` is
     refused first, then any temperature but 1; None for a request it accepts."""
@@ -75,7 +109,8 @@ class OpenAIServer(LocalServer):
 
     def __init__(
         self,
-        answer: Callable[[str, dict[str, Any], int], str] = default_answer,
+        # The content of the answer, or a whole assistant message (one with tool calls).
+        answer: Callable[[str, dict[str, Any], int], str | dict[str, Any]] = default_answer,
         *,
         usage: bool = True,
         reject: Callable[[dict[str, Any]], Answer | None] | None = None,
@@ -133,19 +168,18 @@ class OpenAIServer(LocalServer):
         if rejected is not None:
             return rejected
         content = self.answer(task, body, count)
-        prompt_chars = sum(len(m["content"]) for m in body.get("messages", []))
+        message: dict[str, Any] = {"role": "assistant", "content": content}
+        finish = "stop"
+        if isinstance(content, dict):
+            message, content = content, content.get("content") or ""
+            finish = "tool_calls" if message.get("tool_calls") else "stop"
+        prompt_chars = sum(len(m.get("content") or "") for m in body.get("messages", []))
         response: dict[str, Any] = {
             "id": f"chatcmpl-{count}",
             "object": "chat.completion",
             "created": int(time.time()),
             "model": body.get("model", "test-model"),
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": content},
-                    "finish_reason": "stop",
-                }
-            ],
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
             "usage": {
                 "prompt_tokens": prompt_chars // 4,
                 "completion_tokens": len(content) // 4,

@@ -3,16 +3,22 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 # The chat model asked when none is configured: PAM_MODEL's default, and so the memory model's.
 DEFAULT_MODEL = "gpt-4o-mini"
 
+# How a reply recalls earlier conversations: auto (Pam searches when the learner's message
+# refers to the past or names something the prompt does not mention), tool (the model is
+# offered a recall tool; auto where the provider takes no tools), off.
+RecallMode = Literal["auto", "tool", "off"]
+
 
 class MemoryConfig(BaseModel):
-    """Window size, fold trigger, batch and cap, profile cadence, job lease, memory model."""
+    """Window size, fold trigger, batch and cap, profile cadence, job lease, memory model,
+    recall."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -29,6 +35,10 @@ class MemoryConfig(BaseModel):
     # The model of the summary and profile jobs; the settings make it the reply model's unless
     # PAM_MEMORY_MODEL names another.
     memory_model: str = DEFAULT_MODEL
+    # PAM_RECALL; "auto" until the lead's measurement decides between the two paths.
+    recall: RecallMode = "auto"
+    # All of one turn's recalled snippets together, at most (tiktoken tokens).
+    recall_max_tokens: int = Field(default=150, ge=20, le=2000)
     # The profile job reads at most this many new learner messages per run; older ones are
     # skipped (the watermark still passes them) so a long backlog cannot blow up one prompt.
     # A bound of the job, not an operator's knob: no variable sets it.

@@ -5,16 +5,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, TypedDict
+from typing import Any, Literal, NotRequired, Protocol, TypedDict
 
 Purpose = Literal["reply", "summary", "profile"]
 
 
 class ChatMessage(TypedDict):
-    """One message of a chat prompt, as chat-completions APIs take it."""
+    """One message of a chat prompt, as chat-completions APIs take it. An assistant message
+    that called tools carries them in `tool_calls` (its content may be empty); the answer to
+    one call is a "tool" message naming the call's id in `tool_call_id`."""
 
-    role: Literal["system", "user", "assistant"]
+    role: Literal["system", "user", "assistant", "tool"]
     content: str
+    tool_calls: NotRequired[list[dict[str, Any]]]
+    tool_call_id: NotRequired[str]
 
 
 # A JSON schema for structured output: {"name": ..., "schema": {...}} as OpenAI's
@@ -23,6 +27,28 @@ JsonSchema = dict[str, Any]
 # A caller's check of an answer's text: None when it can use it, else why not (for the log;
 # never the text itself).
 Accept = Callable[[str], str | None]
+# A function the model may call, as chat-completions APIs take it:
+# {"type": "function", "function": {"name": ..., "description": ..., "parameters": {...}}}.
+Tool = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One call of a tool the model asked for: the provider's id for it, the function's name
+    and its arguments as the model wrote them (JSON text, untrusted: the caller parses and
+    checks them)."""
+
+    id: str
+    name: str
+    arguments: str
+
+    def message_part(self) -> dict[str, Any]:
+        """This call as an assistant message's `tool_calls` entry takes it."""
+        return {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": self.arguments},
+        }
 
 
 @dataclass(frozen=True)
@@ -39,7 +65,8 @@ class Completion:
     """What the model answered (its reasoning removed), and what the call cost. `billed`:
     earlier calls made for this completion whose answers were unusable, each billed all the
     same (the caller records them with this one). `truncated`: the answer stopped at the
-    output cap."""
+    output cap. `tool_calls`: the tools the model asked to call (only when it was offered
+    tools); its `text` is then whatever it wrote beside them, maybe nothing."""
 
     text: str
     model: str
@@ -47,6 +74,7 @@ class Completion:
     output_tokens: int
     truncated: bool = False
     billed: tuple[Usage, ...] = ()
+    tool_calls: tuple[ToolCall, ...] = ()
 
     @property
     def calls(self) -> tuple[Usage, ...]:
@@ -99,6 +127,12 @@ class Misconfigured(LLMError):
         self.advice = advice
 
 
+class ToolsRefused(LLMError):
+    """The provider will not take tools for this model (a server started without tool
+    calling, a model without it): learned once per process, after which asking with tools
+    raises this at once, without a request. Ask again without tools."""
+
+
 class ChatModel(Protocol):
     """Anything that can complete a chat: the OpenAI client in production, fakes in tests."""
 
@@ -111,9 +145,13 @@ class ChatModel(Protocol):
         purpose: Purpose,
         schema: JsonSchema | None = None,
         accept: Accept | None = None,
+        tools: Sequence[Tool] | None = None,
     ) -> Completion:
         """Answer `messages` with `model`; with `schema`, ask for JSON of that shape
         (structured output where the provider has it). `accept` checks an answer's text as
         the caller will read it: one it rejects is unusable, asked again within the same
-        budget as any other. Raise LLMError (one of its kinds) when no answer can be had."""
+        budget as any other. With `tools`, the model may answer with tool calls instead
+        (`Completion.tool_calls`; `accept` does not check text that comes with them), and
+        ToolsRefused says the provider takes no tools. Raise LLMError (one of its kinds)
+        when no answer can be had."""
         ...

@@ -1,5 +1,5 @@
-"""Fakes at Pam's own interfaces: a scripted chat model and a manual job executor (the manual
-clock is memory.clock.ManualClock)."""
+"""Fakes at Pam's own interfaces: a scripted chat model, a recall searcher over given
+snippets and a manual job executor (the manual clock is memory.clock.ManualClock)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from memory.llm import (
     Accept,
@@ -17,10 +18,15 @@ from memory.llm import (
     LLMError,
     Outage,
     Purpose,
+    Tool,
+    ToolCall,
     Unusable,
 )
+from memory.recall import Snippet
 
-Answer = str | Exception | Callable[[Sequence[ChatMessage]], str]
+# A queued answer: its text, an exception to raise, a function of the messages, or a whole
+# Completion (one with tool calls, say).
+Answer = str | Exception | Callable[[Sequence[ChatMessage]], str] | Completion
 
 
 def reply_json(reply: str, corrections: list[dict[str, str]] | None = None) -> str:
@@ -37,6 +43,7 @@ class Call:
     max_tokens: int
     messages: list[ChatMessage]
     schema: JsonSchema | None = None
+    tools: list[Tool] | None = None
 
     @property
     def text(self) -> str:
@@ -79,15 +86,25 @@ class FakeChatModel:
         purpose: Purpose,
         schema: JsonSchema | None = None,
         accept: Accept | None = None,
+        tools: Sequence[Tool] | None = None,
     ) -> Completion:
         """Answer with the next queued answer for `purpose`, or its default. An answer
-        `accept` rejects raises Unusable at once, billed (the fake never asks again)."""
+        `accept` rejects raises Unusable at once, billed (the fake never asks again). A
+        queued Completion with tool calls is returned as it is when tools were offered;
+        without tools, like the real client: Unusable when it holds nothing but the calls."""
         with self.lock:
-            self.calls.append(Call(purpose, model, max_tokens, list(messages), schema))
+            offered = list(tools) if tools is not None else None
+            self.calls.append(Call(purpose, model, max_tokens, list(messages), schema, offered))
             pending = self.queues.get(purpose)
             answer = pending.popleft() if pending else self.defaults[purpose]
         if isinstance(answer, Exception):
             raise answer
+        if isinstance(answer, Completion):
+            if answer.tool_calls and tools:
+                return answer
+            if answer.tool_calls and not answer.text:
+                raise Unusable("the model called a tool it was not offered", answer.calls)
+            answer = answer.text
         text = answer(messages) if callable(answer) else answer
         input_tokens = sum(len(m["content"]) // 4 for m in messages)
         completion = Completion(text, model, input_tokens, max(1, len(text) // 4))
@@ -95,6 +112,41 @@ class FakeChatModel:
         if rejected is not None:
             raise Unusable(f"the answer was rejected: {rejected}", completion.calls)
         return completion
+
+
+def tool_calls(*calls: tuple[str, str], text: str = "") -> Completion:
+    """A completion that calls tools: (name, arguments as JSON text) each, ids call_1, …"""
+    made = tuple(ToolCall(f"call_{i}", name, args) for i, (name, args) in enumerate(calls, 1))
+    return Completion(text, "fake-model", 50, 10, tool_calls=made)
+
+
+def recall_call(query: str, *, text: str = "") -> Completion:
+    """A completion calling the recall tool with `query`."""
+    return tool_calls(("recall", json.dumps({"query": query})), text=text)
+
+
+@dataclass
+class FakeSearcher:
+    """A recall Searcher over given snippets per learner: a snippet matches when it shares a
+    word (case-insensitive) with the query. Every search is recorded."""
+
+    snippets: dict[int, list[Snippet]] = field(default_factory=dict)
+    searches: list[tuple[int, str, int]] = field(default_factory=list)
+
+    def add(self, learner_id: int, text: str, said_at: datetime, role: str = "learner") -> Snippet:
+        snippet = Snippet("message", role, text, said_at, 1.0)
+        self.snippets.setdefault(learner_id, []).append(snippet)
+        return snippet
+
+    def search(self, learner_id: int, query: str, *, limit: int = 3) -> list[Snippet]:
+        self.searches.append((learner_id, query, limit))
+        words = {w.strip(".,!?¿¡").casefold() for w in query.split()} - {""}
+        found = [
+            s
+            for s in self.snippets.get(learner_id, [])
+            if words & {w.strip(".,!?¿¡").casefold() for w in s.text.split()}
+        ]
+        return found[:limit]
 
 
 def failing(message: str = "LLM is down") -> LLMError:

@@ -50,6 +50,8 @@ MEMORY = (
     "PAM_SHUTDOWN_WAIT_SECONDS",
 )
 LIMITS = ("PAM_RATE_LIMIT_PER_MINUTE", "PAM_LEARNER_DAILY_TOKENS", "PAM_DAILY_TOKENS")
+# Read where replies are made (not by the memory jobs).
+RECALL = ("PAM_RECALL", "PAM_RECALL_MAX_TOKENS")
 LANES = (
     "PAM_WORKER_THREADS",
     "PAM_DELIVERY_THREADS",
@@ -80,10 +82,10 @@ INBOUND = (
     "DYNO",
     "FLY_APP_NAME",
 )
-WORKER = (*DATABASE, *LLM, *MEMORY, *LIMITS, *LANES, *SENDERS)
+WORKER = (*DATABASE, *LLM, *MEMORY, *RECALL, *LIMITS, *LANES, *SENDERS)
 # Keyed by each command's path after `pam`.
 READS: dict[str, tuple[str, ...]] = {
-    "chat": (*DATABASE, *LLM, *MEMORY, "PAM_LEARNER_DAILY_TOKENS", "PAM_DAILY_TOKENS"),
+    "chat": (*DATABASE, *LLM, *MEMORY, *RECALL, "PAM_LEARNER_DAILY_TOKENS", "PAM_DAILY_TOKENS"),
     "worker": WORKER,
     "serve": (*WORKER, "PORT", *INBOUND),
     "telegram": (*WORKER, "TELEGRAM_WEBHOOK_SECRET"),
