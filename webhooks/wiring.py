@@ -136,7 +136,7 @@ def build(
             runner.recover, "interval", seconds=RECOVER_EVERY_SECONDS, id="memory-recover"
         )
     writer = TurnWriter(store, settings.service.delivery_lease_seconds, memory, clock)
-    tutor = Tutor(store, model, counter, runner, settings, writer, clock)
+    tutor = Tutor(store, model, counter, runner, settings, writer, clock, searcher=store.recall)
     return Pam(
         settings, engine, store, counter, model, runner, tutor, writer, clock, scheduler, process
     )
