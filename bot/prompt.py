@@ -13,13 +13,21 @@ from memory.records import LEARNER, Context
 from prompts import as_data, render
 
 UNKNOWN = "not known yet"
+# What the rules call the recall section, named only in a prompt that has one (or that offers
+# the tool whose answer brings one).
+RECALLED_NAMED = (
+    ", recalled conversation (dated snippets of earlier chats, also when a tool returns them)"
+)
 
 
-def reply_prompt(context: Context, summary_cap_chars: int, recalled: str = "") -> list[ChatMessage]:
+def reply_prompt(
+    context: Context, summary_cap_chars: int, recalled: str = "", *, tool: bool = False
+) -> list[ChatMessage]:
     """System prompt (persona, correction policy, settings, profile, summary, and what recall
     found, if anything) followed by every message not yet folded into the summary, verbatim.
-    `recalled`: the recall section (bot.recall.section), or nothing: a turn without recall
-    costs not one token more."""
+    `recalled`: the recall section (bot.recall.section), or nothing; `tool`: the recall tool
+    is offered, so its answer may bring recalled conversation. Only then do the rules name
+    recalled conversation as data: a turn without recall costs not one token more."""
     learner, profile = context.learner, context.profile.data
     # The settings lines sit outside the data sections: learned languages stand there only
     # as a language's canonical name (see languages_of).
@@ -46,6 +54,7 @@ def reply_prompt(context: Context, summary_cap_chars: int, recalled: str = "") -
         else "(nothing learned yet)",
         summary=as_data(context.summary.text, summary_cap_chars) or "(no earlier conversation yet)",
         recall=f"\n\n{recalled}" if recalled else "",
+        recalled_named=RECALLED_NAMED if recalled or tool else "",
     )[0]["content"]
     messages: list[ChatMessage] = [{"role": "system", "content": system}]
     for message in context.messages:

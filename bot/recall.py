@@ -80,6 +80,8 @@ _PAST = {language: _phrase_pattern(phrases) for language, phrases in PAST_PHRASE
 _WORD = re.compile(r"[^\W\d_][\w'-]*")
 _OPENERS = " \t\"'«»“”„‚‘’¿¡([-–—*_"
 _SENTENCE_END = ".!?…:;\n"
+# A sentence: up to and including its end mark (a question's "?" stays with it).
+_SENTENCE = re.compile(r"[^.!?…\n]+[.!?…\n]*")
 _NOT_NAMES = frozenset(fold(w) for w in NOT_NAMES)
 _DETERMINERS = frozenset(fold(w) for w in GERMAN_DETERMINERS)
 _INTRODUCING = frozenset(fold(w) for w in INTRODUCING)
@@ -95,17 +97,32 @@ def past_language(text: str) -> str | None:
     return None
 
 
+def _in_questions(text: str) -> list[tuple[int, int]]:
+    """Where `text`'s questions are: the spans of its sentences with a "?" or a "¿" (a
+    Spanish question may open mid-sentence: "Me gusta el cine, ¿y a ti?")."""
+    return [m.span() for m in _SENTENCE.finditer(text) if "?" in m.group(0) or "¿" in m.group(0)]
+
+
 def unmentioned_names(text: str, known: str) -> list[str]:
-    """The capitalised words of `text` that look like names — not at a sentence's start, not
-    a day, month or language, not a German noun after its article, not a name being
-    introduced ("me llamo Lena") — and that `known` (what the prompt already carries) never
-    mentions."""
+    """The capitalised words in `text`'s questions that look like names — not at a
+    sentence's start, not a day, month or language, not a German noun after its article,
+    not a name being introduced ("me llamo Lena") — and that `known` (what the prompt
+    already carries) never mentions.
+
+    Only questions: a name asked about ("¿Qué tal está Luna?", "Did you like the photos of
+    Annecy?") takes for granted that Pam knows it, while a name in a statement is news the
+    learner is telling ("Fui a Valencia"), which needs no search — and searching on every
+    place a learner mentions recalled on up to two turns in three of the token benchmark's
+    conversations, for nothing the reply needed."""
+    questions = _in_questions(text)
     known_words = set(_WORD.findall(fold(known)))
     names: list[str] = []
     previous = ""
     for match in _WORD.finditer(text):
         word = match.group(0).strip("'-")
         before, previous = previous, fold(word)
+        if not any(start <= match.start() < end for start, end in questions):
+            continue
         if len(word) < 2 or not word[0].isupper() or (word.isupper() and len(word) <= 3):
             continue
         head = text[: match.start()].rstrip(_OPENERS)

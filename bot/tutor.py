@@ -295,7 +295,7 @@ class Tutor:
         mode = self.memory.recall if self.searcher is not None else "off"
         earlier: tuple[Usage, ...] = ()
         if mode == "tool":
-            prompt = self._prompt(context)
+            prompt = self._prompt(context, tool=True)
             try:
                 first = self._complete(prompt, tools=[recall.RECALL_TOOL])
             except ToolsRefused as exc:
@@ -360,9 +360,14 @@ class Tutor:
             found, self.clock(), self.counter, self.memory.recall_max_tokens
         )
 
-    def _prompt(self, context: Context, recalled: str = "") -> list[ChatMessage]:
+    def _prompt(
+        self, context: Context, recalled: str = "", *, tool: bool = False
+    ) -> list[ChatMessage]:
         return reply_prompt(
-            context, summary_cap_chars=self.memory.summary_max_tokens * 8, recalled=recalled
+            context,
+            summary_cap_chars=self.memory.summary_max_tokens * 8,
+            recalled=recalled,
+            tool=tool,
         )
 
     def _complete(

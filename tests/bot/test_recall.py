@@ -114,7 +114,7 @@ def test_accents_and_case_do_not_matter() -> None:
 
 
 def test_a_name_the_prompt_does_not_mention_triggers_a_search() -> None:
-    text = "Ayer fui al cine con Carmen."
+    text = "Oye, ¿qué tal está Carmen?"
     assert recall.unmentioned_names(text, known="Hablamos de cine.") == ["Carmen"]
     assert recall.wants_recall(text, known="")
     # Mentioned in the window or summary (any case, any accents): nothing to recall.
@@ -134,10 +134,26 @@ def test_a_name_the_prompt_does_not_mention_triggers_a_search() -> None:
         "Hola, yo soy Lena y mi perro se llama Toby.",  # names being introduced: news
         "My name is Jonas, and my cat is called Mimi.",
         "Salut, je m'appelle Claire.",
+        # Names in statements are news the learner tells, not things Pam should know.
+        "Ayer fui al cine con Carmen.",
+        "Estoy muy emocionado por el viaje a Sevilla. ¿Y tú qué haces?",
     ],
 )
 def test_capitals_that_are_no_names_do_not_trigger(text: str) -> None:
     assert recall.unmentioned_names(text, known="") == []
+
+
+@pytest.mark.parametrize(
+    ("text", "names"),
+    [
+        ("Me gustan las pelis de terror, ¿viste la última con Carmen?", ["Carmen"]),
+        ("Did you like the photos of Annecy?", ["Annecy"]),
+        ("Fui a Valencia. ¿Cómo está Luna?", ["Luna"]),  # only the question's name
+        ("Was macht eigentlich Jonas?", ["Jonas"]),
+    ],
+)
+def test_names_count_in_questions_only(text: str, names: list[str]) -> None:
+    assert recall.unmentioned_names(text, known="") == names
 
 
 @pytest.mark.parametrize(

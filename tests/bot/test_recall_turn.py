@@ -121,11 +121,11 @@ def test_a_name_the_prompt_does_not_mention_is_searched_and_one_it_does_is_not(
     pam = pam_with(settings, engine, model, searcher)
     user = unique_user()
     with_fact(pam, user, searcher)
-    turn(pam, user, "Ayer vi otra vez a Toby en el parque.")
+    turn(pam, user, "Oye, ¿y qué hacía Toby en el parque?")
     assert len(searcher.searches) == 1
     assert "Toby" in system_of(model.of("reply")[-1])
     # Now "Toby" is in the window: the same words need no search.
-    turn(pam, user, "Ayer vi otra vez a Toby en el parque.")
+    turn(pam, user, "Oye, ¿y qué hacía Toby en el parque?")
     assert len(searcher.searches) == 1
     assert f"<{TAG}>" not in system_of(model.of("reply")[-1])
 
