@@ -13,7 +13,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
 
-from bot.recall_phrases import GERMAN_DETERMINERS, INTRODUCING, NOT_NAMES, PAST_PHRASES
+from bot.recall_phrases import (
+    ABOUT_ME,
+    GERMAN_DETERMINERS,
+    INTRODUCING,
+    NOT_NAMES,
+    PAST_PHRASES,
+    TO_YOU,
+)
 from memory.llm import ChatMessage, Tool, ToolCall
 from memory.recall import CORRECTION, Snippet
 from memory.tokens import TokenCounter
@@ -71,12 +78,17 @@ def fold(text: str) -> str:
     return stripped.casefold()
 
 
-def _phrase_pattern(phrases: Sequence[str]) -> re.Pattern[str]:
-    alternatives = sorted({re.escape(fold(p)) for p in phrases}, key=len, reverse=True)
-    return re.compile(r"(?<!\w)(?:" + "|".join(alternatives) + r")(?!\w)")
+def _phrase_pattern(phrases: Sequence[str], *, accents: bool = False) -> re.Pattern[str]:
+    """Any of `phrases` as whole words, in `fold`ed text (with `accents`: in text only
+    case-folded)."""
+    norm = (lambda p: p.casefold()) if accents else fold
+    alternatives = sorted({re.escape(norm(p)) for p in phrases}, key=len, reverse=True)
+    return re.compile(r"(?<![\w-])(?:" + "|".join(alternatives) + r")(?![\w-])")
 
 
 _PAST = {language: _phrase_pattern(phrases) for language, phrases in PAST_PHRASES.items()}
+_ABOUT_ME = _phrase_pattern([w for words in ABOUT_ME.values() for w in words.split()])
+_TO_YOU = _phrase_pattern([w for words in TO_YOU.values() for w in words.split()], accents=True)
 _WORD = re.compile(r"[^\W\d_][\w'-]*")
 _OPENERS = " \t\"'«»“”„‚‘’¿¡([-–—*_"
 _SENTENCE_END = ".!?…:;\n"
@@ -137,10 +149,26 @@ def unmentioned_names(text: str, known: str) -> list[str]:
     return names
 
 
+def asks_about_themselves(text: str) -> bool:
+    """Whether one of `text`'s questions is about the learner ("¿Dónde viven mis papás?",
+    "When is my exam?", "Wo arbeite ich gerade?") and not to Pam ("Ich mag Krimis, und du?"):
+    they ask what they told Pam."""
+    for start, end in _in_questions(text):
+        question = text[start:end]
+        if _ABOUT_ME.search(fold(question)) and not _TO_YOU.search(question.casefold()):
+            return True
+    return False
+
+
 def wants_recall(text: str, known: str) -> bool:
     """Whether Pam should search the learner's past for `text` on its own: it refers to
-    earlier conversations, or names something `known` (window, summary, profile) does not."""
-    return past_language(text) is not None or bool(unmentioned_names(text, known))
+    earlier conversations, asks about the learner themselves, or names in a question
+    something `known` (window, summary, profile) does not."""
+    return (
+        past_language(text) is not None
+        or asks_about_themselves(text)
+        or bool(unmentioned_names(text, known))
+    )
 
 
 def tool_query(call: ToolCall) -> str | None:

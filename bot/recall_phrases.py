@@ -5,6 +5,32 @@ whole words, so write them in any case and with or without accents."""
 
 from __future__ import annotations
 
+# A question with one of these words is about the learner themselves ("¿Dónde viven mis
+# papás?", "When is my exam?", "Wo arbeite ich gerade?"): they ask Pam what they told it.
+# First person singular pronouns and possessives, and the commonest first-person verbs (a
+# question about the asker often has no pronoun: "¿Dónde estoy trabajando?"). Left out: words
+# that are also nouns or third person ("trabajo", "lavoro", "era", "war"), and words that
+# mean something else in another language here (French "ma" is Italian "but", "ai" "to the").
+ABOUT_ME: dict[str, str] = {
+    "en": "my i me mine myself",
+    "es": "mi mis yo mío mía conmigo estoy soy tengo voy hago vivo quiero puedo necesito sé "
+    "digo pongo salgo sigo suelo cumplo tuve fui hice estuve dije vi",
+    "de": "mein meine meinen meinem meiner meines ich mich mir bin habe arbeite wohne",
+    "fr": "mon mes je j'ai moi suis vais habite travaille",
+    "it": "mio miei mie io sono ho vado abito",
+    "pt": "meu minha meus minhas eu mim comigo estou sou tenho vou moro",
+}
+# ...unless it speaks to Pam ("Me gusta el cine, ¿y a ti?", "Ich mag Krimis, und du?"): then
+# it asks about Pam. Matched with their accents ("te" is you, "té" is tea).
+TO_YOU: dict[str, str] = {
+    "en": "you your yours",
+    "es": "tú ti te tu tus contigo usted vos",
+    "de": "du dich dir dein deine deinen deinem deiner",
+    "fr": "toi ton ta tes vous votre",
+    "it": "tuo tua tuoi tue",
+    "pt": "você teu tua teus",
+}
+
 # A message that contains one of these refers to something said before.
 PAST_PHRASES: dict[str, tuple[str, ...]] = {
     "en": (
@@ -34,6 +60,8 @@ PAST_PHRASES: dict[str, tuple[str, ...]] = {
         "te conté",
         "te hablé",
         "hablamos de",
+        "aquella vez",
+        "aquel día",
     ),
     "de": (
         "erinnerst du dich",

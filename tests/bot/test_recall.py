@@ -288,3 +288,37 @@ def test_recall_in_reads_what_a_request_carried() -> None:
     tool = recall.tool_exchange(ToolCall("c1", "recall", "{}"), "")
     assert recall.recall_in(tool, COUNTER) == recall.RecallUse("tool", 0, 0)
     assert recall.recall_in([{"role": "system", "content": "rules"}], COUNTER) == recall.NO_RECALL
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "¿Dónde viven mis papás?",
+        "Oye, ¿en qué ciudad estoy viviendo ahora?",
+        "¿Qué suelo tomar por las mañanas, café o té?",  # "té" is tea, not "te"
+        "When is my exam again?",
+        "Wo arbeite ich gerade?",
+        "C'est quand, mon rendez-vous chez le dentiste ?",
+        "Dove abito adesso?",
+        "Onde eu moro agora?",
+    ],
+)
+def test_a_question_about_the_learner_themselves_triggers_a_search(text: str) -> None:
+    assert recall.asks_about_themselves(text)
+    assert recall.wants_recall(text, known="")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "A mí me gustan las películas de terror, ¿y a ti?",  # asks about Pam
+        "Ich mag Krimis sehr gern, und du?",
+        "What do you think about my plan?",
+        "Mi hermana vive en Lima. ¿Qué tal el trabajo?",  # the question is not about them
+        "¿Qué hora es?",
+        "Tengo un perro.",  # no question at all
+        "Ma è vero?",  # Italian "but", not French "my"
+    ],
+)
+def test_questions_not_about_the_learner_do_not_trigger(text: str) -> None:
+    assert not recall.asks_about_themselves(text)
