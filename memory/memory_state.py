@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import update
+from sqlalchemy import Engine, select, update
 from sqlalchemy.orm import Session
 
+from memory.backends import backend_for
+from memory.clock import Clock, utcnow
 from memory.db import Tables
 from memory.models import Profile, Summary
+from memory.recall import index_folded
 from memory.records import LearnerGone, ProfileState, SummaryState
 
 
@@ -25,6 +28,10 @@ def _profile_state(row: Profile) -> ProfileState:
 
 class MemoryState(Tables):
     """The summary and the profile, read and written."""
+
+    def __init__(self, engine: Engine, clock: Clock = utcnow) -> None:
+        super().__init__(engine, clock)
+        self.backend = backend_for(engine)
 
     @staticmethod
     def _get(session: Session, model: type[Summary] | type[Profile], learner_id: int) -> Any:
@@ -44,11 +51,31 @@ class MemoryState(Tables):
             return _profile_state(self._get(session, Profile, learner_id))
 
     def save_summary(
-        self, learner_id: int, expected_version: int, text: str, tokens: int, watermark: int
+        self,
+        learner_id: int,
+        expected_version: int,
+        text: str,
+        tokens: int,
+        watermark: int,
+        previous_watermark: int | None = None,
     ) -> bool:
         """Write a new summary and its watermark together, only if nobody wrote since
-        `expected_version` and the learner still exists. True if written."""
+        `expected_version` and the learner still exists. True if written. What the new
+        watermark folds out of the conversation (the messages after `previous_watermark`,
+        the watermark at `expected_version` as the caller read it) goes into the recall index
+        in the same transaction, so a write that loses its race indexes nothing. Without
+        `previous_watermark` it is read first, which on SQLite can fail with "database is
+        locked" when another write lands between that read and the update: the fold passes it."""
         with self.sessions.begin() as session:
+            previous = previous_watermark
+            if previous is None:
+                previous = session.scalar(
+                    select(Summary.watermark).where(
+                        Summary.learner_id == learner_id, Summary.version == expected_version
+                    )
+                )
+                if previous is None:
+                    return False
             result = session.execute(
                 update(Summary)
                 .where(Summary.learner_id == learner_id, Summary.version == expected_version)
@@ -61,7 +88,10 @@ class MemoryState(Tables):
                     updated_at=self.clock(),
                 )
             )
-            return bool(result.rowcount)  # type: ignore[attr-defined]
+            if not result.rowcount:  # type: ignore[attr-defined]
+                return False  # another writer (or /forget) came between the read and here
+            index_folded(session.connection(), self.backend, learner_id, previous, watermark)
+            return True
 
     def save_profile(
         self,

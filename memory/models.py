@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,6 +20,7 @@ from sqlalchemy import (
     UniqueConstraint,
     text,
 )
+from sqlalchemy.dialects.postgresql import TSVECTOR
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
@@ -146,6 +148,59 @@ class Correction(Base):
     explanation: Mapped[str] = mapped_column(Text, default="")
     category: Mapped[str] = mapped_column(String(40), default="other")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class RecallEntry(Base):
+    """One thing recall can find (memory/recall.py): a folded-out message, learner's or Pam's,
+    or a correction of a folded learner message, as "original → corrected (explanation)".
+    Written in the fold's own transaction, so the index holds exactly what the summary has
+    taken. `terms` is what the search matches besides `text`: on Postgres the tsvector (the
+    learner's language's stems and the plain words, accents removed where `unaccent` is
+    there), GIN-indexed; on SQLite the Snowball stems, which the FTS5 table `recall_fts`
+    indexes with the text (kept in step by triggers; see migration 0005)."""
+
+    __tablename__ = "recall_entries"
+    __table_args__ = (
+        Index("ix_recall_entries_learner_id_said_at", "learner_id", "said_at"),
+        Index("ix_recall_entries_terms", "terms", postgresql_using="gin").ddl_if(
+            dialect="postgresql"
+        ),
+        {"sqlite_autoincrement": True},
+    )
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    learner_id: Mapped[int] = mapped_column(ForeignKey("learners.id", ondelete="CASCADE"))
+    kind: Mapped[str] = mapped_column(String(10))  # "message" or "correction"
+    role: Mapped[str] = mapped_column(String(10))  # "learner" or "pam"
+    text: Mapped[str] = mapped_column(Text)
+    terms: Mapped[str] = mapped_column(Text().with_variant(TSVECTOR(), "postgresql"))
+    said_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    source_id: Mapped[int] = mapped_column(Id)  # the message's id, or the correction's
+
+
+# SQLite's full-text index over recall_entries and the tables FTS5 keeps it in: created by
+# migration 0005, not by the models (SQLAlchemy has no virtual tables), so schema comparisons
+# leave them out; and the indexes only Postgres has (see `compared_on`).
+RECALL_FTS = "recall_fts"
+RECALL_FTS_TABLES = frozenset(
+    {RECALL_FTS, *(f"{RECALL_FTS}_{part}" for part in ("data", "idx", "docsize", "config"))}
+)
+POSTGRES_ONLY_INDEXES = frozenset({"ix_recall_entries_terms"})
+
+
+def compared_on(dialect: str) -> Callable[[Any, str | None, str, bool, Any], bool]:
+    """Alembic's `include_object` for a database of `dialect`: whether an object is one the
+    models describe there (all but SQLite's FTS5 tables, and Postgres' own indexes
+    elsewhere)."""
+
+    def compared(item: Any, name: str | None, type_: str, reflected: bool, other: Any) -> bool:
+        if type_ == "table":
+            return name not in RECALL_FTS_TABLES
+        if type_ == "index" and dialect != "postgresql":
+            return name not in POSTGRES_ONLY_INDEXES
+        return True
+
+    return compared
 
 
 class Usage(Base):

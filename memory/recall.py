@@ -7,9 +7,20 @@ backends (SQLite FTS5, Postgres tsvector)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
+
+from sqlalchemy import Connection, Engine, Row, bindparam, select
+
+from memory.backends import backend_for
+from memory.backends.base import Backend
+from memory.clock import Clock, utcnow
+from memory.db import Tables
+from memory.models import Correction, Learner, Message
+from memory.recall_terms import query_words
+from memory.records import LEARNER
 
 MESSAGE = "message"
 CORRECTION = "correction"
@@ -36,3 +47,126 @@ class Searcher(Protocol):
     nothing."""
 
     def search(self, learner_id: int, query: str, *, limit: int = 3) -> list[Snippet]: ...
+
+
+# How many of the most relevant entries the ranking looks at, to weigh their recency.
+CANDIDATES = 30
+# The recency blend: an entry's score is its relevance as a share of the best one's (0..1)
+# plus RECENCY_WEIGHT times its place in time among the candidates (0 the oldest, 1 the
+# newest). So a newer statement wins over an older one as relevant, or nearly (within
+# RECENCY_WEIGHT of the best): "Ahora vivo en Sevilla" over "Vivo en Madrid" for "¿dónde
+# vives?", while an old exact match still beats a recent passing mention.
+RECENCY_WEIGHT = 0.3
+
+_LANGUAGE = select(Learner.target_language).where(Learner.id == bindparam("learner_id"))
+
+
+def rank(rows: Sequence[Row[Any]], limit: int) -> list[Snippet]:
+    """`rows` (RecallBackend.recall_candidates') blended with recency, best first."""
+    if not rows:
+        return []
+    best = max(row.relevance for row in rows) or 1.0
+    by_time = sorted(rows, key=lambda row: (row.said_at, row.id))
+    place = {
+        row.id: (n / (len(rows) - 1) if len(rows) > 1 else 1.0) for n, row in enumerate(by_time)
+    }
+    scored = [(row.relevance / best + RECENCY_WEIGHT * place[row.id], row) for row in rows]
+    scored.sort(key=lambda pair: (pair[0], pair[1].said_at, pair[1].id), reverse=True)
+    return [
+        Snippet(row.kind, row.role, row.text, row.said_at, round(score, 6))
+        for score, row in scored[:limit]
+    ]
+
+
+def correction_text(original: str, corrected: str, explanation: str) -> str:
+    """A correction as recall shows it: "original → corrected (explanation)"."""
+    shown = f"{original} → {corrected}"
+    return f"{shown} ({explanation})" if explanation.strip() else shown
+
+
+def folded_entries(
+    connection: Connection, learner_id: int, after: int, upto: int
+) -> list[dict[str, Any]]:
+    """The recall entries of what a fold from watermark `after` to `upto` takes: the
+    messages with ids in (after, upto] and the corrections of those among them, dated when
+    the message was said."""
+    messages = connection.execute(
+        select(Message.id, Message.role, Message.content, Message.created_at).where(
+            Message.learner_id == learner_id, Message.id > after, Message.id <= upto
+        )
+    ).all()
+    corrections = connection.execute(
+        select(
+            Correction.id,
+            Correction.original,
+            Correction.corrected,
+            Correction.explanation,
+            Message.created_at,
+        )
+        .join(Message, Message.id == Correction.message_id)
+        .where(
+            Correction.learner_id == learner_id,
+            Correction.message_id > after,
+            Correction.message_id <= upto,
+        )
+    ).all()
+    entries = [
+        {
+            "learner_id": learner_id,
+            "kind": MESSAGE,
+            "role": row.role,
+            "text": row.content,
+            "said_at": row.created_at,
+            "source_id": row.id,
+        }
+        for row in messages
+    ]
+    entries += [
+        {
+            "learner_id": learner_id,
+            "kind": CORRECTION,
+            "role": LEARNER,
+            "text": correction_text(row.original, row.corrected, row.explanation or ""),
+            "said_at": row.created_at,
+            "source_id": row.id,
+        }
+        for row in corrections
+    ]
+    return entries
+
+
+def index_folded(
+    connection: Connection, backend: Backend, learner_id: int, after: int, upto: int
+) -> int:
+    """Index what a fold from watermark `after` to `upto` takes, on `connection`, in the
+    transaction that writes the summary: how many entries. A fold that loses its race
+    writes no summary and so indexes nothing."""
+    if upto <= after:
+        return 0
+    language = connection.execute(_LANGUAGE, {"learner_id": learner_id}).scalar()
+    entries = folded_entries(connection, learner_id, after, upto)
+    backend.index_recall(connection, entries, language)
+    return len(entries)
+
+
+class Recall(Tables):
+    """The learner's folded-out past, searched (a Searcher)."""
+
+    def __init__(self, engine: Engine, clock: Clock = utcnow) -> None:
+        super().__init__(engine, clock)
+        self.backend = backend_for(engine)
+
+    def search(self, learner_id: int, query: str, *, limit: int = 3) -> list[Snippet]:
+        """The learner's best `limit` matches for `query` (any language, any text), ranked by
+        relevance blended with recency; [] when it has no searchable words."""
+        found = query_words(query)
+        if not found or limit <= 0:
+            return []
+        with self.single.connect() as connection:
+            language = connection.execute(_LANGUAGE, {"learner_id": learner_id}).first()
+            if language is None:
+                return []
+            rows = self.backend.recall_candidates(
+                connection, learner_id, found, language[0], max(CANDIDATES, limit)
+            )
+        return rank(rows, limit)

@@ -6,13 +6,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple, Protocol
 
-from memory.models import Correction, MemoryJob, Message, Profile, Summary, Usage
+from memory.models import Correction, MemoryJob, Message, Profile, RecallEntry, Summary, Usage
 
 LEARNER = "learner"
 PAM = "pam"
 
 # Every table holding something about a learner, children first: /forget walks this list.
-LEARNER_TABLES = (Correction, Usage, MemoryJob, Summary, Profile, Message)
+LEARNER_TABLES = (RecallEntry, Correction, Usage, MemoryJob, Summary, Profile, Message)
 
 
 @dataclass(frozen=True)

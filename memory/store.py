@@ -11,6 +11,7 @@ from memory.inspection import Inspection
 from memory.learners import Learners
 from memory.ledger import Ledger
 from memory.memory_state import MemoryState
+from memory.recall import Recall
 
 
 class Store:
@@ -23,3 +24,4 @@ class Store:
         self.memory = MemoryState(engine, clock)
         self.ledger = Ledger(engine, clock)
         self.inspection = Inspection(engine, clock)
+        self.recall = Recall(engine, clock)

@@ -101,7 +101,12 @@ def fold(
     store.ledger.record_calls(learner_id, "summary", completion.calls)
     text = counter.truncate(completion.text.strip(), config.summary_max_tokens)
     written = store.memory.save_summary(
-        learner_id, state.version, text, counter.count(text), plan.watermark
+        learner_id,
+        state.version,
+        text,
+        counter.count(text),
+        plan.watermark,
+        previous_watermark=state.watermark,
     )
     if not written:
         log.info("fold for learner %s discarded: the summary changed meanwhile", learner_id)

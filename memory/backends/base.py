@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine, Row
 from sqlalchemy.sql.dml import Insert
 
 from memory import db
@@ -77,6 +77,27 @@ class Backend(ABC):
     def mark_job(self, values: Mapping[str, Any], on_conflict_set: Mapping[str, Any]) -> Insert:
         """The INSERT of a memory-job row with `values` that sets `on_conflict_set` instead
         when the learner's row of that kind exists."""
+
+    @abstractmethod
+    def index_recall(
+        self, connection: Connection, rows: Sequence[Mapping[str, Any]], language: str | None
+    ) -> None:
+        """Insert recall entries (`rows`: RecallEntry's columns but `id` and `terms`) of a
+        learner whose target language is `language` (as their settings hold it), on
+        `connection`, in its transaction."""
+
+    @abstractmethod
+    def recall_candidates(
+        self,
+        connection: Connection,
+        learner_id: int,
+        found: Sequence[str],
+        language: str | None,
+        limit: int,
+    ) -> list[Row[Any]]:
+        """The learner's `limit` entries most relevant to any of the words `found` (from
+        recall_terms.query_words), best first: their id, kind, role, text, said_at and
+        `relevance` (higher is better). `found` is never empty."""
 
     @abstractmethod
     def after_forget(self) -> None:

@@ -11,22 +11,30 @@ from typing import Any
 from sqlalchemy import (
     ARRAY,
     BigInteger,
+    Connection,
+    Float,
     Integer,
+    Row,
+    String,
     Text,
+    TextClause,
     bindparam,
     func,
     insert,
     select,
+    text,
     true,
 )
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql.dml import Insert
+from sqlalchemy.sql.selectable import TextualSelect
 
 from memory.backends.base import Backend, ContextRead
 from memory.claims import FINISH, PENDING, SAME_FOR_EVERY_REPLY, TIMES_OF_A_REPLY, Finishing
 from memory.models import Correction, InboxItem, MemoryJob, Message, OutboxItem, Usage, UTCDateTime
+from memory.recall_terms import pg_config
 from memory.records import (
     LEARNER,
     PAM,
@@ -208,6 +216,66 @@ _ACCEPTED = (
 _ACCEPT_AND_NOTIFY = select(func.pg_notify(CHANNEL, "")).select_from(_ACCEPTED)
 
 
+# -- recall ------------------------------------------------------------------------------------
+
+# Where the `unaccent` extension lives ("" when it is not installed: words keep their accents).
+_UNACCENT_SCHEMA = text(
+    "SELECT n.nspname FROM pg_extension AS e JOIN pg_namespace AS n ON n.oid = e.extnamespace "
+    "WHERE e.extname = 'unaccent'"
+)
+
+
+def _recall_statements(unaccent: str) -> tuple[TextClause, TextualSelect]:
+    """The INSERT of recall entries and the search, with accents removed by the `unaccent`
+    function in schema `unaccent` (an identifier, quoted), or kept when it is "". Each
+    entry's vector is the learner's language's (stems, its stopwords dropped) and the plain
+    words' ('simple': names and unstemmed words match too); a query is made the same way."""
+
+    def plain(value: str) -> str:
+        if not unaccent:
+            return value
+        return f"{unaccent}.unaccent(CAST(:accents AS regdictionary), {value})"
+
+    vector = (
+        f"to_tsvector(CAST(:config AS regconfig), {plain(':text')}) "
+        f"|| to_tsvector('simple', {plain(':text')})"
+    )
+    index = text(
+        "INSERT INTO recall_entries (learner_id, kind, role, text, said_at, source_id, terms) "
+        f"VALUES (:learner_id, :kind, :role, :text, :said_at, :source_id, {vector})"
+    ).bindparams(bindparam("said_at", type_=UTCDateTime()))
+    query = (
+        f"to_tsquery(CAST(:config AS regconfig), {plain(':query')}) "
+        f"|| to_tsquery('simple', {plain(':query')})"
+    )
+    # ts_rank's normalization 1 divides by 1 + log(length): a long message that mentions a
+    # word once does not outrank a short one about it. The btree on (learner_id, said_at)
+    # reads only the learner's rows; the GIN index serves a learner with very many.
+    search = text(
+        f"""
+        WITH q AS (SELECT {query} AS q)
+        SELECT e.id, e.kind, e.role, e.text, e.said_at, ts_rank(e.terms, q.q, 1) AS relevance
+        FROM recall_entries AS e, q
+        WHERE e.learner_id = :learner_id AND e.terms @@ q.q
+        ORDER BY relevance DESC, e.said_at DESC
+        LIMIT :limit
+        """
+    ).columns(
+        id=Integer(),
+        kind=String(),
+        role=String(),
+        text=Text(),
+        said_at=UTCDateTime(),
+        relevance=Float(),
+    )
+    return index, search
+
+
+def _operand(word: str) -> str:
+    """`word` as a quoted tsquery operand, so it is only ever a word to match."""
+    return "'" + word.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
 class PostgresBackend(Backend):
     """Postgres' way: many writers at once, row locks, and a round trip per statement."""
 
@@ -299,6 +367,45 @@ class PostgresBackend(Backend):
         return statement.on_conflict_do_update(
             index_elements=["learner_id", "kind"], set_=dict(on_conflict_set)
         )
+
+    def _recall(self, connection: Connection) -> tuple[TextClause, TextualSelect, dict[str, str]]:
+        """The recall statements for this database (whether it has `unaccent` is looked up
+        once) and the parameter they need for it."""
+        if not hasattr(self, "_recall_sql"):
+            schema = connection.execute(_UNACCENT_SCHEMA).scalar() or ""
+            quoted = connection.dialect.identifier_preparer.quote_schema(schema) if schema else ""
+            accents = {"accents": f"{quoted}.unaccent"} if quoted else {}
+            self._recall_sql = (*_recall_statements(quoted), accents)
+        return self._recall_sql
+
+    def index_recall(
+        self, connection: Connection, rows: Sequence[Mapping[str, Any]], language: str | None
+    ) -> None:
+        """Each entry's tsvector made by Postgres in the INSERT."""
+        if not rows:
+            return
+        index, _, accents = self._recall(connection)
+        extra = {"config": pg_config(language), **accents}
+        connection.execute(index, [{**row, **extra} for row in rows])
+
+    def recall_candidates(
+        self,
+        connection: Connection,
+        learner_id: int,
+        found: Sequence[str],
+        language: str | None,
+        limit: int,
+    ) -> list[Row[Any]]:
+        """One statement: the words ORed, each a quoted operand, in both configurations."""
+        _, search, accents = self._recall(connection)
+        values = {
+            "learner_id": learner_id,
+            "query": " | ".join(_operand(word) for word in found),
+            "config": pg_config(language),
+            "limit": limit,
+            **accents,
+        }
+        return list(connection.execute(search, values))
 
     def after_forget(self) -> None:
         """Nothing: the checkpoint that empties the write-ahead log is SQLite's."""

@@ -4,17 +4,19 @@ and workers that poll."""
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import insert
+from sqlalchemy import Connection, Float, Integer, Row, String, Text, insert, text
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.sql.dml import Insert
 
 from memory.backends.base import Backend, ContextRead
 from memory.claims import Finishing
-from memory.models import InboxItem, MemoryJob
+from memory.models import RECALL_FTS, InboxItem, MemoryJob, RecallEntry, UTCDateTime
+from memory.recall_terms import snowball_language, stems, stems_of
 from memory.records import PAM, ActivityWindow, Backlog, ReplyRecord, StoredMessage
 from memory.statements import (
     INSERT_CORRECTIONS,
@@ -26,6 +28,49 @@ from memory.statements import (
 from memory.wakeup import InboxListener
 
 _ACCEPT = insert(InboxItem)
+
+# FTS5's own 'secure-delete' option (SQLite 3.42+) removes a deleted row's terms from the
+# index at once. Without it they stay in old index segments until those are merged, so
+# /forget merges the whole index (`optimize`) instead; see `after_forget`.
+FTS_SECURE_DELETE = sqlite3.sqlite_version_info >= (3, 42)
+
+_INDEX_RECALL = insert(RecallEntry)
+# The FTS5 table's columns: learner_id (the learner's id as its one token, searched first so
+# that only their rows are read), text (accents removed by the tokenizer), terms (the Snowball
+# stems). bm25 weighs a match in the text over one in the stems, and the learner column not
+# at all (every row searched matches it).
+_RECALL_CANDIDATES = text(
+    f"""
+        SELECT e.id, e.kind, e.role, e.text, e.said_at,
+               -bm25({RECALL_FTS}, 0.0, 1.0, 0.6) AS relevance
+        FROM {RECALL_FTS} JOIN recall_entries AS e ON e.id = {RECALL_FTS}.rowid
+        WHERE {RECALL_FTS} MATCH :match
+        ORDER BY bm25({RECALL_FTS}, 0.0, 1.0, 0.6)
+        LIMIT :limit
+        """
+).columns(
+    id=Integer(),
+    kind=String(),
+    role=String(),
+    text=Text(),
+    said_at=UTCDateTime(),
+    relevance=Float(),
+)
+
+
+def _phrase(term: str) -> str:
+    """`term` as an FTS5 string: in double quotes, any inside doubled, so it is only ever a
+    word to match, never query syntax."""
+    return '"' + term.replace('"', '""') + '"'
+
+
+def recall_match(learner_id: int, found: Sequence[str], language: str | None) -> str:
+    """The FTS5 query: the learner's token AND any word (in the text) or stem (in the stems)."""
+    either = [f"text : ({' OR '.join(_phrase(w) for w in found)})"]
+    found_stems = stems(list(found), snowball_language(language))
+    if found_stems:
+        either.append(f"terms : ({' OR '.join(_phrase(s) for s in found_stems)})")
+    return f"learner_id : {_phrase(str(int(learner_id)))} AND ({' OR '.join(either)})"
 
 
 class SqliteBackend(Backend):
@@ -98,9 +143,39 @@ class SqliteBackend(Backend):
             index_elements=["learner_id", "kind"], set_=dict(on_conflict_set)
         )
 
+    def index_recall(
+        self, connection: Connection, rows: Sequence[Mapping[str, Any]], language: str | None
+    ) -> None:
+        """The entries with their Snowball stems; triggers add them to the FTS5 table."""
+        if not rows:
+            return
+        snowball = snowball_language(language)
+        entries = [{**row, "terms": stems_of(row["text"], snowball)} for row in rows]
+        connection.execute(_INDEX_RECALL, entries)
+
+    def recall_candidates(
+        self,
+        connection: Connection,
+        learner_id: int,
+        found: Sequence[str],
+        language: str | None,
+        limit: int,
+    ) -> list[Row[Any]]:
+        """One FTS5 MATCH, every word and stem quoted, ranked by bm25."""
+        match = recall_match(learner_id, found, language)
+        return list(connection.execute(_RECALL_CANDIDATES, {"match": match, "limit": limit}))
+
     def after_forget(self) -> None:
-        """secure_delete zeroes the freed pages, but the write-ahead log still holds the old
-        ones until a checkpoint copies it back and truncates it: do that now."""
+        """secure_delete zeroes the freed pages, but two things still hold erased text: the
+        FTS5 index's old segments keep a deleted row's terms until they are merged (unless
+        its 'secure-delete' option is there, SQLite 3.42+), so merge them all into one; and
+        the write-ahead log holds the old pages until a checkpoint copies it back and
+        truncates it: do that last."""
+        with self.engine.begin() as connection:
+            if not FTS_SECURE_DELETE:
+                connection.exec_driver_sql(
+                    f"INSERT INTO {RECALL_FTS}({RECALL_FTS}) VALUES ('optimize')"
+                )
         with self.engine.connect() as connection:
             connection.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from alembic import context
 
-from memory.models import Base
+from memory.models import Base, compared_on
 
 config = context.config
 target_metadata = Base.metadata
@@ -18,6 +18,7 @@ def run_migrations_online() -> None:
             target_metadata=target_metadata,
             render_as_batch=connection.dialect.name == "sqlite",
             compare_type=True,
+            include_object=compared_on(connection.dialect.name),
         )
         with context.begin_transaction():
             context.run_migrations()

@@ -14,7 +14,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, inspect, text
 
 from memory import db
-from memory.models import Base
+from memory.models import RECALL_FTS_TABLES, Base, compared_on
 from memory.records import LEARNER, CorrectionRecord
 from memory.store import Store
 from tests.conftest import BACKENDS, postgres_schema
@@ -36,12 +36,16 @@ def current_revision(engine: Engine) -> str | None:
 def schema_differences(engine: Engine) -> list[Any]:
     """What autogenerate would change to make the database match the models (nothing, we hope)."""
     with engine.connect() as connection:
-        context = MigrationContext.configure(connection, opts={"compare_type": True})
+        # As env.py does: SQLite's FTS5 tables are no model's, the GIN index only Postgres'.
+        compared = compared_on(connection.dialect.name)
+        context = MigrationContext.configure(
+            connection, opts={"compare_type": True, "include_object": compared}
+        )
         return list(compare_metadata(context, Base.metadata))
 
 
 def pam_tables(engine: Engine) -> set[str]:
-    return set(inspect(engine).get_table_names()) - {"alembic_version"}
+    return set(inspect(engine).get_table_names()) - {"alembic_version", *RECALL_FTS_TABLES}
 
 
 def assert_usable(engine: Engine) -> None:
