@@ -546,14 +546,15 @@ SESSIONS: tuple[tuple[Exchange, ...], ...] = (
             "Con paciencia llegarás. ¡Ánimo!",
         ),
         (
-            "",
-            "Hoy Javi hizo tortilla de patatas con cebolla.",
-            "¡Con cebolla! Es el gran debate español: con o sin cebolla.",
+            "series",
+            "Por la noche veo series. Mi serie favorita es La Casa de Papel, la vi dos veces "
+            "entera.",
+            "¡Es muy famosa en todo el mundo! Además es buena práctica de escucha.",
         ),
         (
             "",
-            "Yo prefiero con cebolla. Es más jugosa.",
-            "¡Estoy de acuerdo! Muy bien «jugosa».",
+            "Sí, pero hablan muy rápido y dicen muchas palabrotas, jaja.",
+            "¡Jaja, así aprendes el español de verdad!",
         ),
         (
             "",
@@ -667,9 +668,10 @@ SESSIONS: tuple[tuple[Exchange, ...], ...] = (
             "¡Perfecto!",
         ),
         (
-            "",
-            "Ahora voy a cenar, Javi hizo lentejas.",
-            "¡Qué rico! Las lentejas son muy de invierno.",
+            "camino",
+            "Otro plan: en agosto quiero hacer el Camino de Santiago andando, desde Sarria, con "
+            "mi amigo Marco.",
+            "¡Qué experiencia! Desde Sarria son unos cien kilómetros. Llevad buen calzado.",
         ),
         (
             "",
@@ -812,15 +814,15 @@ SESSIONS: tuple[tuple[Exchange, ...], ...] = (
             "Siento lo del hombro. El yoga es muy buena opción para recuperarse.",
         ),
         (
-            "series",
-            "Por la noche veo series. Mi serie favorita es La Casa de Papel, la vi dos veces "
-            "entera.",
-            "¡Es muy famosa en todo el mundo! Además es buena práctica de escucha.",
+            "",
+            "En Sevilla hay naranjos en todas las calles, huele muy bien.",
+            "¡Es el azahar! En primavera Sevilla huele a flor de naranjo.",
         ),
         (
             "",
-            "Sí, pero hablan muy rápido y dicen muchas palabrotas, jaja.",
-            "¡Jaja, así aprendes el español de verdad!",
+            "Azahar, qué palabra bonita. Es de origen árabe?",
+            "¡Sí! Muchas palabras que empiezan por «a-» o «al-» vienen del árabe: azúcar, "
+            "aceite, almohada.",
         ),
         (
             "exam!",
@@ -834,14 +836,13 @@ SESSIONS: tuple[tuple[Exchange, ...], ...] = (
             "¡Qué bien! La Feria de Abril es el mejor momento para conocer Sevilla.",
         ),
         (
-            "camino",
-            "Y en agosto quiero hacer el Camino de Santiago andando, desde Sarria, con mi "
-            "amigo Marco.",
-            "¡Qué experiencia! Desde Sarria son unos cien kilómetros. Llevad buen calzado.",
+            "",
+            "Qué interesante. Bueno, mañana trabajo temprano, me voy a dormir.",
+            "¡A descansar! Has progresado muchísimo estas semanas, Tom.",
         ),
         (
             "",
-            "Sí, compraré botas nuevas. Gracias por todo Pam, hablamos pronto!",
+            "Gracias por todo Pam, hablamos pronto!",
             "¡Gracias a ti, Tom! Hablamos pronto.",
         ),
     ),
