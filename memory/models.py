@@ -154,10 +154,11 @@ class RecallEntry(Base):
     """One thing recall can find (memory/recall.py): a folded-out message, learner's or Pam's,
     or a correction of a folded learner message, as "original → corrected (explanation)".
     Written in the fold's own transaction, so the index holds exactly what the summary has
-    taken. `terms` is what the search matches besides `text`: on Postgres the tsvector (the
+    taken. `terms` is what the search matches: on Postgres the tsvector of the text (the
     learner's language's stems and the plain words, accents removed where `unaccent` is
-    there), GIN-indexed; on SQLite the Snowball stems, which the FTS5 table `recall_fts`
-    indexes with the text (kept in step by triggers; see migration 0005)."""
+    there), GIN-indexed; on SQLite the text's words and Snowball stems, accent-free, each
+    prefixed with the learner's id, which the FTS5 table `recall_fts` indexes (kept in step
+    by triggers; see migration 0005 and memory/recall_terms.py)."""
 
     __tablename__ = "recall_entries"
     __table_args__ = (

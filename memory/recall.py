@@ -19,8 +19,8 @@ from memory.backends.base import Backend
 from memory.clock import Clock, utcnow
 from memory.db import Tables
 from memory.models import Correction, Learner, Message
-from memory.recall_terms import query_words
-from memory.records import LEARNER
+from memory.recall_terms import plain, query_words, snowball_language, stems, words
+from memory.records import LEARNER, PAM
 
 MESSAGE = "message"
 CORRECTION = "correction"
@@ -57,21 +57,70 @@ CANDIDATES = 30
 # RECENCY_WEIGHT of the best): "Ahora vivo en Sevilla" over "Vivo en Madrid" for "¿dónde
 # vives?", while an old exact match still beats a recent passing mention.
 RECENCY_WEIGHT = 0.3
+# What the learner said is what they ask about ("what's my dog called?"); Pam's replies echo
+# it with more words around. Pam's entries count at this share of their relevance.
+PAM_WEIGHT = 0.6
+# A later statement of the learner's that matches the query too and is at least this like
+# their best match (as a share of how like itself the match is: every word of it) is taken to
+# update it, and goes first (see `superseding`).
+SUPERSEDES = 0.2
+SHARED_WORDS = 2
 
 _LANGUAGE = select(Learner.target_language).where(Learner.id == bindparam("learner_id"))
 
 
-def rank(rows: Sequence[Row[Any]], limit: int) -> list[Snippet]:
-    """`rows` (RecallBackend.recall_candidates') blended with recency, best first."""
+Scored = tuple[float, Row[Any]]
+
+
+def rank(rows: Sequence[Row[Any]]) -> list[Scored]:
+    """`rows` (Backend.recall_candidates') scored, relevance blended with recency and role,
+    best first."""
     if not rows:
         return []
-    best = max(row.relevance for row in rows) or 1.0
+    relevance = {row.id: row.relevance * (PAM_WEIGHT if row.role == PAM else 1.0) for row in rows}
+    best = max(relevance.values()) or 1.0
     by_time = sorted(rows, key=lambda row: (row.said_at, row.id))
     place = {
         row.id: (n / (len(rows) - 1) if len(rows) > 1 else 1.0) for n, row in enumerate(by_time)
     }
-    scored = [(row.relevance / best + RECENCY_WEIGHT * place[row.id], row) for row in rows]
+    scored = [(relevance[row.id] / best + RECENCY_WEIGHT * place[row.id], row) for row in rows]
     scored.sort(key=lambda pair: (pair[0], pair[1].said_at, pair[1].id), reverse=True)
+    return scored
+
+
+def _said(text: str, language: str | None) -> set[str]:
+    """The stems (or without a stemmer, the words) of `text`, accent-free."""
+    found = words(text)
+    return {plain(term) for term in stems(found, snowball_language(language)) or found}
+
+
+def superseding(
+    top: Row[Any], similar: Sequence[Row[Any]], matching: set[int], language: str | None
+) -> Row[Any] | None:
+    """Of `similar` (the learner's entries most like `top`, a statement of theirs, `top`
+    itself among them), the one that most likely supersedes it: a later statement of the
+    learner's, among the entries that match the query (ids `matching`), as like `top` as
+    SUPERSEDES of how like itself it is and sharing at least SHARED_WORDS words (or their
+    stems) with it ("al final no voy a Japón, voy a Corea con Clara" after "en abril voy a
+    viajar a Japón con Clara", for "¿a qué país me voy de viaje?"), or None."""
+    itself = next((row.relevance for row in similar if row.id == top.id), None)
+    if not itself:
+        return None
+    said = _said(top.text, language)
+    later = [
+        row
+        for row in similar
+        if row.said_at > top.said_at
+        and row.id in matching
+        and row.role == LEARNER
+        and row.kind == MESSAGE
+        and row.relevance >= SUPERSEDES * itself
+        and len(_said(row.text, language) & said) >= SHARED_WORDS
+    ]
+    return max(later, key=lambda row: row.relevance, default=None)
+
+
+def snippets(scored: Sequence[Scored], limit: int) -> list[Snippet]:
     return [
         Snippet(row.kind, row.role, row.text, row.said_at, round(score, 6))
         for score, row in scored[:limit]
@@ -158,15 +207,32 @@ class Recall(Tables):
 
     def search(self, learner_id: int, query: str, *, limit: int = 3) -> list[Snippet]:
         """The learner's best `limit` matches for `query` (any language, any text), ranked by
-        relevance blended with recency; [] when it has no searchable words."""
-        found = query_words(query)
-        if not found or limit <= 0:
+        relevance blended with recency, and the best statement's later update (if it has
+        one) first; [] when it has no searchable words."""
+        if not query_words(query) or limit <= 0:
             return []
         with self.single.connect() as connection:
-            language = connection.execute(_LANGUAGE, {"learner_id": learner_id}).first()
-            if language is None:
+            learner = connection.execute(_LANGUAGE, {"learner_id": learner_id}).first()
+            if learner is None:
                 return []
-            rows = self.backend.recall_candidates(
-                connection, learner_id, found, language[0], max(CANDIDATES, limit)
+            language = learner.target_language
+            found = query_words(query, language)
+            scored = rank(
+                self.backend.recall_candidates(
+                    connection, learner_id, found, language, max(CANDIDATES, limit)
+                )
             )
-        return rank(rows, limit)
+            top = next(
+                (row for _, row in scored if row.role == LEARNER and row.kind == MESSAGE), None
+            )
+            similar = query_words(top.text, language) if top is not None else []
+            if top is not None and similar:
+                # A statement found is searched for once more, for what may have updated it.
+                rows = self.backend.recall_candidates(
+                    connection, learner_id, similar, language, CANDIDATES
+                )
+                newer = superseding(top, rows, {row.id for _, row in scored}, language)
+                if newer is not None:
+                    first = max(scored[0][0], next(s for s, row in scored if row is top))
+                    scored = [(first + 1e-3, newer)] + [p for p in scored if p[1].id != newer.id]
+        return snippets(scored, limit)

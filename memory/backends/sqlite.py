@@ -16,7 +16,7 @@ from sqlalchemy.sql.dml import Insert
 from memory.backends.base import Backend, ContextRead
 from memory.claims import Finishing
 from memory.models import RECALL_FTS, InboxItem, MemoryJob, RecallEntry, UTCDateTime
-from memory.recall_terms import snowball_language, stems, stems_of
+from memory.recall_terms import learner_terms, snowball_language, terms_of
 from memory.records import PAM, ActivityWindow, Backlog, ReplyRecord, StoredMessage
 from memory.statements import (
     INSERT_CORRECTIONS,
@@ -35,19 +35,16 @@ _ACCEPT = insert(InboxItem)
 FTS_SECURE_DELETE = sqlite3.sqlite_version_info >= (3, 42)
 
 _INDEX_RECALL = insert(RecallEntry)
-# The FTS5 table's columns: learner_id (the learner's id as its one token, searched first so
-# that only their rows are read), text (accents removed by the tokenizer), terms (the Snowball
-# stems). bm25 weighs a match in the text over one in the stems, and the learner column not
-# at all (every row searched matches it).
+# One MATCH of the learner's own terms (see recall_terms.learner_terms), ranked by bm25: its
+# statistics are then the learner's own too (a word they use all the time weighs less).
 _RECALL_CANDIDATES = text(
     f"""
-        SELECT e.id, e.kind, e.role, e.text, e.said_at,
-               -bm25({RECALL_FTS}, 0.0, 1.0, 0.6) AS relevance
-        FROM {RECALL_FTS} JOIN recall_entries AS e ON e.id = {RECALL_FTS}.rowid
-        WHERE {RECALL_FTS} MATCH :match
-        ORDER BY bm25({RECALL_FTS}, 0.0, 1.0, 0.6)
-        LIMIT :limit
-        """
+    SELECT e.id, e.kind, e.role, e.text, e.said_at, -bm25({RECALL_FTS}) AS relevance
+    FROM {RECALL_FTS} JOIN recall_entries AS e ON e.id = {RECALL_FTS}.rowid
+    WHERE {RECALL_FTS} MATCH :match
+    ORDER BY bm25({RECALL_FTS})
+    LIMIT :limit
+    """
 ).columns(
     id=Integer(),
     kind=String(),
@@ -65,12 +62,9 @@ def _phrase(term: str) -> str:
 
 
 def recall_match(learner_id: int, found: Sequence[str], language: str | None) -> str:
-    """The FTS5 query: the learner's token AND any word (in the text) or stem (in the stems)."""
-    either = [f"text : ({' OR '.join(_phrase(w) for w in found)})"]
-    found_stems = stems(list(found), snowball_language(language))
-    if found_stems:
-        either.append(f"terms : ({' OR '.join(_phrase(s) for s in found_stems)})")
-    return f"learner_id : {_phrase(str(int(learner_id)))} AND ({' OR '.join(either)})"
+    """The FTS5 query: any of the learner's terms for the words `found` and their stems."""
+    terms = learner_terms(learner_id, list(found), snowball_language(language))
+    return " OR ".join(_phrase(term) for term in terms)
 
 
 class SqliteBackend(Backend):
@@ -146,11 +140,14 @@ class SqliteBackend(Backend):
     def index_recall(
         self, connection: Connection, rows: Sequence[Mapping[str, Any]], language: str | None
     ) -> None:
-        """The entries with their Snowball stems; triggers add them to the FTS5 table."""
+        """The entries with their terms (words and Snowball stems, the learner's own); a
+        trigger adds them to the FTS5 table."""
         if not rows:
             return
         snowball = snowball_language(language)
-        entries = [{**row, "terms": stems_of(row["text"], snowball)} for row in rows]
+        entries = [
+            {**row, "terms": terms_of(row["learner_id"], row["text"], snowball)} for row in rows
+        ]
         connection.execute(_INDEX_RECALL, entries)
 
     def recall_candidates(
@@ -161,7 +158,7 @@ class SqliteBackend(Backend):
         language: str | None,
         limit: int,
     ) -> list[Row[Any]]:
-        """One FTS5 MATCH, every word and stem quoted, ranked by bm25."""
+        """One FTS5 MATCH, every term quoted, ranked by bm25."""
         match = recall_match(learner_id, found, language)
         return list(connection.execute(_RECALL_CANDIDATES, {"match": match, "limit": limit}))
 

@@ -464,16 +464,31 @@ def test_forgotten_text_is_not_left_in_the_sqlite_files(tmp_path: Path) -> None:
     db.upgrade(engine)
     store = Store(engine)
     learner = store.learners.learner("test:secret-keeper")
+    store.learners.update_settings(learner.id, target_language="English")
     marker = "ZEPHYR-QUARTZ-9137 is my secret"
-    for n in range(50):
-        store.conversation.add_message(learner.id, LEARNER, f"{marker} number {n}", 9)
+    ids = [
+        store.conversation.add_message(learner.id, LEARNER, f"{marker} number {n}", 9).id
+        for n in range(50)
+    ]
     store.ledger.add_corrections(learner.id, None, [CorrectionRecord(marker, "fixed")])
-    assert marker.encode() in path.read_bytes() + _wal(path)  # it really was written
+    store.ledger.add_corrections(learner.id, ids[0], [CorrectionRecord("XYLOPHONIC", "fixed")])
+    # Folded, so the recall index (its rows, the FTS5 index of their words and stems) has them.
+    assert store.memory.save_summary(learner.id, 0, "s", 1, ids[-1], previous_watermark=0)
+    # Another learner's entries share the FTS5 index's segments with the forgotten ones'.
+    other = store.learners.learner("test:bystander")
+    said = store.conversation.add_message(other.id, LEARNER, "my bicycle is blue", 5)
+    assert store.memory.save_summary(other.id, 0, "s", 1, said.id, previous_watermark=0)
+    written = path.read_bytes() + _wal(path)
+    assert marker.encode() in written  # it really was written
+    for token in (b"zephyr", b"quartz", b"xylophon"):  # the index's lowercased words and stems
+        assert token in written, token
 
     store.learners.forget(learner.id)
 
-    leftovers = path.read_bytes() + _wal(path)
-    assert b"ZEPHYR-QUARTZ" not in leftovers
+    leftovers = (path.read_bytes() + _wal(path)).lower()
+    for erased in (b"zephyr", b"quartz", b"xylophon"):
+        assert erased not in leftovers, erased
+    assert [s.text for s in store.recall.search(other.id, "bicycle")] == ["my bicycle is blue"]
     engine.dispose()
 
 

@@ -30,22 +30,20 @@ depends_on = None
 log = logging.getLogger("alembic.runtime.migration")
 
 FTS = "recall_fts"
-# What FTS5 indexes: the learner's id (one token, so a search reads only their rows), the
-# text (accents removed) and the Snowball stems. External content: the text itself is kept
-# once, in recall_entries; the triggers feed the index. Entries are never updated.
+# What FTS5 indexes: each entry's terms, its words and their Snowball stems prefixed with the
+# learner's id (memory/recall_terms.py: a search reads only that learner's postings). External
+# content: the text is kept once, in recall_entries; the triggers feed the index. Entries are
+# never updated.
 SQLITE_FTS = [
     f"""CREATE VIRTUAL TABLE {FTS} USING fts5(
-        learner_id, text, terms,
-        content='recall_entries', content_rowid='id',
+        terms, content='recall_entries', content_rowid='id',
         tokenize='unicode61 remove_diacritics 2'
     )""",
     f"""CREATE TRIGGER recall_entries_insert AFTER INSERT ON recall_entries BEGIN
-        INSERT INTO {FTS}(rowid, learner_id, text, terms)
-        VALUES (new.id, new.learner_id, new.text, new.terms);
+        INSERT INTO {FTS}(rowid, terms) VALUES (new.id, new.terms);
     END""",
     f"""CREATE TRIGGER recall_entries_delete AFTER DELETE ON recall_entries BEGIN
-        INSERT INTO {FTS}({FTS}, rowid, learner_id, text, terms)
-        VALUES ('delete', old.id, old.learner_id, old.text, old.terms);
+        INSERT INTO {FTS}({FTS}, rowid, terms) VALUES ('delete', old.id, old.terms);
     END""",
 ]
 

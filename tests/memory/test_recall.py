@@ -1,0 +1,387 @@
+"""Recall's index and search, on a real SQLite file and on Postgres: what a fold indexes (and
+what it must not), accents, stems, ranking by relevance then recency, isolation between
+learners, hostile queries, and /forget."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import func, select
+
+from memory.config import MemoryConfig
+from memory.models import RecallEntry
+from memory.recall import CORRECTION, MESSAGE, Snippet
+from memory.recall_terms import pg_config, query_words, snowball_language
+from memory.records import LEARNER, PAM, CorrectionRecord
+from memory.store import Store
+from memory.summary import fold
+from memory.tokens import TokenCounter
+from tests.conftest import unique_user
+from tests.fakes import FakeChatModel
+
+
+def learner(store: Store, language: str | None = "Spanish") -> int:
+    found = store.learners.learner(unique_user("recall"))
+    if language is not None:
+        store.learners.update_settings(found.id, target_language=language)
+    return found.id
+
+
+def say(store: Store, learner_id: int, *texts: str, role: str = LEARNER) -> list[int]:
+    return [store.conversation.add_message(learner_id, role, t, 5).id for t in texts]
+
+
+def fold_upto(store: Store, learner_id: int, watermark: int) -> None:
+    """What a fold writes: the summary, compare-and-set, with the messages up to
+    `watermark` going into the index."""
+    state = store.memory.summary(learner_id)
+    assert store.memory.save_summary(
+        learner_id,
+        state.version,
+        "summary",
+        1,
+        watermark,
+        previous_watermark=state.watermark,
+    )
+
+
+def texts(found: list[Snippet]) -> list[str]:
+    return [s.text for s in found]
+
+
+def entries(store: Store, learner_id: int) -> int:
+    with store.recall.engine.connect() as connection:
+        return connection.execute(
+            select(func.count())
+            .select_from(RecallEntry)
+            .where(RecallEntry.learner_id == learner_id)
+        ).scalar_one()
+
+
+def test_only_what_a_fold_took_is_found(store: Store) -> None:
+    me = learner(store)
+    folded = say(store, me, "Mi perro se llama Bruno")
+    folded += say(store, me, "¡Bruno es un nombre precioso para un perro!", role=PAM)
+    say(store, me, "Mi gato se llama Tigre, pero el perro manda")  # still unfolded
+    fold_upto(store, me, folded[-1])
+
+    found = store.recall.search(me, "perro")
+
+    assert sorted(texts(found)) == sorted(
+        ["Mi perro se llama Bruno", "¡Bruno es un nombre precioso para un perro!"]
+    )
+    assert {(s.kind, s.role) for s in found} == {(MESSAGE, LEARNER), (MESSAGE, PAM)}
+    assert store.recall.search(me, "Tigre") == []
+
+
+def test_each_fold_indexes_only_its_own_range(store: Store) -> None:
+    me = learner(store)
+    first = say(store, me, "Trabajo en una panadería", "Me encanta la panadería")
+    fold_upto(store, me, first[-1])
+    second = say(store, me, "Mañana voy a la panadería otra vez")
+    fold_upto(store, me, second[-1])
+
+    assert entries(store, me) == 3
+    assert len(store.recall.search(me, "panadería", limit=10)) == 3
+
+
+def test_a_fold_that_loses_its_race_indexes_nothing(store: Store) -> None:
+    me = learner(store)
+    ids = say(store, me, "Mi restaurante favorito es Casa Lucio")
+    state = store.memory.summary(me)
+    fold_upto(store, me, 0)  # a racing writer (say, a fold that took nothing) bumps the version
+    lost = store.memory.save_summary(
+        me, state.version, "late", 1, ids[-1], previous_watermark=state.watermark
+    )
+    assert lost is False
+    assert entries(store, me) == 0
+    assert store.recall.search(me, "restaurante") == []
+
+
+def test_the_real_fold_indexes_in_its_own_write(store: Store) -> None:
+    """Through summary.fold with a fake model: what leaves the conversation becomes findable."""
+    config = MemoryConfig(
+        memory_model="m", window_messages=4, summary_trigger_tokens=20, fold_batch_messages=2
+    )
+    me = learner(store)
+    for n in range(6):
+        say(store, me, f"El lago número {n} se llama Titicaca", role=LEARNER if n % 2 else PAM)
+    say(store, me, "Hoy llueve", "Sí", "Mucho", "Adiós")  # the window, never folded here
+    assert fold(
+        me, store=store, model=FakeChatModel(), counter=TokenCounter("gpt-4o-mini"), config=config
+    )
+    watermark = store.memory.summary(me).watermark
+    assert entries(store, me) == len(
+        [m for m in store.conversation.messages(me) if m.id <= watermark]
+    )
+    assert len(store.recall.search(me, "Titicaca", limit=10)) == 6
+    assert store.recall.search(me, "llueve") == []
+
+
+def test_corrections_of_folded_messages_are_found_as_original_arrow_corrected(
+    store: Store,
+) -> None:
+    me = learner(store)
+    folded, later = say(store, me, "Yo soy hambre", "Yo tengo sed")
+    store.ledger.add_corrections(
+        me, folded, [CorrectionRecord("Yo soy hambre", "Yo tengo hambre", "tener hambre")]
+    )
+    store.ledger.add_corrections(me, later, [CorrectionRecord("Yo tengo sed", "Tengo sed")])
+    fold_upto(store, me, folded)
+
+    found = store.recall.search(me, "hambre", limit=5)
+    corrections = [s for s in found if s.kind == CORRECTION]
+    assert [s.text for s in corrections] == ["Yo soy hambre → Yo tengo hambre (tener hambre)"]
+    assert corrections[0].role == LEARNER
+    assert store.recall.search(me, "sed") == []  # its message is not folded yet
+
+
+def test_accents_do_not_matter_either_way(store: Store) -> None:
+    me = learner(store)
+    ids = say(store, me, "Me gusta el café de Bogotá", "La canción se llamaba Despacito")
+    fold_upto(store, me, ids[-1])
+    assert texts(store.recall.search(me, "cafe bogota")) == ["Me gusta el café de Bogotá"]
+    assert texts(store.recall.search(me, "CANCION")) == ["La canción se llamaba Despacito"]
+    assert texts(store.recall.search(me, "cáfé")) == ["Me gusta el café de Bogotá"]
+
+
+@pytest.mark.parametrize(
+    ("language", "said", "asked"),
+    [
+        ("Spanish", "Vivo con mis dos perros", "¿Cómo se llama tu perro?"),
+        ("spanish", "Trabajaba en una biblioteca", "¿Dónde trabajas?"),
+        ("es", "Mis hermanas viven en Lima", "¿Tu hermana?"),
+        ("German", "Meine Hunde heißen Max und Moritz", "Wie heißt dein Hund?"),
+        ("French", "J'habite à Lyon depuis mai", "Où habites-tu ?"),
+        ("Italian", "Cucinavo la pasta ogni giorno", "Cucini?"),
+    ],
+)
+def test_stems_of_the_target_language_match_other_forms(
+    store: Store, language: str, said: str, asked: str
+) -> None:
+    me = learner(store, language)
+    ids = say(store, me, said, "Una frase sin nada que ver")
+    fold_upto(store, me, ids[-1])
+    assert texts(store.recall.search(me, asked)) == [said]
+
+
+def test_a_language_without_a_stemmer_still_matches_words(store: Store) -> None:
+    me = learner(store, "Klingon")
+    ids = say(store, me, "Qapla' batlh Kahless")
+    fold_upto(store, me, ids[-1])
+    assert texts(store.recall.search(me, "kahless")) == ["Qapla' batlh Kahless"]
+    none = learner(store, None)
+    ids = say(store, none, "My cat Whiskers")
+    fold_upto(store, none, ids[-1])
+    assert texts(store.recall.search(none, "whiskers")) == ["My cat Whiskers"]
+
+
+def test_a_newer_statement_that_supersedes_an_older_one_ranks_first(store: Store) -> None:
+    me = learner(store)
+    ids = say(store, me, "Vivo en Madrid", "Hoy hace sol", "Ahora vivo en Sevilla")
+    fold_upto(store, me, ids[-1])
+
+    found = store.recall.search(me, "¿Dónde vives?")
+
+    assert texts(found) == ["Ahora vivo en Sevilla", "Vivo en Madrid"]
+    assert found[0].score > found[1].score
+
+
+def test_an_old_exact_match_beats_a_newer_passing_mention(store: Store) -> None:
+    me = learner(store)
+    ids = say(
+        store,
+        me,
+        "Mi perro Bruno es un labrador",
+        "Hoy fui al parque, había un perro, mucha gente, música, helados y bicicletas por todas"
+        " partes, fue un día largo y bonito con amigos del trabajo",
+    )
+    fold_upto(store, me, ids[-1])
+    assert texts(store.recall.search(me, "perro Bruno labrador"))[0] == (
+        "Mi perro Bruno es un labrador"
+    )
+
+
+def test_snippets_are_dated_when_said(store: Store) -> None:
+    me = learner(store)
+    before = datetime.now(UTC) - timedelta(seconds=5)
+    ids = say(store, me, "Mi cumpleaños es el 3 de mayo")
+    fold_upto(store, me, ids[-1])
+    (found,) = store.recall.search(me, "cumpleaños")
+    assert found.said_at.tzinfo is not None
+    assert before <= found.said_at <= datetime.now(UTC) + timedelta(seconds=5)
+
+
+def test_limit_caps_the_results(store: Store) -> None:
+    me = learner(store)
+    ids = say(store, me, *(f"La montaña número {n}" for n in range(8)))
+    fold_upto(store, me, ids[-1])
+    assert len(store.recall.search(me, "montaña")) == 3
+    assert len(store.recall.search(me, "montaña", limit=5)) == 5
+    assert store.recall.search(me, "montaña", limit=0) == []
+
+
+def test_another_learners_identical_words_never_come_back(store: Store) -> None:
+    me, other = learner(store), learner(store)
+    mine = say(store, me, "Mi perro se llama Bruno")
+    theirs = say(store, other, "Mi perro se llama Bruno", "Bruno Bruno perro perro perro")
+    fold_upto(store, me, mine[-1])
+    fold_upto(store, other, theirs[-1])
+
+    assert texts(store.recall.search(me, "perro Bruno", limit=10)) == ["Mi perro se llama Bruno"]
+    # Their learner id as a word of the query matches nothing of theirs either.
+    assert store.recall.search(me, f"{other} perro", limit=10)[0].text == "Mi perro se llama Bruno"
+    assert len(store.recall.search(me, f"{other} {me}", limit=10)) == 0
+
+
+def test_a_learner_with_no_index_or_no_row_finds_nothing(store: Store) -> None:
+    me = learner(store)
+    assert store.recall.search(me, "perro") == []
+    assert store.recall.search(10**9, "perro") == []
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "",
+        "   ",
+        "¿?¡!...",
+        "el la de que y",
+        "the and of",
+        "a e i o u",
+    ],
+)
+def test_a_query_with_no_searchable_words_finds_nothing(store: Store, query: str) -> None:
+    me = learner(store)
+    ids = say(store, me, "el la de que y the and of")
+    fold_upto(store, me, ids[-1])
+    assert store.recall.search(me, query) == []
+
+
+HOSTILE = [
+    '"',
+    '""',
+    "'",
+    "perro\"'",
+    '"perro" OR "gato"',
+    "perro NEAR gato",
+    "NEAR(perro gato, 2)",
+    "perr*",
+    "*",
+    "text:perro",
+    "learner_id : 1",
+    "{text terms}: perro",
+    "(perro",
+    "perro)",
+    "perro AND",
+    "AND OR NOT",
+    "perro & gato | !x <-> y:*",
+    "'; DROP TABLE recall_entries; --",
+    "perro\\",
+    "^perro",
+    "perro\x00gato",
+    "perro " * 500,
+]
+
+
+@pytest.mark.parametrize("query", HOSTILE)
+def test_hostile_queries_are_only_words(store: Store, query: str) -> None:
+    me = learner(store)
+    ids = say(store, me, "Mi perro se llama Bruno", "Tengo un gato negro")
+    fold_upto(store, me, ids[-1])
+
+    found = store.recall.search(me, query)
+
+    words = set(query_words(query))
+    expected = set()
+    if words & {"perro", "perr"}:
+        expected.add("Mi perro se llama Bruno")
+    if "gato" in words:
+        expected.add("Tengo un gato negro")
+    assert set(texts(found)) == expected
+    assert entries(store, me) == 2  # nothing dropped
+
+
+def test_forget_removes_the_learners_entries_with_everything_else(store: Store) -> None:
+    me, other = learner(store), learner(store)
+    mine = say(store, me, "Mi perro se llama Bruno")
+    theirs = say(store, other, "Mi perro se llama Rex")
+    fold_upto(store, me, mine[-1])
+    fold_upto(store, other, theirs[-1])
+    info = store.learners.get_learner(me)
+
+    store.learners.forget(me)
+
+    assert entries(store, me) == 0
+    assert store.recall.search(me, "perro") == []
+    assert store.inspection.rows_about(me, info.external_id)["recall_entries"] == 0
+    assert texts(store.recall.search(other, "perro")) == ["Mi perro se llama Rex"]
+
+
+def test_language_names_map_to_stemmers_and_configurations() -> None:
+    assert [snowball_language(n) for n in ("Spanish", "spanish", "es", "español", "pt-BR")] == [
+        "spanish",
+        "spanish",
+        "spanish",
+        "spanish",
+        "portuguese",
+    ]
+    assert snowball_language("Klingon") is None and snowball_language(None) is None
+    assert snowball_language("") is None and snowball_language("x" * 500) is None
+    assert pg_config("German") == "german" and pg_config("Polish") == "simple"
+    assert pg_config("de") == "german" and pg_config(None) == "simple"
+
+
+def test_a_later_update_that_no_longer_shares_the_questions_words_still_ranks_first(
+    store: Store,
+) -> None:
+    """The update says the new country, not "viaje" or "abril": it is found as what most
+    resembles the learner's best match, said later, and matching the question too."""
+    me = learner(store)
+    # Weeks of other talk first: bm25 weighs a word by how few of the entries have it.
+    say(store, me, *(f"Hoy el día {n} fue tranquilo en el trabajo" for n in range(12)))
+    ids = say(
+        store,
+        me,
+        "En abril voy a viajar a Japón con mi hermana Clara",
+        "Mi hermana Clara tiene un hijo que se llama Leo",
+        "Hoy hace mucho calor",
+        "Al final no voy a Japón, voy a Corea del Sur con Clara",
+    )
+    fold_upto(store, me, ids[-1])
+
+    found = texts(store.recall.search(me, "¿A qué país me voy de viaje en abril?"))
+
+    assert found[:2] == [
+        "Al final no voy a Japón, voy a Corea del Sur con Clara",
+        "En abril voy a viajar a Japón con mi hermana Clara",
+    ]
+
+
+def test_a_later_mention_of_one_word_is_no_update(store: Store) -> None:
+    me = learner(store)
+    ids = say(store, me, "Mi perro Bruno es un labrador", "Hoy vi un perro en el parque")
+    fold_upto(store, me, ids[-1])
+    assert texts(store.recall.search(me, "labrador Bruno"))[0] == "Mi perro Bruno es un labrador"
+
+
+def test_names_are_asked_with_nombre_and_pets_with_diminutives(store: Store) -> None:
+    me = learner(store)
+    ids = say(store, me, "Tengo una perra que se llama Luna", "Mañana trabajo temprano")
+    fold_upto(store, me, ids[-1])
+    assert texts(store.recall.search(me, "¿Te acuerdas del nombre de mi perrita?")) == [
+        "Tengo una perra que se llama Luna"
+    ]
+
+
+def test_the_learners_own_statement_outranks_pams_echo_of_it(store: Store) -> None:
+    me = learner(store)
+    ids = say(store, me, "Mi restaurante favorito se llama Inti")
+    ids += say(store, me, "¡Inti! Qué buen restaurante, me encanta", role=PAM)
+    fold_upto(store, me, ids[-1])
+    found = store.recall.search(me, "¿Cuál es mi restaurante favorito?")
+    assert next((s.role, s.text) for s in found) == (
+        LEARNER,
+        "Mi restaurante favorito se llama Inti",
+    )
