@@ -2,8 +2,9 @@
 bench/recall_script.py stored for one learner through the real store, dated over eight weeks
 and folded, then its 30 questions asked of the search alone (deterministic, no LLM). A hit is
 the fact's current message among the top 3. Prints the score per fact type, for the updated
-facts as a cross-cut, and overall, on SQLite and on Postgres when it is reachable; writes
-bench/results/recall_quality.json.
+facts as a cross-cut, and overall, on SQLite and on Postgres when it is reachable, for the
+questions and for their held-out second phrasings (which the search was not tuned on);
+writes bench/results/recall_quality.json.
 
     python3 dev.py bench recall_quality [--backends sqlite,postgres] [--database-url URL]
 
@@ -24,6 +25,7 @@ from typing import Any
 
 from bench.recall_script import (
     FACT_TYPES,
+    HELD_OUT_QUESTIONS,
     MESSAGES,
     OTHER_LEARNER,
     QUESTIONS,
@@ -145,7 +147,8 @@ def set_up(store: Store, clock: ManualClock, tag: str) -> Setup:
 
 
 def score(answers: Sequence[Answer]) -> dict[str, dict[str, int]]:
-    """Hits and questions per fact type, for the updated facts, and overall."""
+    """Hits and questions per fact type, for the updated facts, and overall (of QUESTIONS or
+    HELD_OUT_QUESTIONS: the same keys)."""
     groups: dict[str, list[Answer]] = {kind: [] for kind in (*FACT_TYPES, UPDATED, "overall")}
     for answer in answers:
         groups[answer.fact_type].append(answer)
@@ -158,21 +161,27 @@ def score(answers: Sequence[Answer]) -> dict[str, dict[str, int]]:
     }
 
 
-def run(store: Store, clock: ManualClock, tag: str) -> dict[str, Any]:
-    """The whole check on `store`'s database: scores, each answer, and whether any of the
-    other learner's rows came back."""
-    setup = set_up(store, clock, tag)
-    answers = [ask(store.recall, setup.tom, q) for q in QUESTIONS]
+def _scored(store: Store, setup: Setup, questions: Sequence[Question]) -> dict[str, Any]:
+    answers = [ask(store.recall, setup.tom, q) for q in questions]
     theirs = {text for _, text in OTHER_LEARNER}
-    leaked = sum(text in theirs for a in answers for text in a.found)
     return {
         "score": score(answers),
         "superseded_first": sum(
             a.superseded_rank is not None and (a.rank is None or a.superseded_rank < a.rank)
             for a in answers
         ),
-        "other_learner_rows": leaked,
+        "other_learner_rows": sum(text in theirs for a in answers for text in a.found),
         "answers": [asdict(a) | {"hit": a.hit} for a in answers],
+    }
+
+
+def run(store: Store, clock: ManualClock, tag: str) -> dict[str, Any]:
+    """The whole check on `store`'s database: scores, each answer, how often a superseded
+    statement came before the current one, and how many of the other learner's rows came
+    back; and the same for the held-out phrasings under "held_out"."""
+    setup = set_up(store, clock, tag)
+    return _scored(store, setup, QUESTIONS) | {
+        "held_out": _scored(store, setup, HELD_OUT_QUESTIONS)
     }
 
 
@@ -188,15 +197,15 @@ def run_backend(url: str, tag: str) -> dict[str, Any]:
 
 
 def table(results: dict[str, dict[str, Any]]) -> str:
-    """The markdown table for the README: one row per fact type, one column per backend."""
-    backends = list(results)
-    head = "| Facts | " + " | ".join(f"{b} (top {LIMIT})" for b in backends) + " |"
-    lines = [head, "|---" * (len(backends) + 1) + "|"]
+    """The markdown table for the README: one row per fact type; per backend a column for the
+    questions and one for their held-out phrasings."""
+    columns = [(f"{backend}", found["score"]) for backend, found in results.items()] + [
+        (f"{backend}, held-out", found["held_out"]["score"]) for backend, found in results.items()
+    ]
+    head = f"| Facts (top {LIMIT}) | " + " | ".join(name for name, _ in columns) + " |"
+    lines = [head, "|---" * (len(columns) + 1) + "|"]
     for kind in (*FACT_TYPES, UPDATED, "overall"):
-        cells = []
-        for backend in backends:
-            found = results[backend]["score"][kind]
-            cells.append(f"{found['hits']}/{found['questions']}")
+        cells = [f"{found[kind]['hits']}/{found[kind]['questions']}" for _, found in columns]
         name = "**overall**" if kind == "overall" else kind
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -232,9 +241,10 @@ def main(argv: list[str]) -> int:
     report = table(results)
     print(report)
     for backend, found in results.items():
-        for answer in found["answers"]:
-            if not answer["hit"]:
-                print(f"{backend} missed {answer['key']}: {answer['question']}")
+        for name, part in (("", found), (" (held-out)", found["held_out"])):
+            for answer in part["answers"]:
+                if not answer["hit"]:
+                    print(f"{backend}{name} missed {answer['key']}: {answer['question']}")
     args.out.mkdir(parents=True, exist_ok=True)
     document = {
         "limit": LIMIT,

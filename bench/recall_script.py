@@ -883,6 +883,42 @@ ASKED: dict[str, tuple[str, str]] = {
     "camino": (PLANS, "¿Qué ruta voy a caminar este verano?"),
 }
 
+# A second phrasing of each question, written after the search had been tuned against ASKED
+# and kept out of that tuning: how far the tuning carries to questions it has not seen. The
+# report scores it beside ASKED; the test asserts only ASKED's target.
+HELD_OUT: dict[str, str] = {
+    "luna": "¿Te acuerdas de cómo se llama mi mascota?",
+    "clara": "¿Te acuerdas del nombre de mi hermana?",
+    "roommate": "¿Quién es mi compañera de piso ahora?",
+    "bigotes": "¿Cómo se llama la mascota de mi madre?",
+    "andres": "¿Quién es mi profesor de guitarra?",
+    "leo": "¿Te acuerdas del nombre de mi sobrinito?",
+    "city": "¿Cuál es mi barrio ahora?",
+    "work": "¿Cómo se llama la clínica donde trabajo?",
+    "birthplace": "¿Cuál es mi ciudad natal?",
+    "restaurant": "¿Dónde cené ceviche aquella vez?",
+    "parents": "¿En qué parte de Inglaterra están mis padres?",
+    "cambados": "¿Dónde bebí tanto vino blanco en Galicia?",
+    "birthday": "¿Cuándo es mi cumple?",
+    "dentist": "¿Cuándo tengo la cita del dentista?",
+    "interview": "¿Cuándo fue la entrevista de Sevilla?",
+    "mum_birthday": "¿Para cuándo tengo que tener listo el regalo para mi madre?",
+    "wedding": "¿Qué día es la boda en Granada?",
+    "visit": "¿Qué fecha me dijeron mis padres para venir a Sevilla?",
+    "jazz": "¿Qué música pongo para relajarme?",
+    "food": "¿Cuál es mi tapa favorita ahora?",
+    "hobby": "¿Sigo haciendo escalada?",
+    "cilantro": "¿Hay alguna hierba que no me guste nada?",
+    "tea": "¿Qué bebo para desayunar?",
+    "series": "¿Cómo se llamaba la serie de atracos que vi?",
+    "trip": "¿Sigue en pie lo de Japón?",
+    "exam": "¿Cuándo es mi examen de español?",
+    "marathon": "¿Cuántos kilómetros voy a correr en Valencia?",
+    "moto": "¿Qué vehículo me quiero comprar?",
+    "cooking": "¿Qué tipo de cocina voy a aprender?",
+    "camino": "¿Qué plan tengo para agosto?",
+}
+
 # The other learner, for isolation: words that overlap Tom's questions, none of his facts.
 OTHER_LEARNER: tuple[tuple[str, str], ...] = (
     (
@@ -955,13 +991,19 @@ def _said_days() -> tuple[int, ...]:
 # The day (after the first session) each message of MESSAGES was said on.
 SAID_ON_DAY = _said_days()
 
-QUESTIONS: tuple[Question, ...] = tuple(
-    Question(
-        key,
-        fact_type,
-        text,
-        _WHERE.get(f"{key}!", _WHERE[key]),
-        _WHERE[key] if f"{key}!" in _WHERE else None,
+
+def _questions(asked: dict[str, tuple[str, str]]) -> tuple[Question, ...]:
+    return tuple(
+        Question(
+            key,
+            fact_type,
+            text,
+            _WHERE.get(f"{key}!", _WHERE[key]),
+            _WHERE[key] if f"{key}!" in _WHERE else None,
+        )
+        for key, (fact_type, text) in asked.items()
     )
-    for key, (fact_type, text) in ASKED.items()
-)
+
+
+QUESTIONS = _questions(ASKED)
+HELD_OUT_QUESTIONS = _questions({key: (ASKED[key][0], text) for key, text in HELD_OUT.items()})

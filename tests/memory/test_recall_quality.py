@@ -20,6 +20,7 @@ from bench import recall_quality
 from bench.recall_quality import ASKED_AT, LIMIT, START, TARGET, said_at, set_up
 from bench.recall_script import (
     FACT_TYPES,
+    HELD_OUT_QUESTIONS,
     MESSAGES,
     OTHER_LEARNER,
     QUESTIONS,
@@ -72,9 +73,10 @@ def test_thirty_facts_six_of_each_type_eight_updated_far_from_the_original() -> 
 
 
 def test_questions_are_the_learners_own_words_not_the_facts() -> None:
-    """No question repeats its fact's wording: at most two words in common besides function
-    words (accents and case aside), never a run of three words in a row."""
-    for question in QUESTIONS:
+    """No question (nor its held-out phrasing) repeats its fact's wording: at most two words
+    in common besides function words (accents and case aside), never a run of three words in
+    a row."""
+    for question in (*QUESTIONS, *HELD_OUT_QUESTIONS):
         asked, fact = _words(question.text), _words(MESSAGES[question.fact_index][1])
         assert len((set(asked) & set(fact)) - FUNCTION_WORDS) <= 2, question.key
         trigrams = {tuple(fact[i : i + 3]) for i in range(len(fact) - 2)}
@@ -82,6 +84,19 @@ def test_questions_are_the_learners_own_words_not_the_facts() -> None:
             question.key
         )
         assert question.text.rstrip().endswith("?")
+
+
+def test_the_held_out_phrasings_ask_the_same_facts_in_other_words() -> None:
+    pairs = list(zip(QUESTIONS, HELD_OUT_QUESTIONS, strict=True))
+    for asked, held_out in pairs:
+        assert (asked.key, asked.fact_type, asked.fact_index, asked.superseded_index) == (
+            held_out.key,
+            held_out.fact_type,
+            held_out.fact_index,
+            held_out.superseded_index,
+        )
+        assert _words(asked.text) != _words(held_out.text)
+    assert len({q.text for q in HELD_OUT_QUESTIONS}) == 30
 
 
 def test_the_other_learner_shares_words_with_the_questions_and_no_message() -> None:
@@ -143,8 +158,12 @@ def test_the_report_writes_the_score_per_type_and_the_readme_table(tmp_path: Pat
         "overall": 30,
     }
     assert sum(score[kind]["hits"] for kind in FACT_TYPES) == score["overall"]["hits"]
-    assert len(written["backends"]["sqlite"]["answers"]) == 30
-    assert written["backends"]["sqlite"]["other_learner_rows"] == 0
+    sqlite = written["backends"]["sqlite"]
+    assert len(sqlite["answers"]) == len(sqlite["held_out"]["answers"]) == 30
+    assert sqlite["held_out"]["score"]["overall"]["questions"] == 30
+    assert sqlite["other_learner_rows"] == sqlite["held_out"]["other_learner_rows"] == 0
     rows = written["table"].splitlines()
-    assert rows[0].startswith("| Facts | sqlite")
+    assert rows[0] == "| Facts (top 3) | sqlite | sqlite, held-out |"
     assert len(rows) == 2 + len(FACT_TYPES) + 2
+    overall = f"{score['overall']['hits']}/30"
+    assert rows[-1].startswith(f"| **overall** | {overall} | ")
