@@ -156,8 +156,9 @@ class RecallEntry(Base):
     Written in the fold's own transaction, so the index holds exactly what the summary has
     taken. `terms` is what the search matches: on Postgres the tsvector of the text (the
     learner's language's stems and the plain words, accents removed where `unaccent` is
-    there), GIN-indexed; on SQLite the text's words and Snowball stems, accent-free, each
-    prefixed with the learner's id, which the FTS5 table `recall_fts` indexes (kept in step
+    there), GIN-indexed; on SQLite the Snowball stems of the text's words (the words
+    themselves for a language without a stemmer), accent-free, each prefixed with the
+    learner's id, which the FTS5 table `recall_fts` indexes (kept in step
     by triggers; see migration 0005 and memory/recall_terms.py)."""
 
     __tablename__ = "recall_entries"

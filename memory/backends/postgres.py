@@ -244,16 +244,27 @@ def _recall_statements(unaccent: str) -> tuple[TextClause, TextualSelect]:
         "INSERT INTO recall_entries (learner_id, kind, role, text, said_at, source_id, terms) "
         f"VALUES (:learner_id, :kind, :role, :text, :said_at, :source_id, {vector})"
     ).bindparams(bindparam("said_at", type_=UTCDateTime()))
-    query = (
-        f"to_tsquery(CAST(:config AS regconfig), {plain(':query')}) "
-        f"|| to_tsquery('simple', {plain(':query')})"
-    )
+    # The query: each word (a quoted operand) in the learner's language's configuration (its
+    # stems) OR as written ('simple'), the words ORed; a word that configuration drops as a
+    # stopword ("estoy", "tengo") is left out of both, for ts_rank does not weigh words by how
+    # rare they are, and such a word would count as much as "entrenando". The OR is written
+    # as text by Postgres itself (tsquery's output quotes every lexeme) and read back.
     # ts_rank's normalization 1 divides by 1 + log(length): a long message that mentions a
     # word once does not outrank a short one about it. The btree on (learner_id, said_at)
     # reads only the learner's rows; the GIN index serves a learner with very many.
     search = text(
         f"""
-        WITH q AS (SELECT {query} AS q)
+        WITH operand AS (
+            SELECT to_tsquery(CAST(:config AS regconfig), {plain("o")}) AS stemmed,
+                   to_tsquery('simple', {plain("o")}) AS exact
+            FROM unnest(CAST(:operands AS text[])) AS o
+        ),
+        q AS (
+            SELECT CAST(string_agg('(' || CAST(stemmed || exact AS text) || ')', ' | ')
+                        AS tsquery) AS q
+            FROM operand
+            WHERE numnode(stemmed) > 0
+        )
         SELECT e.id, e.kind, e.role, e.text, e.said_at, ts_rank(e.terms, q.q, 1) AS relevance
         FROM recall_entries AS e, q
         WHERE e.learner_id = :learner_id AND e.terms @@ q.q
@@ -396,11 +407,11 @@ class PostgresBackend(Backend):
         language: str | None,
         limit: int,
     ) -> list[Row[Any]]:
-        """One statement: the words ORed, each a quoted operand, in both configurations."""
+        """One statement: the words, each a quoted operand, in both configurations, ORed."""
         _, search, accents = self._recall(connection)
         values = {
             "learner_id": learner_id,
-            "query": " | ".join(_operand(word) for word in found),
+            "operands": [_operand(word) for word in found],
             "config": pg_config(language),
             "limit": limit,
             **accents,

@@ -33,6 +33,8 @@ _ACCEPT = insert(InboxItem)
 # index at once. Without it they stay in old index segments until those are merged, so
 # /forget merges the whole index (`optimize`) instead; see `after_forget`.
 FTS_SECURE_DELETE = sqlite3.sqlite_version_info >= (3, 42)
+# Whether the table has it on: a database migrated under an older SQLite has not.
+_FTS_SECURE_DELETE_SET = text(f"SELECT v FROM {RECALL_FTS}_config WHERE k = 'secure-delete'")
 
 _INDEX_RECALL = insert(RecallEntry)
 # One MATCH of the learner's own terms (see recall_terms.learner_terms), ranked by bm25: its
@@ -140,8 +142,8 @@ class SqliteBackend(Backend):
     def index_recall(
         self, connection: Connection, rows: Sequence[Mapping[str, Any]], language: str | None
     ) -> None:
-        """The entries with their terms (words and Snowball stems, the learner's own); a
-        trigger adds them to the FTS5 table."""
+        """The entries with their terms (Snowball stems, the learner's own); a trigger adds
+        them to the FTS5 table."""
         if not rows:
             return
         snowball = snowball_language(language)
@@ -164,12 +166,13 @@ class SqliteBackend(Backend):
 
     def after_forget(self) -> None:
         """secure_delete zeroes the freed pages, but two things still hold erased text: the
-        FTS5 index's old segments keep a deleted row's terms until they are merged (unless
-        its 'secure-delete' option is there, SQLite 3.42+), so merge them all into one; and
-        the write-ahead log holds the old pages until a checkpoint copies it back and
-        truncates it: do that last."""
+        FTS5 index's old segments keep a deleted row's terms until they are merged, unless
+        the table has FTS5's 'secure-delete' option on (set by migration 0005 where SQLite
+        is 3.42+, and only honoured there), so merge them all into one (at 1,000,000
+        entries about half a second, bench/recall_scale.py); and the write-ahead log holds
+        the old pages until a checkpoint copies it back and truncates it: do that last."""
         with self.engine.begin() as connection:
-            if not FTS_SECURE_DELETE:
+            if not (FTS_SECURE_DELETE and connection.execute(_FTS_SECURE_DELETE_SET).scalar()):
                 connection.exec_driver_sql(
                     f"INSERT INTO {RECALL_FTS}({RECALL_FTS}) VALUES ('optimize')"
                 )

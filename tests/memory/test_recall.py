@@ -4,15 +4,23 @@ learners, hostile queries, and /forget."""
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text, update
 
+from memory.backends.postgres import _recall_statements
 from memory.config import MemoryConfig
-from memory.models import RecallEntry
-from memory.recall import CORRECTION, MESSAGE, Snippet
-from memory.recall_terms import pg_config, query_words, snowball_language
+from memory.models import RecallEntry, Summary
+from memory.recall import CORRECTION, MESSAGE, Snippet, index_folded
+from memory.recall_terms import (
+    MAX_QUERY_WORDS,
+    learner_terms,
+    pg_config,
+    query_words,
+    snowball_language,
+)
 from memory.records import LEARNER, PAM, CorrectionRecord
 from memory.store import Store
 from memory.summary import fold
@@ -385,3 +393,79 @@ def test_the_learners_own_statement_outranks_pams_echo_of_it(store: Store) -> No
         LEARNER,
         "Mi restaurante favorito se llama Inti",
     )
+
+
+def test_postgres_without_unaccent_still_searches_keeping_accents(store: Store) -> None:
+    """Where `unaccent` cannot be created, the statements leave accents alone: words match
+    as written, and nothing fails."""
+    if store.recall.engine.dialect.name != "postgresql":
+        pytest.skip("unaccent is Postgres'")
+    plain_backend = store.recall.backend
+    plain_backend._recall_sql = (*_recall_statements(""), {})  # type: ignore[attr-defined]
+    store.memory.backend = plain_backend
+    me = learner(store)
+    ids = say(store, me, "Me gusta el café de Bogotá")
+    fold_upto(store, me, ids[-1])
+    assert texts(store.recall.search(me, "café")) == ["Me gusta el café de Bogotá"]
+    assert texts(store.recall.search(me, "bogotá")) == ["Me gusta el café de Bogotá"]
+
+
+def test_postgres_a_fold_committing_while_forget_waits_leaves_no_entry(store: Store) -> None:
+    """/forget deletes the entries it sees, then waits on the summary row a fold holds; the
+    fold commits entries /forget's own DELETE could not see, and the cascade from the
+    learner's row (which that DELETE takes afresh) removes them."""
+    engine = store.recall.engine
+    if engine.dialect.name != "postgresql":
+        pytest.skip("SQLite has one writer at a time: a fold and /forget never interleave")
+    me = learner(store)
+    ids = say(store, me, "Mi contraseña secreta es Zafiro")
+    fold = engine.connect()
+    transaction = fold.begin()
+    fold.execute(
+        update(Summary).where(Summary.learner_id == me).values(watermark=ids[-1], version=1)
+    )
+    assert index_folded(fold, store.memory.backend, me, 0, ids[-1]) == 1
+    holder = fold.execute(text("SELECT txid_current()")).scalar_one()
+    forgetting = threading.Thread(target=store.learners.forget, args=(me,), daemon=True)
+    forgetting.start()
+    with engine.connect() as watcher:  # until /forget waits on the fold's row lock
+        for _ in range(2000):
+            waiting = watcher.execute(
+                text(
+                    "SELECT count(*) FROM pg_locks WHERE NOT granted "
+                    "AND locktype = 'transactionid' AND transactionid::text = :holder"
+                ),
+                {"holder": str(holder)},
+            ).scalar_one()
+            if waiting:
+                break
+            forgetting.join(0.01)
+        assert waiting, "/forget never waited on the fold"
+    transaction.commit()
+    fold.close()
+    forgetting.join(20)
+    assert not forgetting.is_alive()
+    assert entries(store, me) == 0
+
+
+def test_query_words_are_letters_and_digits_without_stopwords_and_capped() -> None:
+    assert query_words("¿Dónde VIVES ahora, Tom? 2024!") == ["vives", "ahora", "tom", "2024"]
+    assert query_words("el la the der le il o a") == []
+    assert len(query_words(" ".join(f"palabra{n}" for n in range(100)))) == MAX_QUERY_WORDS
+    # A name is asked with the noun and said with the verb; a diminutive brings its base.
+    assert query_words("nombre de mi perrita", "Spanish") == [
+        "nombre",
+        "llama",
+        "llamo",
+        "llamaba",
+        "perrita",
+        "perra",
+    ]
+    assert "perra" not in query_words("perrita", "German")
+
+
+def test_sqlite_terms_belong_to_one_learner() -> None:
+    assert learner_terms(7, ["perros", "café"], "spanish") == ["7xperr", "7xcaf"]
+    assert learner_terms(7, ["perros"], None) == ["7xperros"]
+    # Learner 12's "3abc" and learner 123's "abc" can never be the same term.
+    assert learner_terms(12, ["3abc"], None) != learner_terms(123, ["abc"], None)

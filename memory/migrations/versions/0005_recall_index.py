@@ -30,7 +30,7 @@ depends_on = None
 log = logging.getLogger("alembic.runtime.migration")
 
 FTS = "recall_fts"
-# What FTS5 indexes: each entry's terms, its words and their Snowball stems prefixed with the
+# What FTS5 indexes: each entry's terms, its words' Snowball stems prefixed with the
 # learner's id (memory/recall_terms.py: a search reads only that learner's postings). External
 # content: the text is kept once, in recall_entries; the triggers feed the index. Entries are
 # never updated.

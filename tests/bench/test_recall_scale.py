@@ -1,0 +1,40 @@
+"""The recall scale benchmark, run small: it loads, searches, forgets and reports."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench import recall_scale
+
+
+def test_a_small_run_reports_every_stage(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status = recall_scale.main(
+        [
+            "--backends",
+            "sqlite",
+            "--stages",
+            "1000,2000",
+            "--searches",
+            "30",
+            "--out",
+            str(tmp_path),
+        ]
+    )
+
+    result = json.loads((tmp_path / "recall_scale.json").read_text())
+    assert status == (0 if result["passed"] else 1)
+    rows = result["rows"]
+    assert [(r["backend"], r["messages"]) for r in rows] == [("sqlite", 1000), ("sqlite", 2000)]
+    for row in rows:
+        assert row["searches"] == 30 and row["p50_ms"] <= row["p95_ms"] <= row["p99_ms"]
+        assert 0 < row["found_share"] <= 1
+        assert row["forget_ms"] > 0
+    # One learner forgotten at each stage: their 100 entries are gone from the index.
+    assert rows[-1]["entries"] == 2000 - 2 * recall_scale.PER_LEARNER
+    out = capsys.readouterr().out
+    assert "sqlite: loading up to 2,000 messages" in out and "p95 ms" in out
