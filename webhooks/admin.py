@@ -1,5 +1,6 @@
-"""Operator endpoints: inspect a learner's memory, or erase it. Bearer PAM_ADMIN_TOKEN,
-compared in constant time; while the token is unset the endpoints do not exist (404)."""
+"""Operator endpoints: inspect a learner's memory, search it as recall would, or erase it.
+Bearer PAM_ADMIN_TOKEN, compared in constant time; while the token is unset the endpoints do
+not exist (404)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,10 @@ from memory.store import Store
 from webhooks.web import web
 
 log = logging.getLogger(__name__)
+
+# The longest `q` the recall search takes, in characters: a learner's question is a line; a
+# longer one is a mistake (or an attempt to make the search do a lot of work).
+MAX_QUERY_CHARS = 500
 
 blueprint = Blueprint("admin", __name__, url_prefix="/admin")
 
@@ -88,6 +93,40 @@ def memory(learner_id: int) -> ResponseReturnValue:
         },
         jobs=[
             {k: _iso(v) for k, v in job.items()} for job in store.inspection.job_states(learner_id)
+        ],
+    )
+
+
+@blueprint.get("/learners/<int:learner_id>/recall")
+def recall(learner_id: int) -> ResponseReturnValue:
+    """What a recall for this learner would return for `?q=`: their snippets (kind, role,
+    text, when said, score), best first; only their own rows are ever searched."""
+    query = request.args.get("q", "")
+    if not query.strip():
+        return jsonify(error="Bad Request", detail="q is required: the words to search for"), 400
+    if len(query) > MAX_QUERY_CHARS:
+        detail = f"q is too long: at most {MAX_QUERY_CHARS} characters"
+        return jsonify(error="Bad Request", detail=detail), 400
+    store = Store(web().engine)
+    try:
+        store.learners.get_learner(learner_id)
+    except LearnerGone:
+        return jsonify(error="Not Found", detail="no such learner"), 404
+    snippets = store.recall.search(learner_id, query)
+    # The query and the snippets are the learner's words: counted here, never logged.
+    log.info("recall searched by an operator learner=%s snippets=%d", learner_id, len(snippets))
+    return jsonify(
+        learner=learner_id,
+        query=query,
+        snippets=[
+            {
+                "kind": s.kind,
+                "role": s.role,
+                "text": s.text,
+                "said_at": _iso(s.said_at),
+                "score": s.score,
+            }
+            for s in snippets
         ],
     )
 

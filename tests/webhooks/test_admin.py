@@ -1,8 +1,10 @@
-"""Operator memory inspection: GET /admin/learners/<id>/memory and POST …/forget."""
+"""Operator memory inspection: GET /admin/learners/<id>/memory, GET …/recall?q= and POST
+…/forget."""
 
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 from flask.testing import FlaskClient
@@ -10,6 +12,8 @@ from sqlalchemy import Engine
 
 from bot.runtime import Pam
 from bot.settings import Settings
+from memory.records import LEARNER, PAM
+from memory.store import Store
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel, reply_json
 from webhooks.app import create_app
@@ -26,10 +30,30 @@ def bearer(token: str = ADMIN) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
 
+def fold_all(store: Store, learner_id: int) -> None:
+    """Fold everything the learner has said so far (a summary whose watermark covers it),
+    which is what puts it in the recall index."""
+    last = store.conversation.messages(learner_id)[-1].id
+    summary = store.memory.summary(learner_id)
+    assert store.memory.save_summary(learner_id, summary.version, "Lena.", 2, last)
+
+
+def said(store: Store, external_id: str, *exchanges: tuple[str, str]) -> int:
+    """A learner who said, and was answered, `exchanges`; their id."""
+    learner = store.learners.learner(external_id)
+    store.learners.update_settings(learner.id, target_language="Spanish")
+    for learners, pams in exchanges:
+        store.conversation.add_message(learner.id, LEARNER, learners, 10)
+        store.conversation.add_message(learner.id, PAM, pams, 10)
+    return learner.id
+
+
 def test_disabled_without_a_token(pam: Pam, settings: Settings, engine: Engine) -> None:
     learner = pam.store.learners.learner(unique_user())
     client = client_for(settings, engine, token=None)
     assert client.get(f"/admin/learners/{learner.id}/memory", headers=bearer()).status_code == 404
+    recall = client.get(f"/admin/learners/{learner.id}/recall?q=Luna", headers=bearer())
+    assert recall.status_code == 404
     assert client.post(f"/admin/learners/{learner.id}/forget", headers=bearer()).status_code == 404
     assert pam.store.learners.find_learner(learner.external_id) is not None
 
@@ -51,11 +75,14 @@ def test_never_reachable_without_the_token(
 ) -> None:
     learner = pam.store.learners.learner(unique_user())
     pam.tutor.handle(learner.external_id, "Hola, me llamo Lena")
+    fold_all(pam.store, learner.id)
     client = client_for(settings, engine)
     memory = client.get(f"/admin/learners/{learner.id}/memory", headers=headers)
+    recall = client.get(f"/admin/learners/{learner.id}/recall?q=Lena", headers=headers)
     forget = client.post(f"/admin/learners/{learner.id}/forget", headers=headers)
-    assert (memory.status_code, forget.status_code) == (401, 401)
+    assert (memory.status_code, recall.status_code, forget.status_code) == (401, 401, 401)
     assert "Lena" not in memory.get_data(as_text=True)
+    assert "Lena" not in recall.get_data(as_text=True)
     assert pam.store.learners.find_learner(learner.external_id) is not None
 
 
@@ -133,3 +160,165 @@ def test_forget_erases_every_row_about_the_learner(
     counts = pam.store.inspection.rows_about(learner.id, learner.external_id)
     assert counts == dict.fromkeys(counts, 0)
     assert pam.store.learners.find_learner(bystander) is not None
+
+
+LUNA = ("Tengo una perra que se llama Luna y vivo en Madrid.", "¡Qué nombre tan bonito!")
+TRIP = ("En abril voy a viajar a Japón con mi hermana.", "¡Qué emoción, Japón en abril!")
+
+
+def test_recall_shows_what_a_recall_for_the_learner_would_return(
+    store: Store, settings: Settings, engine: Engine
+) -> None:
+    learner = said(store, unique_user(), LUNA, TRIP)
+    fold_all(store, learner)
+    # Said after the fold: the prompt carries it, so recall does not.
+    said_again = "Luna está dormida en el sofá ahora mismo."
+    store.conversation.add_message(learner, LEARNER, said_again, 10)
+
+    response = client_for(settings, engine).get(
+        f"/admin/learners/{learner}/recall",
+        query_string={"q": "¿Cómo se llama mi perra?"},
+        headers=bearer(),
+    )
+
+    assert response.status_code == 200
+    body = response.get_json()
+    assert body["learner"] == learner and body["query"] == "¿Cómo se llama mi perra?"
+    expected = store.recall.search(learner, "¿Cómo se llama mi perra?")
+    assert body["snippets"] == [
+        {
+            "kind": s.kind,
+            "role": s.role,
+            "text": s.text,
+            "said_at": s.said_at.isoformat(timespec="seconds"),
+            "score": s.score,
+        }
+        for s in expected
+    ]
+    assert 1 <= len(body["snippets"]) <= 3
+    assert body["snippets"][0]["text"] == LUNA[0] and body["snippets"][0]["role"] == "learner"
+    assert said_again not in response.get_data(as_text=True)
+
+
+def test_recall_never_shows_another_learners_rows(
+    store: Store, settings: Settings, engine: Engine
+) -> None:
+    learner = said(store, unique_user(), TRIP)
+    fold_all(store, learner)
+    theirs = "Mi perra se llama Luna, como la tuya, y también vivo en Madrid."
+    other = said(store, unique_user("other"), (theirs, "¡Qué casualidad!"))
+    fold_all(store, other)
+    client = client_for(settings, engine)
+
+    mine = client.get(
+        f"/admin/learners/{learner}/recall?q=perra Luna Madrid", headers=bearer()
+    ).get_json()
+    their = client.get(
+        f"/admin/learners/{other}/recall?q=perra Luna Madrid", headers=bearer()
+    ).get_json()
+
+    assert mine["snippets"] == []
+    assert their["snippets"][0]["text"] == theirs
+
+
+@pytest.mark.parametrize(
+    ("query", "detail"),
+    [
+        (None, "q is required"),
+        ("", "q is required"),
+        ("   ", "q is required"),
+        ("luna " * 100 + "x", "q is too long"),
+    ],
+)
+def test_recall_without_a_usable_q_is_400(
+    store: Store, settings: Settings, engine: Engine, query: str | None, detail: str
+) -> None:
+    learner = said(store, unique_user(), LUNA)
+    fold_all(store, learner)
+    params = {} if query is None else {"q": query}
+
+    response = client_for(settings, engine).get(
+        f"/admin/learners/{learner}/recall", query_string=params, headers=bearer()
+    )
+
+    assert response.status_code == 400
+    assert response.get_json()["error"] == "Bad Request"
+    assert response.get_json()["detail"].startswith(detail)
+
+
+def test_recall_takes_a_q_of_the_longest_allowed_length(
+    store: Store, settings: Settings, engine: Engine
+) -> None:
+    learner = said(store, unique_user(), LUNA)
+    fold_all(store, learner)
+    query = ("Luna " * 100)[:500]
+    response = client_for(settings, engine).get(
+        f"/admin/learners/{learner}/recall", query_string={"q": query}, headers=bearer()
+    )
+    assert response.status_code == 200
+    assert response.get_json()["snippets"][0]["text"] == LUNA[0]
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        '"Luna',
+        "Luna OR *",
+        "NEAR(Luna Madrid",
+        "-Luna",
+        "Luna' ; DROP TABLE messages; --",
+        "Luna \x00 Madrid",
+        "¿?¡!…",
+        "🐶🐶🐶",
+        "luna:* & !madrid | (",
+    ],
+)
+def test_recall_answers_any_query_text_without_crashing(
+    store: Store, settings: Settings, engine: Engine, query: str
+) -> None:
+    learner = said(store, unique_user(), LUNA)
+    fold_all(store, learner)
+    response = client_for(settings, engine).get(
+        f"/admin/learners/{learner}/recall", query_string={"q": query}, headers=bearer()
+    )
+    assert response.status_code == 200
+    assert isinstance(response.get_json()["snippets"], list)
+    assert store.learners.get_learner(learner).id == learner  # and nothing was dropped
+
+
+def test_recall_of_an_unknown_learner_is_404(settings: Settings, engine: Engine) -> None:
+    response = client_for(settings, engine).get(
+        "/admin/learners/999999999/recall?q=Luna", headers=bearer()
+    )
+    assert response.status_code == 404
+    assert response.get_json()["detail"] == "no such learner"
+
+
+def test_recall_logs_how_many_snippets_never_their_text(
+    store: Store, settings: Settings, engine: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    learner = said(store, unique_user(), LUNA)
+    fold_all(store, learner)
+    with caplog.at_level(logging.DEBUG):
+        response = client_for(settings, engine).get(
+            f"/admin/learners/{learner}/recall?q=perra Luna", headers=bearer()
+        )
+    assert response.status_code == 200
+    logged = "\n".join(record.getMessage() for record in caplog.records)
+    assert f"learner={learner}" in logged and "snippets=" in logged
+    assert "Luna" not in logged and "perra" not in logged
+
+
+def test_recall_finds_nothing_once_the_learner_is_forgotten(
+    store: Store, settings: Settings, engine: Engine
+) -> None:
+    learner = said(store, unique_user(), LUNA)
+    fold_all(store, learner)
+    client = client_for(settings, engine)
+    assert client.get(f"/admin/learners/{learner}/recall?q=Luna", headers=bearer()).get_json()[
+        "snippets"
+    ]
+    assert client.post(f"/admin/learners/{learner}/forget", headers=bearer()).status_code == 200
+    gone = client.get(f"/admin/learners/{learner}/recall?q=Luna", headers=bearer())
+    assert gone.status_code == 404
+    assert "Luna" not in gone.get_data(as_text=True)
