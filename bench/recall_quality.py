@@ -33,6 +33,7 @@ from bench.recall_script import (
     UPDATED,
     Question,
 )
+from bot.recall import RECALL_TOOL, wants_recall
 from loopback.harness import ROOT, postgres_problem, postgres_schema, sqlite_url
 from memory import db
 from memory.clock import ManualClock
@@ -41,6 +42,9 @@ from memory.store import Store
 from memory.tokens import TokenCounter
 
 DEFAULT_DATABASE = "postgresql://postgres@127.0.0.1:5432/test"
+# What the reply prompt carries when the questions are asked: the summary and the window (the
+# last 10 messages), against which the auto path decides whether to search.
+WINDOW = 10
 BACKENDS = ("sqlite", "postgres")
 OUT = ROOT / "bench" / "results"
 LIMIT = 3  # what recall gives the prompt at most, and so what a hit must be within
@@ -161,11 +165,39 @@ def score(answers: Sequence[Answer]) -> dict[str, dict[str, int]]:
     }
 
 
+def paths(answers: Sequence[Answer]) -> dict[str, Any]:
+    """The two ways into recall on these questions. auto: Pam searches on its own when
+    bot.recall.wants_recall says so (against the summary and the window), so a question is
+    answered from the past when it fires and the fact is in the top 3; a turn that does not
+    fire costs nothing. tool: the model decides; with no model here, the upper bound is a
+    model that calls the tool on every question with the question as its query (the search
+    score), paid for by the tool's definition on every reply request (its JSON's tokens: each
+    provider renders tools into the prompt its own way, OpenAI's close to that) and one more
+    call whenever it recalls."""
+    known = "\n".join([SUMMARY, *(text for _, text in MESSAGES[-WINDOW:])])
+    fired = [wants_recall(a.question, known) for a in answers]
+    return {
+        "auto": {
+            "fired": sum(fired),
+            "hits": sum(f and a.hit for f, a in zip(fired, answers, strict=True)),
+            "questions": len(answers),
+            "tokens_without_recall": 0,
+        },
+        "tool": {
+            "hits_at_most": sum(a.hit for a in answers),
+            "questions": len(answers),
+            "tokens_every_request": _COUNTER.count(json.dumps(RECALL_TOOL)),
+            "extra_calls_per_recall": 1,
+        },
+    }
+
+
 def _scored(store: Store, setup: Setup, questions: Sequence[Question]) -> dict[str, Any]:
     answers = [ask(store.recall, setup.tom, q) for q in questions]
     theirs = {text for _, text in OTHER_LEARNER}
     return {
         "score": score(answers),
+        "paths": paths(answers),
         "superseded_first": sum(
             a.superseded_rank is not None and (a.rank is None or a.superseded_rank < a.rank)
             for a in answers
@@ -211,6 +243,32 @@ def table(results: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def paths_table(results: dict[str, dict[str, Any]]) -> str:
+    """The markdown table of the two ways into recall, per backend: how many questions each
+    answers from the past, and what a turn costs that needs no recall."""
+    lines = [
+        "| Path | Backend | Questions answered from the past (top 3) | held-out | "
+        "Cost of a turn without recall |",
+        "|---|---|---|---|---|",
+    ]
+    for backend, found in results.items():
+        auto, held = found["paths"]["auto"], found["held_out"]["paths"]["auto"]
+        lines.append(
+            f"| auto (Pam searches) | {backend} | {auto['hits']}/{auto['questions']} "
+            f"(fires on {auto['fired']}) | {held['hits']}/{held['questions']} "
+            f"(fires on {held['fired']}) | 0 tokens |"
+        )
+    for backend, found in results.items():
+        tool, held = found["paths"]["tool"], found["held_out"]["paths"]["tool"]
+        lines.append(
+            f"| tool (the model calls) | {backend} | at most {tool['hits_at_most']}/"
+            f"{tool['questions']} | at most {held['hits_at_most']}/{held['questions']} | "
+            f"~{tool['tokens_every_request']} tokens (the tool's definition), and one more "
+            "call per recall |"
+        )
+    return "\n".join(lines)
+
+
 def main(argv: list[str]) -> int:
     """Run the check on each backend asked for; print the table, write the JSON."""
     parser = argparse.ArgumentParser(prog="bench.recall_quality", description=__doc__)
@@ -240,6 +298,9 @@ def main(argv: list[str]) -> int:
         return 1
     report = table(results)
     print(report)
+    ways = paths_table(results)
+    print()
+    print(ways)
     for backend, found in results.items():
         for name, part in (("", found), (" (held-out)", found["held_out"])):
             for answer in part["answers"]:
@@ -252,6 +313,7 @@ def main(argv: list[str]) -> int:
         "backends": results,
         "skipped": skipped,
         "table": report,
+        "paths_table": ways,
     }
     path = args.out / "recall_quality.json"
     path.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

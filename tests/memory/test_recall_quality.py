@@ -167,3 +167,12 @@ def test_the_report_writes_the_score_per_type_and_the_readme_table(tmp_path: Pat
     assert len(rows) == 2 + len(FACT_TYPES) + 2
     overall = f"{score['overall']['hits']}/30"
     assert rows[-1].startswith(f"| **overall** | {overall} | ")
+
+
+def test_pam_searches_on_its_own_for_the_questions_learners_ask(checked: dict[str, Any]) -> None:
+    """The auto path (the default) decides from the question alone: it must fire on nearly
+    every question about the learner's past, and costs nothing where it does not."""
+    auto, tool = checked["paths"]["auto"], checked["paths"]["tool"]
+    assert auto["fired"] >= TARGET
+    assert auto["hits"] <= tool["hits_at_most"] == checked["score"]["overall"]["hits"]
+    assert auto["tokens_without_recall"] == 0 < tool["tokens_every_request"]
