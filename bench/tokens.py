@@ -33,8 +33,18 @@ from bench.token_report import (
     targets,
     total,
 )
-from bench.token_runs import Progress, baseline, memory_calls_bounded, run_density, run_pam
+from bench.token_runs import (
+    REPLY_MODEL,
+    Progress,
+    Series,
+    baseline,
+    memory_calls_bounded,
+    run_density,
+    run_pam,
+)
+from bot.recall import recall_in
 from memory.config import MemoryConfig
+from memory.tokens import TokenCounter
 
 RESULTS = Path(__file__).resolve().parent / "results"
 TRIGGERS = (400, 500, 600, 800, 1000, 1500, 2000, 3000)
@@ -146,6 +156,38 @@ def density_sensitivity(
     }
 
 
+def recall_share(runs: dict[str, Series]) -> dict[str, Any]:
+    """What recall added to Pam's reply prompts, per learner and for all: the turns whose
+    prompt carried recalled snippets, and their tokens (the data section), also as a share of
+    every reply prompt token."""
+    counter = TokenCounter(REPLY_MODEL)
+    learners: dict[str, dict[str, Any]] = {}
+    for learner, series in runs.items():
+        uses = [recall_in(messages, counter) for messages in series.messages]
+        recalled = [use for use in uses if use.snippets]
+        added = sum(use.tokens for use in recalled)
+        learners[LABELS[learner]] = {
+            "turns": len(uses),
+            "recalled": len(recalled),
+            "share": len(recalled) / len(uses) if uses else 0.0,
+            "snippets": sum(use.snippets for use in recalled),
+            "tokens": added,
+            "token_share": added / sum(series.prompts) if series.prompts else 0.0,
+        }
+    turns = sum(v["turns"] for v in learners.values())
+    recalled = sum(v["recalled"] for v in learners.values())
+    tokens = sum(v["tokens"] for v in learners.values())
+    prompts = sum(sum(s.prompts) for s in runs.values())
+    return {
+        "learners": learners,
+        "turns": turns,
+        "recalled": recalled,
+        "share": recalled / turns if turns else 0.0,
+        "tokens": tokens,
+        "token_share": tokens / prompts if prompts else 0.0,
+    }
+
+
 def run(
     turns: int,
     out: Path,
@@ -202,6 +244,7 @@ def run(
             "passed": density.reduction >= 0.5 and density.rich_seen == density.rich,
             "random_placement": density_sensitivity(SPANISH, memory),
         },
+        "recall": {"mode": memory.recall, **recall_share(series["pam"])},
         "costs": costs,
         "cost_table": cost_table(
             {**costs, "learners": {LABELS[k]: v for k, v in costs["learners"].items()}},
@@ -247,6 +290,16 @@ def report(result: dict[str, Any]) -> str:
         f"      (the same chat shuffled {r['placements']} times: {r['mean_calls']:.1f} calls on "
         f"average; {r['share_meeting_50pct']:.0%} meet 50% fewer; all rich messages seen in "
         f"{r['share_all_rich_seen']:.0%})"
+    )
+    rc = result["recall"]
+    lines.append(
+        f"Recall (PAM_RECALL={rc['mode']}): {rc['recalled']} of {rc['turns']} turns "
+        f"({rc['share']:.1%}) carried recalled snippets, {rc['tokens']:,} tokens in all "
+        f"({rc['token_share']:.2%} of reply prompt tokens); per learner: "
+        + ", ".join(
+            f"{name} {v['recalled']}/{v['turns']} (+{v['tokens']:,})"
+            for name, v in rc["learners"].items()
+        )
     )
     memory, chosen = result["memory"], result["recommended"]
     lines.append(

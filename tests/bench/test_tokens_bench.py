@@ -90,6 +90,24 @@ def test_every_strategy_is_measured_on_every_turn(result: dict[str, Any]) -> Non
         assert f"| {learner} |" in result["learner_table"]
 
 
+def test_recall_is_reported_per_learner_and_costs_only_where_it_ran(
+    result: dict[str, Any],
+) -> None:
+    """The scripted learners chat about their lives and never ask what they told Pam: the
+    default auto path recalls on few of their turns, and a turn that recalls adds at most
+    the section's cap."""
+    recall = result["recall"]
+    assert recall["mode"] == "auto"
+    assert set(recall["learners"]) == set(result["learners"])
+    assert recall["turns"] == 3 * QUICK_TURNS
+    assert recall["recalled"] == sum(v["recalled"] for v in recall["learners"].values())
+    assert recall["share"] < 0.1
+    cap = result["memory"]["recall_max_tokens"]
+    for learner in recall["learners"].values():
+        assert learner["tokens"] <= learner["recalled"] * (cap + 20)  # the section's tags
+        assert (learner["tokens"] == 0) == (learner["recalled"] == 0)
+
+
 def test_full_replay_grows_and_the_window_stays_bounded(result: dict[str, Any]) -> None:
     for learner, full in result["per_turn"]["full"].items():
         assert full == sorted(full)
