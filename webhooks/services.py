@@ -105,7 +105,7 @@ CHANNELS = (
         "POST /whatsapp/webhook",
     ),
     ("http api", ("PAM_API_TOKEN", "PAM_API_CALLBACK_URL"), "POST /api/messages"),
-    ("admin", ("PAM_ADMIN_TOKEN",), "GET /admin/learners/<id>/memory"),
+    ("admin", ("PAM_ADMIN_TOKEN",), "GET /admin/learners/<id>/memory and /recall?q="),
 )
 
 

@@ -308,7 +308,7 @@ def test_configured_channels_are_on_with_their_routes() -> None:
         ("telegram", True, "POST /telegram/webhook"),
         ("whatsapp", True, "POST /whatsapp/webhook; signatures checked against PAM_PUBLIC_URL"),
         ("http api", True, "POST /api/messages"),
-        ("admin", True, "GET /admin/learners/<id>/memory"),
+        ("admin", True, "GET /admin/learners/<id>/memory and /recall?q="),
     ]
     no_public_url = settings.replace(web={"public_url": None})
     assert "X-Forwarded-*" in channel_report(no_public_url)[1][2]
