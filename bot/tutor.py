@@ -4,41 +4,31 @@ and then starts the memory jobs it made due."""
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 import unicodedata
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import Any
 
-from bot import corrections, phrases, recall
+from bot import corrections, phrases
+from bot.asking import Asking
 from bot.commands import Commands, parse_command
-from bot.prompt import reply_prompt
 from bot.recall import NO_RECALL, RecallUse
 from bot.settings import Settings
 from memory.clock import Clock, utcnow
 from memory.jobs import JobRunner
 from memory.llm import (
-    ChatMessage,
     ChatModel,
-    Completion,
     LLMError,
     Misconfigured,
     Outage,
     Refused,
-    Tool,
-    ToolCall,
-    ToolsRefused,
     Unusable,
-    Usage,
 )
-from memory.recall import Searcher, Snippet
+from memory.recall import Searcher
 from memory.records import (
     Activity,
     ActivityWindow,
-    Context,
     LearnerGone,
     LearnerInfo,
     ReplyRecord,
@@ -55,14 +45,6 @@ LIMIT_PHRASES = {
     "learner_budget": phrases.LEARNER_BUDGET,
     "service_budget": phrases.SERVICE_BUDGET,
 }
-
-
-def _known(context: Context, current_id: int) -> str:
-    """What the reply prompt already tells the model, besides the learner's new message:
-    what recall need not find."""
-    window = (m.content for m in context.messages if m.id != current_id)
-    profile = json.dumps(context.profile.data, ensure_ascii=False)
-    return "\n".join((context.summary.text, profile, *window))
 
 
 def clean_text(text: str) -> str:
@@ -117,16 +99,15 @@ class Tutor:
         searcher: Searcher | None = None,
     ) -> None:
         self.store = store
-        self.model = model
         self.counter = counter
         self.runner = runner
         self.settings = settings
         self.writer = writer
-        self.clock = clock  # the rate and budget windows go by it, and recall's dates
-        # The search over the learner's folded-out past (the store's recall); None: no
-        # recall, whatever PAM_RECALL says.
-        self.searcher = searcher
+        self.clock = clock  # the rate and budget windows go by it
         self.memory = settings.memory
+        # The reply request, with recall of the learner's folded-out past through `searcher`
+        # (the store's recall; None: no recall, whatever PAM_RECALL says).
+        self.asking = Asking(model, counter, settings, searcher, clock)
         self.commands = Commands(store)
 
     def handle(
@@ -248,7 +229,7 @@ class Tutor:
             log.info("turn limited learner=%s limit=%s", learner.id, limit)
             return Turn([phrases.in_language(LIMIT_PHRASES[limit], language)], learner.id)
         try:
-            completion, recalled = self._ask(learner.id, text, context, stored.id)
+            completion, recalled = self.asking.ask(learner.id, text, context, stored.id)
             answer = corrections.parse_answer(completion.text)
         except LLMError as exc:
             self.store.ledger.record_calls(learner.id, "reply", exc.billed)
@@ -283,119 +264,6 @@ class Tutor:
             usage=(completion.model, completion.input_tokens, completion.output_tokens),
         )
         return Turn([shown], learner.id, reply, recall=recalled)
-
-    def _ask(
-        self, learner_id: int, text: str, context: Context, stored_id: int
-    ) -> tuple[Completion, RecallUse]:
-        """The reply's completion (every call before its own in `billed`) and what recall
-        did. PAM_RECALL=tool offers the model the recall tool and, when it calls it, asks
-        once more without tools with what the search found; a provider that takes no tools
-        gets the auto path instead (learned once per process by the client). auto searches
-        when the message asks for it (bot.recall.wants_recall)."""
-        mode = self.memory.recall if self.searcher is not None else "off"
-        earlier: tuple[Usage, ...] = ()
-        if mode == "tool":
-            prompt = self._prompt(context, tool=True)
-            try:
-                first = self._complete(prompt, tools=[recall.RECALL_TOOL])
-            except ToolsRefused as exc:
-                earlier, mode = exc.billed, "auto"
-            else:
-                return self._after_tools(first, prompt, learner_id, text)
-        lines, used = "", NO_RECALL
-        if mode == "auto" and recall.wants_recall(text, _known(context, stored_id)):
-            lines, count = self._recall(learner_id, text)
-            used = RecallUse(
-                "auto", count, self.counter.count(recall.section(lines)) if count else 0
-            )
-        prompt = self._prompt(context, recall.section(lines) if lines else "")
-        return self._again(prompt, earlier), used
-
-    def _after_tools(
-        self, first: Completion, prompt: list[ChatMessage], learner_id: int, text: str
-    ) -> tuple[Completion, RecallUse]:
-        """The reply after an answer to a request that offered the recall tool. No tool
-        called: that answer. A recall call (the first, if several; anything it wrote beside
-        the call is dropped): the search run for this learner with its query (the learner's
-        message when its arguments are unusable), then the reply asked without tools. Only
-        unknown tools called: the text that came with them if it is a reply, else the reply
-        asked again without tools."""
-        if not first.tool_calls:
-            return first, NO_RECALL
-        calls = [c for c in first.tool_calls if c.name == recall.TOOL_NAME]
-        if len(first.tool_calls) > 1 or not calls:
-            # Counts only: a tool name is the model's text.
-            log.info(
-                "recall tool answer learner=%s tool_calls=%d recall_calls=%d (running %d)",
-                learner_id,
-                len(first.tool_calls),
-                len(calls),
-                min(1, len(calls)),
-            )
-        if not calls:
-            if first.text and corrections.reply_problem(first.text) is None:
-                return replace(first, tool_calls=()), NO_RECALL
-            return self._again(prompt, first.calls), NO_RECALL
-        query = recall.tool_query(calls[0]) or text
-        lines, count = self._recall(learner_id, query)
-        # The call as it was run: arguments the model garbled are not sent back to it.
-        ran = ToolCall(calls[0].id, recall.TOOL_NAME, json.dumps({"query": query}))
-        asked = [*prompt, *recall.tool_exchange(ran, lines)]
-        tokens = self.counter.count(recall.section(lines)) if count else 0
-        return self._again(asked, first.calls), RecallUse("tool", count, tokens)
-
-    def _recall(self, learner_id: int, query: str) -> tuple[str, int]:
-        """What a search of `learner_id`'s past for `query` found, as the section's lines
-        (under PAM_RECALL_MAX_TOKENS), and how many snippets they hold. A failing search
-        finds nothing: recall never costs the learner their reply."""
-        assert self.searcher is not None
-        try:
-            found: Sequence[Snippet] = self.searcher.search(
-                learner_id, query, limit=recall.MAX_SNIPPETS
-            )
-        except Exception as exc:
-            log.warning("recall search failed learner=%s: %s", learner_id, type(exc).__name__)
-            found = ()
-        return recall.snippet_lines(
-            found, self.clock(), self.counter, self.memory.recall_max_tokens
-        )
-
-    def _prompt(
-        self, context: Context, recalled: str = "", *, tool: bool = False
-    ) -> list[ChatMessage]:
-        return reply_prompt(
-            context,
-            summary_cap_chars=self.memory.summary_max_tokens * 8,
-            recalled=recalled,
-            tool=tool,
-        )
-
-    def _complete(
-        self, messages: Sequence[ChatMessage], tools: Sequence[Tool] | None = None
-    ) -> Completion:
-        """One reply completion; `tools` are passed only when offered (older ChatModels
-        take none)."""
-        offered: dict[str, Any] = {"tools": tools} if tools else {}
-        return self.model.complete(
-            messages,
-            model=self.settings.llm.model,
-            max_tokens=self.settings.llm.reply_max_tokens,
-            purpose="reply",
-            schema=corrections.REPLY_SCHEMA,
-            # JSON with no chat message in it is asked for again, like any unusable answer.
-            accept=corrections.reply_problem,
-            **offered,
-        )
-
-    def _again(self, messages: Sequence[ChatMessage], earlier: tuple[Usage, ...]) -> Completion:
-        """A reply completion without tools, the calls `earlier` billed before it counted
-        with it (or with the failure)."""
-        try:
-            completion = self._complete(messages)
-        except LLMError as exc:
-            exc.billed = (*earlier, *exc.billed)
-            raise
-        return replace(completion, billed=(*earlier, *completion.billed))
 
     def _failed(
         self, learner_id: int, exc: LLMError, language: str | None, *, can_retry: bool

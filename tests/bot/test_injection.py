@@ -615,7 +615,7 @@ def recall_pam(
     settings: Settings, engine: Engine, model: FakeChatModel, searcher: FakeSearcher, mode: str
 ) -> Pam:
     pam = pam_for(settings, engine, model, memory={"recall": mode})
-    pam.tutor.searcher = searcher
+    pam.tutor.asking.searcher = searcher
     return pam
 
 

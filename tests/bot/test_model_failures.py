@@ -142,7 +142,7 @@ def test_calls_billed_before_a_usable_answer_are_recorded_with_it(
                 billed=BILLED,
             )
 
-    pam.tutor.model = BilledOnce()
+    pam.tutor.asking.model = BilledOnce()
     pam.tutor.handle(user, "Hola")
 
     calls, _, _ = usage_of(pam, user)["reply"]

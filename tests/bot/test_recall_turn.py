@@ -45,7 +45,7 @@ def pam_with(
         submit=lambda work: work(),
         engine=engine,
     )
-    pam.tutor.searcher = searcher
+    pam.tutor.asking.searcher = searcher
     return pam
 
 
