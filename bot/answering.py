@@ -14,12 +14,11 @@ from bot.backoff import backoff
 from bot.channels import Sender
 from bot.delivery import Delivery, ms_since
 from bot.splitting import split_message
-from bot.tutor import ModelUnavailable, Turn, Tutor
+from bot.tutor import ModelUnavailable, Turn, Tutor, store_reply
 from memory.claims import Claim
 from memory.clock import Clock
 from memory.heartbeat import Heartbeats
 from memory.inbox import Inbox
-from memory.records import LearnerGone
 from memory.turns import TurnWriter, Written
 
 log = logging.getLogger(__name__)
@@ -123,16 +122,8 @@ class Answering:
     def _write(self, claim: Claim, turn: Turn, sender: Sender | None) -> tuple[list[str], Written]:
         """Store `turn`'s reply, finish `claim` and queue the parts to send, in one write; the
         parts queued, and what the write handed back."""
-        parts = parts_of(turn.replies, sender)
-        try:
-            written = self.writer.write(claim, parts, turn.reply)
-        except LearnerGone:  # /forget won a race with this turn: say nothing, keep nothing
-            log.info("turn for learner %s dropped: forgotten mid-turn", turn.learner_id)
-            return [], self.writer.write(claim, [])
-        if written.existing is not None:  # another worker answered this message first
-            parts = parts_of([written.existing], sender)
-            written = self.writer.write(claim, parts)
-        return parts, written
+        stored = store_reply(self.writer, claim, turn, lambda texts: parts_of(texts, sender))
+        return stored.parts, stored.written
 
     def _give_up(self, claim: Claim) -> None:
         """The message crashed its worker every time: stop retrying, tell the learner."""

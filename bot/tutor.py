@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import time
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import timedelta
 
@@ -15,6 +16,7 @@ from bot.asking import Asking
 from bot.commands import Commands, parse_command
 from bot.recall import NO_RECALL, RecallUse
 from bot.settings import Settings
+from memory.claims import Claim
 from memory.clock import Clock, utcnow
 from memory.jobs import JobRunner
 from memory.llm import (
@@ -35,7 +37,7 @@ from memory.records import (
 )
 from memory.store import Store
 from memory.tokens import TokenCounter
-from memory.turns import TurnWriter, due_now
+from memory.turns import TurnWriter, Written, due_now
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +79,38 @@ class Turn:
     # What recall did this turn (how, snippets added, their tokens): for the log line and
     # the token benchmark.
     recall: RecallUse = NO_RECALL
+
+
+@dataclass(frozen=True)
+class Stored:
+    """What storing a turn came to: the parts queued (or, with no claim, to show), what the
+    write handed back, and whether they are the turn's own reply — not when /forget won a
+    race with the turn (nothing is said or kept) or another worker answered the message first
+    (its reply is sent instead)."""
+
+    parts: list[str]
+    written: Written
+    own: bool
+
+
+def store_reply(
+    writer: TurnWriter,
+    claim: Claim | None,
+    turn: Turn,
+    split: Callable[[list[str]], list[str]] = list,
+) -> Stored:
+    """Write the end of `turn` with `writer`, finishing `claim` (if any) with the turn's
+    texts, `split` into the parts a channel sends."""
+    parts = split(turn.replies)
+    try:
+        written = writer.write(claim, parts, turn.reply)
+    except LearnerGone:  # /forget won a race with this turn: say nothing, keep nothing
+        log.info("turn for learner %s dropped: forgotten mid-turn", turn.learner_id)
+        return Stored([], writer.write(claim, []), own=False)
+    if written.existing is None:
+        return Stored(parts, written, own=True)
+    parts = split([written.existing])  # another worker answered this message first
+    return Stored(parts, writer.write(claim, parts), own=False)
 
 
 class ModelUnavailable(Exception):
@@ -144,14 +178,10 @@ class Tutor:
         turn = self.answer(external_id, text, display_name, inbox_id, kind, can_retry)
         if turn.reply is None:
             return turn
-        try:
-            written = self.writer.write(None, turn.replies, turn.reply)
-        except LearnerGone:  # /forget won a race with this turn: say nothing, keep nothing
-            log.info("turn for learner %s dropped: forgotten mid-turn", turn.learner_id)
-            return Turn([], turn.learner_id)
-        if written.existing is not None:  # another turn answered this message first
-            return Turn([written.existing], turn.learner_id)
-        return replace(turn, due=turn.due + written.due)
+        stored = store_reply(self.writer, None, turn)
+        if not stored.own:
+            return Turn(stored.parts, turn.learner_id)
+        return replace(turn, due=turn.due + stored.written.due)
 
     def answer(
         self,
