@@ -9,13 +9,26 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Row
+from sqlalchemy import Connection, Engine, Float, Integer, Row, String, Text
 from sqlalchemy.sql.dml import Insert
+from sqlalchemy.types import TypeEngine
 
 from memory import db
 from memory.claims import Finishing
+from memory.models import UTCDateTime
 from memory.records import Activity, ActivityWindow, Backlog, Context, ReplyRecord, StoredMessage
 from memory.wakeup import InboxListener
+
+# The columns of a recall search's rows (`Backend.recall_candidates`), typed as both
+# backends' textual statements return them.
+RECALL_COLUMNS: dict[str, TypeEngine[Any]] = {
+    "id": Integer(),
+    "kind": String(),
+    "role": String(),
+    "text": Text(),
+    "said_at": UTCDateTime(),
+    "relevance": Float(),
+}
 
 # What `Backend.begin_turn` gives back: the context (with the stored message last) and counts.
 ContextRead = tuple[Context, Activity | None]

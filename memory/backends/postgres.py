@@ -12,10 +12,8 @@ from sqlalchemy import (
     ARRAY,
     BigInteger,
     Connection,
-    Float,
     Integer,
     Row,
-    String,
     Text,
     TextClause,
     bindparam,
@@ -31,7 +29,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql.dml import Insert
 from sqlalchemy.sql.selectable import TextualSelect
 
-from memory.backends.base import Backend, ContextRead
+from memory.backends.base import RECALL_COLUMNS, Backend, ContextRead
 from memory.claims import FINISH, PENDING, SAME_FOR_EVERY_REPLY, TIMES_OF_A_REPLY, Finishing
 from memory.models import Correction, InboxItem, MemoryJob, Message, OutboxItem, Usage, UTCDateTime
 from memory.recall_terms import pg_config
@@ -271,14 +269,7 @@ def _recall_statements(unaccent: str) -> tuple[TextClause, TextualSelect]:
         ORDER BY relevance DESC, e.said_at DESC
         LIMIT :limit
         """
-    ).columns(
-        id=Integer(),
-        kind=String(),
-        role=String(),
-        text=Text(),
-        said_at=UTCDateTime(),
-        relevance=Float(),
-    )
+    ).columns(**RECALL_COLUMNS)
     return index, search
 
 

@@ -9,13 +9,13 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Float, Integer, Row, String, Text, insert, text
+from sqlalchemy import Connection, Row, insert, text
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.sql.dml import Insert
 
-from memory.backends.base import Backend, ContextRead
+from memory.backends.base import RECALL_COLUMNS, Backend, ContextRead
 from memory.claims import Finishing
-from memory.models import RECALL_FTS, InboxItem, MemoryJob, RecallEntry, UTCDateTime
+from memory.models import RECALL_FTS, InboxItem, MemoryJob, RecallEntry
 from memory.recall_terms import learner_terms, snowball_language, terms_of
 from memory.records import PAM, ActivityWindow, Backlog, ReplyRecord, StoredMessage
 from memory.statements import (
@@ -47,14 +47,7 @@ _RECALL_CANDIDATES = text(
     ORDER BY bm25({RECALL_FTS})
     LIMIT :limit
     """
-).columns(
-    id=Integer(),
-    kind=String(),
-    role=String(),
-    text=Text(),
-    said_at=UTCDateTime(),
-    relevance=Float(),
-)
+).columns(**RECALL_COLUMNS)
 
 
 def _phrase(term: str) -> str:
