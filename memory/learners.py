@@ -3,12 +3,12 @@ settings, and /forget, which erases every row about one."""
 
 from __future__ import annotations
 
-from sqlalchemy import delete
+from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 
 from memory.backends import backend_for
 from memory.db import Tables
-from memory.models import InboxItem, Learner, OutboxItem, Profile, Summary
+from memory.models import InboxItem, Learner, OutboxItem, Profile, RecallEntry, Summary
 from memory.records import LEARNER_TABLES, LearnerGone, LearnerInfo
 from memory.statements import FIND_LEARNER
 
@@ -92,7 +92,10 @@ class Learners(Tables):
                 )
             session.execute(outbox)
             session.execute(inbox)
+            indexed = session.scalar(
+                select(RecallEntry.id).where(RecallEntry.learner_id == learner_id).limit(1)
+            )
             for model in LEARNER_TABLES:
                 session.execute(delete(model).where(model.learner_id == learner_id))
             session.execute(delete(Learner).where(Learner.id == learner_id))
-        backend_for(self.engine).after_forget()
+        backend_for(self.engine).after_forget(indexed=indexed is not None)

@@ -113,8 +113,9 @@ class Backend(ABC):
         `relevance` (higher is better). `found` is never empty."""
 
     @abstractmethod
-    def after_forget(self) -> None:
-        """Whatever the database needs so that what /forget erased is gone from its files."""
+    def after_forget(self, *, indexed: bool) -> None:
+        """Whatever the database needs so that what /forget erased is gone from its files;
+        `indexed`: whether the learner had anything in the recall index."""
 
     @abstractmethod
     def inbox_listener(self, wake: Callable[[], None]) -> InboxListener | None:

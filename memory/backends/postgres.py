@@ -409,7 +409,7 @@ class PostgresBackend(Backend):
         }
         return list(connection.execute(search, values))
 
-    def after_forget(self) -> None:
+    def after_forget(self, *, indexed: bool) -> None:
         """Nothing: the checkpoint that empties the write-ahead log is SQLite's."""
 
     def inbox_listener(self, wake: Callable[[], None]) -> InboxListener | None:

@@ -157,15 +157,17 @@ class SqliteBackend(Backend):
         match = recall_match(learner_id, found, language)
         return list(connection.execute(_RECALL_CANDIDATES, {"match": match, "limit": limit}))
 
-    def after_forget(self) -> None:
+    def after_forget(self, *, indexed: bool) -> None:
         """secure_delete zeroes the freed pages, but two things still hold erased text: the
         FTS5 index's old segments keep a deleted row's terms until they are merged, unless
         the table has FTS5's 'secure-delete' option on (set by migration 0005 where SQLite
         is 3.42+, and only honoured there), so merge them all into one (at 1,000,000
         entries about half a second, bench/recall_scale.py); and the write-ahead log holds
-        the old pages until a checkpoint copies it back and truncates it: do that last."""
+        the old pages until a checkpoint copies it back and truncates it: do that last. A
+        learner with nothing in the index (not `indexed`: no fold yet) costs no merge."""
         with self.engine.begin() as connection:
-            if not (FTS_SECURE_DELETE and connection.execute(_FTS_SECURE_DELETE_SET).scalar()):
+            secure = FTS_SECURE_DELETE and connection.execute(_FTS_SECURE_DELETE_SET).scalar()
+            if indexed and not secure:
                 connection.exec_driver_sql(
                     f"INSERT INTO {RECALL_FTS}({RECALL_FTS}) VALUES ('optimize')"
                 )
