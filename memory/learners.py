@@ -9,6 +9,7 @@ from sqlalchemy.exc import IntegrityError
 from memory.backends import backend_for
 from memory.db import Tables
 from memory.models import InboxItem, Learner, OutboxItem, Profile, RecallEntry, Summary
+from memory.recall import reindex
 from memory.records import LEARNER_TABLES, LearnerGone, LearnerInfo
 from memory.statements import FIND_LEARNER
 
@@ -69,8 +70,16 @@ class Learners(Tables):
             row = session.get(Learner, learner_id)
             if row is None:
                 raise LearnerGone(learner_id)
+            relanguage = (
+                "target_language" in values and values["target_language"] != row.target_language
+            )
             for name, value in values.items():
                 setattr(row, name, value)
+            if relanguage:  # recall's stems and configuration follow the language
+                session.flush()
+                reindex(
+                    session.connection(), backend_for(self.engine), learner_id, row.target_language
+                )
             return _learner_info(row)
 
     def forget(self, learner_id: int, keep_inbox_id: int | None = None) -> None:

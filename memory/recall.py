@@ -12,13 +12,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
-from sqlalchemy import Connection, Engine, Row, bindparam, select
+from sqlalchemy import Connection, Engine, Row, bindparam, delete, select
 
 from memory.backends import backend_for
 from memory.backends.base import Backend
 from memory.clock import Clock, utcnow
 from memory.db import Tables
-from memory.models import Correction, Learner, Message
+from memory.models import Correction, Learner, Message, RecallEntry
 from memory.recall_terms import plain, query_words, snowball_language, stems, words
 from memory.records import LEARNER, PAM
 
@@ -196,6 +196,30 @@ def index_folded(
     entries = folded_entries(connection, learner_id, after, upto)
     backend.index_recall(connection, entries, language)
     return len(entries)
+
+
+def reindex(connection: Connection, backend: Backend, learner_id: int, language: str | None) -> int:
+    """Index the learner's entries again for `language`, their new target language (its
+    stems, its text search configuration), on `connection`, in the transaction that sets
+    it: entries indexed for the old language would no longer match the new one's queries.
+    How many entries."""
+    rows = connection.execute(
+        select(
+            RecallEntry.learner_id,
+            RecallEntry.kind,
+            RecallEntry.role,
+            RecallEntry.text,
+            RecallEntry.said_at,
+            RecallEntry.source_id,
+        )
+        .where(RecallEntry.learner_id == learner_id)
+        .order_by(RecallEntry.id)
+    ).all()
+    if not rows:
+        return 0
+    connection.execute(delete(RecallEntry).where(RecallEntry.learner_id == learner_id))
+    backend.index_recall(connection, [dict(row._mapping) for row in rows], language)
+    return len(rows)
 
 
 class Recall(Tables):

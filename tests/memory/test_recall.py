@@ -353,6 +353,22 @@ def test_sqlite_merges_the_index_on_forget_only_for_a_learner_who_is_in_it(store
     assert any("optimize" in s for s in statements)
 
 
+def test_a_new_target_language_reindexes_what_was_folded(store: Store) -> None:
+    """Entries are indexed with the stems (SQLite) or the configuration (Postgres) of the
+    learner's language: set a language later, and what was folded before is found by it."""
+    me = learner(store, language=None)
+    said = say(store, me, "Mis perros corren mucho en la playa")
+    fold_upto(store, me, said[-1])
+    assert store.recall.search(me, "perro") == []  # no stemmer: words only
+
+    store.learners.update_settings(me, target_language="Spanish")
+
+    assert texts(store.recall.search(me, "perro")) == ["Mis perros corren mucho en la playa"]
+    assert entries(store, me) == 1
+    store.learners.update_settings(me, target_language="Spanish", level="A2")  # no change
+    assert entries(store, me) == 1
+
+
 def test_language_names_map_to_stemmers_and_configurations() -> None:
     assert [snowball_language(n) for n in ("Spanish", "spanish", "es", "español", "pt-BR")] == [
         "spanish",
