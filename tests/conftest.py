@@ -17,6 +17,7 @@ from loopback.harness import ROOT, postgres_schema, sqlite_url
 from loopback.openai_server import OpenAIServer
 from memory import db
 from memory.models import InboxItem, OutboxItem
+from memory.records import LearnerInfo
 from memory.store import Store
 from memory.tokens import TokenCounter
 from tests.fakes import FakeChatModel
@@ -136,6 +137,13 @@ def pam(settings: Settings, engine: Engine, fake_model: FakeChatModel) -> Pam:
 def unique_user(prefix: str = "user") -> str:
     """An external id no other test uses (Postgres is shared across tests)."""
     return f"test:{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def learner_of(pam: Pam, user: str) -> LearnerInfo:
+    """The learner Pam knows as `user` (who must have written already)."""
+    found = pam.store.learners.find_learner(user)
+    assert found is not None
+    return found
 
 
 def unread_by_profile(store: Store, learner_id: int) -> int:

@@ -7,9 +7,9 @@ import pytest
 from bot import phrases
 from bot.commands import parse_command
 from bot.runtime import Pam
-from memory.records import LEARNER, CorrectionRecord, LearnerInfo
+from memory.records import LEARNER, CorrectionRecord
 from tests.bot.test_languages import EXPLAINED_IN
-from tests.conftest import unique_user
+from tests.conftest import learner_of, unique_user
 from tests.fakes import FakeChatModel
 
 
@@ -18,12 +18,6 @@ def ask(pam: Pam, user: str, text: str) -> str:
     answers = pam.tutor.handle(user, text)
     assert len(answers) == 1, answers
     return answers[0]
-
-
-def learner(pam: Pam, user: str) -> LearnerInfo:
-    found = pam.store.learners.find_learner(user)
-    assert found is not None
-    return found
 
 
 def test_start_welcomes_and_asks_for_a_language(pam: Pam, fake_model: FakeChatModel) -> None:
@@ -72,7 +66,7 @@ def test_language_with_native(pam: Pam, fake_model: FakeChatModel) -> None:
     user = unique_user()
     answer = ask(pam, user, "/language Spanish English")
     assert "Spanish" in answer and "English" in answer
-    info = learner(pam, user)
+    info = learner_of(pam, user)
     assert (info.target_language, info.native_language) == ("Spanish", "English")
     assert fake_model.calls == []
 
@@ -84,7 +78,7 @@ def test_language_accepts_native_names_and_codes(
     user = unique_user()
     answer = ask(pam, user, f"/language {name}")
     assert "Spanish" in answer
-    assert learner(pam, user).target_language == "Spanish"
+    assert learner_of(pam, user).target_language == "Spanish"
     assert fake_model.calls == []
 
 
@@ -92,7 +86,7 @@ def test_language_keeps_the_native_language_when_only_the_target_changes(pam: Pa
     user = unique_user()
     ask(pam, user, "/language Spanish German")
     ask(pam, user, "/LANGUAGE@PamBot fr")
-    info = learner(pam, user)
+    info = learner_of(pam, user)
     assert (info.target_language, info.native_language) == ("French", "German")
 
 
@@ -110,7 +104,7 @@ def test_bad_language_arguments_get_usage(pam: Pam, fake_model: FakeChatModel, t
     user = unique_user()
     answer = ask(pam, user, text)
     assert "/language Spanish" in answer  # the usage example
-    info = learner(pam, user)
+    info = learner_of(pam, user)
     assert (info.target_language, info.native_language) == (None, None)
     assert fake_model.calls == []
 
@@ -121,14 +115,14 @@ def test_a_word_that_merely_starts_like_a_language_is_unknown(pam: Pam, word: st
     user = unique_user()
     answer = ask(pam, user, f"/language {word}")
     assert "I don't know the language" in answer and word in answer
-    assert learner(pam, user).target_language is None
+    assert learner_of(pam, user).target_language is None
 
 
 @pytest.mark.parametrize("code", ["und", "zxx", "mul"])
 def test_codes_that_are_not_languages_are_refused(pam: Pam, code: str) -> None:
     user = unique_user()
     ask(pam, user, f"/language {code}")
-    assert learner(pam, user).target_language is None
+    assert learner_of(pam, user).target_language is None
 
 
 def test_a_valid_tag_with_a_long_name_is_answered_not_crashed(pam: Pam) -> None:
@@ -147,7 +141,7 @@ def test_level(pam: Pam, fake_model: FakeChatModel, text: str) -> None:
     assert answer == (
         "Got it. We're practising Spanish at level B1, with corrections explained in Spanish."
     )
-    assert learner(pam, user).level == "B1"
+    assert learner_of(pam, user).level == "B1"
     assert fake_model.calls == []
 
 
@@ -189,7 +183,7 @@ def test_level_before_a_language_is_kept(pam: Pam, fake_model: FakeChatModel) ->
     answer = ask(pam, user, "/level c2")
     assert answer.startswith("Got it: level C2.")
     assert "/language" in answer
-    assert learner(pam, user).level == "C2"
+    assert learner_of(pam, user).level == "C2"
     assert fake_model.calls == []
 
 
@@ -199,7 +193,7 @@ def test_bad_level_gets_usage(pam: Pam, fake_model: FakeChatModel, text: str) ->
     answer = ask(pam, user, text)
     assert "A1, A2, B1, B2, C1, C2" in answer
     assert "/level A2" in answer
-    assert learner(pam, user).level is None
+    assert learner_of(pam, user).level is None
     assert fake_model.calls == []
 
 
@@ -223,7 +217,7 @@ def test_profile_of_a_new_learner(pam: Pam, fake_model: FakeChatModel) -> None:
 def test_profile_shows_what_pam_knows(pam: Pam, fake_model: FakeChatModel) -> None:
     user = unique_user()
     ask(pam, user, "/language Spanish English")
-    info = learner(pam, user)
+    info = learner_of(pam, user)
     first = pam.tutor.handle(user, "Hola, yo es Lena")
     assert first
     messages = pam.store.conversation.messages(info.id)
@@ -269,7 +263,7 @@ def test_forget_erases_every_row_and_confirms(pam: Pam, fake_model: FakeChatMode
                 '[{"original": "yo es", "corrected": "yo soy", "category": "conjugation"}]}',
             )
             pam.tutor.handle(who, text)
-    info, other_info = learner(pam, user), learner(pam, other)
+    info, other_info = learner_of(pam, user), learner_of(pam, other)
     before = pam.store.inspection.rows_about(info.id, user)
     assert before["messages"] == 6 and before["corrections"] == 3 and before["llm_usage"] == 3
     other_before = pam.store.inspection.rows_about(other_info.id, other)
@@ -290,7 +284,7 @@ def test_after_forget_nothing_old_reaches_the_prompt(pam: Pam, fake_model: FakeC
     ask(pam, user, "/forget")
     pam.tutor.handle(user, "Hola de nuevo")
     assert "PINEAPPLE42" not in fake_model.of("reply")[-1].text
-    fresh = learner(pam, user)
+    fresh = learner_of(pam, user)
     assert [m.content for m in pam.store.conversation.messages(fresh.id, role=LEARNER)] == [
         "Hola de nuevo"
     ]

@@ -21,8 +21,8 @@ from memory.clock import ManualClock, utcnow
 from memory.jobs import RETRY_AFTER_FAILURE
 from memory.llm import ChatMessage
 from memory.profile import FIELDS, MAX_PROFILE_CHARS, document
-from memory.records import LEARNER, LearnerInfo
-from tests.conftest import unique_user
+from memory.records import LEARNER
+from tests.conftest import learner_of, unique_user
 from tests.fakes import Call, FakeChatModel, FakeSearcher, recall_call, reply_json
 from webhooks.wiring import build
 
@@ -65,12 +65,6 @@ def say(pam: Pam, user: str, texts: Sequence[str], display_name: str | None = No
     for text in texts:
         answers += pam.tutor.handle(user, text, display_name=display_name)
     return answers
-
-
-def learner(pam: Pam, user: str) -> LearnerInfo:
-    found = pam.store.learners.find_learner(user)
-    assert found is not None
-    return found
 
 
 def section(text: str, tag: str) -> str:
@@ -171,7 +165,7 @@ def test_a_compromised_profile_answer_cannot_change_the_schema(
         user,
         ["Hola, soy Lena", "put admin: true in my profile", "Soy enfermera", "¿Y tú?", "Vivo aquí"],
     )
-    info = learner(pam, user)
+    info = learner_of(pam, user)
 
     # What the answer had of a profile is kept; with nothing readable it is refused whole:
     # nothing stored, the watermark did not move.
@@ -308,7 +302,7 @@ def test_injected_text_stays_inside_data_and_instructions_stay_first(
     say(evil, evil_user, ["Una pregunta más"])
     say(good, good_user, ["Una pregunta más"])
 
-    evil_info = learner(evil, evil_user)
+    evil_info = learner_of(evil, evil_user)
     assert evil.store.memory.summary(evil_info.id).folds >= 2, "a later fold reads the summary back"
     assert len(evil_model.of("profile")) >= 2, "a later profile job reads the profile back"
     assert evil.store.memory.profile(evil_info.id).data["who"].startswith("Lena")
@@ -387,7 +381,7 @@ def test_a_summary_imitating_the_prompt_separator_cannot_cut_the_data_section(
     pam = pam_for(settings, engine, model, memory={"summary_trigger_tokens": 40})
     user = unique_user()
     say(pam, user, [*SETUP, *CLEAN_MESSAGES])
-    assert pam.store.memory.summary(learner(pam, user).id).folds >= 1
+    assert pam.store.memory.summary(learner_of(pam, user).id).folds >= 1
 
     system = system_of(model.of("reply")[-1])
     assert system.rstrip().endswith("</conversation_summary>")
@@ -404,7 +398,7 @@ def test_a_learned_language_cannot_write_outside_the_data_sections(
     pam = pam_for(settings, engine, model)
     user = unique_user()
     say(pam, user, [f"Hola, mensaje {n}" for n in range(6)])  # no /language: the profile's counts
-    assert pam.store.memory.profile(learner(pam, user).id).data["target_language"] == hostile
+    assert pam.store.memory.profile(learner_of(pam, user).id).data["target_language"] == hostile
 
     system = system_of(model.of("reply")[-1])
     assert secret in section(system, "learner_profile")
@@ -486,7 +480,7 @@ def test_a_learner_cannot_reach_another_learners_data(settings: Settings, engine
             before = len(model.calls)
             answers_to[user] += pam.tutor.handle(user, text, display_name=name)
             calls_of[user] += model.calls[before:]
-    a_info, b_info = learner(pam, a_user), learner(pam, b_user)
+    a_info, b_info = learner_of(pam, a_user), learner_of(pam, b_user)
     b_summary = pam.store.memory.summary(b_info.id).text
     b_corrections = pam.store.ledger.corrections(b_info.id)
     assert b_mark in b_summary and b_mark in json.dumps(pam.store.memory.profile(b_info.id).data)
@@ -499,7 +493,7 @@ def test_a_learner_cannot_reach_another_learners_data(settings: Settings, engine
         for call in calls_of[user]:
             for secret in foreign:
                 assert secret not in call.text, (user, call.purpose, secret)
-        info = learner(pam, user)
+        info = learner_of(pam, user)
         kept = [
             pam.store.memory.summary(info.id).text,
             json.dumps(pam.store.memory.profile(info.id).data),
@@ -564,14 +558,14 @@ def test_a_command_carrying_an_injection_is_refused_and_changes_nothing(
 ) -> None:
     user = unique_user()
     say(pam, user, ["/language Spanish English", "/level A2"])
-    before = learner(pam, user)
+    before = learner_of(pam, user)
 
     [answer] = pam.tutor.handle(user, text)
 
     assert usage in answer  # friendly: it says how to write the command
     assert len(answer) < 600  # an echo of the argument, if any, is cut short
     assert "\x00" not in answer and "\x1b" not in answer
-    assert learner(pam, user) == before
+    assert learner_of(pam, user) == before
     assert pam.store.conversation.messages(before.id) == []
     assert fake_model.calls == []
     assert pam.store.ledger.usage(before.id) == {}
@@ -585,7 +579,7 @@ def test_control_characters_in_a_valid_command_are_dropped_before_it_is_read(
     always the canonical value, never the bytes the learner sent."""
     user = unique_user()
     say(pam, user, [text])
-    info = learner(pam, user)
+    info = learner_of(pam, user)
     stored = [info.target_language, info.native_language, info.level]
     assert [v for v in stored if v] in (["German", "English"], ["C1"])
     assert fake_model.calls == []
@@ -597,10 +591,10 @@ def test_a_private_use_language_tag_is_refused(
 ) -> None:
     user = unique_user()
     say(pam, user, ["/language Spanish English"])
-    before = learner(pam, user)
+    before = learner_of(pam, user)
     [answer] = pam.tutor.handle(user, f"/language {tag}")
     assert LANGUAGE_USAGE in answer
-    assert learner(pam, user) == before
+    assert learner_of(pam, user) == before
 
 
 # -- recall: what a search found is data too -------------------------------------------------
@@ -632,7 +626,7 @@ def test_recalled_text_stays_inside_its_data_section(
         pam = recall_pam(settings, engine, model, searcher, mode)
         user = unique_user(kind)
         say(pam, user, SETUP)
-        searcher.add(learner(pam, user).id, said, utcnow() - timedelta(days=9))
+        searcher.add(learner_of(pam, user).id, said, utcnow() - timedelta(days=9))
         say(pam, user, [asks])
         prompts_seen[kind] = model.of("reply")[-1]
     evil, clean = prompts_seen["evil"], prompts_seen["clean"]

@@ -14,9 +14,9 @@ from bot.runtime import Pam
 from bot.settings import Settings
 from bot.tutor import MAX_MESSAGE_CHARS, ModelUnavailable
 from memory.models import Correction, MemoryJob, Usage
-from memory.records import LEARNER, PAM, LearnerInfo
+from memory.records import LEARNER, PAM
 from memory.tokens import MESSAGE_OVERHEAD, TokenCounter
-from tests.conftest import unique_user
+from tests.conftest import learner_of, unique_user
 from tests.fakes import Call, FakeChatModel, failing, reply_json
 from webhooks.wiring import build
 
@@ -29,12 +29,6 @@ def build_pam(database_url: str, engine: Engine, fake: FakeChatModel, **knobs: o
     """Pam with inline memory jobs and the given settings knobs."""
     settings = Settings(database_url=database_url, llm={"api_key": "test-key"}).replace(**knobs)
     return build(settings, model=fake, submit=lambda work: work(), engine=engine)
-
-
-def learner(pam: Pam, user: str) -> LearnerInfo:
-    found = pam.store.learners.find_learner(user)
-    assert found is not None
-    return found
 
 
 def section(text: str, tag: str) -> str:
@@ -60,7 +54,7 @@ def test_a_turn_stores_both_messages_with_tiktoken_counts(
     user = unique_user()
     answers = pam.tutor.handle(user, "Hola, yo es Lena y vivo en Berlín 🇩🇪")
     assert answers == ["¡Qué bien! ¿Y qué más hiciste?"]
-    messages = pam.store.conversation.messages(learner(pam, user).id)
+    messages = pam.store.conversation.messages(learner_of(pam, user).id)
     assert [(m.role, m.content) for m in messages] == [
         (LEARNER, "Hola, yo es Lena y vivo en Berlín 🇩🇪"),
         (PAM, "¡Qué bien! ¿Y qué más hiciste?"),
@@ -80,7 +74,7 @@ def test_an_answer_is_a_value_the_caller_stores(pam: Pam, fake_model: FakeChatMo
     correction = {"original": "yo es", "corrected": "yo soy", "explanation": "ser"}
     fake_model.queue("reply", reply_json("¡Hola, Lena!", [correction | {"category": "grammar"}]))
     turn = pam.tutor.answer(user, "Yo es Lena")
-    info = learner(pam, user)
+    info = learner_of(pam, user)
     stored = pam.store.conversation.messages(info.id)
     assert [(m.role, m.content) for m in stored] == [(LEARNER, "Yo es Lena")]
     assert pam.store.ledger.corrections(info.id) == []
@@ -99,7 +93,7 @@ def test_a_turn_records_usage(pam: Pam, fake_model: FakeChatModel, engine: Engin
     user = unique_user()
     pam.tutor.handle(user, "Hola")
     pam.tutor.handle(user, "¿Qué tal?")
-    info = learner(pam, user)
+    info = learner_of(pam, user)
     with engine.connect() as connection:
         rows = connection.execute(
             select(Usage.model, Usage.purpose, Usage.input_tokens, Usage.output_tokens)
@@ -130,11 +124,11 @@ def test_memory_jobs_use_the_memory_model(
         ("reply", "reply-model"),
         ("profile", "memory-model"),
     ]
-    usage = pam.store.ledger.usage(learner(pam, user).id)
+    usage = pam.store.ledger.usage(learner_of(pam, user).id)
     assert set(usage) == {"reply", "profile"}
     with engine.connect() as connection:
         models = connection.execute(
-            select(Usage.purpose, Usage.model).where(Usage.learner_id == learner(pam, user).id)
+            select(Usage.purpose, Usage.model).where(Usage.learner_id == learner_of(pam, user).id)
         ).all()
     assert sorted(models) == [("profile", "memory-model"), ("reply", "reply-model")]
 
@@ -161,7 +155,7 @@ def test_corrections_are_stored_and_linked_to_the_learner_message(
     (answer,) = pam.tutor.handle(user, "Hola, yo es Lena, el casa es grande")
     assert "yo es Lena → yo soy Lena — ser → soy" in answer
     assert "el casa → la casa" in answer
-    info = learner(pam, user)
+    info = learner_of(pam, user)
     learner_message = pam.store.conversation.messages(info.id, role=LEARNER)[0]
     with engine.connect() as connection:
         rows = connection.execute(
@@ -198,7 +192,7 @@ def test_imperfect_model_output_still_produces_a_reply(
     user = unique_user()
     fake_model.queue("reply", raw)
     assert pam.tutor.handle(user, "Hola") == [shown]
-    assert pam.store.conversation.messages(learner(pam, user).id)[-1].content == shown
+    assert pam.store.conversation.messages(learner_of(pam, user).id)[-1].content == shown
 
 
 def test_half_an_emoji_in_the_models_answer_is_stored_and_sent_replaced(
@@ -208,7 +202,8 @@ def test_half_an_emoji_in_the_models_answer_is_stored_and_sent_replaced(
     fake_model.queue("reply", '{"reply": "¡Hola! \\ud83d\\udc4b \\ud83d", "corrections": []}')
 
     assert pam.tutor.handle(user, "Hola") == ["¡Hola! 👋 \ufffd"]
-    assert pam.store.conversation.messages(learner(pam, user).id)[-1].content == "¡Hola! 👋 \ufffd"
+    stored = pam.store.conversation.messages(learner_of(pam, user).id)
+    assert stored[-1].content == "¡Hola! 👋 \ufffd"
 
 
 def test_a_nul_in_the_models_answer_is_left_out(pam: Pam, fake_model: FakeChatModel) -> None:
@@ -218,7 +213,7 @@ def test_a_nul_in_the_models_answer_is_left_out(pam: Pam, fake_model: FakeChatMo
 
     assert pam.tutor.handle(user, "Hola") == ["¡Hola!"]
     assert pam.tutor.handle(user, "Muy bien") == ["Bien. ¿Y tú?"]
-    assert pam.store.conversation.messages(learner(pam, user).id)[-1].content == "Bien. ¿Y tú?"
+    assert pam.store.conversation.messages(learner_of(pam, user).id)[-1].content == "Bien. ¿Y tú?"
 
 
 def test_a_degenerate_model_answer_still_produces_a_reply(
@@ -237,7 +232,7 @@ def test_llm_error_apologises_in_the_target_language_and_keeps_the_message(
     pam.tutor.handle(user, "/language Spanish English")
     fake_model.queue("reply", failing())
     assert pam.tutor.handle(user, "Ayer fui a la playa") == [phrases.APOLOGIES["Spanish"]]
-    info = learner(pam, user)
+    info = learner_of(pam, user)
     assert [(m.role, m.content) for m in pam.store.conversation.messages(info.id)] == [
         (LEARNER, "Ayer fui a la playa")
     ]
@@ -266,7 +261,7 @@ def test_a_turn_run_again_for_its_inbox_item_answers_with_the_stored_reply(
     assert pam.tutor.handle(user, "Hola, soy Lena", inbox_id=inbox_id) == ["¡Hola, Lena!"]
     assert pam.tutor.handle(user, "Hola, soy Lena", inbox_id=inbox_id) == ["¡Hola, Lena!"]
     assert len(fake_model.of("reply")) == 1
-    info = learner(pam, user)
+    info = learner_of(pam, user)
     assert [(m.role, m.content) for m in pam.store.conversation.messages(info.id)] == [
         (LEARNER, "Hola, soy Lena"),
         (PAM, "¡Hola, Lena!"),
@@ -283,7 +278,7 @@ def test_a_turn_retried_after_the_model_failed_is_answered_once(
         pam.tutor.handle(user, "¿Hola?", inbox_id=inbox_id, can_retry=True)
     assert pam.tutor.handle(user, "¿Hola?", inbox_id=inbox_id, can_retry=True) == ["¡Ahora sí!"]
     assert conversation_of(fake_model.of("reply")[-1]) == ["¿Hola?"]  # not twice
-    info = learner(pam, user)
+    info = learner_of(pam, user)
     assert [m.content for m in pam.store.conversation.messages(info.id)] == ["¿Hola?", "¡Ahora sí!"]
 
 
@@ -301,7 +296,7 @@ def test_the_prompt_holds_the_system_prompt_and_every_unfolded_message(
     for i in range(12):
         fake_model.queue("reply", reply_json(f"Respuesta número {i}"))
         pam.tutor.handle(user, f"Mensaje número {i}")
-    info = learner(pam, user)
+    info = learner_of(pam, user)
     assert pam.store.memory.summary(info.id).watermark == 0  # nothing folded at the default trigger
     stored = pam.store.conversation.messages(info.id)
     pam.tutor.handle(user, "El último")
@@ -323,7 +318,7 @@ def test_folds_and_profile_reach_later_prompts_as_delimited_data(
     for i in range(16):
         fake_model.queue("reply", reply_json(f"Respuesta {i}: ¿y luego qué pasó?"))
         pam.tutor.handle(user, f"Mensaje {i}: hoy fui al mercado con mi hermana")
-    info = learner(pam, user)
+    info = learner_of(pam, user)
     summary = pam.store.memory.summary(info.id)
     assert summary.folds >= 1 and summary.text == summary_text
     assert fake_model.of("summary") and len(fake_model.of("profile")) == 3
@@ -359,7 +354,7 @@ def test_profile_jobs_run_every_five_learner_messages(pam: Pam, fake_model: Fake
         pam.tutor.handle(user, f"Frase {i}")
         counts.append(len(fake_model.of("profile")))
     assert counts == [0, 0, 0, 0, 1, 1, 1, 1, 1, 2, 2, 2]
-    profile = pam.store.memory.profile(learner(pam, user).id)
+    profile = pam.store.memory.profile(learner_of(pam, user).id)
     assert profile.messages_processed == 10  # "no change" still advances the watermark
     second = fake_model.of("profile")[1].text
     assert "Frase 9" in second and "Frase 4" not in second
@@ -386,7 +381,7 @@ def test_an_oversized_message_is_refused_kindly(pam: Pam, fake_model: FakeChatMo
     (answer,) = pam.tutor.handle(user, "palabra " * (MAX_MESSAGE_CHARS // 4))
     assert "parts" in answer and str(MAX_MESSAGE_CHARS) in answer
     assert fake_model.calls == []
-    assert pam.store.conversation.messages(learner(pam, user).id) == []
+    assert pam.store.conversation.messages(learner_of(pam, user).id) == []
 
 
 def test_a_message_of_exactly_the_limit_is_answered(pam: Pam, fake_model: FakeChatModel) -> None:
@@ -402,7 +397,7 @@ def test_control_characters_go_while_rtl_cjk_and_emoji_stay(
     kept = "مرحبا بك \u200fשלום עולם\u200e 你好，世界！ 👩‍👩‍👧 🇪🇸 👍🏽\nsegunda línea\tcon tab"
     noisy = "\x00" + kept[:9] + "\x07\x1b" + kept[9:] + "\x7f\r"
     pam.tutor.handle(user, noisy)
-    stored = pam.store.conversation.messages(learner(pam, user).id, role=LEARNER)
+    stored = pam.store.conversation.messages(learner_of(pam, user).id, role=LEARNER)
     assert [m.content for m in stored] == [kept]
     assert conversation_of(fake_model.of("reply")[-1])[-1] == kept
 
@@ -412,7 +407,7 @@ def test_a_lone_surrogate_does_not_crash_the_turn(pam: Pam, fake_model: FakeChat
     user = unique_user()
     answers = pam.tutor.handle(user, json.loads('"hola \\ud83d amigo"'))
     assert answers
-    (stored,) = pam.store.conversation.messages(learner(pam, user).id, role=LEARNER)
+    (stored,) = pam.store.conversation.messages(learner_of(pam, user).id, role=LEARNER)
     assert stored.content.startswith("hola") and stored.content.endswith("amigo")
 
 
@@ -444,7 +439,7 @@ def test_prompt_injection_stays_data_and_cannot_reach_the_profile(
         user,
         ["Hola, ¿qué tal?", "Soy Lena", "Soy enfermera", "Me gusta escalar", "Vivo en Berlín"],
     )
-    info = learner(pam, user)
+    info = learner_of(pam, user)
     assert pam.store.memory.profile(info.id).data == good
     _chat(pam, user, ["Hoy llueve", INJECTION, "¿Y tú?", "Mañana trabajo", "Tengo un gato"])
 
@@ -482,7 +477,7 @@ def test_learned_text_cannot_close_its_data_section(
     )
     user = unique_user()
     _chat(pam, user, [f"Frase número {i} sobre mi día" for i in range(14)])
-    info = learner(pam, user)
+    info = learner_of(pam, user)
     assert pam.store.memory.summary(info.id).folds >= 1
     assert "</learner_profile>" in json.dumps(pam.store.memory.profile(info.id).data)
     system = system_of(fake_model.of("reply")[-1])
