@@ -127,8 +127,9 @@ def unmentioned_names(text: str, known: str) -> list[str]:
     place a learner mentions recalled on up to two turns in three of the token benchmark's
     conversations, for nothing the reply needed."""
     questions = _in_questions(text)
-    known_words = set(_WORD.findall(fold(known)))
-    names: list[str] = []
+    if not questions:
+        return []
+    candidates: list[str] = []
     previous = ""
     for match in _WORD.finditer(text):
         word = match.group(0).strip("'-")
@@ -140,13 +141,15 @@ def unmentioned_names(text: str, known: str) -> list[str]:
         head = text[: match.start()].rstrip(_OPENERS)
         if not head or head[-1] in _SENTENCE_END:
             continue
-        folded = fold(word)
-        if folded in _NOT_NAMES or folded in known_words:
+        if previous in _NOT_NAMES or before in _DETERMINERS or before in _INTRODUCING:
             continue
-        if before in _DETERMINERS or before in _INTRODUCING:
-            continue
-        names.append(word)
-    return names
+        candidates.append(word)
+    if not candidates:
+        return []
+    # Only now the whole prompt is read: most turns have no name in a question, and folding
+    # every word of the window, summary and profile is most of what this check costs.
+    known_words = set(_WORD.findall(fold(known)))
+    return [word for word in candidates if fold(word) not in known_words]
 
 
 def asks_about_themselves(text: str) -> bool:
