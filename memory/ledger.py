@@ -43,7 +43,7 @@ class Ledger(Tables):
                 .limit(limit)
             ).all()
             return [
-                CorrectionRecord(r.original, r.corrected, r.explanation, r.category)
+                CorrectionRecord(r.original, r.corrected, r.explanation, r.category, r.rule)
                 for r in reversed(rows)
             ]
 

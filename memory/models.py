@@ -11,9 +11,11 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     DateTime,
+    Float,
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Text,
@@ -147,6 +149,123 @@ class Correction(Base):
     corrected: Mapped[str] = mapped_column(Text)
     explanation: Mapped[str] = mapped_column(Text, default="")
     category: Mapped[str] = mapped_column(String(40), default="other")
+    # The pattern's name as the model gave it ("bueno → buen before a masculine singular
+    # noun"); "" when it gave none. Review groups corrections by it (memory/patterns.py).
+    rule: Mapped[str] = mapped_column(String(200), default="", server_default="")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class ReviewItem(Base):
+    """One recurring mistake pattern of one learner, scheduled for review with FSRS: the
+    card's fields (state, step, stability, difficulty, due, last_review) as the `fsrs` package
+    keeps them, the pattern's name and key (memory/patterns.py groups corrections by it), its
+    latest example, and when Pam last offered it in a reply prompt."""
+
+    __tablename__ = "review_items"
+    __table_args__ = (
+        Index("ix_review_items_learner_id_due", "learner_id", "due"),
+        UniqueConstraint("learner_id", "rule_key"),
+        {"sqlite_autoincrement": True},
+    )
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    learner_id: Mapped[int] = mapped_column(ForeignKey("learners.id", ondelete="CASCADE"))
+    rule: Mapped[str] = mapped_column(String(200))  # the name shown: the latest wording
+    rule_key: Mapped[str] = mapped_column(String(200))  # the normalised name (exact matches)
+    terms: Mapped[str] = mapped_column(Text, default="")  # its normalised words, for near ones
+    category: Mapped[str] = mapped_column(String(40), default="other")
+    original: Mapped[str] = mapped_column(Text)  # the latest example
+    corrected: Mapped[str] = mapped_column(Text)
+    explanation: Mapped[str] = mapped_column(Text, default="")
+    mistakes: Mapped[int] = mapped_column(Integer, default=0)  # times made
+    successes: Mapped[int] = mapped_column(Integer, default=0)  # times used correctly
+    # The FSRS card.
+    state: Mapped[int] = mapped_column(Integer)  # fsrs.State: 1 learning, 2 review, 3 relearning
+    step: Mapped[int | None] = mapped_column(Integer)
+    stability: Mapped[float | None] = mapped_column(Float)
+    difficulty: Mapped[float | None] = mapped_column(Float)
+    due: Mapped[datetime] = mapped_column(UTCDateTime())
+    last_review: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    # The learner message of the latest mistake: the item is not offered while that message
+    # is still in the reply prompt's verbatim window.
+    last_message_id: Mapped[int] = mapped_column(Id, default=0)
+    offers: Mapped[int] = mapped_column(Integer, default=0)  # prompts since its last grade
+    offered_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class ReviewLog(Base):
+    """One grade of a review item: the FSRS rating and what earned it — "mistake" (made
+    again), "used" (used correctly in chat), "missed" (got wrong again where the reply
+    invited it), "review" (an answer in /review). At most one per item and learner message,
+    so a turn run again after a crash never grades twice."""
+
+    __tablename__ = "review_logs"
+    __table_args__ = (
+        UniqueConstraint("item_id", "message_id"),
+        Index("ix_review_logs_learner_id_reviewed_at", "learner_id", "reviewed_at"),
+        {"sqlite_autoincrement": True},
+    )
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    learner_id: Mapped[int] = mapped_column(ForeignKey("learners.id", ondelete="CASCADE"))
+    item_id: Mapped[int] = mapped_column(ForeignKey("review_items.id", ondelete="CASCADE"))
+    rating: Mapped[int] = mapped_column(Integer)  # fsrs.Rating: 1 again … 4 easy
+    source: Mapped[str] = mapped_column(String(10))
+    message_id: Mapped[int | None] = mapped_column(Id)  # the learner message graded
+    state: Mapped[int] = mapped_column(Integer)  # the card's state after this grade
+    reviewed_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+class ReviewSession(Base):
+    """A learner's /review under way: the exercise Pam asked, the items still to come, and
+    the score so far. One per learner; chatting about something else ends it."""
+
+    __tablename__ = "review_sessions"
+
+    learner_id: Mapped[int] = mapped_column(
+        ForeignKey("learners.id", ondelete="CASCADE"), primary_key=True
+    )
+    item_id: Mapped[int] = mapped_column(ForeignKey("review_items.id", ondelete="CASCADE"))
+    kind: Mapped[str] = mapped_column(String(20))  # "fix", "gap" or "translate"
+    exercise: Mapped[str] = mapped_column(Text)  # what Pam asked
+    expected: Mapped[str] = mapped_column(Text)  # the answer it takes
+    queue: Mapped[list[int]] = mapped_column(JSON, default=list)  # item ids still to come
+    asked: Mapped[int] = mapped_column(Integer, default=1)
+    right: Mapped[int] = mapped_column(Integer, default=0)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class Chart(Base):
+    """A /progress chart: the PNG as rendered and its two-line summary, kept until its signed
+    link expires (retention) or the learner is forgotten. `nonce` goes into the link, so a
+    link names one chart and can't be guessed from another."""
+
+    __tablename__ = "charts"
+    __table_args__ = (
+        Index("ix_charts_learner_id", "learner_id"),
+        Index("ix_charts_created_at", "created_at"),
+        {"sqlite_autoincrement": True},
+    )
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    learner_id: Mapped[int] = mapped_column(ForeignKey("learners.id", ondelete="CASCADE"))
+    nonce: Mapped[str] = mapped_column(String(32))
+    png: Mapped[bytes] = mapped_column(LargeBinary)
+    summary: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class ServiceKey(Base):
+    """A secret the service makes for itself when the operator sets none (the chart links'
+    signing key): made once, by whichever process needs it first, shared by all."""
+
+    __tablename__ = "service_keys"
+
+    name: Mapped[str] = mapped_column(String(40), primary_key=True)
+    value: Mapped[str] = mapped_column(String(200))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
@@ -318,6 +437,9 @@ class OutboxItem(QueueItem, Base):
     channel: Mapped[str] = mapped_column(String(20))
     chat_id: Mapped[str] = mapped_column(String(100))
     text: Mapped[str] = mapped_column(Text)
+    # A /progress chart sent with the text as its caption (a photo on Telegram, media on
+    # WhatsApp, an image URL in the API's callback); None for text alone.
+    chart_id: Mapped[int | None] = mapped_column(Id)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     platform_message_id: Mapped[str | None] = mapped_column(String(100))

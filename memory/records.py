@@ -6,13 +6,37 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple, Protocol
 
-from memory.models import Correction, MemoryJob, Message, Profile, RecallEntry, Summary, Usage
+from memory.models import (
+    Chart,
+    Correction,
+    MemoryJob,
+    Message,
+    Profile,
+    RecallEntry,
+    ReviewItem,
+    ReviewLog,
+    ReviewSession,
+    Summary,
+    Usage,
+)
 
 LEARNER = "learner"
 PAM = "pam"
 
 # Every table holding something about a learner, children first: /forget walks this list.
-LEARNER_TABLES = (RecallEntry, Correction, Usage, MemoryJob, Summary, Profile, Message)
+LEARNER_TABLES = (
+    ReviewSession,
+    ReviewLog,
+    ReviewItem,
+    Chart,
+    RecallEntry,
+    Correction,
+    Usage,
+    MemoryJob,
+    Summary,
+    Profile,
+    Message,
+)
 
 
 @dataclass(frozen=True)
@@ -68,6 +92,8 @@ class CorrectionRecord:
     corrected: str
     explanation: str = ""
     category: str = "other"
+    # The pattern the mistake belongs to, as the model named it ("" when it named none).
+    rule: str = ""
 
 
 @dataclass(frozen=True)

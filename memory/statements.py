@@ -271,6 +271,7 @@ def correction_rows(
             "corrected": c.corrected,
             "explanation": c.explanation,
             "category": c.category,
+            "rule": c.rule,
             "created_at": now,
         }
         for c in corrections

@@ -112,8 +112,8 @@ def _save_reply() -> Any:
     )
 
 
-_CORRECTION_FIELDS = ("original", "corrected", "explanation", "category")
-_CORRECTION_ARRAYS = ("originals", "correcteds", "explanations", "categories")
+_CORRECTION_FIELDS = ("original", "corrected", "explanation", "category", "rule")
+_CORRECTION_ARRAYS = ("originals", "correcteds", "explanations", "categories", "rules")
 _SAVE_REPLY = _save_reply()
 
 
