@@ -46,6 +46,7 @@ ABBREVIATIONS = {
 CHANGED = "="
 
 _WORD = re.compile(r"[^\W_]+")
+_EDGES = re.compile(r"^[\W_]+|[\W_]+$")
 _ARROW = re.compile(r"\s*(?:→|⟶|⇒|➔|➜|->|=>|>)\s*")
 _QUOTED = re.compile(r"(?<!\w)['‘\"“«„`]([^'’\"”»`]{1,60})['’\"”»`](?!\w)")
 
@@ -98,8 +99,9 @@ def rule_key(rule: str) -> str:
 
 
 def _changes(original: str, corrected: str) -> tuple[list[str], list[str]]:
-    """The words of `original` the correction changed, and what it changed them to, in order
-    (words compared casefolded; those on both sides unchanged are left out)."""
+    """The words of `original` the correction changed, and what it changed them to, in order,
+    without the punctuation around them (words compared casefolded; those on both sides
+    unchanged are left out)."""
     before = original.split()
     after = corrected.split()
     matcher = difflib.SequenceMatcher(
@@ -111,9 +113,14 @@ def _changes(original: str, corrected: str) -> tuple[list[str], list[str]]:
     added: list[str] = []
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag != "equal":
-            removed += before[i1:i2]
-            added += after[j1:j2]
+            removed += _bare(before[i1:i2])
+            added += _bare(after[j1:j2])
     return removed, added
+
+
+def _bare(words: list[str]) -> list[str]:
+    """`words` without the punctuation at their ends ("¿es" → "es"), none left empty."""
+    return [bare for bare in (_EDGES.sub("", word) for word in words) if bare]
 
 
 def _side(words: list[str]) -> str:

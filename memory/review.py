@@ -19,7 +19,7 @@ from sqlalchemy.orm.exc import StaleDataError
 from memory.db import Tables
 from memory.models import Learner, ReviewItem, ReviewLog, ReviewSession
 from memory.records import CorrectionRecord, LearnerGone
-from memory.review_items import MISSED, MISTAKE, REVIEW, USED, Patterns, grade, graded
+from memory.review_items import MISSED, MISTAKE, REVIEW, USED, Patterns, grade_item, graded_for
 
 # An item the reply prompt carried this many times without the learner taking it up (no
 # grade) rests: a friend who brings the same thing up every few messages is nagging. It is
@@ -147,7 +147,7 @@ class Reviews(Tables):
                 item = patterns.join(correction, message_id)
                 made.setdefault(item.id, item)
         mine = _own(session, learner_id, {*used, *missed, *offered} - set(made))
-        done = graded(session, [*made, *mine], message_id)
+        done = graded_for(session, [*made, *mine], message_id)
         grades = [
             *((item, fsrs.Rating.Again, MISTAKE) for item in made.values()),
             *((mine[i], fsrs.Rating.Again, MISSED) for i in missed if i in mine),
@@ -155,7 +155,7 @@ class Reviews(Tables):
         ]
         for item, rating, source in grades:
             if item.id not in done:
-                grade(session, item, rating, source, message_id, now)
+                grade_item(session, item, rating, source, message_id, now)
                 done.add(item.id)
         for item_id in dict.fromkeys(offered):
             if item_id in mine and item_id not in done:
@@ -170,10 +170,10 @@ class Reviews(Tables):
             item = session.get(ReviewItem, item_id)
             if item is None or item.learner_id != learner_id:
                 return
-            if item.id in graded(session, [item.id], message_id):
+            if item.id in graded_for(session, [item.id], message_id):
                 return
             rating = fsrs.Rating.Good if right else fsrs.Rating.Again
-            grade(session, item, rating, REVIEW, message_id, now)
+            grade_item(session, item, rating, REVIEW, message_id, now)
 
         self._transaction(learner_id, work)
 

@@ -49,7 +49,7 @@ def _card(item: ReviewItem) -> fsrs.Card:
     )
 
 
-def grade(
+def grade_item(
     session: Session,
     item: ReviewItem,
     rating: fsrs.Rating,
@@ -87,7 +87,7 @@ def grade(
     )
 
 
-def graded(session: Session, item_ids: Iterable[int], message_id: int | None) -> set[int]:
+def graded_for(session: Session, item_ids: Iterable[int], message_id: int | None) -> set[int]:
     """Which of the items already have a grade for `message_id` (none for no message)."""
     ids = set(item_ids)
     if message_id is None or not ids:
@@ -124,7 +124,7 @@ class Patterns:
         correction (a new item, not yet graded, if there is none). An item keeps the key and
         terms of the wording that made it, so that what it matches stays put however its
         later wordings drift."""
-        rule = correction.rule.strip()[:MAX_KEY]
+        rule = " ".join(correction.rule.split())[:MAX_KEY]
         if not rule_key(rule):  # no rule, or one of nothing but filler and punctuation
             rule = derived_rule(correction.original, correction.corrected)
         key = rule_key(rule) or rule_key(correction.category) or "other"

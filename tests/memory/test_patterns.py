@@ -72,6 +72,12 @@ def test_derived_rule_names_the_changed_words() -> None:
     )
 
 
+def test_derived_rule_leaves_the_punctuation_around_words_out() -> None:
+    assert derived_rule("¿Tú es alto?", "¿Tú eres alto?") == "es → eres"
+    assert derived_rule("Yo es.", "Yo soy.") == "es → soy"
+    assert derived_rule("Hola amigo", "Hola, amigo") == "Hola amigo → Hola, amigo"
+
+
 def test_derived_rule_of_a_word_added_or_dropped() -> None:
     assert derived_rule("Fui playa", "Fui a la playa") == "… → a la"
     assert derived_rule("Voy a la casa", "Voy a casa") == "la → …"

@@ -352,6 +352,32 @@ def test_a_forgotten_learner_raises_learner_gone(reviewing: Store) -> None:
         reviewing.reviews.start_session(learner, Exercise(item_id, "fix", "a", "b"), [])
 
 
+def test_forget_during_a_turn_leaves_nothing_and_raises_learner_gone(
+    reviewing: Store, engine: Engine
+) -> None:
+    """/forget commits after record_turn found the learner and before it wrote: the turn's
+    items and grades are not written, and it says the learner is gone."""
+    user = unique_user("review")
+    learner = reviewing.learners.learner(user).id
+    message = _say(reviewing, learner)
+    forgot: list[bool] = []
+
+    def forget_first(_c: Any, _cu: Any, statement: str, *_: Any) -> None:
+        if not forgot and "FROM review_items" in statement:
+            forgot.append(True)
+            reviewing.learners.forget(learner)  # on another pooled connection
+
+    event.listen(engine, "before_cursor_execute", forget_first)
+    try:
+        with pytest.raises(LearnerGone):
+            reviewing.reviews.record_turn(learner, message, [BUENO, SER])
+    finally:
+        event.remove(engine, "before_cursor_execute", forget_first)
+    assert forgot
+    counts = reviewing.inspection.rows_about(learner, user)
+    assert counts == dict.fromkeys(counts, 0), counts
+
+
 def test_forget_leaves_no_review_rows(reviewing: Store) -> None:
     learner, bystander = _learner(reviewing), _learner(reviewing)
     for who in (learner, bystander):
