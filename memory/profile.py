@@ -22,6 +22,7 @@ from memory.profile_answer import (
     parse_profile_answer,
 )
 from memory.records import LEARNER, CorrectionRecord, ProfileState, StoredMessage
+from memory.review import PatternCount
 from memory.store import Store
 from prompts import as_data, render
 
@@ -48,6 +49,11 @@ PROFILE_MAX_TOKENS = 1500
 # prompt of up to `profile_max_batch` messages every few turns). Three: one bad answer is
 # common, three on the same messages is the batch, not bad luck.
 MAX_FAILED_ATTEMPTS = 3
+# The profile's recurring mistakes: this many of the learner's patterns lead the list (memory
+# /review.py counts them), the model's guesses fill it up to RECURRING_MAX.
+RECURRING_PATTERNS = 3
+RECURRING_MAX = 5
+KNOWN_PATTERNS = 50  # a guess that names any of these is the pattern's, not the model's
 
 
 def _field_schema(name: str) -> dict[str, Any]:
@@ -113,6 +119,40 @@ def correction_lines(corrections: Sequence[CorrectionRecord]) -> str:
         f"- {c.original} → {c.corrected} ({c.category})" + (f" ×{times}" if times > 1 else "")
         for c, times in seen.values()
     )
+
+
+def recurring_mistakes(patterns: Sequence[PatternCount], guessed: Any) -> list[str]:
+    """The profile's recurring mistakes: the learner's most frequent mistake patterns
+    (`patterns`, as review grouped their corrections; the first RECURRING_PATTERNS named, with
+    how often), then what the model guessed (`guessed`) that names none of them, up to
+    RECURRING_MAX."""
+    rules = [p.rule.casefold() for p in patterns]
+    named = [
+        f"{p.rule} (×{p.mistakes})" if p.mistakes > 1 else p.rule
+        for p in patterns[:RECURRING_PATTERNS]
+    ]
+    extra = [
+        g
+        for g in (guessed if isinstance(guessed, list) else [])
+        if isinstance(g, str) and not g.casefold().startswith(tuple(rules))
+    ]
+    return (named + extra)[:RECURRING_MAX]
+
+
+def _with_patterns(
+    store: Store, learner_id: int, old: dict[str, Any], data: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """`data` (None: the answer changed nothing) with its recurring mistakes led by the
+    learner's patterns, so the profile says what the learner really keeps getting wrong, not
+    the model's guess alone; None still when that changes nothing either."""
+    patterns = store.reviews.patterns(learner_id, limit=KNOWN_PATTERNS)
+    if not patterns:
+        return data
+    current = old if data is None else data
+    mistakes = recurring_mistakes(patterns, current.get("recurring_mistakes"))
+    if mistakes == current.get("recurring_mistakes"):
+        return data
+    return {**current, "recurring_mistakes": mistakes}
 
 
 def _pass_failing_batch(
@@ -182,6 +222,7 @@ def learn_profile(learner_id: int, *, store: Store, model: ChatModel, config: Me
     if data is not None:
         # Keys the answer leaves out keep their old values: a terse model cannot wipe facts.
         data = {**state.data, **data}
+    data = _with_patterns(store, learner_id, state.data, data)
     written = store.memory.save_profile(learner_id, state.version, data, new[-1].id, len(new))
     if not written:
         log.info("profile update for learner %s discarded: changed meanwhile", learner_id)

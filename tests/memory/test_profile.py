@@ -984,3 +984,67 @@ def test_a_profile_near_the_size_cap_can_still_be_updated(
     state = store.memory.profile(learner.id)
     assert "padel" in state.data["interests"]
     assert state.watermark == ids[-1]
+
+
+# -- recurring mistakes come from the patterns ----------------------------------------------
+
+
+def _mistake(store: Store, learner_id: int, rule: str, original: str, corrected: str) -> None:
+    """One learner message with one correction of pattern `rule`, graded by review."""
+    message = store.conversation.add_message(learner_id, LEARNER, f"... {original} ...", 5)
+    correction = CorrectionRecord(original, corrected, "why", "grammar", rule)
+    store.reviews.record_turn(learner_id, message.id, [correction])
+
+
+def test_recurring_mistakes_lead_with_the_patterns_most_frequent_first(
+    store: Store, fake_model: FakeChatModel
+) -> None:
+    learner = store.learners.learner(unique_user())
+    for _ in range(3):
+        _mistake(store, learner.id, "ser → estar for location", "soy en casa", "estoy en casa")
+    _mistake(store, learner.id, "bueno → buen before a masculine noun", "bueno día", "buen día")
+    _chat(store, learner.id, ["hoy trabajé mucho en el hospital"] * 5)
+    # The model guesses one pattern in its own words and one Pam has no pattern for.
+    fake_model.queue(
+        "profile",
+        '{"who": "Lena", "recurring_mistakes": ["ser → estar for location", "accents"]}',
+    )
+
+    assert _learn(store, fake_model, learner.id)
+
+    assert store.memory.profile(learner.id).data["recurring_mistakes"] == [
+        "ser → estar for location (×3)",
+        "bueno → buen before a masculine noun",
+        "accents",
+    ]
+
+
+def test_a_no_change_answer_still_brings_the_patterns_up_to_date(
+    store: Store, fake_model: FakeChatModel
+) -> None:
+    learner = store.learners.learner(unique_user())
+    _mistake(store, learner.id, "ser → estar for location", "soy en casa", "estoy en casa")
+    _chat(store, learner.id, ["hoy trabajé mucho en el hospital"] * 5)
+    fake_model.queue("profile", '{"who": "Lena", "recurring_mistakes": ["accents"]}')
+    assert _learn(store, fake_model, learner.id)
+    _mistake(store, learner.id, "ser → estar for location", "es en Madrid", "está en Madrid")
+    _chat(store, learner.id, ["mañana voy al cine con mi hermana"] * 5)
+    fake_model.queue("profile", '{"no_change": true}')
+
+    assert _learn(store, fake_model, learner.id)
+
+    data = store.memory.profile(learner.id).data
+    assert data == {
+        "who": "Lena",
+        "recurring_mistakes": ["ser → estar for location (×2)", "accents"],
+    }
+
+
+def test_without_patterns_the_models_guess_stands(store: Store, fake_model: FakeChatModel) -> None:
+    learner = store.learners.learner(unique_user())
+    _chat(store, learner.id, ["hoy trabajé mucho en el hospital"] * 5)
+    fake_model.queue("profile", '{"recurring_mistakes": ["accents"]}')
+
+    assert _learn(store, fake_model, learner.id)
+
+    assert store.memory.profile(learner.id).data == {"recurring_mistakes": ["accents"]}
