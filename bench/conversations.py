@@ -16,12 +16,14 @@ LONG_MIN_WORDS, LONG_MAX_WORDS = 40, 120
 
 @dataclass(frozen=True)
 class Mistake:
-    """A typical learner mistake: the wrong fragment, its correction, and why."""
+    """A typical learner mistake: the wrong fragment, its correction, why, and the name of
+    its pattern as a tutor model gives it (the same each time it recurs)."""
 
     wrong: str
     right: str
     category: str
     explanation: str
+    rule: str = ""
 
 
 @dataclass(frozen=True)
@@ -95,10 +97,28 @@ SPANISH = Learner(
         "number": ("tres", "cinco", "siete", "treinta y dos"),
     },
     mistakes=(
-        Mistake("yo voy al cine", "fui al cine", "conjugation", "Ayer → past tense: fui."),
-        Mistake("Yo es", "Soy", "conjugation", "With yo, ser is soy."),
-        Mistake("La problema", "El problema", "gender", "Problema is masculine."),
-        Mistake("muy difícil", "muy difíciles", "grammar", "The adjective agrees: plural."),
+        Mistake(
+            "yo voy al cine",
+            "fui al cine",
+            "conjugation",
+            "Ayer → past tense: fui.",
+            "past tense after ayer",
+        ),
+        Mistake("Yo es", "Soy", "conjugation", "With yo, ser is soy.", "yo es → soy"),
+        Mistake(
+            "La problema",
+            "El problema",
+            "gender",
+            "Problema is masculine.",
+            "el problema is masculine",
+        ),
+        Mistake(
+            "muy difícil",
+            "muy difíciles",
+            "grammar",
+            "The adjective agrees: plural.",
+            "adjective plural agreement",
+        ),
     ),
     replies=(
         "¡Qué bien, Tom!",
@@ -165,14 +185,27 @@ GERMAN = Learner(
         "number": ("neunundzwanzig", "einunddreißig", "vierunddreißig"),
     },
     mistakes=(
-        Mistake("Gestern ich bin", "Gestern bin ich", "word-order", "Verb second: bin ich."),
+        Mistake(
+            "Gestern ich bin",
+            "Gestern bin ich",
+            "word-order",
+            "Verb second: bin ich.",
+            "verb second after a time word",
+        ),
         Mistake(
             "habe ich gestern mit der Bus",
             "bin gestern mit dem Bus",
             "grammar",
             "Fahren takes sein; der Bus → mit dem Bus (dative).",
+            "fahren takes sein, mit + dative",
         ),
-        Mistake("die Dativ", "der Dativ", "gender", "Dativ is masculine: der Dativ."),
+        Mistake(
+            "die Dativ",
+            "der Dativ",
+            "gender",
+            "Dativ is masculine: der Dativ.",
+            "der Dativ is masculine",
+        ),
     ),
     replies=(
         "Das klingt wirklich toll, Lucía!",
@@ -279,26 +312,42 @@ FRENCH = Learner(
             "Bien que je sois",
             "mood",
             "Bien que takes the subjunctive: je sois.",
+            "bien que + subjunctive",
         ),
-        Mistake("Si j'aurais", "Si j'avais", "conditional", "After si, the imperfect: j'avais."),
+        Mistake(
+            "Si j'aurais",
+            "Si j'avais",
+            "conditional",
+            "After si, the imperfect: j'avais.",
+            "si + imperfect, not conditional",
+        ),
         Mistake(
             "que j'ai pris",
             "que j'ai prises",
             "agreement",
             "The participle agrees with les photos, placed before avoir.",
+            "past participle agrees with a preceding object",
         ),
         Mistake(
             "que je t'ai parlé",
             "dont je t'ai parlé",
             "grammar",
             "Parler de quelque chose → dont.",
+            "parler de → dont",
         ),
-        Mistake("faut que tu viens", "faut que tu viennes", "mood", "Il faut que + subjunctive."),
+        Mistake(
+            "faut que tu viens",
+            "faut que tu viennes",
+            "mood",
+            "Il faut que + subjunctive.",
+            "il faut que + subjunctive",
+        ),
         Mistake(
             "Après que nous soyons",
             "Après que nous sommes",
             "mood",
             "Après que takes the indicative.",
+            "après que + indicative",
         ),
     ),
     replies=(
@@ -388,6 +437,7 @@ def corrections_for(learner: Learner, text: str) -> list[dict[str, str]]:
                     "corrected": right,
                     "explanation": mistake.explanation,
                     "category": mistake.category,
+                    "rule": mistake.rule,
                 }
             )
     return found[:3]

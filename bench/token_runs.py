@@ -9,6 +9,7 @@ import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bench.conversations import LOW_INFO_CHAT, Learner, learner_messages
@@ -17,6 +18,7 @@ from bot.prompt import reply_prompt
 from bot.runtime import Pam
 from bot.settings import LimitSettings, LLMSettings, Settings
 from memory import db
+from memory.clock import Clock, ManualClock
 from memory.config import MemoryConfig
 from memory.llm import ChatMessage
 from memory.profile import PROFILE_MAX_TOKENS
@@ -27,6 +29,10 @@ from webhooks.wiring import build
 REPLY_MODEL = "gpt-4o"
 MEMORY_MODEL = "gpt-4o-mini"
 BASELINE_WINDOW = 20
+# The scripted learners write 20 messages a day, as the month's cost assumes, on a clock of
+# the benchmark's own: review items fall due by it, and the run is the same on any day.
+START = datetime(2026, 1, 5, 8, 0, tzinfo=UTC)
+BETWEEN_MESSAGES = timedelta(days=1) / 20
 
 Progress = Callable[[str], None]
 
@@ -72,14 +78,22 @@ def bench_settings(database_url: str, memory: MemoryConfig) -> Settings:
 
 
 @contextmanager
-def temporary_pam(memory: MemoryConfig, model: ScriptedModel) -> Iterator[Pam]:
-    """Pam on a fresh SQLite file with `memory` and `model`, memory jobs inline; the file is
-    removed afterwards."""
+def temporary_pam(
+    memory: MemoryConfig, model: ScriptedModel, clock: Clock | None = None
+) -> Iterator[Pam]:
+    """Pam on a fresh SQLite file with `memory` and `model`, memory jobs inline, time by
+    `clock` (a benchmark clock at START by default); the file is removed afterwards."""
     with tempfile.TemporaryDirectory(prefix="pam-bench-") as tmp:
         url = f"sqlite:///{Path(tmp) / 'bench.db'}"
         engine = db.make_engine(url)
         db.upgrade(engine)
-        pam = build(bench_settings(url, memory), model=model, submit=lambda w: w(), engine=engine)
+        pam = build(
+            bench_settings(url, memory),
+            model=model,
+            submit=lambda w: w(),
+            engine=engine,
+            clock=clock or ManualClock(START),
+        )
         try:
             yield pam
         finally:
@@ -99,11 +113,13 @@ def run_pam(
     model = ScriptedModel(counter, learners)
     scripts = {learner.target: learner_messages(learner, turns) for learner in learners}
     series = {learner.target: Series() for learner in learners}
-    with temporary_pam(memory, model) as pam:
+    clock = ManualClock(START)
+    with temporary_pam(memory, model, clock) as pam:
         for learner in learners:
             pam.tutor.handle(learner.external_id, f"/language {learner.target} {learner.native}")
             pam.tutor.handle(learner.external_id, f"/level {learner.level}")
         for turn in range(turns):
+            clock.advance(BETWEEN_MESSAGES)
             for learner in learners:
                 first = len(model.calls)
                 pam.tutor.handle(learner.external_id, scripts[learner.target][turn], learner.name)
