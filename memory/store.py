@@ -1,5 +1,6 @@
-"""The message store: one engine's learners, conversations, memory state, ledger and
-inspection, each a part named for its domain; a consumer that needs one part takes just it."""
+"""The message store: one engine's learners, conversations, memory state, ledger,
+inspection, recall and review, each a part named for its domain; a consumer that needs one
+part takes just it."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from memory.learners import Learners
 from memory.ledger import Ledger
 from memory.memory_state import MemoryState
 from memory.recall import Recall
+from memory.review import Reviews
 
 
 class Store:
@@ -25,3 +27,4 @@ class Store:
         self.ledger = Ledger(engine, clock)
         self.inspection = Inspection(engine, clock)
         self.recall = Recall(engine, clock)
+        self.reviews = Reviews(engine, clock)

@@ -15,7 +15,7 @@ from memory import db
 from memory.backends import backend_for
 from memory.clock import ManualClock, utcnow
 from memory.jobs import FOLD, Coordinator
-from memory.models import Base, Learner, Profile, Summary
+from memory.models import Base, Chart, Learner, Profile, ReviewItem, Summary
 from memory.records import (
     LEARNER,
     LEARNER_TABLES,
@@ -28,6 +28,7 @@ from memory.records import (
     ReplyRecord,
     StoredMessage,
 )
+from memory.review import Exercise
 from memory.store import Store
 from tests.conftest import unique_user, unread_by_profile
 
@@ -76,6 +77,15 @@ def _fill_every_table(store: Store, learner_id: int) -> None:
     profile = store.memory.profile(learner_id)
     assert store.memory.save_profile(learner_id, profile.version, {"who": "Lena"}, ids[0], 1)
     assert Coordinator(store.learners.engine, 300).mark(learner_id, FOLD)
+    store.reviews.record_turn(
+        learner_id, ids[0], [CorrectionRecord("yo es", "yo soy", "ser", "verb", "ser for identity")]
+    )
+    with store.inspection.sessions.begin() as session:
+        item_id = session.scalars(
+            select(ReviewItem.id).where(ReviewItem.learner_id == learner_id)
+        ).one()
+        session.add(Chart(learner_id=learner_id, nonce=uuid.uuid4().hex, png=b"\x89PNG"))
+    store.reviews.start_session(learner_id, Exercise(item_id, "fix", "yo es", "yo soy"), [])
 
 
 # -- learners -----------------------------------------------------------------------------

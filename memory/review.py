@@ -1,0 +1,339 @@
+"""Review: each learner's recurring mistakes as spaced-repetition items. Every correction
+joins its pattern's item (memory/patterns.py finds it), which FSRS schedules; a turn grades
+its items (made again, used correctly, missed where the reply invited it), the reply prompt
+asks for the items due, and /review practises them one exercise at a time."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+import fsrs
+from sqlalchemy import Select, delete, func, or_, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+from sqlalchemy.orm.exc import StaleDataError
+
+from memory.db import Tables
+from memory.models import Learner, ReviewItem, ReviewLog, ReviewSession
+from memory.records import CorrectionRecord, LearnerGone
+from memory.review_items import MISSED, MISTAKE, REVIEW, USED, Patterns, grade, graded
+
+# An item the reply prompt carried this many times without the learner taking it up (no
+# grade) rests: a friend who brings the same thing up every few messages is nagging. It is
+# offered again once REST has passed since the last offer: a later conversation.
+OFFERS_BEFORE_REST = 2
+REST = timedelta(hours=4)
+
+_MAX_KIND = 20
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class DueItem:
+    """A review item as the prompt and /review use it: its rule and latest example."""
+
+    id: int
+    rule: str
+    original: str
+    corrected: str
+    explanation: str
+    category: str
+    due: datetime
+    state: int
+    mistakes: int
+    successes: int
+
+
+@dataclass(frozen=True)
+class PatternCount:
+    """One of a learner's recurring mistakes: how often made, and when last."""
+
+    rule: str
+    mistakes: int
+    last_seen: datetime
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """What /review asks about one item: "fix" (the learner's original, to correct) or "gap"
+    (the corrected form with the changed words blanked), and the answer it takes."""
+
+    item_id: int
+    kind: str
+    prompt: str
+    expected: str
+
+
+@dataclass(frozen=True)
+class ReviewState:
+    """A /review under way: the exercise asked, the item ids still to come, the score."""
+
+    exercise: Exercise
+    queue: tuple[int, ...]
+    asked: int
+    right: int
+    started_at: datetime
+
+
+_DUE_COLUMNS = (
+    ReviewItem.id,
+    ReviewItem.rule,
+    ReviewItem.original,
+    ReviewItem.corrected,
+    ReviewItem.explanation,
+    ReviewItem.category,
+    ReviewItem.due,
+    ReviewItem.state,
+    ReviewItem.mistakes,
+    ReviewItem.successes,
+)
+
+
+def _due(learner_id: int, now: datetime) -> Select[*tuple[Any, ...]]:
+    """The learner's items due at `now`, most overdue first (the index on (learner_id, due))."""
+    return (
+        select(*_DUE_COLUMNS)
+        .where(ReviewItem.learner_id == learner_id, ReviewItem.due <= now)
+        .order_by(ReviewItem.due, ReviewItem.id)
+    )
+
+
+class Reviews(Tables):
+    """Review items, their grades, the items due, and /review sessions."""
+
+    def record_turn(
+        self,
+        learner_id: int,
+        message_id: int,
+        corrections: Sequence[CorrectionRecord],
+        *,
+        used: Sequence[int] = (),
+        missed: Sequence[int] = (),
+        offered: Sequence[int] = (),
+    ) -> None:
+        """Record what one learner message (`message_id`) did to the learner's items, in one
+        transaction: each correction joins its pattern's item and grades it Again; `missed`
+        items grade Again and `used` ones Good; `offered` ones (in this turn's prompt) count
+        an offer unless graded. One grade per item and message: a turn run again grades
+        nothing twice. Item ids not the learner's are ignored. Nothing to record: no query."""
+        if not (corrections or used or missed or offered):
+            return
+        self._transaction(
+            learner_id,
+            lambda session, now: self._record(
+                session, learner_id, message_id, corrections, used, missed, offered, now
+            ),
+        )
+
+    def _record(
+        self,
+        session: Session,
+        learner_id: int,
+        message_id: int,
+        corrections: Sequence[CorrectionRecord],
+        used: Sequence[int],
+        missed: Sequence[int],
+        offered: Sequence[int],
+        now: datetime,
+    ) -> None:
+        made: dict[int, ReviewItem] = {}
+        if corrections:
+            patterns = Patterns(session, learner_id, now)
+            for correction in corrections:
+                item = patterns.join(correction, message_id)
+                made.setdefault(item.id, item)
+        mine = _own(session, learner_id, {*used, *missed, *offered} - set(made))
+        done = graded(session, [*made, *mine], message_id)
+        grades = [
+            *((item, fsrs.Rating.Again, MISTAKE) for item in made.values()),
+            *((mine[i], fsrs.Rating.Again, MISSED) for i in missed if i in mine),
+            *((mine[i], fsrs.Rating.Good, USED) for i in used if i in mine),
+        ]
+        for item, rating, source in grades:
+            if item.id not in done:
+                grade(session, item, rating, source, message_id, now)
+                done.add(item.id)
+        for item_id in dict.fromkeys(offered):
+            if item_id in mine and item_id not in done:
+                mine[item_id].offers += 1
+                mine[item_id].offered_at = now
+
+    def grade(self, learner_id: int, item_id: int, right: bool, message_id: int | None) -> None:
+        """Grade a /review answer: Good if `right`, else Again (one per item and message; an
+        item not the learner's is ignored)."""
+
+        def work(session: Session, now: datetime) -> None:
+            item = session.get(ReviewItem, item_id)
+            if item is None or item.learner_id != learner_id:
+                return
+            if item.id in graded(session, [item.id], message_id):
+                return
+            rating = fsrs.Rating.Good if right else fsrs.Rating.Again
+            grade(session, item, rating, REVIEW, message_id, now)
+
+        self._transaction(learner_id, work)
+
+    def due_for_prompt(
+        self, learner_id: int, before_message_id: int, limit: int = 2
+    ) -> list[DueItem]:
+        """The items to carry in a reply prompt, most overdue first: due now, last made in a
+        message older than `before_message_id` (out of the prompt's verbatim window, which
+        shows the correction already), and not resting (see REST). One query on the index
+        (learner_id, due), as it runs on every turn."""
+        now = self.clock()
+        query = (
+            _due(learner_id, now)
+            .where(
+                ReviewItem.last_message_id < before_message_id,
+                or_(
+                    ReviewItem.offers < OFFERS_BEFORE_REST,
+                    ReviewItem.offered_at <= now - REST,
+                ),
+            )
+            .limit(max(limit, 0))
+        )
+        return self._items(query)
+
+    def due(self, learner_id: int) -> list[DueItem]:
+        """Every item due now, most overdue first."""
+        return self._items(_due(learner_id, self.clock()))
+
+    def next_due(self, learner_id: int) -> datetime | None:
+        """When the learner's next item is due (in the past if one is due now); None without
+        items."""
+        with self.single.connect() as connection:
+            return connection.scalar(
+                select(func.min(ReviewItem.due)).where(ReviewItem.learner_id == learner_id)
+            )
+
+    def item(self, learner_id: int, item_id: int) -> DueItem | None:
+        """The learner's item `item_id`, or None (none such, or another learner's)."""
+        found = self._items(
+            select(*_DUE_COLUMNS).where(
+                ReviewItem.learner_id == learner_id, ReviewItem.id == item_id
+            )
+        )
+        return found[0] if found else None
+
+    def patterns(self, learner_id: int, limit: int = 3) -> list[PatternCount]:
+        """The learner's recurring mistakes for the profile: the most often made first, then
+        the most recently made."""
+        last_seen = func.max(ReviewLog.reviewed_at).label("last_seen")
+        query = (
+            select(ReviewItem.rule, ReviewItem.mistakes, last_seen)
+            .join(ReviewLog, ReviewLog.item_id == ReviewItem.id)
+            .where(
+                ReviewItem.learner_id == learner_id,
+                ReviewItem.mistakes > 0,
+                ReviewLog.source.in_((MISTAKE, MISSED)),
+            )
+            .group_by(ReviewItem.id, ReviewItem.rule, ReviewItem.mistakes)
+            .order_by(ReviewItem.mistakes.desc(), last_seen.desc(), ReviewItem.id.desc())
+            .limit(max(limit, 0))
+        )
+        with self.single.connect() as connection:
+            return [
+                PatternCount(r.rule, r.mistakes, r.last_seen) for r in connection.execute(query)
+            ]
+
+    def _items(self, query: Select[*tuple[Any, ...]]) -> list[DueItem]:
+        with self.single.connect() as connection:
+            return [DueItem(**row._mapping) for row in connection.execute(query)]
+
+    def _transaction(self, learner_id: int, work: Callable[[Session, datetime], T]) -> T:
+        """`work` in one transaction, the learner's row there (else LearnerGone), given the
+        clock's time. A unique constraint lost to a concurrent writer (the same turn run
+        twice at once) runs it once more, to see the winner's rows and write nothing twice;
+        a row deleted under it (/forget) ends the same way, in LearnerGone."""
+        try:
+            return self._attempt(learner_id, work)
+        except (IntegrityError, StaleDataError):
+            return self._attempt(learner_id, work)
+
+    def _attempt(self, learner_id: int, work: Callable[[Session, datetime], T]) -> T:
+        with self.sessions.begin() as session:
+            if session.get(Learner, learner_id) is None:
+                raise LearnerGone(learner_id)
+            return work(session, self.clock().astimezone(UTC))
+
+    # -- /review sessions -------------------------------------------------------------------
+
+    def session(self, learner_id: int) -> ReviewState | None:
+        """The learner's /review under way, or None."""
+        with self.sessions() as session:
+            row = session.get(ReviewSession, learner_id)
+            if row is None:
+                return None
+            exercise = Exercise(row.item_id, row.kind, row.exercise, row.expected)
+            queue = tuple(i for i in row.queue if isinstance(i, int))
+            return ReviewState(exercise, queue, row.asked, row.right, row.started_at)
+
+    def start_session(self, learner_id: int, first: Exercise, queue: Sequence[int]) -> None:
+        """Start a /review (replacing any under way) that asks `first`, then the items of
+        `queue`. Raises ValueError if `first` is not about one of the learner's items."""
+
+        def work(session: Session, now: datetime) -> None:
+            item = session.get(ReviewItem, first.item_id)
+            if item is None or item.learner_id != learner_id:
+                raise ValueError(f"item {first.item_id} is not the learner's")
+            session.execute(delete(ReviewSession).where(ReviewSession.learner_id == learner_id))
+            row = ReviewSession(
+                learner_id=learner_id,
+                queue=[int(i) for i in queue],
+                asked=1,
+                right=0,
+                started_at=now,
+            )
+            _ask(row, first, now)
+            session.add(row)
+
+        self._transaction(learner_id, work)
+
+    def next_exercise(
+        self, learner_id: int, right: bool | None, following: Exercise | None
+    ) -> None:
+        """Score the answer to the exercise asked (`right`; None: it was no attempt) and ask
+        `following` (taken from the queue); or with None end the session (its score gone
+        with it: `session` has it, up to this answer)."""
+        with self.sessions.begin() as session:
+            row = session.get(ReviewSession, learner_id)
+            if row is None:
+                return
+            if following is None:
+                session.delete(row)
+                return
+            row.right += 1 if right else 0
+            row.asked += 1
+            queue = list(row.queue)
+            if following.item_id in queue:
+                queue.remove(following.item_id)
+            row.queue = queue
+            _ask(row, following, self.clock())
+
+    def end_session(self, learner_id: int) -> None:
+        """End the learner's /review, if one is under way."""
+        with self.sessions.begin() as session:
+            session.execute(delete(ReviewSession).where(ReviewSession.learner_id == learner_id))
+
+
+def _own(session: Session, learner_id: int, item_ids: set[int]) -> dict[int, ReviewItem]:
+    """Those of the items that are the learner's, by id (another learner's are left out)."""
+    if not item_ids:
+        return {}
+    query = select(ReviewItem).where(
+        ReviewItem.learner_id == learner_id, ReviewItem.id.in_(item_ids)
+    )
+    return {item.id: item for item in session.scalars(query)}
+
+
+def _ask(row: ReviewSession, exercise: Exercise, now: datetime) -> None:
+    """Make `exercise` the one the session is waiting on."""
+    row.item_id = exercise.item_id
+    row.kind = exercise.kind[:_MAX_KIND]
+    row.exercise = exercise.prompt
+    row.expected = exercise.expected
+    row.updated_at = now
