@@ -36,13 +36,13 @@ from tests.helpers.review import (
     BUEN,
     CHAT,
     SER,
+    due_scene,
     grades,
     item_ids,
     review_pam,
     say,
     section,
     system_of,
-    with_due_mistakes,
 )
 
 AGAIN, GOOD = 1, 3  # fsrs.Rating
@@ -59,9 +59,7 @@ def due_item(original: str, corrected: str) -> DueItem:
 def test_a_whole_session_fix_right_then_gap_wrong_then_the_score(
     settings: Settings, engine: Engine
 ) -> None:
-    model, clock = FakeChatModel(), ManualClock()
-    pam = review_pam(settings, engine, model, clock)
-    ana = with_due_mistakes(pam, model, clock, BUEN, SER)
+    pam, model, _clock, ana = due_scene(settings, engine, BUEN, SER)
     ids = item_ids(engine, ana.info.id)
     calls = len(model.calls)
 
@@ -113,9 +111,7 @@ def test_a_whole_session_fix_right_then_gap_wrong_then_the_score(
 def test_chatting_about_something_else_ends_the_session_and_the_reply_stands(
     settings: Settings, engine: Engine
 ) -> None:
-    model, clock = FakeChatModel(), ManualClock()
-    pam = review_pam(settings, engine, model, clock)
-    ana = with_due_mistakes(pam, model, clock, BUEN, SER)
+    pam, model, _clock, ana = due_scene(settings, engine, BUEN, SER)
     say(pam, ana.user, "/review")
     model.queue("reply", reply_json("¡Qué bonito! ¿Y luego?", exercise="none"))
     turn = say(pam, ana.user, "Ayer fui al cine con mi hermana.")
@@ -136,9 +132,7 @@ def test_an_answer_with_no_readable_verdict_is_chat(
     settings: Settings, engine: Engine, fields: dict[str, Any]
 ) -> None:
     """Never a grade on a guess: the session ends and the reply goes out as it is."""
-    model, clock = FakeChatModel(), ManualClock()
-    pam = review_pam(settings, engine, model, clock)
-    ana = with_due_mistakes(pam, model, clock, BUEN)
+    pam, model, _clock, ana = due_scene(settings, engine, BUEN)
     say(pam, ana.user, "/review")
     model.queue("reply", reply_json("Vale.", **fields))
     assert say(pam, ana.user, "no sé").replies == ["Vale."]
@@ -149,9 +143,7 @@ def test_an_answer_with_no_readable_verdict_is_chat(
 def test_review_again_during_a_session_repeats_the_exercise(
     settings: Settings, engine: Engine
 ) -> None:
-    model, clock = FakeChatModel(), ManualClock()
-    pam = review_pam(settings, engine, model, clock)
-    ana = with_due_mistakes(pam, model, clock, BUEN)
+    pam, _model, _clock, ana = due_scene(settings, engine, BUEN)
     say(pam, ana.user, "/review")
     session = pam.store.reviews.session(ana.info.id)
     assert session is not None
@@ -160,9 +152,7 @@ def test_review_again_during_a_session_repeats_the_exercise(
 
 
 def test_a_session_left_for_a_day_is_over(settings: Settings, engine: Engine) -> None:
-    model, clock = FakeChatModel(), ManualClock()
-    pam = review_pam(settings, engine, model, clock)
-    ana = with_due_mistakes(pam, model, clock, BUEN)
+    pam, model, clock, ana = due_scene(settings, engine, BUEN)
     say(pam, ana.user, "/review")
     clock.advance(STALE + timedelta(minutes=1))
     model.queue("reply", reply_json("¡Hola de nuevo!"))
@@ -196,9 +186,7 @@ def test_nothing_due_says_when_the_next_item_is(settings: Settings, engine: Engi
 
 
 def test_review_off(settings: Settings, engine: Engine) -> None:
-    model, clock = FakeChatModel(), ManualClock()
-    pam = review_pam(settings, engine, model, clock, review=False)
-    ana = with_due_mistakes(pam, model, clock, BUEN)
+    pam, _model, _clock, ana = due_scene(settings, engine, BUEN, review=False)
     assert say(pam, ana.user, "/review").replies == [REVIEW_OFF]
     assert pam.store.reviews.session(ana.info.id) is None
 
@@ -213,9 +201,7 @@ def test_help_lists_review() -> None:
 def test_forget_during_a_session_ends_it_with_everything_else(
     settings: Settings, engine: Engine
 ) -> None:
-    model, clock = FakeChatModel(), ManualClock()
-    pam = review_pam(settings, engine, model, clock)
-    ana = with_due_mistakes(pam, model, clock, BUEN)
+    pam, model, _clock, ana = due_scene(settings, engine, BUEN)
     say(pam, ana.user, "/review")
     assert say(pam, ana.user, "/forget").replies == [phrases.FORGOTTEN]
     assert pam.store.reviews.session(ana.info.id) is None
@@ -227,9 +213,7 @@ def test_forget_during_a_session_ends_it_with_everything_else(
 def test_forget_while_the_answer_is_with_the_model_drops_the_turn(
     settings: Settings, engine: Engine
 ) -> None:
-    model, clock = FakeChatModel(), ManualClock()
-    pam = review_pam(settings, engine, model, clock)
-    ana = with_due_mistakes(pam, model, clock, BUEN)
+    pam, model, _clock, ana = due_scene(settings, engine, BUEN)
     say(pam, ana.user, "/review")
 
     def forgotten_meanwhile(messages: Sequence[ChatMessage]) -> str:

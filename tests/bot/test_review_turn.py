@@ -45,6 +45,7 @@ from tests.helpers.review import (
     CHAT,
     MISTAKE,
     SER,
+    due_scene,
     grades,
     item_ids,
     offers,
@@ -52,7 +53,6 @@ from tests.helpers.review import (
     say,
     section,
     system_of,
-    with_due_mistakes,
 )
 from webhooks.wiring import build
 
@@ -186,9 +186,7 @@ def test_a_turn_with_nothing_due_has_the_prompt_and_schema_of_before(
 def test_pam_review_off_offers_nothing_but_still_records_the_patterns(
     settings: Settings, engine: Engine
 ) -> None:
-    model, clock = FakeChatModel(), ManualClock()
-    pam = review_pam(settings, engine, model, clock, review=False)
-    ana = with_due_mistakes(pam, model, clock, BUEN)
+    pam, model, _clock, ana = due_scene(settings, engine, BUEN, review=False)
     model.queue("reply", reply_json("¡Bien!", review={"used": [1], "missed": []}))
     turn = say(pam, ana.user, "Tengo un buen amigo.")
     call = model.of("reply")[-1]
@@ -204,9 +202,7 @@ def test_pam_review_off_offers_nothing_but_still_records_the_patterns(
 
 
 def test_the_report_grades_used_good_and_missed_again(settings: Settings, engine: Engine) -> None:
-    model, clock = FakeChatModel(), ManualClock()
-    pam = review_pam(settings, engine, model, clock)
-    ana = with_due_mistakes(pam, model, clock, BUEN, SER)
+    pam, model, _clock, ana = due_scene(settings, engine, BUEN, SER)
     ids = item_ids(engine, ana.info.id)
 
     def answer(messages: Sequence[ChatMessage]) -> str:
@@ -227,9 +223,7 @@ def test_the_report_grades_used_good_and_missed_again(settings: Settings, engine
 def test_a_turn_run_again_after_a_crash_grades_once(settings: Settings, engine: Engine) -> None:
     """The model answered but the worker died before the reply was written: the turn runs
     again for the same inbox item, is answered again, and grades nothing twice."""
-    model, clock = FakeChatModel(), ManualClock()
-    pam = review_pam(settings, engine, model, clock)
-    ana = with_due_mistakes(pam, model, clock, BUEN)
+    pam, model, _clock, ana = due_scene(settings, engine, BUEN)
     inbox_id = uuid.uuid4().int % 2**62
     used = reply_json("¡Bien!", review={"used": [1], "missed": []})
     model.queue("reply", used, used)
@@ -252,9 +246,7 @@ def test_a_turn_run_again_after_a_crash_grades_once(settings: Settings, engine: 
 def test_an_answer_without_a_readable_report_grades_nothing_and_counts_the_offer(
     settings: Settings, engine: Engine, fields: dict[str, Any]
 ) -> None:
-    model, clock = FakeChatModel(), ManualClock()
-    pam = review_pam(settings, engine, model, clock)
-    ana = with_due_mistakes(pam, model, clock, BUEN)
+    pam, model, _clock, ana = due_scene(settings, engine, BUEN)
     model.queue("reply", reply_json("¡Genial!", **fields))
     assert say(pam, ana.user, CHAT).replies[0].startswith("¡Genial!")
     (item,) = item_ids(engine, ana.info.id).values()
@@ -265,9 +257,7 @@ def test_an_answer_without_a_readable_report_grades_nothing_and_counts_the_offer
 def test_a_failing_grade_never_costs_the_learner_the_reply(
     settings: Settings, engine: Engine, caplog: pytest.LogCaptureFixture
 ) -> None:
-    model, clock = FakeChatModel(), ManualClock()
-    pam = review_pam(settings, engine, model, clock)
-    ana = with_due_mistakes(pam, model, clock, BUEN)
+    pam, model, _clock, ana = due_scene(settings, engine, BUEN)
 
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("database on fire: Tengo un buen amigo")
@@ -284,9 +274,7 @@ def test_a_failing_grade_never_costs_the_learner_the_reply(
 def test_the_turn_log_line_counts_the_review_and_quotes_nothing(
     settings: Settings, engine: Engine, caplog: pytest.LogCaptureFixture
 ) -> None:
-    model, clock = FakeChatModel(), ManualClock()
-    pam = review_pam(settings, engine, model, clock)
-    ana = with_due_mistakes(pam, model, clock, BUEN)
+    pam, _model, _clock, ana = due_scene(settings, engine, BUEN)
     with caplog.at_level(logging.INFO, logger="bot.tutor"):
         turn = say(pam, ana.user, CHAT)
     (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("turn ")]

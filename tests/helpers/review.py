@@ -79,6 +79,15 @@ def with_due_mistakes(
     return Learner(user, learner_of(pam, user))
 
 
+def due_scene(
+    settings: Settings, engine: Engine, *corrections: dict[str, str], **memory: object
+) -> tuple[Pam, FakeChatModel, ManualClock, Learner]:
+    """A fresh `review_pam` (with `memory` knobs) and a learner `with_due_mistakes`."""
+    model, clock = FakeChatModel(), ManualClock()
+    pam = review_pam(settings, engine, model, clock, **memory)
+    return pam, model, clock, with_due_mistakes(pam, model, clock, *corrections)
+
+
 def system_of(call: Call) -> str:
     return call.messages[0]["content"]
 
