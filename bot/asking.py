@@ -14,6 +14,7 @@ from typing import Any
 from bot import corrections, recall
 from bot.prompt import reply_prompt
 from bot.recall import NO_RECALL, RecallUse
+from bot.review import Asked
 from bot.settings import Settings
 from memory.clock import Clock, utcnow
 from memory.llm import (
@@ -61,34 +62,45 @@ class Asking:
         self.clock = clock  # recall's dates go by it
 
     def ask(
-        self, learner_id: int, text: str, context: Context, stored_id: int
+        self,
+        learner_id: int,
+        text: str,
+        context: Context,
+        stored_id: int,
+        review: Asked | None = None,
     ) -> tuple[Completion, RecallUse]:
         """The reply's completion (every call before its own in `billed`) and what recall
         did. PAM_RECALL=tool offers the model the recall tool and, when it calls it, asks
         once more without tools with what the search found; a provider that takes no tools
         gets the auto path instead (learned once per process by the client). auto searches
-        when the message asks for it (bot.recall.wants_recall)."""
+        when the message asks for it (bot.recall.wants_recall). `review`: what review adds
+        to the prompt and to the answer's schema (bot.review), on every request."""
         mode = self.memory.recall if self.searcher is not None else "off"
         earlier: tuple[Usage, ...] = ()
         if mode == "tool":
-            prompt = self._prompt(context, tool=True)
+            prompt = self._prompt(context, review, tool=True)
             try:
-                first = self._complete(prompt, tools=[recall.RECALL_TOOL])
+                first = self._complete(prompt, review, tools=[recall.RECALL_TOOL])
             except ToolsRefused as exc:
                 earlier, mode = exc.billed, "auto"
             else:
-                return self._after_tools(first, prompt, learner_id, text)
+                return self._after_tools(first, prompt, learner_id, text, review)
         lines, used = "", NO_RECALL
         if mode == "auto" and recall.wants_recall(text, _known(context, stored_id)):
             lines, count = self._recall(learner_id, text)
             used = RecallUse(
                 "auto", count, self.counter.count(recall.section(lines)) if count else 0
             )
-        prompt = self._prompt(context, recall.section(lines) if lines else "")
-        return self._again(prompt, earlier), used
+        prompt = self._prompt(context, review, recall.section(lines) if lines else "")
+        return self._again(prompt, review, earlier), used
 
     def _after_tools(
-        self, first: Completion, prompt: list[ChatMessage], learner_id: int, text: str
+        self,
+        first: Completion,
+        prompt: list[ChatMessage],
+        learner_id: int,
+        text: str,
+        review: Asked | None,
     ) -> tuple[Completion, RecallUse]:
         """The reply after an answer to a request that offered the recall tool. No tool
         called: that answer. A recall call (the first, if several; anything it wrote beside
@@ -111,14 +123,14 @@ class Asking:
         if not calls:
             if first.text and corrections.reply_problem(first.text) is None:
                 return replace(first, tool_calls=()), NO_RECALL
-            return self._again(prompt, first.calls), NO_RECALL
+            return self._again(prompt, review, first.calls), NO_RECALL
         query = recall.tool_query(calls[0]) or text
         lines, count = self._recall(learner_id, query)
         # The call as it was run: arguments the model garbled are not sent back to it.
         ran = ToolCall(calls[0].id, recall.TOOL_NAME, json.dumps({"query": query}))
         asked = [*prompt, *recall.tool_exchange(ran, lines)]
         tokens = self.counter.count(recall.section(lines)) if count else 0
-        return self._again(asked, first.calls), RecallUse("tool", count, tokens)
+        return self._again(asked, review, first.calls), RecallUse("tool", count, tokens)
 
     def _recall(self, learner_id: int, query: str) -> tuple[str, int]:
         """What a search of `learner_id`'s past for `query` found, as the section's lines
@@ -137,37 +149,43 @@ class Asking:
         )
 
     def _prompt(
-        self, context: Context, recalled: str = "", *, tool: bool = False
+        self, context: Context, review: Asked | None, recalled: str = "", *, tool: bool = False
     ) -> list[ChatMessage]:
         return reply_prompt(
             context,
             summary_cap_chars=self.memory.summary_max_tokens * 8,
             recalled=recalled,
             tool=tool,
+            review=review,
         )
 
     def _complete(
-        self, messages: Sequence[ChatMessage], tools: Sequence[Tool] | None = None
+        self,
+        messages: Sequence[ChatMessage],
+        review: Asked | None,
+        tools: Sequence[Tool] | None = None,
     ) -> Completion:
-        """One reply completion; `tools` are passed only when offered (older ChatModels
-        take none)."""
+        """One reply completion, in the schema with `review`'s report when it asks for one;
+        `tools` are passed only when offered (older ChatModels take none)."""
         offered: dict[str, Any] = {"tools": tools} if tools else {}
         return self.model.complete(
             messages,
             model=self.settings.llm.model,
             max_tokens=self.settings.llm.reply_max_tokens,
             purpose="reply",
-            schema=corrections.REPLY_SCHEMA,
+            schema=corrections.reply_schema(review.schema) if review else corrections.REPLY_SCHEMA,
             # JSON with no chat message in it is asked for again, like any unusable answer.
             accept=corrections.reply_problem,
             **offered,
         )
 
-    def _again(self, messages: Sequence[ChatMessage], earlier: tuple[Usage, ...]) -> Completion:
+    def _again(
+        self, messages: Sequence[ChatMessage], review: Asked | None, earlier: tuple[Usage, ...]
+    ) -> Completion:
         """A reply completion without tools, the calls `earlier` billed before it counted
         with it (or with the failure)."""
         try:
-            completion = self._complete(messages)
+            completion = self._complete(messages, review)
         except LLMError as exc:
             exc.billed = (*earlier, *exc.billed)
             raise

@@ -1,4 +1,5 @@
-"""Slash commands, the same on every channel: /start /help /profile /forget /language /level."""
+"""Slash commands, the same on every channel: /start /help /profile /forget /language /level
+/review."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from bot.languages import (
     languages_of,
     normalize_level,
 )
+from bot.review import Reviewing
 from memory.profile import FIELDS, document
 from memory.records import LearnerInfo
 from memory.store import Store
@@ -72,8 +74,9 @@ LABELS = {
 class Commands:
     """Answers commands for one learner; `forget` is the only one that erases anything."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, review: Reviewing | None = None) -> None:
         self.store = store
+        self.review = review or Reviewing(store.reviews)
         self.handlers: dict[str, Callable[[LearnerInfo, Command], str]] = {
             "start": self.start,
             "help": self.help,
@@ -81,6 +84,7 @@ class Commands:
             "forget": self.forget,
             "language": self.language,
             "level": self.level,
+            "review": self.start_review,
         }
 
     def handle(self, learner: LearnerInfo, command: Command) -> str:
@@ -101,6 +105,11 @@ class Commands:
     def help(self, learner: LearnerInfo, command: Command) -> str:
         """/help: the commands."""
         return phrases.HELP
+
+    def start_review(self, learner: LearnerInfo, command: Command) -> str:
+        """/review: practise the due items one at a time (no LLM call: the exercises are
+        templated), or when the next one is due."""
+        return self.review.start(learner.id)
 
     def forget(self, learner: LearnerInfo, command: Command) -> str:
         """/forget: erase everything about the learner, queued messages before this one

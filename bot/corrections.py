@@ -35,6 +35,7 @@ CATEGORIES = (
 MAX_CORRECTIONS = 5
 QUOTE_CHARS = 500  # original, corrected
 EXPLANATION_CHARS = 300
+RULE_CHARS = 200  # the column's size
 # Keys models use for the chat message, "reply" first (the one Pam asks for).
 REPLY_KEYS = ("reply", "message", "response", "answer", "text", "content")
 # The reply.txt format's own example text: a model that echoes the format has not answered.
@@ -44,6 +45,7 @@ _FIELD_KEYS = {
     "corrected": ("corrected", "correction", "correct", "fixed", "after"),
     "explanation": ("explanation", "why", "reason", "note"),
     "category": ("category", "type", "kind"),
+    "rule": ("rule", "pattern", "rule_name", "pattern_name", "grammar_rule"),
 }
 # A category written in other words: the first keyword found decides.
 _CATEGORY_WORDS = (
@@ -58,33 +60,47 @@ _CATEGORY_WORDS = (
 _REPLY_FIELD = re.compile(r'"reply"\s*:\s*"((?:[^"\\]|\\.)*)', re.DOTALL)
 
 
-def _item_schema() -> dict[str, Any]:
-    texts = {name: {"type": "string"} for name in ("original", "corrected", "explanation")}
+def strict_object(**properties: Any) -> dict[str, Any]:
+    """A strict schema object: every property required, no others."""
     return {
         "type": "object",
-        "properties": {**texts, "category": {"type": "string", "enum": list(CATEGORIES)}},
-        "required": ["original", "corrected", "explanation", "category"],
+        "properties": properties,
+        "required": list(properties),
         "additionalProperties": False,
+    }
+
+
+def _item_schema() -> dict[str, Any]:
+    text = {"type": "string"}
+    return strict_object(
+        original=text,
+        corrected=text,
+        explanation=text,
+        category={"type": "string", "enum": list(CATEGORIES)},
+        rule=text,
+    )
+
+
+def reply_schema(report: dict[str, Any] | None = None) -> JsonSchema:
+    """The tutor answer's schema; `report`: the properties a review report adds to it (only
+    in a prompt that asks for one: bot/review.py)."""
+    return {
+        "name": "tutor_reply",
+        "strict": True,
+        "schema": strict_object(
+            reply={"type": "string"},
+            corrections={"type": "array", "items": _item_schema()},
+            **(report or {}),
+        ),
     }
 
 
 # Structured output for the tutor's answer, the shape reply.txt asks for. Strict, because only
 # strict mode makes OpenAI keep to it; every field is one the answer always has (no
-# corrections: an empty list), so strict mode's "all required, nothing else" costs nothing.
+# corrections: an empty list; no rule named: ""), so strict mode's "all required, nothing
+# else" costs nothing.
 # Caps are Pam's to keep when reading, not the schema's.
-REPLY_SCHEMA: JsonSchema = {
-    "name": "tutor_reply",
-    "strict": True,
-    "schema": {
-        "type": "object",
-        "properties": {
-            "reply": {"type": "string"},
-            "corrections": {"type": "array", "items": _item_schema()},
-        },
-        "required": ["reply", "corrections"],
-        "additionalProperties": False,
-    },
-}
+REPLY_SCHEMA: JsonSchema = reply_schema()
 
 
 class NoReply(ValueError):
@@ -94,10 +110,12 @@ class NoReply(ValueError):
 
 @dataclass(frozen=True)
 class TutorAnswer:
-    """The chat message and the corrections of one tutor answer."""
+    """The chat message and the corrections of one tutor answer, and its other fields (by
+    `key_name`, as the model wrote them) for a review report to be read from."""
 
     reply: str
     corrections: list[CorrectionRecord] = field(default_factory=list)
+    rest: dict[str, Any] = field(default_factory=dict)
 
 
 def _reply_text(value: Any) -> str | None:
@@ -181,7 +199,15 @@ def _correction(item: Any) -> CorrectionRecord:
         corrected=corrected[:QUOTE_CHARS],
         explanation=(text_of(_field(item, "explanation"), " ") or "")[:EXPLANATION_CHARS],
         category=_category(_field(item, "category")),
+        rule=_rule(_field(item, "rule")),
     )
+
+
+def _rule(value: Any) -> str:
+    """The pattern's name on one line, capped: "" when the model named none (or gave
+    something that is no text)."""
+    text = text_of(value, "; ") or ""
+    return " ".join(text.split())[:RULE_CHARS]
 
 
 def read_corrections(raw: Any) -> list[CorrectionRecord]:
@@ -241,7 +267,12 @@ def parse_answer(text: str) -> TutorAnswer:
             if reply is None:
                 reply = _salvaged_reply(found.text[found.start :])
         if reply is not None:
-            return TutorAnswer(reply, read_corrections(raw))
+            rest = {
+                key_name(k): v
+                for k, v in holder.items()
+                if key_name(k) not in (*REPLY_KEYS, "corrections")
+            }
+            return TutorAnswer(reply, read_corrections(raw), rest)
     # Broken JSON (unescaped quotes): salvage the reply field if it is there.
     reply = _salvaged_reply(text)
     if reply is not None:

@@ -7,6 +7,7 @@ import json
 from bot import corrections
 from bot.languages import LEVEL_DESCRIPTIONS, explanation_language, languages_of
 from bot.llm_answers import has_reasoning_markup, strip_reasoning
+from bot.review import Asked
 from memory.llm import ChatMessage
 from memory.profile import MAX_PROFILE_CHARS
 from memory.records import LEARNER, Context
@@ -21,13 +22,20 @@ RECALLED_NAMED = (
 
 
 def reply_prompt(
-    context: Context, summary_cap_chars: int, recalled: str = "", *, tool: bool = False
+    context: Context,
+    summary_cap_chars: int,
+    recalled: str = "",
+    *,
+    tool: bool = False,
+    review: Asked | None = None,
 ) -> list[ChatMessage]:
     """System prompt (persona, correction policy, settings, profile, summary, and what recall
     found, if anything) followed by every message not yet folded into the summary, verbatim.
     `recalled`: the recall section (bot.recall.section), or nothing; `tool`: the recall tool
     is offered, so its answer may bring recalled conversation. Only then do the rules name
-    recalled conversation as data: a turn without recall costs not one token more."""
+    recalled conversation as data: a turn without recall costs not one token more. `review`:
+    what review adds (bot.review: due items or a /review exercise, their rule and report);
+    without it the prompt has none of it."""
     learner, profile = context.learner, context.profile.data
     # The settings lines sit outside the data sections: learned languages stand there only
     # as a language's canonical name (see languages_of).
@@ -55,6 +63,10 @@ def reply_prompt(
         summary=as_data(context.summary.text, summary_cap_chars) or "(no earlier conversation yet)",
         recall=f"\n\n{recalled}" if recalled else "",
         recalled_named=RECALLED_NAMED if recalled or tool else "",
+        review=review.section if review else "",
+        review_rule=review.rule if review else "",
+        review_named=review.named if review else "",
+        review_report=review.report if review else "",
     )[0]["content"]
     messages: list[ChatMessage] = [{"role": "system", "content": system}]
     for message in context.messages:

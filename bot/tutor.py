@@ -15,6 +15,7 @@ from bot import corrections, phrases
 from bot.asking import Asking
 from bot.commands import Commands, parse_command
 from bot.recall import NO_RECALL, RecallUse
+from bot.review import NO_REVIEW, Asked, Reviewing, ReviewUse
 from bot.settings import Settings
 from memory.claims import Claim
 from memory.clock import Clock, utcnow
@@ -79,6 +80,8 @@ class Turn:
     # What recall did this turn (how, snippets added, their tokens): for the log line and
     # the token benchmark.
     recall: RecallUse = NO_RECALL
+    # What review added to the prompt (due items, a /review exercise, their tokens): the same.
+    review: ReviewUse = NO_REVIEW
 
 
 @dataclass(frozen=True)
@@ -142,7 +145,9 @@ class Tutor:
         # The reply request, with recall of the learner's folded-out past through `searcher`
         # (the store's recall; None: no recall, whatever PAM_RECALL says).
         self.asking = Asking(model, counter, settings, searcher, clock)
-        self.commands = Commands(store)
+        # Due items in the prompt, grading by the reply's report, /review (PAM_REVIEW).
+        self.review = Reviewing(store.reviews, settings.memory.review, clock)
+        self.commands = Commands(store, self.review)
 
     def handle(
         self,
@@ -258,8 +263,9 @@ class Tutor:
         if limit is not None:  # the message stays in memory; the LLM is not called
             log.info("turn limited learner=%s limit=%s", learner.id, limit)
             return Turn([phrases.in_language(LIMIT_PHRASES[limit], language)], learner.id)
+        asked = self.review.prepare(learner.id, context)
         try:
-            completion, recalled = self.asking.ask(learner.id, text, context, stored.id)
+            completion, recalled = self.asking.ask(learner.id, text, context, stored.id, asked)
             answer = corrections.parse_answer(completion.text)
         except LLMError as exc:
             self.store.ledger.record_calls(learner.id, "reply", exc.billed)
@@ -269,12 +275,20 @@ class Tutor:
             return self._failed(learner.id, Unusable(str(exc)), language, can_retry=False)
         # The unusable answers before this one; its own call is stored with the reply.
         self.store.ledger.record_calls(learner.id, "reply", completion.billed)
+        # Graded before the Turn returns, so a turn run again grades nothing twice.
+        added = self.review.finish(
+            learner.id, stored.id, text, answer.corrections, answer.rest, asked
+        )
+        if added:  # the next exercise or the score, before the correction lines
+            answer = replace(answer, reply=f"{answer.reply}\n\n{added}")
         shown = corrections.render(answer)
         if note:
             shown = f"{note}\n\n{shown}"
+        reviewed = self._review_use(asked)
         log.info(
             "turn learner=%s prompt_tokens=%s output_tokens=%s calls=%d corrections=%s "
-            "truncated=%s recall=%s snippets=%d ms=%d",
+            "truncated=%s recall=%s snippets=%d review_items=%d review_tokens=%d "
+            "exercise=%s ms=%d",
             learner.id,
             completion.input_tokens,
             completion.output_tokens,
@@ -283,6 +297,9 @@ class Tutor:
             completion.truncated,
             recalled.how,
             recalled.snippets,
+            reviewed.items,
+            reviewed.tokens,
+            reviewed.exercise,
             (time.monotonic() - started) * 1000,
         )
         reply = ReplyRecord(
@@ -293,7 +310,14 @@ class Tutor:
             corrections=tuple(answer.corrections),
             usage=(completion.model, completion.input_tokens, completion.output_tokens),
         )
-        return Turn([shown], learner.id, reply, recall=recalled)
+        return Turn([shown], learner.id, reply, recall=recalled, review=reviewed)
+
+    def _review_use(self, asked: Asked | None) -> ReviewUse:
+        """What review added to this turn's prompt, counted."""
+        if asked is None:
+            return NO_REVIEW
+        tokens = self.counter.count(asked.added)
+        return ReviewUse(len(asked.items), tokens, exercise=asked.session is not None)
 
     def _failed(
         self, learner_id: int, exc: LLMError, language: str | None, *, can_retry: bool

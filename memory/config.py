@@ -18,7 +18,7 @@ RecallMode = Literal["auto", "tool", "off"]
 
 class MemoryConfig(BaseModel):
     """Window size, fold trigger, batch and cap, profile cadence, job lease, memory model,
-    recall."""
+    recall, review."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -39,6 +39,9 @@ class MemoryConfig(BaseModel):
     recall: RecallMode = "auto"
     # All of one turn's recalled snippets together, at most (tiktoken tokens).
     recall_max_tokens: int = Field(default=150, ge=20, le=2000)
+    # PAM_REVIEW=on|off: due review items in reply prompts and /review; off, corrections are
+    # still grouped into patterns (and scheduled), so turning it on later loses nothing.
+    review: bool = True
     # The profile job reads at most this many new learner messages per run; older ones are
     # skipped (the watermark still passes them) so a long backlog cannot blow up one prompt.
     # A bound of the job, not an operator's knob: no variable sets it.

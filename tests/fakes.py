@@ -29,9 +29,12 @@ from memory.recall import Snippet
 Answer = str | Exception | Callable[[Sequence[ChatMessage]], str] | Completion
 
 
-def reply_json(reply: str, corrections: list[dict[str, str]] | None = None) -> str:
-    """A well-formed tutor answer."""
-    return json.dumps({"reply": reply, "corrections": corrections or []}, ensure_ascii=False)
+def reply_json(
+    reply: str, corrections: list[dict[str, str]] | None = None, **fields: object
+) -> str:
+    """A well-formed tutor answer; `fields`: more of it (a review report, say)."""
+    answer = {"reply": reply, "corrections": corrections or [], **fields}
+    return json.dumps(answer, ensure_ascii=False)
 
 
 @dataclass

@@ -161,6 +161,7 @@ EVERY_VARIABLE = [
     ("PAM_JOB_LEASE_SECONDS", "90", "memory.job_lease_seconds", 90.0),
     ("PAM_RECALL", "tool", "memory.recall", "tool"),
     ("PAM_RECALL_MAX_TOKENS", "200", "memory.recall_max_tokens", 200),
+    ("PAM_REVIEW", "off", "memory.review", False),
     ("PAM_SHUTDOWN_WAIT_SECONDS", "0", "service.shutdown_wait_seconds", 0.0),
     ("PAM_LOG_LEVEL", "debug", "log_level", "DEBUG"),
     ("PORT", "9001", "web.port", 9001),
