@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bench.conversations import Learner, corrections_for
+from bot.review import DUE_TAG
 from memory.llm import Accept, ChatMessage, Completion, JsonSchema, Purpose, Tool
 from memory.tokens import TokenCounter
 
@@ -31,6 +32,8 @@ NOTES = (
 )
 
 _PRACTISING = re.compile(r"^- practising: (.+)$", re.MULTILINE)
+# A due review item's line in the reply prompt (bot/review.py): "1. original → corrected (rule)".
+_DUE_ITEM = re.compile(r"^(\d+)\. (.+?) → (.+?)(?: \(.*\))?$", re.MULTILINE)
 _MAX_WORDS = re.compile(r"at most (\d+) words")
 
 
@@ -103,7 +106,13 @@ class ScriptedModel:
         if not body.endswith((".", "!")):
             body += "."
         reply = f"{body} {question}"
-        answer = {"reply": reply, "corrections": corrections_for(learner, latest)}
+        answer: dict[str, object] = {
+            "reply": reply,
+            "corrections": corrections_for(learner, latest),
+        }
+        system = messages[0]["content"]
+        if f"<{DUE_TAG}>" in system:
+            answer["review"] = _graded(system.split(f"<{DUE_TAG}>", 1)[1], latest)
         return json.dumps(answer, ensure_ascii=False)
 
     def _summary(self, messages: Sequence[ChatMessage]) -> str:
@@ -131,3 +140,17 @@ class ScriptedModel:
             "recurring_mistakes": ["past tense after time words", "noun gender"],
         }
         return json.dumps(profile, ensure_ascii=False)
+
+
+def _graded(due: str, latest: str) -> dict[str, list[int]]:
+    """The review report a careful model gives for the due items listed in `due`: the labels
+    whose corrected form the learner's latest message uses, and those whose mistake it makes
+    again."""
+    used, missed = [], []
+    text = latest.casefold()
+    for label, original, corrected in _DUE_ITEM.findall(due.split(f"</{DUE_TAG}>", 1)[0]):
+        if original.casefold() in text:
+            missed.append(int(label))
+        elif corrected.casefold() in text:
+            used.append(int(label))
+    return {"used": used, "missed": missed}

@@ -43,7 +43,9 @@ from bench.token_runs import (
     run_pam,
 )
 from bot.recall import recall_in
+from bot.review import DUE_NAMED, DUE_REPORT, DUE_RULE, DUE_TAG
 from memory.config import MemoryConfig
+from memory.llm import ChatMessage
 from memory.tokens import TokenCounter
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -188,6 +190,47 @@ def recall_share(runs: dict[str, Series]) -> dict[str, Any]:
     }
 
 
+def review_in(messages: Sequence[ChatMessage], counter: TokenCounter) -> tuple[int, int]:
+    """The due review items a reply request carried and the tokens they added to it (their
+    data section, the sentence in the rules, the data list's name for them and the report in
+    the answer format): the system prompt counted with and without them."""
+    system = messages[0]["content"]
+    start, end = f"\n\n<{DUE_TAG}>\n", f"\n</{DUE_TAG}>"
+    if start not in system:
+        return 0, 0
+    data = system.split(start, 1)[1].split(end, 1)[0]
+    without = system.replace(f"{start}{data}{end}", "")
+    for added in (DUE_RULE, DUE_NAMED, DUE_REPORT):
+        without = without.replace(added, "")
+    return data.count("\n") + 1, counter.count(system) - counter.count(without)
+
+
+def review_share(runs: dict[str, Series]) -> dict[str, Any]:
+    """What due review items added to Pam's reply prompts, per learner and for all: the turns
+    that carried any, the items, their tokens, and their share of every reply prompt token."""
+    counter = TokenCounter(REPLY_MODEL)
+    learners: dict[str, dict[str, Any]] = {}
+    for learner, series in runs.items():
+        uses = [review_in(messages, counter) for messages in series.messages]
+        added = sum(tokens for _, tokens in uses)
+        learners[LABELS[learner]] = {
+            "turns": len(uses),
+            "with_items": sum(items > 0 for items, _ in uses),
+            "items": sum(items for items, _ in uses),
+            "tokens": added,
+            "token_share": added / sum(series.prompts) if series.prompts else 0.0,
+        }
+    totals = {k: sum(v[k] for v in learners.values()) for k in ("turns", "with_items", "tokens")}
+    prompts = sum(sum(s.prompts) for s in runs.values())
+    return {
+        "learners": learners,
+        **totals,
+        "share": totals["with_items"] / totals["turns"] if totals["turns"] else 0.0,
+        "per_item_turn": totals["tokens"] / totals["with_items"] if totals["with_items"] else 0.0,
+        "token_share": totals["tokens"] / prompts if prompts else 0.0,
+    }
+
+
 def run(
     turns: int,
     out: Path,
@@ -245,6 +288,7 @@ def run(
             "random_placement": density_sensitivity(SPANISH, memory),
         },
         "recall": {"mode": memory.recall, **recall_share(series["pam"])},
+        "review": {"on": memory.review, **review_share(series["pam"])},
         "costs": costs,
         "cost_table": cost_table(
             {**costs, "learners": {LABELS[k]: v for k, v in costs["learners"].items()}},
@@ -299,6 +343,17 @@ def report(result: dict[str, Any]) -> str:
         + ", ".join(
             f"{name} {v['recalled']}/{v['turns']} (+{v['tokens']:,})"
             for name, v in rc["learners"].items()
+        )
+    )
+    rv = result["review"]
+    lines.append(
+        f"Review (PAM_REVIEW={'on' if rv['on'] else 'off'}): {rv['with_items']} of "
+        f"{rv['turns']} turns ({rv['share']:.1%}) carried due items, {rv['tokens']:,} tokens in "
+        f"all ({rv['token_share']:.2%} of reply prompt tokens, {rv['per_item_turn']:.0f} a turn "
+        "that carried any); per learner: "
+        + ", ".join(
+            f"{name} {v['with_items']}/{v['turns']} (+{v['tokens']:,})"
+            for name, v in rv["learners"].items()
         )
     )
     memory, chosen = result["memory"], result["recommended"]

@@ -17,7 +17,7 @@ from typing import Any
 from bot.corrections import strict_object
 from memory.clock import Clock, utcnow
 from memory.model_output import flat_items, key_name, scalar_text
-from memory.records import Context, CorrectionRecord, LearnerGone
+from memory.records import LEARNER, Context, CorrectionRecord, LearnerGone
 from memory.review import DueItem, Exercise, Reviews, ReviewState
 from prompts import as_data
 
@@ -36,10 +36,9 @@ REPORT_VALUES = 10  # labels read from one field of a report, at most
 # What a prompt with due items adds to the rules, the data list, the answer's format and its
 # schema. The format's example lists are empty: a model that copies it grades nothing.
 DUE_RULE = (
-    "\n- Review items (below) are mistakes they made before: give them a natural chance to use "
-    "one, a question that invites it; never a drill, never mention review. In "
-    '"review" list the labels their latest message used correctly ("used") or got wrong '
-    'again ("missed").'
+    "\n- Review items below are their old mistakes: let your question invite one naturally; "
+    'never drill or mention review. "review": labels their latest message got right ("used") '
+    'or wrong again ("missed").'
 )
 DUE_NAMED = ", review items"
 DUE_REPORT = ', "review": {"used": [], "missed": []}'
@@ -360,8 +359,13 @@ class Reviewing:
                 item = self.reviews.item(learner_id, session.exercise.item_id)
                 return exercise_prompt(session, item.rule if item else "")
             oldest = min(m.id for m in context.messages)
+            # The learner's message before this one: the items its prompt invited come again.
+            theirs = [m.id for m in context.messages if m.role == LEARNER]
             items = self.reviews.due_for_prompt(
-                learner_id, before_message_id=oldest, limit=PROMPT_ITEMS
+                learner_id,
+                before_message_id=oldest,
+                limit=PROMPT_ITEMS,
+                previous_message_id=theirs[-2] if len(theirs) > 1 else None,
             )
         except LearnerGone:
             raise

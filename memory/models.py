@@ -191,6 +191,9 @@ class ReviewItem(Base):
     last_message_id: Mapped[int] = mapped_column(Id, default=0)
     offers: Mapped[int] = mapped_column(Integer, default=0)  # prompts since its last grade
     offered_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    # The learner message whose reply prompt last carried it: Pam invites one review at a
+    # time, at most once per verbatim window, and looks at the next message for the answer.
+    offered_message_id: Mapped[int] = mapped_column(Id, default=0)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 

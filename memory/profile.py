@@ -49,10 +49,10 @@ PROFILE_MAX_TOKENS = 1500
 # prompt of up to `profile_max_batch` messages every few turns). Three: one bad answer is
 # common, three on the same messages is the batch, not bad luck.
 MAX_FAILED_ATTEMPTS = 3
-# The profile's recurring mistakes: this many of the learner's patterns lead the list (memory
-# /review.py counts them), the model's guesses fill it up to RECURRING_MAX.
-RECURRING_PATTERNS = 3
-RECURRING_MAX = 5
+# The profile's recurring mistakes: the learner's most frequent patterns (memory/review.py
+# counts them) lead the list, the model's guesses fill it up to RECURRING_MAX. Every reply
+# prompt carries the list: it stays short.
+RECURRING_MAX = 3
 KNOWN_PATTERNS = 50  # a guess that names any of these is the pattern's, not the model's
 
 
@@ -123,14 +123,10 @@ def correction_lines(corrections: Sequence[CorrectionRecord]) -> str:
 
 def recurring_mistakes(patterns: Sequence[PatternCount], guessed: Any) -> list[str]:
     """The profile's recurring mistakes: the learner's most frequent mistake patterns
-    (`patterns`, as review grouped their corrections; the first RECURRING_PATTERNS named, with
-    how often), then what the model guessed (`guessed`) that names none of them, up to
-    RECURRING_MAX."""
+    (`patterns`, as review grouped their corrections), then what the model guessed
+    (`guessed`) that names none of them, up to RECURRING_MAX."""
     rules = [p.rule.casefold() for p in patterns]
-    named = [
-        f"{p.rule} (×{p.mistakes})" if p.mistakes > 1 else p.rule
-        for p in patterns[:RECURRING_PATTERNS]
-    ]
+    named = [p.rule for p in patterns[:RECURRING_MAX]]
     extra = [
         g
         for g in (guessed if isinstance(guessed, list) else [])

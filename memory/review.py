@@ -11,9 +11,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import fsrs
-from sqlalchemy import Select, delete, func, or_, select
+from sqlalchemy import Select, and_, delete, func, or_, select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, aliased
 from sqlalchemy.orm.exc import StaleDataError
 
 from memory.db import Tables
@@ -161,6 +161,7 @@ class Reviews(Tables):
             if item_id in mine and item_id not in done:
                 mine[item_id].offers += 1
                 mine[item_id].offered_at = now
+                mine[item_id].offered_message_id = message_id
 
     def grade(self, learner_id: int, item_id: int, right: bool, message_id: int | None) -> None:
         """Grade a /review answer: Good if `right`, else Again (one per item and message; an
@@ -178,21 +179,42 @@ class Reviews(Tables):
         self._transaction(learner_id, work)
 
     def due_for_prompt(
-        self, learner_id: int, before_message_id: int, limit: int = 2
+        self,
+        learner_id: int,
+        before_message_id: int,
+        limit: int = 2,
+        *,
+        previous_message_id: int | None = None,
     ) -> list[DueItem]:
         """The items to carry in a reply prompt, most overdue first: due now, last made in a
         message older than `before_message_id` (out of the prompt's verbatim window, which
-        shows the correction already), and not resting (see REST). One query on the index
-        (learner_id, due), as it runs on every turn."""
+        shows the correction already), and not resting (see REST).
+
+        One invitation at a time, at most once per window: when the prompt that carried
+        items was that of a message still in the window, nothing new is offered — except
+        that the items offered for `previous_message_id` (the learner's message before this
+        one) come again, ungraded, so the model can grade the answer to its invitation. A
+        friend brings an old mistake up now and then, not in every other message. One query
+        on the index (learner_id, due), as it runs on every turn."""
         now = self.clock()
+        offered: Any = aliased(ReviewItem, name="offered")
+        last_offer = (
+            select(func.coalesce(func.max(offered.offered_message_id), 0))
+            .where(offered.learner_id == learner_id)
+            .scalar_subquery()
+        )
+        in_window = last_offer >= before_message_id
+        follow_up = and_(
+            last_offer == (previous_message_id or -1),
+            ReviewItem.offered_message_id == last_offer,
+            ReviewItem.offers == 1,
+        )
+        fresh = or_(ReviewItem.offers < OFFERS_BEFORE_REST, ReviewItem.offered_at <= now - REST)
         query = (
             _due(learner_id, now)
             .where(
                 ReviewItem.last_message_id < before_message_id,
-                or_(
-                    ReviewItem.offers < OFFERS_BEFORE_REST,
-                    ReviewItem.offered_at <= now - REST,
-                ),
+                or_(and_(in_window, follow_up), and_(~in_window, fresh)),
             )
             .limit(max(limit, 0))
         )

@@ -69,6 +69,7 @@ def upgrade() -> None:
         sa.Column("last_message_id", ID, nullable=False),
         sa.Column("offers", sa.Integer(), nullable=False),
         sa.Column("offered_at", WHEN, nullable=True),
+        sa.Column("offered_message_id", ID, nullable=False),
         sa.Column("created_at", WHEN, nullable=False),
         sa.Column("updated_at", WHEN, nullable=False),
         _learner_fk("review_items"),
