@@ -36,6 +36,8 @@ MAX_CORRECTIONS = 5
 QUOTE_CHARS = 500  # original, corrected
 EXPLANATION_CHARS = 300
 RULE_CHARS = 200  # the column's size
+# reply.txt's example of a rule: a model that echoes it named none.
+RULE_PLACEHOLDER = "stable English name of the pattern"
 # Keys models use for the chat message, "reply" first (the one Pam asks for).
 REPLY_KEYS = ("reply", "message", "response", "answer", "text", "content")
 # The reply.txt format's own example text: a model that echoes the format has not answered.
@@ -206,8 +208,8 @@ def _correction(item: Any) -> CorrectionRecord:
 def _rule(value: Any) -> str:
     """The pattern's name on one line, capped: "" when the model named none (or gave
     something that is no text)."""
-    text = text_of(value, "; ") or ""
-    return " ".join(text.split())[:RULE_CHARS]
+    text = " ".join((text_of(value, "; ") or "").split())
+    return "" if text.casefold() in (RULE_PLACEHOLDER.casefold(), "...") else text[:RULE_CHARS]
 
 
 def read_corrections(raw: Any) -> list[CorrectionRecord]:

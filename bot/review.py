@@ -393,9 +393,10 @@ class Reviewing:
             used, missed = report(rest, asked.items)
         offered = [item.id for item in asked.items] if asked is not None else []
         try:
-            self.reviews.record_turn(
-                learner_id, message_id, corrections, used=used, missed=missed, offered=offered
-            )
+            if corrections or offered:  # else nothing to write: no round trip
+                self.reviews.record_turn(
+                    learner_id, message_id, corrections, used=used, missed=missed, offered=offered
+                )
             if asked is not None and asked.session is not None:
                 return self._answered(learner_id, message_id, text, rest, asked.session)
         except LearnerGone:

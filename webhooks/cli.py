@@ -50,8 +50,8 @@ MEMORY = (
     "PAM_SHUTDOWN_WAIT_SECONDS",
 )
 LIMITS = ("PAM_RATE_LIMIT_PER_MINUTE", "PAM_LEARNER_DAILY_TOKENS", "PAM_DAILY_TOKENS")
-# Read where replies are made (not by the memory jobs).
-RECALL = ("PAM_RECALL", "PAM_RECALL_MAX_TOKENS")
+# Read where replies are made (not by the memory jobs): recall and review.
+RECALL = ("PAM_RECALL", "PAM_RECALL_MAX_TOKENS", "PAM_REVIEW")
 LANES = (
     "PAM_WORKER_THREADS",
     "PAM_DELIVERY_THREADS",

@@ -114,12 +114,15 @@ def test_the_rule_is_in_the_schema_and_the_report_only_where_review_asks_for_it(
     assert review["additionalProperties"] is False
 
 
-def test_the_rules_instruction_costs_few_tokens() -> None:
+def test_the_rule_is_asked_for_in_few_tokens_and_an_echo_of_the_example_is_none() -> None:
     counter = TokenCounter("gpt-4o-mini")
     text = prompts.template("reply").template
-    line = next(x for x in text.splitlines() if x.startswith("- Each: what they wrote"))
-    added = line.split("(settings below)", 1)[1]
-    assert counter.count(added) + counter.count(', "rule": "..."') <= 25
+    example = f', "rule": "{corrections.RULE_PLACEHOLDER}"'
+    assert example in text
+    assert counter.count(example) <= 12  # every reply prompt pays for it
+    fix = {"original": "yo es", "corrected": "yo soy", "rule": corrections.RULE_PLACEHOLDER}
+    answer = parse_answer(json.dumps({"reply": "Vale", "corrections": [fix]}))
+    assert answer.corrections[0].rule == ""
 
 
 # -- due items in the prompt ---------------------------------------------------------------
