@@ -36,9 +36,9 @@ REPORT_VALUES = 10  # labels read from one field of a report, at most
 # What a prompt with due items adds to the rules, the data list, the answer's format and its
 # schema. The format's example lists are empty: a model that copies it grades nothing.
 DUE_RULE = (
-    "\n- Review items below are their old mistakes: let your question invite one naturally; "
-    'never drill or mention review. "review": labels their latest message got right ("used") '
-    'or wrong again ("missed").'
+    "\n- Review items below are old mistakes: let your question invite one naturally, never "
+    'drill or mention review; "review": labels their latest message got right ("used") or '
+    'wrong ("missed").'
 )
 DUE_NAMED = ", review items"
 DUE_REPORT = ', "review": {"used": [], "missed": []}'
@@ -354,25 +354,27 @@ class Reviewing:
         if not self.enabled:
             return None
         try:
-            session = self.session(learner_id)
-            if session is not None:
-                item = self.reviews.item(learner_id, session.exercise.item_id)
-                return exercise_prompt(session, item.rule if item else "")
             oldest = min(m.id for m in context.messages)
             # The learner's message before this one: the items its prompt invited come again.
             theirs = [m.id for m in context.messages if m.role == LEARNER]
-            items = self.reviews.due_for_prompt(
+            found = self.reviews.for_prompt(
                 learner_id,
                 before_message_id=oldest,
                 limit=PROMPT_ITEMS,
                 previous_message_id=theirs[-2] if len(theirs) > 1 else None,
             )
+            if isinstance(found, ReviewState):
+                session = self._fresh(learner_id, found)
+                if session is None:
+                    return None
+                item = self.reviews.item(learner_id, session.exercise.item_id)
+                return exercise_prompt(session, item.rule if item else "")
         except LearnerGone:
             raise
         except Exception as exc:
             log.warning("review read failed learner=%s: %s", learner_id, type(exc).__name__)
             return None
-        return due_prompt(items) if items else None
+        return due_prompt(found) if found else None
 
     def finish(
         self,
@@ -442,7 +444,11 @@ class Reviewing:
     def session(self, learner_id: int) -> ReviewState | None:
         """The learner's /review under way; one left longer than STALE is ended first."""
         session = self.reviews.session(learner_id)
-        if session is not None and self.clock() - session.started_at > STALE:
+        return self._fresh(learner_id, session) if session is not None else None
+
+    def _fresh(self, learner_id: int, session: ReviewState) -> ReviewState | None:
+        """`session`, or None (and ended) when it was left longer than STALE."""
+        if self.clock() - session.started_at > STALE:
             self.reviews.end_session(learner_id)
             return None
         return session

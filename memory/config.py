@@ -26,7 +26,7 @@ class MemoryConfig(BaseModel):
     # Chosen from the token benchmark's cost curve (bench/results/threshold_curve.png): the
     # largest summary cap that meets the token targets, at its cheapest trigger.
     summary_trigger_tokens: int = Field(default=600, gt=0)
-    summary_max_tokens: int = Field(default=120, gt=0)
+    summary_max_tokens: int = Field(default=100, gt=0)
     # A fold waits until at least this many messages lie outside the window (6: three turns),
     # so the summary is rewritten at most once every three turns, however long the messages.
     fold_batch_messages: int = Field(default=6, ge=1)

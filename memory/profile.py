@@ -21,7 +21,7 @@ from memory.profile_answer import (
     InvalidProfile,
     parse_profile_answer,
 )
-from memory.records import LEARNER, CorrectionRecord, ProfileState, StoredMessage
+from memory.records import LEARNER, ProfileState, StoredMessage
 from memory.review import PatternCount
 from memory.store import Store
 from prompts import as_data, render
@@ -107,20 +107,6 @@ def profile_due(unread_learner_messages: int, config: MemoryConfig) -> bool:
     return unread_learner_messages >= every and unread_learner_messages % every == 0
 
 
-def correction_lines(corrections: Sequence[CorrectionRecord]) -> str:
-    """One line per distinct correction, most recent first, with how often it was made: a
-    mistake made three times costs one line, and says it recurs."""
-    seen: dict[tuple[str, str, str], tuple[CorrectionRecord, int]] = {}
-    for c in corrections:
-        key = (c.original.casefold(), c.corrected.casefold(), c.category)
-        first, times = seen.get(key, (c, 0))
-        seen[key] = (first, times + 1)
-    return "\n".join(
-        f"- {c.original} → {c.corrected} ({c.category})" + (f" ×{times}" if times > 1 else "")
-        for c, times in seen.values()
-    )
-
-
 def recurring_mistakes(patterns: Sequence[PatternCount], guessed: Any) -> list[str]:
     """The profile's recurring mistakes: the learner's most frequent mistake patterns
     (`patterns`, as review grouped their corrections), then what the model guessed
@@ -188,11 +174,9 @@ def learn_profile(learner_id: int, *, store: Store, model: ChatModel, config: Me
         # "ok", "thanks", "jaja", 👍: nothing to learn, so no LLM call; the watermark moves on.
         return store.memory.save_profile(learner_id, state.version, None, new[-1].id, len(new))
     batch = new[-config.profile_max_batch :]
-    corrections = store.ledger.corrections(learner_id, limit=10)
     prompt = render(
         "profile",
         current_profile=as_data(json.dumps(state.data, ensure_ascii=False), MAX_PROFILE_CHARS),
-        corrections=as_data(correction_lines(corrections), 3000) or "(none)",
         messages=as_data("\n".join(f"- {m.content}" for m in batch), 24000),
     )
     try:

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import fsrs
-from sqlalchemy import Select, and_, delete, func, or_, select
+from sqlalchemy import Select, and_, delete, func, literal, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, aliased
 from sqlalchemy.orm.exc import StaleDataError
@@ -19,7 +19,16 @@ from sqlalchemy.orm.exc import StaleDataError
 from memory.db import Tables
 from memory.models import Learner, ReviewItem, ReviewLog, ReviewSession
 from memory.records import CorrectionRecord, LearnerGone
-from memory.review_items import MISSED, MISTAKE, REVIEW, USED, Patterns, grade_item, graded_for
+from memory.review_items import (
+    MISSED,
+    MISTAKE,
+    REVIEW,
+    USED,
+    Patterns,
+    grade_item,
+    graded_for,
+    learner_items,
+)
 
 # An item the reply prompt carried this many times without the learner taking it up (no
 # grade) rests: a friend who brings the same thing up every few messages is nagging. It is
@@ -127,6 +136,7 @@ class Reviews(Tables):
             lambda session, now: self._record(
                 session, learner_id, message_id, corrections, used, missed, offered, now
             ),
+            checked=False,
         )
 
     def _record(
@@ -140,14 +150,16 @@ class Reviews(Tables):
         offered: Sequence[int],
         now: datetime,
     ) -> None:
+        items, done = learner_items(session, learner_id, message_id)
+        if not items and not corrections and session.get(Learner, learner_id) is None:
+            raise LearnerGone(learner_id)  # grades asked of items that are gone with them
         made: dict[int, ReviewItem] = {}
         if corrections:
-            patterns = Patterns(session, learner_id, now)
+            patterns = Patterns(session, learner_id, now, items)
             for correction in corrections:
                 item = patterns.join(correction, message_id)
                 made.setdefault(item.id, item)
-        mine = _own(session, learner_id, {*used, *missed, *offered} - set(made))
-        done = graded_for(session, [*made, *mine], message_id)
+        mine = {item.id: item for item in items if item.id not in made}
         grades = [
             *((item, fsrs.Rating.Again, MISTAKE) for item in made.values()),
             *((mine[i], fsrs.Rating.Again, MISSED) for i in missed if i in mine),
@@ -196,6 +208,50 @@ class Reviews(Tables):
         one) come again, ungraded, so the model can grade the answer to its invitation. A
         friend brings an old mistake up now and then, not in every other message. One query
         on the index (learner_id, due), as it runs on every turn."""
+        return self._items(
+            self._prompt_items(learner_id, before_message_id, limit, previous_message_id)
+        )
+
+    def for_prompt(
+        self,
+        learner_id: int,
+        before_message_id: int,
+        limit: int = 2,
+        *,
+        previous_message_id: int | None = None,
+    ) -> ReviewState | list[DueItem]:
+        """What a reply prompt carries of review, in one statement (it runs on every turn):
+        the learner's /review under way, if any, else `due_for_prompt`'s items."""
+        items = self._prompt_items(learner_id, before_message_id, limit, previous_message_id)
+        due = items.subquery("due")
+        one = select(literal(1).label("one")).subquery("one")
+        query = (
+            select(*_SESSION_COLUMNS, *due.c)
+            .select_from(
+                one.outerjoin(ReviewSession, ReviewSession.learner_id == learner_id).outerjoin(
+                    due, ReviewSession.learner_id.is_(None)
+                )
+            )
+            .order_by(due.c.due, due.c.id)
+        )
+        with self.single.connect() as connection:
+            rows = connection.execute(query).all()
+        if rows and rows[0].started_at is not None:
+            return _state(rows[0])
+        return [
+            DueItem(**{c.key: row._mapping[c.key] for c in _DUE_COLUMNS})
+            for row in rows
+            if row.id is not None
+        ]
+
+    def _prompt_items(
+        self,
+        learner_id: int,
+        before_message_id: int,
+        limit: int,
+        previous_message_id: int | None,
+    ) -> Select[*tuple[Any, ...]]:
+        """`due_for_prompt`'s query."""
         now = self.clock()
         offered: Any = aliased(ReviewItem, name="offered")
         last_offer = (
@@ -210,7 +266,7 @@ class Reviews(Tables):
             ReviewItem.offers == 1,
         )
         fresh = or_(ReviewItem.offers < OFFERS_BEFORE_REST, ReviewItem.offered_at <= now - REST)
-        query = (
+        return (
             _due(learner_id, now)
             .where(
                 ReviewItem.last_message_id < before_message_id,
@@ -218,7 +274,6 @@ class Reviews(Tables):
             )
             .limit(max(limit, 0))
         )
-        return self._items(query)
 
     def due(self, learner_id: int) -> list[DueItem]:
         """Every item due now, most overdue first."""
@@ -266,19 +321,24 @@ class Reviews(Tables):
         with self.single.connect() as connection:
             return [DueItem(**row._mapping) for row in connection.execute(query)]
 
-    def _transaction(self, learner_id: int, work: Callable[[Session, datetime], T]) -> T:
+    def _transaction(
+        self, learner_id: int, work: Callable[[Session, datetime], T], *, checked: bool = True
+    ) -> T:
         """`work` in one transaction, the learner's row there (else LearnerGone), given the
         clock's time. A unique constraint lost to a concurrent writer (the same turn run
         twice at once) runs it once more, to see the winner's rows and write nothing twice;
-        a row deleted under it (/forget) ends the same way, in LearnerGone."""
+        a row deleted under it (/forget) ends the same way, in LearnerGone. Not `checked`:
+        the first run does not look the learner up first (a turn's grading, on every turn:
+        a row of a forgotten learner fails its foreign key, or is gone, and the second run
+        looks)."""
         try:
-            return self._attempt(learner_id, work)
+            return self._attempt(learner_id, work, checked)
         except (IntegrityError, StaleDataError):
-            return self._attempt(learner_id, work)
+            return self._attempt(learner_id, work, True)
 
-    def _attempt(self, learner_id: int, work: Callable[[Session, datetime], T]) -> T:
+    def _attempt(self, learner_id: int, work: Callable[[Session, datetime], T], checked: bool) -> T:
         with self.sessions.begin() as session:
-            if session.get(Learner, learner_id) is None:
+            if checked and session.get(Learner, learner_id) is None:
                 raise LearnerGone(learner_id)
             return work(session, self.clock().astimezone(UTC))
 
@@ -286,13 +346,10 @@ class Reviews(Tables):
 
     def session(self, learner_id: int) -> ReviewState | None:
         """The learner's /review under way, or None."""
-        with self.sessions() as session:
-            row = session.get(ReviewSession, learner_id)
-            if row is None:
-                return None
-            exercise = Exercise(row.item_id, row.kind, row.exercise, row.expected)
-            queue = tuple(i for i in row.queue if isinstance(i, int))
-            return ReviewState(exercise, queue, row.asked, row.right, row.started_at)
+        query = select(*_SESSION_COLUMNS).where(ReviewSession.learner_id == learner_id)
+        with self.single.connect() as connection:
+            row = connection.execute(query).first()
+        return _state(row) if row is not None else None
 
     def start_session(self, learner_id: int, first: Exercise, queue: Sequence[int]) -> None:
         """Start a /review (replacing any under way) that asks `first`, then the items of
@@ -342,14 +399,23 @@ class Reviews(Tables):
             session.execute(delete(ReviewSession).where(ReviewSession.learner_id == learner_id))
 
 
-def _own(session: Session, learner_id: int, item_ids: set[int]) -> dict[int, ReviewItem]:
-    """Those of the items that are the learner's, by id (another learner's are left out)."""
-    if not item_ids:
-        return {}
-    query = select(ReviewItem).where(
-        ReviewItem.learner_id == learner_id, ReviewItem.id.in_(item_ids)
-    )
-    return {item.id: item for item in session.scalars(query)}
+_SESSION_COLUMNS = (
+    ReviewSession.item_id.label("session_item_id"),
+    ReviewSession.kind,
+    ReviewSession.exercise,
+    ReviewSession.expected,
+    ReviewSession.queue,
+    ReviewSession.asked,
+    ReviewSession.right,
+    ReviewSession.started_at,
+)
+
+
+def _state(row: Any) -> ReviewState:
+    """A /review under way, from a row of _SESSION_COLUMNS."""
+    exercise = Exercise(row.session_item_id, row.kind, row.exercise, row.expected)
+    queue = tuple(i for i in row.queue or () if isinstance(i, int))
+    return ReviewState(exercise, queue, row.asked, row.right, row.started_at)
 
 
 def _ask(row: ReviewSession, exercise: Exercise, now: datetime) -> None:

@@ -101,23 +101,43 @@ def graded_for(session: Session, item_ids: Iterable[int], message_id: int | None
     )
 
 
+def learner_items(
+    session: Session, learner_id: int, message_id: int
+) -> tuple[list[ReviewItem], set[int]]:
+    """Every item of the learner (a handful: one per pattern), oldest first, and which of
+    them already have a grade for `message_id`: one query, so a turn's grading costs few
+    round trips."""
+    graded = (
+        select(ReviewLog.id)
+        .where(ReviewLog.item_id == ReviewItem.id, ReviewLog.message_id == message_id)
+        .exists()
+        .label("graded")
+    )
+    rows = session.execute(
+        select(ReviewItem, graded)
+        .where(ReviewItem.learner_id == learner_id)
+        .order_by(ReviewItem.id)
+    ).all()
+    return [row[0] for row in rows], {row[0].id for row in rows if row.graded}
+
+
 class Patterns:
-    """A learner's items as corrections are matched to them within one transaction: by the
+    """A learner's `items` as corrections are matched to them within one transaction: by the
     exact rule key first, then by `same_pattern` over their terms (an item of the same
     category first, the most similar wins), else a new item."""
 
-    def __init__(self, session: Session, learner_id: int, now: datetime) -> None:
+    def __init__(
+        self, session: Session, learner_id: int, now: datetime, items: Iterable[ReviewItem]
+    ) -> None:
         self.session = session
         self.learner_id = learner_id
         self.now = now
-        rows = session.execute(
-            select(ReviewItem.id, ReviewItem.rule_key, ReviewItem.category, ReviewItem.terms)
-            .where(ReviewItem.learner_id == learner_id)
-            .order_by(ReviewItem.id)
-        ).all()
-        self.by_key = {row.rule_key: row.id for row in rows}
+        self.items = {item.id: item for item in items}
+        self.by_key = {item.rule_key: item.id for item in self.items.values()}
         # (id, category, terms) of every item, for the near matches.
-        self.known = [(row.id, row.category, frozenset(row.terms.split())) for row in rows]
+        self.known = [
+            (item.id, item.category, frozenset(item.terms.split())) for item in self.items.values()
+        ]
 
     def join(self, correction: CorrectionRecord, message_id: int) -> ReviewItem:
         """The item of the correction's pattern, its rule and example brought up to this
@@ -130,7 +150,7 @@ class Patterns:
         key = rule_key(rule) or rule_key(correction.category) or "other"
         terms = pattern_terms(rule, correction.original, correction.corrected)
         found = self.by_key.get(key) or self._similar(terms, correction.category)
-        item = self.session.get(ReviewItem, found) if found is not None else None
+        item = self.items.get(found) if found is not None else None
         if item is None:
             return self._new(key, terms, rule, correction, message_id)
         _show(item, rule, correction, self.now)
@@ -172,6 +192,7 @@ class Patterns:
         _show(item, rule, correction, self.now)
         self.session.add(item)
         self.session.flush()  # its id, for the grade
+        self.items[item.id] = item
         self.by_key[key] = item.id
         self.known.append((item.id, item.category, terms))
         return item

@@ -66,56 +66,62 @@ def by_backend(engine: Engine, *, sqlite: int, postgres: int) -> int:
     return postgres if engine.dialect.name == "postgresql" else sqlite
 
 
-def test_a_turn_costs_three_round_trips_on_postgres(pam: Pam, engine: Engine, cost: Cost) -> None:
+def test_a_turn_costs_four_round_trips_on_postgres(pam: Pam, engine: Engine, cost: Cost) -> None:
     """Find the learner; store their message and read learner, summary, profile, unfolded
-    messages and the limits' counts (on SQLite: two statements); store the reply with its
+    messages and the limits' counts (on SQLite: two statements); read what review adds to the
+    prompt (a /review under way, or the items due: one statement); store the reply with its
     usage and corrections and read the memory backlog (on SQLite: three or four statements
     in a transaction)."""
     user, inbox_id = unique_user(), uuid.uuid4().int % 2**62
     pam.tutor.handle(user, "Hola")  # the learner exists; no memory job is due after turn 2
     turn = cost.of(lambda: pam.tutor.handle(user, "¿Qué tal?", inbox_id=inbox_id))
-    assert turn == by_backend(engine, sqlite=6, postgres=3)
+    assert turn == by_backend(engine, sqlite=7, postgres=4)
     # Run again after a crash: find the learner; the insert fails (on Postgres, both the
     # turn's first statement and the plain insert that tells why); message and reply in one.
     rerun = cost.of(lambda: pam.tutor.handle(user, "¿Qué tal?", inbox_id=inbox_id))
     assert rerun == by_backend(engine, sqlite=3, postgres=4)
 
 
-def test_a_turn_with_corrections_costs_no_more_on_postgres(
+def test_a_turn_with_corrections_costs_one_review_transaction_more_on_postgres(
     pam: Pam, engine: Engine, fake_model: FakeChatModel, cost: Cost
 ) -> None:
+    """A plain turn's four, and the corrections' patterns graded in one transaction: the
+    learner's items with whether this message graded them already (one query), the new
+    item, its grade's log and its card (a pattern seen before: the card's update and the
+    log), BEGIN and COMMIT."""
     user = unique_user()
     pam.tutor.handle(user, "Hola")
     correction = {"original": "yo es", "corrected": "yo soy", "explanation": "ser"}
     fake_model.queue("reply", reply_json("¡Hola, Lena!", [correction | {"category": "grammar"}]))
     turn = cost.of(lambda: pam.tutor.handle(user, "Yo es Lena"))
-    assert turn == by_backend(engine, sqlite=7, postgres=3)
+    assert turn == by_backend(engine, sqlite=12, postgres=10)
     learner = pam.store.learners.find_learner(user)
     assert learner is not None
     [stored] = pam.store.ledger.corrections(learner.id)
     assert (stored.original, stored.corrected, stored.category) == ("yo es", "yo soy", "grammar")
 
 
-def test_an_apology_costs_three_round_trips_on_postgres(
+def test_an_apology_costs_four_round_trips_on_postgres(
     pam: Pam, engine: Engine, fake_model: FakeChatModel, cost: Cost
 ) -> None:
-    """Find the learner; store the message and read; the memory backlog."""
+    """Find the learner; store the message and read; what review adds to the prompt; the
+    memory backlog."""
     user = unique_user()
     pam.tutor.handle(user, "Hola")
     fake_model.queue("reply", failing())
     apology = cost.of(lambda: pam.tutor.handle(user, "¿Qué tal?"))
-    assert apology == by_backend(engine, sqlite=4, postgres=3)
+    assert apology == by_backend(engine, sqlite=5, postgres=4)
 
 
-def test_a_message_from_inbox_to_sent_costs_four_round_trips_on_postgres(
+def test_a_message_from_inbox_to_sent_costs_five_round_trips_on_postgres(
     pam: Pam, engine: Engine, cost: Cost
 ) -> None:
     """Claim it, with its learner; store the message and read the context (the claim found
-    the learner); store the reply and finish the claim and queue the reply, in one statement
-    (on SQLite: one transaction); record the send."""
+    the learner); what review adds to the prompt; store the reply and finish the claim and
+    queue the reply, in one statement (on SQLite: one transaction); record the send."""
     worker = Worker(pam, {"test": RecordingSender()})
     user = unique_user()
     worker.inbox.accept(inbound(user, "Hola"))
     worker.drain()  # the learner exists
     worker.inbox.accept(inbound(user, "¿Qué tal?"))
-    assert cost.of(worker.answer_next) == by_backend(engine, sqlite=9, postgres=4)
+    assert cost.of(worker.answer_next) == by_backend(engine, sqlite=10, postgres=5)
