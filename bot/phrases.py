@@ -6,6 +6,7 @@ HELP = """Here's what I understand:
 /language <language> [native language] — what you want to practise, e.g. /language Spanish English
 /level <A1–C2> — your level, e.g. /level B1
 /profile — what I know about you
+/progress — a chart of your last weeks: corrections, patterns learned, days practised
 /forget — erase everything I know about you
 /help — this list
 
