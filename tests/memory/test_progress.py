@@ -51,9 +51,7 @@ def add_corrections(engine: Engine, learner_id: int, *made: tuple[str, datetime]
         )
 
 
-def add_item(
-    engine: Engine, learner_id: int, due: datetime, *grades: tuple[datetime, int]
-) -> None:
+def add_item(engine: Engine, learner_id: int, due: datetime, *grades: tuple[datetime, int]) -> None:
     """A review item due at `due`, graded at each (when, state after it)."""
     with Session(engine) as session, session.begin():
         item = ReviewItem(
@@ -132,9 +130,7 @@ def test_learned_and_due_at_each_weeks_end_come_from_the_grades(store: Store) ->
     engine = store.charts.engine
     learner = store.learners.learner(unique_user())
     # Made three weeks ago, learned two weeks ago, not graded since, due again tomorrow.
-    add_item(
-        engine, learner.id, NOW + timedelta(days=1), (at(21), LEARNING), (at(14), REVIEW)
-    )
+    add_item(engine, learner.id, NOW + timedelta(days=1), (at(21), LEARNING), (at(14), REVIEW))
     # Made last week, still being learned, due now.
     add_item(engine, learner.id, NOW - timedelta(hours=1), (at(6), LEARNING))
     # Learned four weeks ago, forgotten (relearning) this week, due tomorrow.
