@@ -76,6 +76,7 @@ def _fill_every_table(store: Store, learner_id: int) -> None:
     profile = store.memory.profile(learner_id)
     assert store.memory.save_profile(learner_id, profile.version, {"who": "Lena"}, ids[0], 1)
     assert Coordinator(store.learners.engine, 300).mark(learner_id, FOLD)
+    store.charts.save(learner_id, b"\x89PNG", "This week: ...")
 
 
 # -- learners -----------------------------------------------------------------------------
