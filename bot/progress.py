@@ -162,5 +162,7 @@ def _small_png(canvas: FigureCanvasAgg) -> bytes:
     rgba = canvas.buffer_rgba()
     image = Image.frombuffer("RGBA", (width, height), rgba, "raw", "RGBA", 0, 1).convert("RGB")
     out = io.BytesIO()
-    image.quantize(colors=PALETTE_COLOURS).save(out, format="PNG", optimize=True)
+    # Fast octree: a fifth of median cut's time, and a chart's flat colours lose nothing.
+    palette = image.quantize(colors=PALETTE_COLOURS, method=Image.Quantize.FASTOCTREE)
+    palette.save(out, format="PNG", optimize=True)
     return out.getvalue()
