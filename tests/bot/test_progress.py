@@ -189,16 +189,25 @@ def test_a_channel_without_images_gets_the_summary_as_text(
     assert call.text.startswith("This week — corrections: 0")
 
 
+def progress_send_failed(
+    settings: Settings, engine: Engine, fake_model: FakeChatModel
+) -> tuple[Worker, ChartSender, str]:
+    """A worker that answered a learner's /progress but whose send of the chart failed for
+    now: the reply waits in the outbox for a retry."""
+    sender = ChartSender()
+    sender.failures.append(TransientSendError("down a moment"))
+    worker = Worker(pam_on(settings, engine, fake_model, PUBLIC), {CHANNEL: sender})
+    user = unique_user()
+    ask_progress(worker, user)
+    worker.drain()
+    return worker, sender, user
+
+
 def test_a_retried_chart_goes_through_the_delivery_lanes_and_a_pruned_one_as_its_caption(
     settings: Settings, engine: Engine, fake_model: FakeChatModel
 ) -> None:
-    pam = pam_on(settings, engine, fake_model, PUBLIC)
-    sender = ChartSender()
-    sender.failures.append(TransientSendError("down a moment"))
-    worker = Worker(pam, {CHANNEL: sender})
-    user = unique_user()
-    ask_progress(worker, user)
-    worker.drain()  # the lane's send fails: the reply waits for a retry
+    worker, sender, user = progress_send_failed(settings, engine, fake_model)
+    pam = worker.pam
     make_available_now(engine)
     worker.drain()
     assert len(sender.charts) == 2 and sender.charts[0] == sender.charts[1]
@@ -219,13 +228,8 @@ def test_a_retried_chart_goes_through_the_delivery_lanes_and_a_pruned_one_as_its
 def test_a_chart_of_a_learner_forgotten_before_its_send_sends_nothing(
     settings: Settings, engine: Engine, fake_model: FakeChatModel
 ) -> None:
-    pam = pam_on(settings, engine, fake_model, PUBLIC)
-    sender = ChartSender()
-    sender.failures.append(TransientSendError("down a moment"))
-    worker = Worker(pam, {CHANNEL: sender})
-    user = unique_user()
-    ask_progress(worker, user)
-    worker.drain()
+    worker, sender, user = progress_send_failed(settings, engine, fake_model)
+    pam = worker.pam
     make_available_now(engine)
     claim = worker.outbox.claim_next()
     assert claim is not None and claim.chart_id is not None
