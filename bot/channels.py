@@ -1,9 +1,11 @@
-"""What the worker needs of a channel: a sender for replies and the errors it raises. Channel
-adapters (webhooks/) implement `Sender`; the messages themselves are memory.messages."""
+"""What the worker needs of a channel: a sender for replies and the errors it raises, and the
+links media are served under. Channel adapters (webhooks/) implement `Sender` (and
+`ChartSender` where the platform takes images); the messages themselves are
+memory.messages."""
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from memory.messages import Sent
 
@@ -34,4 +36,25 @@ class Sender(Protocol):
 
     def send(self, chat_id: str, text: str, *, idempotency_key: str) -> Sent:
         """Send `text`; raise TransientSendError or PermanentSendError on failure."""
+        ...
+
+
+@runtime_checkable
+class ChartSender(Sender, Protocol):
+    """A sender that can deliver a /progress chart with its caption; a sender without
+    `send_chart` gets the caption alone."""
+
+    def send_chart(
+        self, chat_id: str, png: bytes, url: str | None, caption: str, *, idempotency_key: str
+    ) -> Sent:
+        """Send the chart `png` (or its public `url`, None when Pam has no public address)
+        with `caption`; raise TransientSendError or PermanentSendError on failure."""
+        ...
+
+
+class ChartLinks(Protocol):
+    """Signed, expiring links to stored charts, under the web app's public address."""
+
+    def url(self, chart_id: int, nonce: str) -> str | None:
+        """The link to the chart, or None when Pam has no public address (PAM_PUBLIC_URL)."""
         ...

@@ -1,8 +1,10 @@
 """Slash commands, the same on every channel: /start /help /profile /forget /language /level
-/review."""
+/review /progress."""
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -15,10 +17,15 @@ from bot.languages import (
     languages_of,
     normalize_level,
 )
+from bot.progress import render, summary
 from bot.review import Reviewing
+from memory.clock import Clock, utcnow
 from memory.profile import FIELDS, document
+from memory.progress import progress
 from memory.records import LearnerInfo
 from memory.store import Store
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -29,6 +36,18 @@ class Command:
     name: str
     args: list[str]
     inbox_id: int | None = None
+
+
+@dataclass(frozen=True)
+class CommandAnswer:
+    """A command's answer that carries more than text: a /progress chart (stored, by id)
+    sent with the text as its caption. A plain str answers every other command."""
+
+    text: str
+    chart_id: int | None = None
+
+
+Handler = Callable[[LearnerInfo, Command], "str | CommandAnswer"]
 
 
 def parse_command(text: str) -> Command | None:
@@ -74,10 +93,13 @@ LABELS = {
 class Commands:
     """Answers commands for one learner; `forget` is the only one that erases anything."""
 
-    def __init__(self, store: Store, review: Reviewing | None = None) -> None:
+    def __init__(
+        self, store: Store, review: Reviewing | None = None, clock: Clock = utcnow
+    ) -> None:
         self.store = store
         self.review = review or Reviewing(store.reviews)
-        self.handlers: dict[str, Callable[[LearnerInfo, Command], str]] = {
+        self.clock = clock  # which weeks /progress shows
+        self.handlers: dict[str, Handler] = {
             "start": self.start,
             "help": self.help,
             "profile": self.profile,
@@ -85,9 +107,10 @@ class Commands:
             "language": self.language,
             "level": self.level,
             "review": self.start_review,
+            "progress": self.progress,
         }
 
-    def handle(self, learner: LearnerInfo, command: Command) -> str:
+    def handle(self, learner: LearnerInfo, command: Command) -> str | CommandAnswer:
         """The answer to `command`."""
         handler = self.handlers.get(command.name)
         if handler is None:
@@ -153,6 +176,23 @@ class Commands:
         if updated.target_language:
             return f"Got it. {self._settings_of(updated)}"
         return f"Got it: level {level}. {phrases.NEEDS_LANGUAGE}"
+
+    def progress(self, learner: LearnerInfo, command: Command) -> CommandAnswer:
+        """/progress: the chart of the learner's last weeks, stored for delivery, and its
+        two-line summary in the target language as the caption."""
+        now = self.clock()
+        weeks = progress(self.store.charts.engine, learner.id, now)
+        caption = summary(weeks, learner.target_language, now)
+        started = time.monotonic()
+        png = render(weeks)
+        log.info(
+            "progress chart learner=%s bytes=%d render_ms=%d",
+            learner.id,
+            len(png),
+            (time.monotonic() - started) * 1000,
+        )
+        chart_id, _ = self.store.charts.save(learner.id, png, caption)
+        return CommandAnswer(caption, chart_id)
 
     def profile(self, learner: LearnerInfo, command: Command) -> str:
         """Everything Pam keeps about the learner, in words."""

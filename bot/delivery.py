@@ -1,5 +1,6 @@
-"""Delivery: sending claimed replies through their channel's sender, and what a failed send
-becomes (a retry after a backoff, or a failure for good)."""
+"""Delivery: sending claimed replies through their channel's sender (a /progress chart with
+its caption where the reply carries one), and what a failed send becomes (a retry after a
+backoff, or a failure for good)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ import time
 from collections.abc import Callable, Mapping
 
 from bot.backoff import backoff
-from bot.channels import PermanentSendError, Sender, TransientSendError
+from bot.channels import ChartLinks, ChartSender, PermanentSendError, Sender, TransientSendError
+from memory.charts import Charts
 from memory.claims import Claim
 from memory.heartbeat import Heartbeats
+from memory.messages import Sent
 from memory.outbox import Outbox
 
 log = logging.getLogger(__name__)
@@ -23,7 +26,8 @@ def ms_since(started: float) -> int:
 
 class Delivery:
     """Sends the outbox's replies. `hand_over` wakes the delivery lanes for replies this
-    caller did not send itself; `leases` keeps a claim alive while its send runs."""
+    caller did not send itself; `leases` keeps a claim alive while its send runs. A reply
+    with a chart sends it from `charts`, with its link from `links` (None: no links)."""
 
     def __init__(
         self,
@@ -32,12 +36,16 @@ class Delivery:
         max_attempts: int,
         leases: Heartbeats,
         hand_over: Callable[[], None],
+        charts: Charts | None = None,
+        links: ChartLinks | None = None,
     ) -> None:
         self.outbox = outbox
         self.senders = senders
         self.max_attempts = max_attempts
         self.leases = leases
         self.hand_over = hand_over
+        self.charts = charts
+        self.links = links
 
     def next(self) -> bool:
         """Deliver the next queued reply, if any. True if there was one."""
@@ -76,9 +84,11 @@ class Delivery:
             # A slow platform keeps the claim alive: no other lane sends it meanwhile.
             lease = self.outbox.lease.total_seconds() / 3
             with self.leases.beat(lease, lambda: self.outbox.renew(claim)):
-                self.outbox.deliver(
-                    claim, lambda: sender.send(claim.chat_id, claim.text, idempotency_key=key)
-                )
+                send = self._sending(claim, sender, key)
+                if send is None:
+                    log.info("delivery outbox=%s dropped: its learner was forgotten", claim.id)
+                    return True
+                self.outbox.deliver(claim, send)
         except PermanentSendError as exc:
             self.outbox.fail(claim, str(exc))
             log.warning(
@@ -101,6 +111,23 @@ class Delivery:
             claim.attempts,
         )
         return True
+
+    def _sending(self, claim: Claim, sender: Sender, key: str) -> Callable[[], Sent] | None:
+        """How to send `claim`: its text, or its chart with the text as caption. A chart gone
+        by now (pruned) leaves the caption alone; None (nothing to send) when the reply itself
+        is gone too: its learner was forgotten."""
+        if claim.chart_id is None or self.charts is None or not isinstance(sender, ChartSender):
+            return lambda: sender.send(claim.chat_id, claim.text, idempotency_key=key)
+        chart = self.charts.find(claim.chart_id)
+        if chart is None:
+            if not self.outbox.renew(claim):
+                return None
+            log.warning("delivery outbox=%s: its chart is gone; sending the caption", claim.id)
+            return lambda: sender.send(claim.chat_id, claim.text, idempotency_key=key)
+        url = self.links.url(chart.id, chart.nonce) if self.links is not None else None
+        return lambda: sender.send_chart(
+            claim.chat_id, chart.png, url, claim.text, idempotency_key=key
+        )
 
     def _retry(self, claim: Claim, error: str, retry_after: float | None) -> None:
         """Try the reply again after a backoff, unless it has had all its attempts."""

@@ -7,6 +7,7 @@ HELP = """Here's what I understand:
 /level <A1–C2> — your level, e.g. /level B1
 /profile — what I know about you
 /review — practise the mistakes that are due
+/progress — a chart of your last weeks: corrections, patterns learned, days practised
 /forget — erase everything I know about you
 /help — this list
 

@@ -1,5 +1,6 @@
 """Retention: each worker deletes finished inbox and outbox items once they are past
-PAM_QUEUE_RETENTION_HOURS, now and then, on a thread of its own. What may be deleted, and in
+PAM_QUEUE_RETENTION_HOURS, and /progress charts once their links have expired
+(PAM_CHART_LINK_SECONDS), now and then, on a thread of its own. What may be deleted, and in
 which small batches, is the queues' business (`memory.queue`, `prune`)."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import threading
 import time
 from datetime import timedelta
 
+from memory.charts import Charts
 from memory.clock import Clock
 from memory.inbox import Inbox
 from memory.outbox import Outbox
@@ -22,14 +24,24 @@ PRUNE_EVERY_SECONDS = 600.0
 
 
 class Retention:
-    """Prunes `inbox` and `outbox` of what finished more than `hours` ago (0: keeps all), as
-    `clock` tells the time."""
+    """Prunes `inbox` and `outbox` of what finished more than `hours` ago (0: keeps all), and
+    `charts` of those made more than `chart_seconds` ago, as `clock` tells the time."""
 
-    def __init__(self, inbox: Inbox, outbox: Outbox, hours: float, clock: Clock) -> None:
+    def __init__(
+        self,
+        inbox: Inbox,
+        outbox: Outbox,
+        hours: float,
+        clock: Clock,
+        charts: Charts | None = None,
+        chart_seconds: float = 0,
+    ) -> None:
         self.inbox = inbox
         self.outbox = outbox
         self.clock = clock
         self.window = timedelta(hours=hours) if hours else None  # None: keep them all
+        self.charts = charts
+        self.chart_window = timedelta(seconds=chart_seconds)
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -37,20 +49,25 @@ class Retention:
         """Delete the finished inbox and outbox items older than the window, as of the
         clock's time, that nothing needs any more; the number deleted. The inbox keeps each
         message that long after it was answered, so a platform's redelivery is still
-        recognised; unfinished items and undelivered replies stay."""
+        recognised; unfinished items and undelivered replies stay. Charts go once no link
+        to them works any more."""
+        now = self.clock()
+        charts = self.charts.prune(now - self.chart_window) if self.charts is not None else 0
+        if charts:
+            log.info("charts pruned charts=%d", charts)
         if self.window is None:
-            return 0
-        cutoff = self.clock() - self.window
+            return charts
+        cutoff = now - self.window
         sent = self.outbox.prune(cutoff)
         answered = self.inbox.prune(cutoff)
         if sent or answered:
             log.info("queues pruned inbox=%d outbox=%d before=%s", answered, sent, cutoff)
-        return sent + answered
+        return charts + sent + answered
 
     def start(self) -> None:
         """Prune every PRUNE_EVERY_SECONDS or so, on a thread of its own, until `stop`
-        (nothing happens without a window, or when already started)."""
-        if self.window is None or self._thread is not None:
+        (nothing happens with nothing to prune, or when already started)."""
+        if (self.window is None and self.charts is None) or self._thread is not None:
             return
         self._thread = threading.Thread(
             target=self._prune_now_and_then, name="queue-retention", daemon=True

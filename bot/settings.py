@@ -7,6 +7,7 @@ reported under the variable's name."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import AliasGenerator, BaseModel, Field, ValidationInfo, field_validator
@@ -136,6 +137,19 @@ class WebSettings(BaseSettings):
         return 1 if self.heroku_dyno or self.fly_app_name else 0
 
 
+class ChartSettings(BaseSettings):
+    """/progress charts: their signed links (WhatsApp's media and the API's image URL, under
+    PAM_PUBLIC_URL) and where `pam chat` writes them."""
+
+    model_config = section("PAM_")
+
+    # Unset: a random key Pam makes once and keeps in the database (memory/charts.py).
+    link_secret: str | None = None
+    chart_link_seconds: int = Field(default=86400, ge=60, le=30 * 86400)
+    # `pam chat` writes each chart here; unset: the working directory.
+    chart_dir: Path | None = None
+
+
 class ApiSettings(BaseSettings):
     """The HTTP API channel (custom front-ends; also what the service tests drive)."""
 
@@ -185,6 +199,7 @@ class Settings(BaseSettings):
     limits: LimitSettings = Field(default_factory=LimitSettings)
     service: ServiceSettings = Field(default_factory=ServiceSettings)
     web: WebSettings = Field(default_factory=WebSettings)
+    charts: ChartSettings = Field(default_factory=ChartSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
     telegram: TelegramSettings = Field(default_factory=TelegramSettings)
     whatsapp: WhatsAppSettings = Field(default_factory=WhatsAppSettings)
@@ -259,6 +274,7 @@ SECTIONS: dict[str, type[BaseModel]] = {
     "limits": LimitSettings,
     "service": ServiceSettings,
     "web": WebSettings,
+    "charts": ChartSettings,
     "api": ApiSettings,
     "telegram": TelegramSettings,
     "whatsapp": WhatsAppSettings,

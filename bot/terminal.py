@@ -4,11 +4,13 @@ Piped or scripted, it prints Pam's answers and nothing else. In a terminal it be
 one: line editing and history (readline), "Pam is typing…" while a reply takes a moment,
 corrections set apart in colour, Ctrl-D to leave. Either way, a problem only the operator
 can fix (a rejected key, an unknown model, an unreachable server) is said on stderr: in the
-terminal the learner is the operator."""
+terminal the learner is the operator. A /progress chart is written to a PNG file whose path
+is printed after its summary."""
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 import threading
 from contextlib import suppress
@@ -17,6 +19,8 @@ from types import TracebackType
 from typing import Protocol, TextIO
 
 from bot.tutor import Turn
+from memory.charts import Charts
+from memory.clock import Clock, utcnow
 
 QUIT = "/quit"
 FORGET = "/forget"
@@ -26,6 +30,7 @@ TYPING = "Pam is typing…"
 TYPING_AFTER_SECONDS = 0.4
 HISTORY_LINES = 1000
 CORRECTION = "✏️ "
+CHART = "📈 Your chart: "
 # ANSI styles: bold for Pam's name, cyan for the correction lines.
 BOLD, CYAN, RESET = "\x1b[1m", "\x1b[36m", "\x1b[0m"
 ERASE_LINE = "\r\x1b[K"
@@ -41,6 +46,30 @@ class Turns(Protocol):
     def start_jobs(self, turn: Turn) -> None:
         """Start the memory jobs the turn made due."""
         ...
+
+
+def chart_file(folder: Path, user: str, now: Clock) -> Path:
+    """Where a /progress chart for `user` is written: pam-progress-<user>-<when>.png in
+    `folder` (the user's name kept to what a file name takes everywhere)."""
+    name = re.sub(r"[^A-Za-z0-9_-]+", "_", user)[:40] or "learner"
+    return folder / f"pam-progress-{name}-{now():%Y%m%d-%H%M%S}.png"
+
+
+def save_chart(turn: Turn, charts: Charts, path: Path, stderr: TextIO) -> Path | None:
+    """Write the turn's chart (if any) to `path`; the path written, or None (no chart, or it
+    could not be written: said on stderr)."""
+    if turn.chart_id is None:
+        return None
+    chart = charts.find(turn.chart_id)
+    if chart is None:  # forgotten meanwhile
+        return None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(chart.png)
+    except OSError as exc:
+        print(f"pam: could not write the chart to {path}: {exc}", file=stderr, flush=True)
+        return None
+    return path.absolute()
 
 
 def history_file() -> Path:
@@ -149,9 +178,13 @@ def chat(
     stderr: TextIO = sys.stderr,
     *,
     log_file: Path | None = None,
+    charts: Charts | None = None,
+    chart_dir: Path | None = None,
+    clock: Clock = utcnow,
 ) -> None:
     """Read lines until /quit or end of input, printing Pam's answers. `log_file`: where the
-    logs go meanwhile, to say so at the start."""
+    logs go meanwhile, to say so at the start; `charts`: where /progress charts are read
+    from, to be written to files in `chart_dir` (None: the working directory)."""
     interactive = stdin.isatty()
     # readline edits the real terminal only: input() reads sys.stdin and echoes to sys.stdout.
     editing = (
@@ -184,9 +217,13 @@ def chat(
                     turn = tutor.respond(external_id, text, display_name=user)
             else:
                 turn = tutor.respond(external_id, text, display_name=user)
+            name = f"{BOLD}pam>{RESET}" if colour else "pam>"
             for reply in turn.replies:
-                name = f"{BOLD}pam>{RESET}" if colour else "pam>"
                 print(f"{name} {styled(reply, colour)}\n", file=stdout, flush=True)
+            if charts is not None:
+                path = chart_file(chart_dir or Path(), user, clock)
+                if (saved := save_chart(turn, charts, path, stderr)) is not None:
+                    print(f"{name} {CHART}{saved}\n", file=stdout, flush=True)
             tutor.start_jobs(turn)
             if turn.problem and turn.problem != said_problem:
                 # Said once per cause, not after every message that meets it.

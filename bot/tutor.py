@@ -13,7 +13,7 @@ from datetime import timedelta
 
 from bot import corrections, phrases
 from bot.asking import Asking
-from bot.commands import Commands, parse_command
+from bot.commands import CommandAnswer, Commands, parse_command
 from bot.recall import NO_RECALL, RecallUse
 from bot.review import NO_REVIEW, Asked, Reviewing, ReviewUse
 from bot.settings import Settings
@@ -82,6 +82,8 @@ class Turn:
     recall: RecallUse = NO_RECALL
     # What review added to the prompt (due items, a /review exercise, their tokens): the same.
     review: ReviewUse = NO_REVIEW
+    # A /progress chart (stored, by id) sent with the first reply as its caption.
+    chart_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -106,7 +108,7 @@ def store_reply(
     texts, `split` into the parts a channel sends."""
     parts = split(turn.replies)
     try:
-        written = writer.write(claim, parts, turn.reply)
+        written = writer.write(claim, parts, turn.reply, chart_id=turn.chart_id)
     except LearnerGone:  # /forget won a race with this turn: say nothing, keep nothing
         log.info("turn for learner %s dropped: forgotten mid-turn", turn.learner_id)
         return Stored([], writer.write(claim, []), own=False)
@@ -147,7 +149,7 @@ class Tutor:
         self.asking = Asking(model, counter, settings, searcher, clock)
         # Due items in the prompt, grading by the reply's report, /review (PAM_REVIEW).
         self.review = Reviewing(store.reviews, settings.memory.review, clock)
-        self.commands = Commands(store, self.review)
+        self.commands = Commands(store, self.review, clock)
 
     def handle(
         self,
@@ -214,9 +216,12 @@ class Tutor:
         if command is not None:
             command = replace(command, inbox_id=inbox_id)
             try:
-                return Turn([self.commands.handle(learner, command)], learner.id)
+                answered = self.commands.handle(learner, command)
             except LearnerGone:
                 return Turn([phrases.FORGOTTEN], learner.id)
+            if isinstance(answered, CommandAnswer):
+                return Turn([answered.text], learner.id, chart_id=answered.chart_id)
+            return Turn([answered], learner.id)
         if len(text) > MAX_MESSAGE_CHARS:
             return Turn([phrases.TOO_LONG.format(limit=MAX_MESSAGE_CHARS)], learner.id)
         # A photo with a caption: the caption is answered like any message, after the

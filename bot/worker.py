@@ -37,7 +37,12 @@ class Worker:
         self.outbox = Outbox(pam.engine, settings.service.delivery_lease_seconds, pam.clock)
         self.poll_seconds = settings.service.poll_seconds
         self.retention = Retention(
-            self.inbox, self.outbox, settings.service.queue_retention_hours, pam.clock
+            self.inbox,
+            self.outbox,
+            settings.service.queue_retention_hours,
+            pam.clock,
+            charts=pam.store.charts,
+            chart_seconds=settings.charts.chart_link_seconds,
         )
         # Claims stay live while a turn or a send runs, however slow.
         leases = Heartbeats("pam-leases")
@@ -47,6 +52,8 @@ class Worker:
             settings.service.max_send_attempts,
             leases,
             hand_over=lambda: self.wake(deliveries_only=True),
+            charts=pam.store.charts,
+            links=pam.links,
         )
         self.answering = Answering(
             self.inbox,

@@ -1,6 +1,7 @@
 """A small fake Telegram Bot API on 127.0.0.1: the real python-telegram-bot `Bot` talks to it
 (TELEGRAM_API_URL). It records every call and answers like Telegram, with scriptable
-failures: 429 with retry_after, 403 (blocked), 400 for formatting, 409 for polling."""
+failures: 429 with retry_after, 403 (blocked), 400 for formatting, 409 for polling. Uploads
+(sendPhoto) come as multipart/form-data, as the real client sends them."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from email.parser import BytesParser
+from email.policy import HTTP
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -37,6 +40,30 @@ class Failure:
     parameters: dict[str, Any] = field(default_factory=dict)
 
 
+def _value(text: str) -> Any:
+    """A parameter's value, JSON-decoded where it is JSON (as the Bot API reads it)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def form_data(content_type: str, raw: bytes) -> dict[str, Any]:
+    """The fields of a multipart/form-data body (an upload: sendPhoto): a file as its bytes,
+    any other field as `_value` reads it."""
+    message = BytesParser(policy=HTTP).parsebytes(
+        f"Content-Type: {content_type}\r\n\r\n".encode() + raw
+    )
+    params: dict[str, Any] = {}
+    for part in message.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        payload = part.get_payload(decode=True)
+        if not isinstance(name, str) or not isinstance(payload, bytes):
+            continue
+        params[name] = payload if part.get_filename() else _value(payload.decode())
+    return params
+
+
 class TelegramServer(LocalServer):
     """Serve the Bot API for TOKEN until closed; use as a context manager."""
 
@@ -56,13 +83,10 @@ class TelegramServer(LocalServer):
     def respond(self, path: str, content_type: str, raw: bytes) -> Answer:
         if "json" in content_type:
             params = dict(json.loads(raw or b"{}"))
+        elif content_type.startswith("multipart/form-data"):
+            params = form_data(content_type, raw)
         else:
-            params = {}
-            for key, value in parse_qsl(raw.decode()):
-                try:
-                    params[key] = json.loads(value)
-                except json.JSONDecodeError:
-                    params[key] = value
+            params = {key: _value(value) for key, value in parse_qsl(raw.decode())}
         status, body = self.handle(path, params)
         return status, {}, json.dumps(body).encode()
 
@@ -107,17 +131,24 @@ class TelegramServer(LocalServer):
     def result(self, method: str, params: dict[str, Any]) -> Any:
         if method == "getMe":
             return {"id": BOT_ID, "is_bot": True, "first_name": "Pam", "username": USERNAME}
-        if method == "sendMessage":
+        if method in ("sendMessage", "sendPhoto"):
             with self.lock:
                 self.message_ids += 1
                 message_id = self.message_ids
             chat_id = int(params["chat_id"])
-            return {
+            message = {
                 "message_id": message_id,
                 "date": int(time.time()),
                 "chat": {"id": chat_id, "type": "private" if chat_id > 0 else "group"},
                 "from": {"id": BOT_ID, "is_bot": True, "first_name": "Pam"},
-                "text": params["text"],
+            }
+            if method == "sendMessage":
+                return message | {"text": params["text"]}
+            size = len(params.get("photo") or b"")
+            photo = {"file_id": f"photo-{message_id}", "file_unique_id": f"u{message_id}"}
+            return message | {
+                "photo": [photo | {"width": 1000, "height": 1200, "file_size": size}],
+                "caption": params.get("caption", ""),
             }
         if method == "getUpdates":
             offset = int(params.get("offset") or 0)

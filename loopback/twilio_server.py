@@ -1,6 +1,6 @@
 """A small fake Twilio REST API on 127.0.0.1: the real twilio `Client` (TWILIO_API_URL) sends
-WhatsApp messages to it. It records every message and can answer with scripted errors. `sign`
-signs a webhook's form as Twilio does."""
+WhatsApp messages to it (text, or media by URL: MediaUrl). It records every message and can
+answer with scripted errors. `sign` signs a webhook's form as Twilio does."""
 
 from __future__ import annotations
 
@@ -60,6 +60,15 @@ class TwilioServer(LocalServer):
         with self.lock:
             self.failures.extend(failures)
 
+    def media(self, to: str | None = None) -> list[str]:
+        """The MediaUrl of every accepted message that had one (to `to`, if given), in order."""
+        with self.lock:
+            return [
+                m["MediaUrl"]
+                for m in self.messages
+                if "MediaUrl" in m and (to is None or m["To"] == to)
+            ]
+
     def bodies(self, to: str | None = None) -> list[str]:
         """The bodies of every accepted message (to `to`, if given), in order."""
         with self.lock:
@@ -88,6 +97,7 @@ class TwilioServer(LocalServer):
             "body": form.get("Body"),
             "status": "queued",
             "num_segments": "1",
+            "num_media": "1" if "MediaUrl" in form else "0",
             "direction": "outbound-api",
             "api_version": "2010-04-01",
             "date_created": "Sun, 29 Nov 2026 12:00:00 +0000",

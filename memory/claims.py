@@ -42,6 +42,8 @@ class Claim:
     # An inbox claim: the learner the address belonged to when it was claimed (None: nobody
     # yet), so that the turn need not look them up again.
     learner: LearnerInfo | None = None
+    # An outbox claim: the /progress chart sent with this text as its caption, if any.
+    chart_id: int | None = None
 
 
 def held(model: Any) -> Any:
@@ -107,12 +109,14 @@ class Finishing:
     """Finishing one inbox claim as of `now`, with `failed` if the message was given up. With
     `deliver_lease` the replies are queued already claimed by the caller for that long, so it
     can send them at once instead of handing them to a delivery lane (not when an older reply
-    to the address was still undelivered at the claim: replies go out in order)."""
+    to the address was still undelivered at the claim: replies go out in order). `chart_id`:
+    a /progress chart, queued with the first reply (its caption)."""
 
     claim: Claim
     now: datetime
     failed: bool = False
     deliver_lease: timedelta | None = None
+    chart_id: int | None = None
 
     @property
     def token(self) -> str | None:
@@ -140,6 +144,7 @@ class Finishing:
             "out_lease_expires_at": now + lease if token and lease is not None else None,
             "out_created_at": now,
             "out_available_at": now,
+            "out_chart_id": self.chart_id,
         }
         return values | {"seqs": list(range(len(replies))), "texts": list(replies)}
 
@@ -151,7 +156,7 @@ class Finishing:
             return None
         rows = [
             {name: values[f"out_{name}"] for name in (*SAME_FOR_EVERY_REPLY, *TIMES_OF_A_REPLY)}
-            | {"inbox_id": self.claim.id, "seq": seq, "text": text}
+            | {"inbox_id": self.claim.id, "seq": seq, "text": text, "chart_id": self.chart_of(seq)}
             for seq, text in enumerate(replies)
         ]
         return list(connection.execute(QUEUE_REPLIES, rows).scalars()) if rows else []
@@ -175,6 +180,11 @@ class Finishing:
                 chat_id=claim.chat_id,
                 text=text,
                 inbox_id=claim.id,
+                chart_id=self.chart_of(seq),
             )
-            for id, text in zip(ids, replies, strict=True)
+            for seq, (id, text) in enumerate(zip(ids, replies, strict=True))
         ]
+
+    def chart_of(self, seq: int) -> int | None:
+        """The chart queued with the reply at `seq`: the first one carries it."""
+        return self.chart_id if seq == 0 else None

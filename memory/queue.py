@@ -137,7 +137,7 @@ class Queue:
                 ),
             ]
         else:
-            columns += [OutboxItem.inbox_id]
+            columns += [OutboxItem.inbox_id, OutboxItem.chart_id]
         return (
             update(model)
             # Compare-and-set on top of the row lock: SQLite has no SKIP LOCKED.

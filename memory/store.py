@@ -1,11 +1,12 @@
 """The message store: one engine's learners, conversations, memory state, ledger,
-inspection, recall and review, each a part named for its domain; a consumer that needs one
-part takes just it."""
+inspection, recall, review and /progress charts, each a part named for its domain; a
+consumer that needs one part takes just it."""
 
 from __future__ import annotations
 
 from sqlalchemy import Engine
 
+from memory.charts import Charts
 from memory.clock import Clock, utcnow
 from memory.conversation import Conversation
 from memory.inspection import Inspection
@@ -28,3 +29,4 @@ class Store:
         self.inspection = Inspection(engine, clock)
         self.recall = Recall(engine, clock)
         self.reviews = Reviews(engine, clock)
+        self.charts = Charts(engine, clock)

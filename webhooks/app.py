@@ -1,5 +1,6 @@
-"""Pam's web app: the channels' webhooks and the health check. It only authenticates,
-persists inbound messages in the durable inbox and acknowledges; workers do the rest."""
+"""Pam's web app: the channels' webhooks, the health check and the /progress charts' signed
+links. It only authenticates, persists inbound messages in the durable inbox and
+acknowledges; workers do the rest."""
 
 from __future__ import annotations
 
@@ -17,9 +18,10 @@ from werkzeug.exceptions import HTTPException
 from bot import logs
 from bot.settings import Settings
 from memory import db
+from memory.charts import Charts
 from memory.inbox import Inbox
 from memory.outbox import Outbox
-from webhooks import admin, health
+from webhooks import admin, charts, health
 from webhooks.api import route as api
 from webhooks.startup import load_settings, read_dotenv
 from webhooks.telegram import route as telegram
@@ -95,11 +97,15 @@ def create_app(
         Outbox(engine, settings.service.delivery_lease_seconds),
         on_inbound or (lambda: None),
     )
+    app.extensions[charts.EXTENSION] = charts.SignedLinks(
+        Charts(engine), settings.charts, settings.web.public_url
+    )
     app.register_blueprint(health.blueprint)
     app.register_blueprint(api.blueprint)
     app.register_blueprint(telegram.blueprint)
     app.register_blueprint(whatsapp.blueprint)
     app.register_blueprint(admin.blueprint)
+    app.register_blueprint(charts.blueprint)
 
     @app.errorhandler(HTTPException)
     def http_error(error: HTTPException) -> ResponseReturnValue:

@@ -72,6 +72,9 @@ SENDERS = (
     "PAM_API_TOKEN",
     "PAM_API_CALLBACK_URL",
     "PAM_PUBLIC_URL",
+    # the signed links of /progress charts (WhatsApp media, the API's image_url)
+    "PAM_LINK_SECRET",
+    "PAM_CHART_LINK_SECONDS",
 )
 INBOUND = (
     "TELEGRAM_WEBHOOK_SECRET",
@@ -85,7 +88,15 @@ INBOUND = (
 WORKER = (*DATABASE, *LLM, *MEMORY, *RECALL, *LIMITS, *LANES, *SENDERS)
 # Keyed by each command's path after `pam`.
 READS: dict[str, tuple[str, ...]] = {
-    "chat": (*DATABASE, *LLM, *MEMORY, *RECALL, "PAM_LEARNER_DAILY_TOKENS", "PAM_DAILY_TOKENS"),
+    "chat": (
+        *DATABASE,
+        *LLM,
+        *MEMORY,
+        *RECALL,
+        "PAM_LEARNER_DAILY_TOKENS",
+        "PAM_DAILY_TOKENS",
+        "PAM_CHART_DIR",
+    ),
     "worker": WORKER,
     "serve": (*WORKER, "PORT", *INBOUND),
     "telegram": (*WORKER, "TELEGRAM_WEBHOOK_SECRET"),
@@ -170,7 +181,14 @@ def chat(user: str) -> None:
     if hasattr(sys.stdin, "reconfigure"):
         sys.stdin.reconfigure(errors="replace")
     try:
-        talk(pam.tutor, user, log_file=log_file)
+        talk(
+            pam.tutor,
+            user,
+            log_file=log_file,
+            charts=pam.store.charts,
+            chart_dir=settings.charts.chart_dir,
+            clock=pam.clock,
+        )
     except KeyboardInterrupt:
         print(file=sys.stderr)
     finally:

@@ -29,6 +29,7 @@ from memory.tokens import TokenCounter
 from memory.turns import TurnWriter
 from webhooks.api import CHANNEL as API
 from webhooks.api.sender import ApiCallbackSender
+from webhooks.charts import SignedLinks
 from webhooks.telegram import CHANNEL as TELEGRAM
 from webhooks.telegram.client import TelegramClient
 from webhooks.whatsapp import CHANNEL as WHATSAPP
@@ -137,8 +138,20 @@ def build(
         )
     writer = TurnWriter(store, settings.service.delivery_lease_seconds, memory, clock)
     tutor = Tutor(store, model, counter, runner, settings, writer, clock, searcher=store.recall)
+    links = SignedLinks(store.charts, settings.charts, settings.web.public_url, clock)
     return Pam(
-        settings, engine, store, counter, model, runner, tutor, writer, clock, scheduler, process
+        settings,
+        engine,
+        store,
+        counter,
+        model,
+        runner,
+        tutor,
+        writer,
+        clock,
+        scheduler,
+        process,
+        links,
     )
 
 

@@ -17,6 +17,7 @@ from sqlalchemy import (
     Text,
     TextClause,
     bindparam,
+    case,
     func,
     insert,
     select,
@@ -124,7 +125,7 @@ def _finish_and_queue_ctes() -> tuple[Any, Any]:
     """`FINISH` and the replies' INSERT as two CTEs, "finished" (the inbox item's id, no row
     if the claim was lost) and "queued" (id and seq of each reply queued, only if the claim
     was held). The replies' seq and text come as two arrays; every other column is the same
-    for all of them. Their parameters are `Finishing.values`."""
+    for all of them but the chart, the first one's. Their parameters are `Finishing.values`."""
     finished = FINISH.returning(InboxItem.id).cte("finished")
     replies = (
         func.unnest(bindparam("seqs", type_=ARRAY(Integer)), bindparam("texts", type_=ARRAY(Text)))
@@ -137,7 +138,9 @@ def _finish_and_queue_ctes() -> tuple[Any, Any]:
         for name in SAME_FOR_EVERY_REPLY
     ]
     columns += [bindparam(f"out_{name}", type_=UTCDateTime()) for name in TIMES_OF_A_REPLY]
-    names = ["inbox_id", "seq", "text", *SAME_FOR_EVERY_REPLY, *TIMES_OF_A_REPLY]
+    # A /progress chart goes with the first reply, its caption.
+    columns.append(case((replies.c.seq == 0, bindparam("out_chart_id", type_=BigInteger))))
+    names = ["inbox_id", "seq", "text", *SAME_FOR_EVERY_REPLY, *TIMES_OF_A_REPLY, "chart_id"]
     rows = select(finished.c.id, replies.c.seq, replies.c.text, *columns).select_from(
         finished.join(replies, true())
     )

@@ -281,3 +281,25 @@ def make_old(engine: Engine, inbox_id: int, age: timedelta) -> None:
             .where(InboxItem.id == inbox_id)
             .values(received_at=then, finished_at=then)
         )
+
+
+@pytest.mark.parametrize("hours", [0, 168])
+def test_a_worker_prunes_charts_once_their_links_have_expired(
+    settings: Settings, engine: Engine, fake_model: FakeChatModel, hours: float
+) -> None:
+    """Whatever the queues' window (0 keeps queue items forever), a chart goes once no link
+    to it works any more."""
+    clock = ManualClock()
+    settings = settings.replace(
+        service={"queue_retention_hours": hours}, charts={"chart_link_seconds": 3600}
+    )
+    worker = worker_on(clock, settings, engine, fake_model)
+    charts = worker.pam.store.charts
+    learner = worker.pam.store.learners.learner(unique_user())
+    old = charts.save(learner.id, b"old", "")
+    clock.advance(timedelta(minutes=30))
+    new = charts.save(learner.id, b"new", "")
+    clock.advance(timedelta(minutes=31))
+    assert worker.retention.prune() >= 1
+    assert charts.get(*old) is None
+    assert charts.get(*new) == (b"new", learner.id)

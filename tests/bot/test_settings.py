@@ -190,6 +190,9 @@ EVERY_VARIABLE = [
     ("PAM_PUBLIC_URL", "https://pam.example", "web.public_url", "https://pam.example"),
     ("PAM_PROXY_HOPS", "2", "web.proxy_hops_override", 2),
     ("PAM_ADMIN_TOKEN", "adm", "web.admin_token", "adm"),
+    ("PAM_LINK_SECRET", "links-key", "charts.link_secret", "links-key"),
+    ("PAM_CHART_LINK_SECONDS", "3600", "charts.chart_link_seconds", 3600),
+    ("PAM_CHART_DIR", "/tmp/charts", "charts.chart_dir", Path("/tmp/charts")),
     ("PAM_API_TOKEN", "api", "api.token", "api"),
     (
         "PAM_API_CALLBACK_URL",

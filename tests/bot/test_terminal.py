@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 import threading
+from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
@@ -12,16 +14,19 @@ from bot import phrases
 from bot.runtime import Pam
 from bot.terminal import (
     BOLD,
+    CHART,
     CYAN,
     ERASE_LINE,
     PROMPT,
     RESET,
     TYPING,
     Typing,
+    chart_file,
     chat,
     styled,
     wants_colour,
 )
+from memory.clock import ManualClock
 from memory.llm import Misconfigured
 from tests.fakes import FakeChatModel, reply_json
 
@@ -152,3 +157,42 @@ def test_a_quick_reply_shows_no_typing_indicator() -> None:
     with Typing(stream, after=3600.0):
         pass
     assert stream.getvalue() == ""
+
+
+def test_progress_writes_the_chart_where_asked_and_says_where(pam: Pam, tmp_path: Path) -> None:
+    clock = ManualClock(datetime(2026, 11, 25, 9, 30, 5, tzinfo=UTC))
+    stdin, stdout, stderr = io.StringIO("/progress\n"), io.StringIO(), io.StringIO()
+    user = "lena/../../etc"  # a name is no path
+    chat(
+        pam.tutor,
+        user,
+        stdin,
+        stdout,
+        stderr,
+        charts=pam.store.charts,
+        chart_dir=tmp_path,
+        clock=clock,
+    )
+    summary, where = stdout.getvalue().split("pam> ")[1:]
+    assert summary.startswith("This week — corrections: 0")
+    path = tmp_path / "pam-progress-lena_etc-20261125-093005.png"
+    assert where == f"{CHART}{path}\n\n"
+    assert path.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    assert stderr.getvalue() == ""
+
+
+def test_a_chart_that_cannot_be_written_is_said_on_stderr(pam: Pam, tmp_path: Path) -> None:
+    blocked = tmp_path / "file"
+    blocked.write_text("not a folder")
+    stdin, stdout, stderr = io.StringIO("/progress\n"), io.StringIO(), io.StringIO()
+    chat(pam.tutor, "lena", stdin, stdout, stderr, charts=pam.store.charts, chart_dir=blocked)
+    assert len(stdout.getvalue().split("pam> ")) == 2  # the summary alone
+    assert "could not write the chart" in stderr.getvalue()
+
+
+def test_the_chart_file_name_is_safe_and_dated() -> None:
+    now = ManualClock(datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC))
+    assert chart_file(Path("out"), "José M.", now) == Path(
+        "out/pam-progress-Jos_M_-20260102-030405.png"
+    )
+    assert chart_file(Path(), "", now).name == "pam-progress-learner-20260102-030405.png"

@@ -15,7 +15,7 @@ from memory import db
 from memory.backends import backend_for
 from memory.clock import ManualClock, utcnow
 from memory.jobs import FOLD, Coordinator
-from memory.models import Base, Chart, Learner, Profile, ReviewItem, Summary
+from memory.models import Base, Learner, Profile, ReviewItem, Summary
 from memory.records import (
     LEARNER,
     LEARNER_TABLES,
@@ -84,8 +84,8 @@ def _fill_every_table(store: Store, learner_id: int) -> None:
         item_id = session.scalars(
             select(ReviewItem.id).where(ReviewItem.learner_id == learner_id)
         ).one()
-        session.add(Chart(learner_id=learner_id, nonce=uuid.uuid4().hex, png=b"\x89PNG"))
     store.reviews.start_session(learner_id, Exercise(item_id, "fix", "yo es", "yo soy"), [])
+    store.charts.save(learner_id, b"\x89PNG", "This week: ...")
 
 
 # -- learners -----------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from memory.config import MemoryConfig
 from memory.inbox import Inbox
 from memory.jobs import FOLD
 from memory.models import InboxItem, OutboxItem
+from memory.outbox import Outbox
 from memory.records import LEARNER, CorrectionRecord, LearnerGone, ReplyRecord
 from memory.store import Store
 from memory.turns import TurnWriter, Written
@@ -108,3 +109,48 @@ def test_the_jobs_due_come_from_the_backlog_as_of_the_reply(store: Store, engine
     reply = ReplyRecord(learner.id, question.id, "ahora sí", 4, (), ("m", 10, 1))
     written = writer(engine, ManualClock(), config).write(None, ["ahora sí"], reply)
     assert written == Written([], due=(FOLD,))
+
+
+@pytest.mark.parametrize("with_reply", [False, True], ids=["command", "reply"])
+def test_a_chart_is_queued_with_the_first_part_and_its_claims_carry_it(
+    store: Store, engine: Engine, with_reply: bool
+) -> None:
+    """Both ways of finishing (a command's answer alone, a reply stored with it: on Postgres
+    two different statements) queue the chart with the first part only."""
+    clock, user = ManualClock(), unique_user()
+    claim = claimed(engine, clock, user)
+    learner = store.learners.learner(user)
+    chart_id, _ = store.charts.save(learner.id, b"png", "summary")
+    reply = None
+    if with_reply:
+        question, _ = store.conversation.add_learner_message(
+            learner.id, "hola", 3, inbox_id=claim.id
+        )
+        reply = ReplyRecord(learner.id, question.id, "uno dos", 3, (), ("m", 10, 1))
+    written = writer(engine, clock).write(claim, ["uno", "dos"], reply, chart_id=chart_id)
+    assert written.held is not None
+    assert [c.chart_id for c in written.held] == [chart_id, None]
+    rows = queue_items(engine, OutboxItem, OutboxItem.inbox_id == claim.id, order_by=OutboxItem.seq)
+    assert [r.chart_id for r in rows] == [chart_id, None]
+
+
+def test_a_queued_chart_comes_back_with_the_delivery_lanes_claim(
+    store: Store, engine: Engine
+) -> None:
+    """Replies queued behind an undelivered one go to the delivery lanes: their claim, read
+    from the row, carries the chart too."""
+    clock, user = ManualClock(), unique_user()
+    learner = store.learners.learner(user)
+    chart_id, _ = store.charts.save(learner.id, b"png", "summary")
+    write = writer(engine, clock).write
+    first = claimed(engine, clock, user)
+    earlier = write(first, ["earlier reply"]).held
+    assert earlier  # held, not sent yet: the next reply waits behind it
+    second = claimed(engine, clock, user)
+    assert second.replies_waiting
+    assert write(second, ["summary"], chart_id=chart_id).held == []
+    outbox = Outbox(engine, LEASE, clock)
+    assert outbox.mark_sent(earlier[0], None)
+    outbox_claim = outbox.claim_next()
+    assert outbox_claim is not None and outbox_claim.inbox_id == second.id
+    assert (outbox_claim.text, outbox_claim.chart_id) == ("summary", chart_id)

@@ -477,6 +477,33 @@ def test_profile_and_forget_in_the_terminal(
     assert store.memory.summary(learner.id).text == ""
 
 
+def test_progress_in_the_terminal_writes_the_chart_and_prints_its_path(
+    tmp_path: Path, server: OpenAIServer
+) -> None:
+    charts = tmp_path / "charts"
+    env = pam_env(tmp_path, server, PAM_CHART_DIR=str(charts))
+    process, stdout = chat([LINES[0], LINES[1], "/progress"], cwd=tmp_path, env=env)
+
+    assert process.returncode == 0
+    *_, summary, where = answers(stdout)
+    assert re.fullmatch(
+        r"This week — corrections: [1-9]\d*, patterns learned: 0, due for review: 0\.",
+        summary.splitlines()[0],
+    )
+    assert summary.splitlines()[1].startswith("Days you practised this week: 1 of ")
+    assert where.startswith("📈 Your chart: ")
+    path = Path(where.removeprefix("📈 Your chart: "))
+    assert path.parent == charts
+    assert re.fullmatch(r"pam-progress-lena-\d{8}-\d{6}\.png", path.name)
+    assert path.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+
+    # Without PAM_CHART_DIR, in the working directory.
+    process, stdout = chat(["/progress"], cwd=tmp_path, env=pam_env(tmp_path, server))
+    assert process.returncode == 0
+    path = Path(answers(stdout)[-1].removeprefix("📈 Your chart: "))
+    assert path.parent == tmp_path and path.is_file()
+
+
 def test_invalid_utf8_and_control_characters_do_not_crash(
     tmp_path: Path, server: OpenAIServer, open_store: Store
 ) -> None:

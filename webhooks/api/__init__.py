@@ -11,6 +11,8 @@ PAM_API_CALLBACK_URL, signed the Standard Webhooks way (standardwebhooks.com) wi
 PAM_API_TOKEN as the key: `webhook-id` (= `id`, an idempotency key stable across retries of the
 same reply), `webhook-timestamp` (this attempt, Unix seconds) and `webhook-signature: v1,<base64
 HMAC-SHA256 of "{id}.{timestamp}.{body}">`, so a receiver can reject replays. `in_reply_to` is
-the `id` the client POSTed. The older `X-Pam-Signature` (HMAC of the body alone) is still sent."""
+the `id` the client POSTed. The older `X-Pam-Signature` (HMAC of the body alone) is still sent.
+A /progress reply also has `image_url`, the chart's signed, expiring link under PAM_PUBLIC_URL
+(left out while PAM_PUBLIC_URL is unset)."""
 
 CHANNEL = "api"

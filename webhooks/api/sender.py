@@ -40,11 +40,23 @@ class ApiCallbackSender:
 
     def send(self, chat_id: str, text: str, *, idempotency_key: str) -> Sent:
         """POST the reply, signed; raise TransientSendError or PermanentSendError."""
+        return self._post(chat_id, {"text": text}, idempotency_key)
+
+    def send_chart(
+        self, chat_id: str, png: bytes, url: str | None, caption: str, *, idempotency_key: str
+    ) -> Sent:
+        """POST a /progress chart's caption with the chart's signed link as `image_url`
+        (without PAM_PUBLIC_URL, the caption alone)."""
+        fields = {"text": caption} | ({"image_url": url} if url is not None else {})
+        return self._post(chat_id, fields, idempotency_key)
+
+    def _post(self, chat_id: str, fields: dict[str, str], idempotency_key: str) -> Sent:
+        """POST the reply's `fields` to the callback, signed; Pam's send errors on failure."""
         user, request_id = recipient(chat_id)
         reply: dict[str, str] = {"id": idempotency_key}
         if request_id is not None:
             reply["in_reply_to"] = request_id
-        body = json.dumps({**reply, "user": user, "text": text}, ensure_ascii=False).encode()
+        body = json.dumps({**reply, "user": user, **fields}, ensure_ascii=False).encode()
         # Each attempt is signed anew: the timestamp is when it was sent, so a receiver that
         # rejects old timestamps rejects replays, and the id lets it drop a retry it has seen.
         timestamp = int(self.clock())

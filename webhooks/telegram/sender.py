@@ -1,20 +1,27 @@
 """Telegram replies: HTML-formatted corrections (plain text when Telegram rejects the
-formatting), "typing…", and Telegram's errors mapped onto Pam's transient/permanent send
-errors."""
+formatting), /progress charts as photos, "typing…", and Telegram's errors mapped onto Pam's
+transient/permanent send errors."""
 
 from __future__ import annotations
 
 import html
 import logging
 import re
+from collections.abc import Callable
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from bot.channels import PermanentSendError, TransientSendError
 from memory.messages import Sent
 from webhooks.telegram.address import destination
 from webhooks.telegram.transport import SyncBot
 
+if TYPE_CHECKING:
+    from telegram import Message
+
 log = logging.getLogger(__name__)
+
+MAX_CAPTION_CHARS = 1024  # Telegram's limit for a photo's caption
 
 CORRECTION = re.compile(r"^✏️ (?P<original>.+?) → (?P<corrected>.+?)(?: — (?P<why>.+))?$")
 
@@ -54,29 +61,51 @@ class TelegramSender(SyncBot):
     def send(self, chat_id: str, text: str, *, idempotency_key: str) -> Sent:
         """Send one message (at most max_chars): formatted, or plain if Telegram refuses the
         formatting. Raises TransientSendError or PermanentSendError."""
+        return self._deliver(chat_id, lambda chat, thread: self._text(chat, thread, text))
+
+    def send_chart(
+        self, chat_id: str, png: bytes, url: str | None, caption: str, *, idempotency_key: str
+    ) -> Sent:
+        """Send a /progress chart as a photo, uploaded (multipart: Telegram needs no public
+        link), with `caption`. Raises TransientSendError or PermanentSendError."""
+        caption = caption[:MAX_CAPTION_CHARS]
+
+        def photo(chat: str, thread: int | None) -> Message:
+            return self._run(
+                self.bot.send_photo(chat, photo=png, caption=caption, message_thread_id=thread)
+            )
+
+        return self._deliver(chat_id, photo)
+
+    def _text(self, chat: str, thread: int | None, text: str) -> Message:
+        """One text message: formatted, or plain if Telegram refuses the formatting."""
         from telegram.constants import ParseMode
-        from telegram.error import BadRequest, ChatMigrated
+        from telegram.error import BadRequest
+
+        try:
+            return self._run(
+                self.bot.send_message(
+                    chat, format_html(text), parse_mode=ParseMode.HTML, message_thread_id=thread
+                )
+            )
+        except BadRequest as exc:
+            if "parse" not in str(exc).lower() and "entit" not in str(exc).lower():
+                raise
+            log.info("telegram refused the formatting; sending plain text")
+            return self._run(self.bot.send_message(chat, text, message_thread_id=thread))
+
+    def _deliver(self, chat_id: str, request: Callable[[str, int | None], Message]) -> Sent:
+        """Make `request` to the chat (and forum topic) `chat_id` names, following a group's
+        migration, with Telegram's errors mapped onto Pam's."""
+        from telegram.error import ChatMigrated
 
         chat, thread = destination(chat_id)
         try:
-            try:
-                message = self._run(
-                    self.bot.send_message(
-                        chat,
-                        format_html(text),
-                        parse_mode=ParseMode.HTML,
-                        message_thread_id=thread,
-                    )
-                )
-            except BadRequest as exc:
-                if "parse" not in str(exc).lower() and "entit" not in str(exc).lower():
-                    raise
-                log.info("telegram refused the formatting; sending plain text")
-                message = self._run(self.bot.send_message(chat, text, message_thread_id=thread))
+            message = request(chat, thread)
         except ChatMigrated as exc:  # a group became a supergroup: its id changed
             # Only a basic group migrates, and a basic group has no topics.
             log.info("telegram group migrated; delivering to its new id")
-            return self.send(str(exc.new_chat_id), text, idempotency_key=idempotency_key)
+            return self._deliver(str(exc.new_chat_id), request)
         except Exception as exc:
             raise self._send_error(exc) from exc
         return Sent(platform_id=str(message.message_id))

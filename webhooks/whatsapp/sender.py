@@ -1,11 +1,16 @@
-"""WhatsApp replies through Twilio's REST API, with Twilio's errors mapped onto Pam's
-transient/permanent send errors."""
+"""WhatsApp replies through Twilio's REST API (a /progress chart as media Twilio fetches from
+its signed link), with Twilio's errors mapped onto Pam's transient/permanent send errors."""
 
 from __future__ import annotations
+
+import logging
+from typing import Any
 
 from bot.channels import PermanentSendError, TransientSendError
 from bot.splitting import utf16_length
 from memory.messages import Sent
+
+log = logging.getLogger(__name__)
 
 # Twilio error codes that no retry can fix: unsubscribed or blocked recipient, invalid or
 # non-WhatsApp number, outside the 24-hour session window, sender not enabled.
@@ -43,12 +48,29 @@ class TwilioSender:
 
     def send(self, chat_id: str, text: str, *, idempotency_key: str) -> Sent:
         """Send one WhatsApp message; raise TransientSendError or PermanentSendError."""
+        return self._create(chat_id, body=text)
+
+    def send_chart(
+        self, chat_id: str, png: bytes, url: str | None, caption: str, *, idempotency_key: str
+    ) -> Sent:
+        """Send a /progress chart as media: Twilio fetches it from its signed `url` under
+        PAM_PUBLIC_URL. Without one, the caption goes alone."""
+        if url is None:
+            log.warning(
+                "a /progress chart went to WhatsApp as text alone: set PAM_PUBLIC_URL (the web "
+                "app's public address) so that Twilio can fetch the image"
+            )
+            return self._create(chat_id, body=caption)
+        return self._create(chat_id, body=caption, media_url=[url])
+
+    def _create(self, chat_id: str, **fields: Any) -> Sent:
+        """One message through Twilio with `fields` (body, media); Twilio's errors mapped."""
         from twilio.base.exceptions import TwilioException, TwilioRestException
 
         extra = {"status_callback": self.status_callback} if self.status_callback else {}
         try:
             message = self.client.messages.create(
-                from_=self.from_number, to=chat_id, body=text, **extra
+                from_=self.from_number, to=chat_id, **fields, **extra
             )
         except TwilioRestException as exc:
             if exc.status == 429 or exc.status >= 500:

@@ -453,3 +453,16 @@ def test_close_closes_the_http_connections(telegram_server: TelegramServer) -> N
 
     leaks = [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
     assert leaks == []
+
+
+def test_progress_arrives_as_a_photo_with_its_summary(
+    worker: Worker, telegram_server: TelegramServer
+) -> None:
+    chat = new_chat()
+    accept(worker, chat, "/progress")
+    worker.drain()
+    (photo,) = telegram_server.of("sendPhoto")
+    assert str(photo.params["chat_id"]) == str(chat)
+    assert photo.params["photo"].startswith(b"\x89PNG\r\n\x1a\n")
+    assert photo.params["caption"].startswith("This week — corrections: 0")
+    assert telegram_server.sent_texts(chat) == []

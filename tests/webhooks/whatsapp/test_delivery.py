@@ -29,7 +29,7 @@ from tests.webhooks.whatsapp.conftest import (
 )
 from webhooks.services import service_logging
 from webhooks.whatsapp.sender import TwilioSender
-from webhooks.wiring import senders
+from webhooks.wiring import build, senders
 
 LIMIT = 1600
 SENTENCE_END = re.compile(r"[.!?…]$")
@@ -392,3 +392,26 @@ def test_service_logs_leave_out_the_twilio_clients_request_dumps(
 
     assert len(twilio_server.messages) == 1
     assert [r.getMessage() for r in caplog.records if r.name.startswith("twilio")] == []
+
+
+def test_progress_sends_media_whose_signed_link_the_web_app_serves(
+    client: FlaskClient,
+    engine: Engine,
+    fake_model: FakeChatModel,
+    whatsapp_settings: Settings,
+    twilio_server: CountingTwilioServer,
+) -> None:
+    public = whatsapp_settings.replace(web={"public_url": "https://pam.example/"})
+    pam = build(public, model=fake_model, submit=lambda w: w(), engine=engine)
+    address = learner_says(client, "/progress")
+    Worker(pam, senders(public)).drain()
+    [message] = twilio_server.messages
+    assert message["To"] == address
+    assert message["Body"].startswith("This week — corrections: 0")
+    link = message["MediaUrl"]
+    assert link.startswith("https://pam.example/charts/") and link.endswith(".png")
+    served = client.get(link.removeprefix("https://pam.example"))  # no credentials
+    assert served.status_code == 200 and served.mimetype == "image/png"
+    assert served.data.startswith(b"\x89PNG\r\n\x1a\n")
+    tampered = link.removeprefix("https://pam.example").replace(".png", "x.png")
+    assert client.get(tampered).status_code == 403

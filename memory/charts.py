@@ -1,0 +1,100 @@
+"""/progress charts as stored: the PNG and its summary, found again by id and nonce (the two a
+signed link names), pruned once their links have expired; and the key those links are signed
+with when the operator sets none, made once and shared by every process."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import delete, insert, select
+from sqlalchemy.exc import IntegrityError
+
+from memory.db import Tables
+from memory.models import Chart, ServiceKey
+from memory.records import LearnerGone
+
+LINK_KEY = "chart-links"  # the ServiceKey row of the links' signing key
+
+
+@dataclass(frozen=True)
+class StoredChart:
+    """A chart as delivery needs it: whose it is, the PNG, and the nonce its link names."""
+
+    id: int
+    learner_id: int
+    nonce: str
+    png: bytes
+
+
+class Charts(Tables):
+    """Charts, saved, found and pruned, and the links' signing key."""
+
+    def save(self, learner_id: int, png: bytes, summary: str) -> tuple[int, str]:
+        """Store a rendered chart; its id and nonce. Raises LearnerGone when the learner was
+        forgotten meanwhile."""
+        nonce = secrets.token_urlsafe(16)
+        values = {
+            "learner_id": learner_id,
+            "nonce": nonce,
+            "png": png,
+            "summary": summary,
+            "created_at": self.clock(),
+        }
+        try:
+            with self.engine.begin() as connection:
+                chart_id = connection.execute(
+                    insert(Chart).values(values).returning(Chart.id)
+                ).scalar_one()
+        except IntegrityError as exc:  # the learner's row is gone
+            raise LearnerGone(learner_id) from exc
+        return int(chart_id), nonce
+
+    def get(self, chart_id: int, nonce: str) -> tuple[bytes, int] | None:
+        """The PNG and learner of the chart a link names; None when it is gone (pruned, or its
+        learner forgotten) or the nonce is not its own."""
+        with self.single.connect() as connection:
+            row = connection.execute(
+                select(Chart.png, Chart.learner_id).where(
+                    Chart.id == chart_id, Chart.nonce == nonce
+                )
+            ).first()
+        return (bytes(row.png), int(row.learner_id)) if row is not None else None
+
+    def find(self, chart_id: int) -> StoredChart | None:
+        """The chart with `chart_id`, for delivering it; None when it is gone."""
+        with self.single.connect() as connection:
+            row = connection.execute(
+                select(Chart.id, Chart.learner_id, Chart.nonce, Chart.png).where(
+                    Chart.id == chart_id
+                )
+            ).first()
+        if row is None:
+            return None
+        return StoredChart(int(row.id), int(row.learner_id), row.nonce, bytes(row.png))
+
+    def prune(self, before: datetime) -> int:
+        """Delete the charts made before `before` (their links have expired); how many."""
+        with self.single.begin() as connection:
+            return int(connection.execute(delete(Chart).where(Chart.created_at < before)).rowcount)
+
+    def signing_key(self, configured: str | None) -> str:
+        """The key chart links are signed with: `configured` (PAM_LINK_SECRET) when set, else
+        one made at random by the first process that asks and kept in the database, so that
+        the web process verifies what the workers signed."""
+        if configured:
+            return configured
+        lookup = select(ServiceKey.value).where(ServiceKey.name == LINK_KEY)
+        with self.single.connect() as connection:
+            found = connection.execute(lookup).scalar()
+        if found is not None:
+            return str(found)
+        made = {"name": LINK_KEY, "value": secrets.token_urlsafe(48), "created_at": self.clock()}
+        try:
+            with self.engine.begin() as connection:
+                connection.execute(insert(ServiceKey).values(made))
+        except IntegrityError:  # another process made it first: theirs is the key
+            pass
+        with self.single.connect() as connection:
+            return str(connection.execute(lookup).scalar_one())

@@ -1,0 +1,114 @@
+"""/progress through the Procfile's processes: real `gunicorn` (web) and `pam worker`
+subprocesses against the fake Telegram and Twilio servers. On Telegram the chart arrives as an
+uploaded photo; on WhatsApp Twilio is given a media URL under PAM_PUBLIC_URL, which the web
+process serves to an unauthenticated GET, while a tampered link is refused."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+
+from loopback.harness import (
+    PAM_CMD,
+    db_upgrade,
+    free_port,
+    gunicorn,
+    postgres_schema,
+    processes,
+    service_env,
+    sqlite_url,
+    wait_for,
+    wait_healthy,
+)
+from loopback.openai_server import OpenAIServer
+from loopback.telegram_server import TOKEN, TelegramServer
+from loopback.twilio_server import ACCOUNT_SID, AUTH_TOKEN, NUMBER, TwilioServer, sign
+from tests.conftest import PG_URL
+from tests.webhooks.telegram import updates
+from tests.webhooks.whatsapp.conftest import text_form
+
+pytestmark = pytest.mark.slow
+
+SECRET = "pam-progress-webhook-secret"
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+WAIT = 60.0
+
+
+@pytest.fixture
+def database(tmp_path: Path) -> Iterator[str]:
+    """Postgres when the tests have one (a schema of this test's own), else a SQLite file."""
+    if PG_URL:
+        with postgres_schema(PG_URL) as url:
+            yield url
+    else:
+        yield sqlite_url(tmp_path)
+
+
+def test_progress_is_a_telegram_photo_and_a_whatsapp_media_link_the_web_serves(
+    tmp_path: Path, llm: OpenAIServer, database: str
+) -> None:
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    with TelegramServer() as telegram, TwilioServer() as twilio, processes(tmp_path) as group:
+        env = service_env(
+            database,
+            OPENAI_BASE_URL=llm.base_url,
+            OPENAI_API_KEY="test",
+            PAM_POLL_SECONDS="0.05",
+            PAM_PUBLIC_URL=base,
+            TELEGRAM_BOT_TOKEN=TOKEN,
+            TELEGRAM_API_URL=telegram.base_url,
+            TELEGRAM_WEBHOOK_SECRET=SECRET,
+            TWILIO_ACCOUNT_SID=ACCOUNT_SID,
+            TWILIO_AUTH_TOKEN=AUTH_TOKEN,
+            TWILIO_WHATSAPP_NUMBER=NUMBER,
+            TWILIO_API_URL=twilio.base_url,
+        )
+        db_upgrade(env, tmp_path)
+        group.start("web", gunicorn(port, workers=1, threads=2), env)
+        worker = group.start("worker", [*PAM_CMD, "worker"], env)
+        wait_healthy(base, group)
+        wait_for(lambda: "worker started" in worker.tail(), 30, "the worker to start")
+
+        # Telegram: the learner's /progress through the webhook comes back as a photo.
+        lena = updates.learner("Lena")
+        posted = requests.post(
+            f"{base}/telegram/webhook",
+            json=updates.command(lena, "/progress"),
+            headers={"X-Telegram-Bot-Api-Secret-Token": SECRET},
+            timeout=10,
+        )
+        assert posted.status_code == 200, posted.text
+        wait_for(lambda: bool(telegram.of("sendPhoto")), WAIT, "the chart on Telegram")
+        (photo,) = telegram.of("sendPhoto")
+        assert str(photo.params["chat_id"]) == str(lena["id"])
+        assert photo.params["photo"].startswith(PNG_SIGNATURE)
+        assert photo.params["caption"].startswith("This week — corrections: 0")
+
+        # WhatsApp: Twilio gets a media URL under PAM_PUBLIC_URL.
+        form = text_form("34" + str(uuid.uuid4().int)[:10], "/progress")
+        url = f"{base}/whatsapp/webhook"
+        posted = requests.post(
+            url, data=form, headers={"X-Twilio-Signature": sign(url, form)}, timeout=10
+        )
+        assert posted.status_code == 200, posted.text
+        wait_for(lambda: bool(twilio.media()), WAIT, "the chart's media on WhatsApp")
+        (link,) = twilio.media()
+        assert link.startswith(f"{base}/charts/") and link.endswith(".png")
+
+        # Twilio fetches it without any credential; a tampered link gets nothing.
+        served = requests.get(link, timeout=10)
+        assert served.status_code == 200
+        assert served.headers["Content-Type"] == "image/png"
+        assert served.headers["Referrer-Policy"] == "no-referrer"
+        assert served.content.startswith(PNG_SIGNATURE)
+        token = link.removeprefix(f"{base}/charts/").removesuffix(".png")
+        forged = token[:-2] + ("AA" if not token.endswith("AA") else "BB")
+        refused = requests.get(f"{base}/charts/{forged}.png", timeout=10)
+        assert refused.status_code == 403
+        assert not refused.content.startswith(PNG_SIGNATURE)
+        group.assert_alive()

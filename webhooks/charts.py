@@ -1,0 +1,133 @@
+"""GET /charts/<token>.png: a /progress chart, served to whoever holds its signed link — the
+link is the credential (Twilio fetches WhatsApp media without any of Pam's secrets). A link
+names one chart by id and nonce, signed with itsdangerous and expiring after
+PAM_CHART_LINK_SECONDS: a tampered or malformed link gets 403, an expired one 403 with a word
+on what to do, a chart that is gone (pruned, or its learner forgotten) 404."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from flask import Blueprint, Response, current_app
+from itsdangerous import BadData, SignatureExpired, TimestampSigner, URLSafeTimedSerializer
+
+from bot.settings import ChartSettings
+from memory.charts import Charts
+from memory.clock import Clock, utcnow
+
+log = logging.getLogger(__name__)
+
+SALT = "pam-chart"
+EXTENSION = "pam_chart_links"  # where the app keeps its SignedLinks
+EXPIRED = "This chart link has expired. Send /progress for a fresh chart.\n"
+INVALID = "This chart link is not valid.\n"
+GONE = "This chart is no longer available.\n"
+# No page a chart is opened from learns its address, no browser guesses another type for it.
+HEADERS = {"Referrer-Policy": "no-referrer", "X-Content-Type-Options": "nosniff"}
+
+blueprint = Blueprint("charts", __name__)
+
+
+class ClockedSigner(TimestampSigner):
+    """itsdangerous' timestamp signer on Pam's clock, so tests move time instead of sleeping."""
+
+    def __init__(self, *args: Any, clock: Clock = utcnow, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.clock = clock
+
+    def get_timestamp(self) -> int:
+        """Now, in seconds since the epoch, by the clock."""
+        return int(self.clock().timestamp())
+
+
+class SignedLinks:
+    """Signed links to charts: made for delivery (`url`, a `bot.channels.ChartLinks`), read
+    by the route (`read`). The key is PAM_LINK_SECRET, else the one kept in the database,
+    read on first use (the web process may start before the database answers)."""
+
+    def __init__(
+        self,
+        charts: Charts,
+        settings: ChartSettings,
+        public_url: str | None,
+        clock: Clock = utcnow,
+    ) -> None:
+        self.charts = charts
+        self.settings = settings
+        self.public_url = public_url.rstrip("/") if public_url else None
+        self.clock = clock
+        self._serializer: URLSafeTimedSerializer | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def seconds(self) -> int:
+        """How long a link works after it was made."""
+        return self.settings.chart_link_seconds
+
+    def serializer(self) -> URLSafeTimedSerializer:
+        """The serializer, its key fetched (or made) once."""
+        with self._lock:
+            if self._serializer is None:
+                key = self.charts.signing_key(self.settings.link_secret)
+                self._serializer = URLSafeTimedSerializer(
+                    key, salt=SALT, signer=ClockedSigner, signer_kwargs={"clock": self.clock}
+                )
+            return self._serializer
+
+    def token(self, chart_id: int, nonce: str) -> str:
+        """The signed token naming the chart, stamped with the clock's time."""
+        return str(self.serializer().dumps([chart_id, nonce]))
+
+    def url(self, chart_id: int, nonce: str) -> str | None:
+        """The chart's public link, or None when PAM_PUBLIC_URL is unset."""
+        if self.public_url is None:
+            return None
+        return f"{self.public_url}/charts/{self.token(chart_id, nonce)}.png"
+
+    def read(self, token: str) -> tuple[int, str, float]:
+        """The chart id and nonce a token names, and the seconds it has left. Raises
+        SignatureExpired when it is too old, BadData when it was tampered with or is not a
+        token at all."""
+        payload, signed_at = self.serializer().loads(
+            token, max_age=self.seconds, return_timestamp=True
+        )
+        if (
+            not isinstance(payload, list)
+            or len(payload) != 2
+            or type(payload[0]) is not int
+            or not isinstance(payload[1], str)
+        ):
+            raise BadData("not a chart link")
+        left = self.seconds - (self.clock() - signed_at).total_seconds()
+        return payload[0], payload[1], max(left, 0.0)
+
+
+def links() -> SignedLinks:
+    """The current app's chart links."""
+    signed: SignedLinks = current_app.extensions[EXTENSION]
+    return signed
+
+
+def _text(body: str, status: int) -> Response:
+    return Response(body, status, mimetype="text/plain", headers=HEADERS)
+
+
+@blueprint.get("/charts/<token>.png")
+def chart(token: str) -> Response:
+    """The chart the link names, to anyone who holds the link."""
+    signed = links()
+    try:
+        chart_id, nonce, left = signed.read(token)
+    except SignatureExpired:
+        return _text(EXPIRED, 403)
+    except BadData:
+        log.info("chart link refused: bad signature")
+        return _text(INVALID, 403)
+    found = signed.charts.get(chart_id, nonce)
+    if found is None:
+        return _text(GONE, 404)
+    png, _ = found
+    headers = HEADERS | {"Cache-Control": f"private, max-age={int(left)}"}
+    return Response(png, 200, mimetype="image/png", headers=headers)
