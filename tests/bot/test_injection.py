@@ -29,7 +29,7 @@ from webhooks.wiring import build
 REPLY_SECTIONS = ("learner_profile", "conversation_summary")
 MEMORY_SECTIONS: dict[str, tuple[str, ...]] = {
     "summary": ("previous_summary", "conversation"),
-    "profile": ("current_profile", "recent_corrections", "new_learner_messages"),
+    "profile": ("current_profile", "new_learner_messages"),
 }
 TAG_LIKE = re.compile(r"<\s*/?\s*[a-z_]+\s*>", re.IGNORECASE)  # what prompts.as_data neutralises
 SETTINGS_HEADER = "\nLearner settings:\n"
@@ -366,10 +366,11 @@ def test_injected_text_stays_inside_data_and_instructions_stay_first(
         _, data = memory_parts(call)
         assert_only_in_sections(data, ("new_learner_messages",), attack.chat)
         assert_only_in_sections(data, ("current_profile",), attack.profile)
-        assert_only_in_sections(data, ("recent_corrections",), attack.correction)
+        # A correction reaches the profile prompt only as a pattern's name among the
+        # profile's recurring mistakes: inside the profile's data.
+        assert_only_in_sections(data, ("current_profile",), attack.correction)
     later = memory_parts(evil_model.of("profile")[-1])[1]
     assert attack.profile in section(later, "current_profile")
-    assert attack.correction in section(later, "recent_corrections")
 
 
 def test_a_summary_imitating_the_prompt_separator_cannot_cut_the_data_section(
