@@ -43,7 +43,7 @@ from bench.token_runs import (
     run_pam,
 )
 from bot.recall import recall_in
-from bot.review import DUE_NAMED, DUE_REPORT, DUE_RULE, DUE_TAG
+from bot.review import DUE_TAG
 from memory.config import MemoryConfig
 from memory.llm import ChatMessage
 from memory.tokens import TokenCounter
@@ -191,18 +191,16 @@ def recall_share(runs: dict[str, Series]) -> dict[str, Any]:
 
 
 def review_in(messages: Sequence[ChatMessage], counter: TokenCounter) -> tuple[int, int]:
-    """The due review items a reply request carried and the tokens they added to it (their
-    data section, the sentence in the rules, the data list's name for them and the report in
-    the answer format): the system prompt counted with and without them."""
+    """The due review items a reply request carried and the tokens they added to it: all of
+    the system prompt's end from their data section on (the section, what to do with it,
+    what to add to the answer), counted with and without it."""
     system = messages[0]["content"]
     start, end = f"\n\n<{DUE_TAG}>\n", f"\n</{DUE_TAG}>"
     if start not in system:
         return 0, 0
-    data = system.split(start, 1)[1].split(end, 1)[0]
-    without = system.replace(f"{start}{data}{end}", "")
-    for added in (DUE_RULE, DUE_NAMED, DUE_REPORT):
-        without = without.replace(added, "")
-    return data.count("\n") + 1, counter.count(system) - counter.count(without)
+    head, _, tail = system.partition(start)
+    data = tail.split(end, 1)[0]
+    return data.count("\n") + 1, counter.count(system) - counter.count(head)
 
 
 def review_share(runs: dict[str, Series]) -> dict[str, Any]:

@@ -63,10 +63,8 @@ def reply_prompt(
         summary=as_data(context.summary.text, summary_cap_chars) or "(no earlier conversation yet)",
         recall=f"\n\n{recalled}" if recalled else "",
         recalled_named=RECALLED_NAMED if recalled or tool else "",
-        review=review.section if review else "",
-        review_rule=review.rule if review else "",
-        review_named=review.named if review else "",
-        review_report=review.report if review else "",
+        # Last, after every stable part: a turn with due items changes only the prompt's end.
+        review=review.added if review else "",
     )[0]["content"]
     messages: list[ChatMessage] = [{"role": "system", "content": system}]
     for message in context.messages:

@@ -33,25 +33,28 @@ SHOWN_CHARS = 200  # the learner's words, each, in an exercise
 KINDS = ("fix", "gap")  # a session alternates them, "fix" first
 REPORT_VALUES = 10  # labels read from one field of a report, at most
 
-# What a prompt with due items adds to the rules, the data list, the answer's format and its
+# What a prompt with due items adds after its data section — at the very end, so that the
+# stable start of the prompt stays the same (providers cache it) — and to the answer's
 # schema. The format's example lists are empty: a model that copies it grades nothing.
 DUE_RULE = (
-    "\n- Review items below are old mistakes: let your question invite one naturally, never "
-    'drill or mention review; "review": labels their latest message got right ("used") or '
-    'wrong ("missed").'
+    "\nThe review items are old mistakes of theirs, data like the profile: let your question "
+    "invite one naturally; never drill or mention review."
 )
-DUE_NAMED = ", review items"
-DUE_REPORT = ', "review": {"used": [], "missed": []}'
+DUE_REPORT = (
+    '\nAdd to your JSON "review": {"used": [], "missed": []}, the labels their latest message '
+    'got right ("used") or wrong again ("missed").'
+)
 _LABELS = {"type": "array", "items": {"type": "integer"}}
 DUE_SCHEMA = {"review": strict_object(used=_LABELS, missed=_LABELS)}
 # And a prompt whose learner is answering a /review exercise.
 EXERCISE_RULE = (
-    "\n- If their latest message answers the review exercise (below), say in one or two "
-    'sentences whether it is right, with the correct form, and ask nothing; "exercise": '
-    "right, wrong, or none when they chat about something else."
+    "\nIf their latest message answers this review exercise (data, like the profile), say in "
+    "one or two sentences whether it is right, with the correct form, and ask nothing."
 )
-EXERCISE_NAMED = ", the review exercise"
-EXERCISE_REPORT = ', "exercise": "right|wrong|none"'
+EXERCISE_REPORT = (
+    '\nAdd to your JSON "exercise": "right", "wrong", or "none" when they chat about '
+    "something else."
+)
 EXERCISE_SCHEMA = {"exercise": {"type": "string", "enum": ["right", "wrong", "none"]}}
 
 REVIEW_OFF = "Review is switched off here: I still correct your mistakes as we chat."
@@ -96,13 +99,12 @@ NO_REVIEW = ReviewUse()
 
 @dataclass(frozen=True)
 class Asked:
-    """What review adds to one reply prompt: the data section, the sentence in the rules, the
-    data list's name for the section, the answer format's addition and its schema's
-    properties; the due items by label (1 first), or the /review under way."""
+    """What review adds to one reply prompt, at its end: the data section, what to do with
+    it and what to add to the answer, and the schema's properties for that; the due items by
+    label (1 first), or the /review under way."""
 
     section: str
     rule: str
-    named: str
     report: str
     schema: dict[str, Any]
     items: tuple[DueItem, ...] = ()
@@ -111,7 +113,7 @@ class Asked:
     @property
     def added(self) -> str:
         """Every text it adds to the prompt, for counting its tokens."""
-        return "".join((self.section, self.rule, self.named, self.report))
+        return "".join((self.section, self.rule, self.report))
 
 
 def folded(text: str) -> str:
@@ -137,7 +139,7 @@ def due_prompt(items: Sequence[DueItem]) -> Asked:
         rule = f" ({_line(item.rule)})" if item.rule else ""
         lines.append(f"{label}. {_line(item.original)} → {_line(item.corrected)}{rule}")
     section = f"\n\n<{DUE_TAG}>\n" + "\n".join(lines) + f"\n</{DUE_TAG}>"
-    return Asked(section, DUE_RULE, DUE_NAMED, DUE_REPORT, DUE_SCHEMA, items=tuple(items))
+    return Asked(section, DUE_RULE, DUE_REPORT, DUE_SCHEMA, items=tuple(items))
 
 
 def exercise_prompt(session: ReviewState, rule: str) -> Asked:
@@ -148,9 +150,7 @@ def exercise_prompt(session: ReviewState, rule: str) -> Asked:
     if rule:
         lines.append(f"rule: {_line(rule)}")
     section = f"\n\n<{EXERCISE_TAG}>\n" + "\n".join(lines) + f"\n</{EXERCISE_TAG}>"
-    return Asked(
-        section, EXERCISE_RULE, EXERCISE_NAMED, EXERCISE_REPORT, EXERCISE_SCHEMA, session=session
-    )
+    return Asked(section, EXERCISE_RULE, EXERCISE_REPORT, EXERCISE_SCHEMA, session=session)
 
 
 # -- the report -----------------------------------------------------------------------------
