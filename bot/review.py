@@ -98,6 +98,31 @@ NO_REVIEW = ReviewUse()
 
 
 @dataclass(frozen=True)
+class Grading:
+    """What one turn does to the learner's review items, to write after its reply is sent:
+    its corrections (each grades its pattern Again), the items its answer reported used
+    (Good) or missed (Again), and those its prompt offered."""
+
+    learner_id: int
+    message_id: int
+    corrections: tuple[CorrectionRecord, ...]
+    used: tuple[int, ...] = ()
+    missed: tuple[int, ...] = ()
+    offered: tuple[int, ...] = ()
+
+    def write(self, reviews: Reviews) -> None:
+        """Record it in `reviews` (once per learner message, however often it runs)."""
+        reviews.record_turn(
+            self.learner_id,
+            self.message_id,
+            self.corrections,
+            used=self.used,
+            missed=self.missed,
+            offered=self.offered,
+        )
+
+
+@dataclass(frozen=True)
 class Asked:
     """What review adds to one reply prompt, at its end: the data section, what to do with
     it and what to add to the answer, and the schema's properties for that; the due items by
@@ -384,28 +409,47 @@ class Reviewing:
         corrections: Sequence[CorrectionRecord],
         rest: dict[str, Any],
         asked: Asked | None,
-    ) -> str:
-        """Record this turn's corrections as patterns and grade what its answer reported; the
-        text Pam adds to the reply (the next exercise, or the score), "" for none. Idempotent
-        per learner message (the store grades an item once per message). A failure other
-        than LearnerGone is logged, and the reply goes out without the grade."""
+    ) -> tuple[str, Grading | None]:
+        """What this turn's answer does to review: the text Pam adds to the reply (the next
+        exercise, or the score; "" for none), and the grading of the learner's items by the
+        turn's corrections and the answer's report, for `record` to write once the reply is
+        on its way (None: nothing to write). A /review answer is graded here, the session
+        moved on with it. A failure other than LearnerGone is logged, and the reply goes out
+        without the grade."""
         used: list[int] = []
         missed: list[int] = []
         if asked is not None and asked.items:
             used, missed = report(rest, asked.items)
-        offered = [item.id for item in asked.items] if asked is not None else []
+        offered = tuple(item.id for item in asked.items) if asked is not None else ()
+        grading = None
+        if corrections or offered:  # else nothing to write: no round trip
+            grading = Grading(
+                learner_id, message_id, tuple(corrections), tuple(used), tuple(missed), offered
+            )
+        if asked is None or asked.session is None:
+            return "", grading
         try:
-            if corrections or offered:  # else nothing to write: no round trip
-                self.reviews.record_turn(
-                    learner_id, message_id, corrections, used=used, missed=missed, offered=offered
-                )
-            if asked is not None and asked.session is not None:
-                return self._answered(learner_id, message_id, text, rest, asked.session)
+            if grading is not None:  # the corrections first: a pattern made again is Again
+                grading.write(self.reviews)
+            return self._answered(learner_id, message_id, text, rest, asked.session), None
         except LearnerGone:
             raise
         except Exception as exc:
             log.warning("review grading failed learner=%s: %s", learner_id, type(exc).__name__)
-        return ""
+        return "", None
+
+    def record(self, grading: Grading) -> None:
+        """Write `grading` (once per learner message, however often it runs). It runs after
+        the reply is sent, off the reply's path: a failure, or the learner forgotten
+        meanwhile, costs only the grade, logged without content."""
+        try:
+            grading.write(self.reviews)
+        except LearnerGone:
+            log.info("review grading for learner %s dropped: forgotten", grading.learner_id)
+        except Exception as exc:
+            log.warning(
+                "review grading failed learner=%s: %s", grading.learner_id, type(exc).__name__
+            )
 
     def _answered(
         self, learner_id: int, message_id: int, text: str, rest: dict[str, Any], at: ReviewState

@@ -15,7 +15,7 @@ from bot import corrections, phrases
 from bot.asking import Asking
 from bot.commands import CommandAnswer, Commands, parse_command
 from bot.recall import NO_RECALL, RecallUse
-from bot.review import NO_REVIEW, Asked, Reviewing, ReviewUse
+from bot.review import NO_REVIEW, Asked, Grading, Reviewing, ReviewUse
 from bot.settings import Settings
 from memory.claims import Claim
 from memory.clock import Clock, utcnow
@@ -82,6 +82,8 @@ class Turn:
     recall: RecallUse = NO_RECALL
     # What review added to the prompt (due items, a /review exercise, their tokens): the same.
     review: ReviewUse = NO_REVIEW
+    # What the turn does to the learner's review items, written by `Tutor.start_jobs`.
+    grading: Grading | None = None
     # A /progress chart (stored, by id) sent with the first reply as its caption.
     chart_id: int | None = None
 
@@ -234,8 +236,11 @@ class Tutor:
             return Turn([], learner.id)
 
     def start_jobs(self, turn: Turn, due: tuple[str, ...] = ()) -> None:
-        """Start the memory jobs `turn` made due, and `due` (those its write found due),
-        each in the background."""
+        """Write the review grades of `turn` (off the reply's path: its reply is stored, and
+        sent where a channel sends it) and start the memory jobs it made due, and `due`
+        (those its write found due), each in the background."""
+        if turn.grading is not None:
+            self.review.record(turn.grading)
         for kind in turn.due + due:
             assert turn.learner_id is not None
             self.runner.request(turn.learner_id, kind)
@@ -280,8 +285,9 @@ class Tutor:
             return self._failed(learner.id, Unusable(str(exc)), language, can_retry=False)
         # The unusable answers before this one; its own call is stored with the reply.
         self.store.ledger.record_calls(learner.id, "reply", completion.billed)
-        # Graded before the Turn returns, so a turn run again grades nothing twice.
-        added = self.review.finish(
+        # The items' grades are written after the reply is sent (start_jobs), a /review
+        # answer's here: its reply says what comes next.
+        added, grading = self.review.finish(
             learner.id, stored.id, text, answer.corrections, answer.rest, asked
         )
         if added:  # the next exercise or the score, before the correction lines
@@ -315,7 +321,7 @@ class Tutor:
             corrections=tuple(answer.corrections),
             usage=(completion.model, completion.input_tokens, completion.output_tokens),
         )
-        return Turn([shown], learner.id, reply, recall=recalled, review=reviewed)
+        return Turn([shown], learner.id, reply, recall=recalled, review=reviewed, grading=grading)
 
     def _review_use(self, asked: Asked | None) -> ReviewUse:
         """What review added to this turn's prompt, counted."""

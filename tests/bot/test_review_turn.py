@@ -32,6 +32,7 @@ from bot.review import (
 )
 from bot.runtime import Pam
 from bot.settings import Settings
+from bot.tutor import store_reply
 from loopback.openai_server import OpenAIServer
 from memory.clock import ManualClock
 from memory.llm import ChatMessage
@@ -221,15 +222,21 @@ def test_the_report_grades_used_good_and_missed_again(settings: Settings, engine
 
 
 def test_a_turn_run_again_after_a_crash_grades_once(settings: Settings, engine: Engine) -> None:
-    """The model answered but the worker died before the reply was written: the turn runs
-    again for the same inbox item, is answered again, and grades nothing twice."""
+    """The model answered but the worker died before the reply was written: nothing was
+    graded (grades are written after the reply). The turn runs again for the same inbox
+    item, is answered and written, and its grades land once, however often they are
+    written."""
     pam, model, _clock, ana = due_scene(settings, engine, BUEN)
     inbox_id = uuid.uuid4().int % 2**62
     used = reply_json("¡Bien!", review={"used": [1], "missed": []})
     model.queue("reply", used, used)
     pam.tutor.answer(ana.user, "Tengo un buen amigo.", inbox_id=inbox_id)  # never written
+    assert grades(engine, ana.info.id, "used") == []
     turn = pam.tutor.answer(ana.user, "Tengo un buen amigo.", inbox_id=inbox_id)
-    assert turn.reply is not None
+    assert turn.reply is not None and turn.grading is not None
+    store_reply(pam.writer, None, turn)
+    pam.tutor.start_jobs(turn)
+    pam.tutor.start_jobs(turn)  # a grading written twice
     (item,) = item_ids(engine, ana.info.id).values()
     assert grades(engine, ana.info.id, "used") == [(item, "used", GOOD)]
 

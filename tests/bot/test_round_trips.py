@@ -85,10 +85,11 @@ def test_a_turn_costs_four_round_trips_on_postgres(pam: Pam, engine: Engine, cos
 def test_a_turn_with_corrections_costs_one_review_transaction_more_on_postgres(
     pam: Pam, engine: Engine, fake_model: FakeChatModel, cost: Cost
 ) -> None:
-    """A plain turn's four, and the corrections' patterns graded in one transaction: the
-    learner's items with whether this message graded them already (one query), the new
-    item, its grade's log and its card (a pattern seen before: the card's update and the
-    log), BEGIN and COMMIT."""
+    """A plain turn's four, and once the reply is stored (on a channel: sent), off the
+    reply's path, the corrections' patterns graded in one transaction: the learner's items
+    with whether this message graded them already (one query), the new item, its grade's log
+    and its card (a pattern seen before: the card's update and the log), BEGIN and
+    COMMIT."""
     user = unique_user()
     pam.tutor.handle(user, "Hola")
     correction = {"original": "yo es", "corrected": "yo soy", "explanation": "ser"}
