@@ -17,6 +17,7 @@ COMMANDS = [
     ("language", "What you practise: /language Spanish English"),
     ("level", "Your level: /level A2"),
     ("profile", "What Pam knows about you"),
+    ("review", "Practise the mistakes that are due"),
     ("progress", "A chart of your last weeks"),
     ("forget", "Erase everything Pam knows about you"),
 ]
