@@ -11,13 +11,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import fsrs
-from sqlalchemy import Select, and_, delete, func, literal, or_, select
+from sqlalchemy import Integer, Select, and_, bindparam, delete, func, literal, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, aliased
 from sqlalchemy.orm.exc import StaleDataError
 
 from memory.db import Tables
-from memory.models import Learner, ReviewItem, ReviewLog, ReviewSession
+from memory.models import Id, Learner, ReviewItem, ReviewLog, ReviewSession, UTCDateTime
 from memory.records import CorrectionRecord, LearnerGone
 from memory.review_items import (
     MISSED,
@@ -207,10 +207,11 @@ class Reviews(Tables):
         that the items offered for `previous_message_id` (the learner's message before this
         one) come again, ungraded, so the model can grade the answer to its invitation. A
         friend brings an old mistake up now and then, not in every other message. One query
-        on the index (learner_id, due), as it runs on every turn."""
-        return self._items(
-            self._prompt_items(learner_id, before_message_id, limit, previous_message_id)
+        on the index (learner_id, due), built once, as it runs on every turn."""
+        found = self.for_prompt(
+            learner_id, before_message_id, limit, previous_message_id=previous_message_id
         )
+        return [] if isinstance(found, ReviewState) else found
 
     def for_prompt(
         self,
@@ -222,20 +223,17 @@ class Reviews(Tables):
     ) -> ReviewState | list[DueItem]:
         """What a reply prompt carries of review, in one statement (it runs on every turn):
         the learner's /review under way, if any, else `due_for_prompt`'s items."""
-        items = self._prompt_items(learner_id, before_message_id, limit, previous_message_id)
-        due = items.subquery("due")
-        one = select(literal(1).label("one")).subquery("one")
-        query = (
-            select(*_SESSION_COLUMNS, *due.c)
-            .select_from(
-                one.outerjoin(ReviewSession, ReviewSession.learner_id == learner_id).outerjoin(
-                    due, ReviewSession.learner_id.is_(None)
-                )
-            )
-            .order_by(due.c.due, due.c.id)
-        )
+        now = self.clock()
+        values = {
+            "learner_id": learner_id,
+            "now": now,
+            "rested": now - REST,
+            "before": before_message_id,
+            "previous": previous_message_id or -1,
+            "limit": max(limit, 0),
+        }
         with self.single.connect() as connection:
-            rows = connection.execute(query).all()
+            rows = connection.execute(_FOR_PROMPT, values).all()
         if rows and rows[0].started_at is not None:
             return _state(rows[0])
         return [
@@ -243,37 +241,6 @@ class Reviews(Tables):
             for row in rows
             if row.id is not None
         ]
-
-    def _prompt_items(
-        self,
-        learner_id: int,
-        before_message_id: int,
-        limit: int,
-        previous_message_id: int | None,
-    ) -> Select[*tuple[Any, ...]]:
-        """`due_for_prompt`'s query."""
-        now = self.clock()
-        offered: Any = aliased(ReviewItem, name="offered")
-        last_offer = (
-            select(func.coalesce(func.max(offered.offered_message_id), 0))
-            .where(offered.learner_id == learner_id)
-            .scalar_subquery()
-        )
-        in_window = last_offer >= before_message_id
-        follow_up = and_(
-            last_offer == (previous_message_id or -1),
-            ReviewItem.offered_message_id == last_offer,
-            ReviewItem.offers == 1,
-        )
-        fresh = or_(ReviewItem.offers < OFFERS_BEFORE_REST, ReviewItem.offered_at <= now - REST)
-        return (
-            _due(learner_id, now)
-            .where(
-                ReviewItem.last_message_id < before_message_id,
-                or_(and_(in_window, follow_up), and_(~in_window, fresh)),
-            )
-            .limit(max(limit, 0))
-        )
 
     def due(self, learner_id: int) -> list[DueItem]:
         """Every item due now, most overdue first."""
@@ -425,3 +392,53 @@ def _ask(row: ReviewSession, exercise: Exercise, now: datetime) -> None:
     row.exercise = exercise.prompt
     row.expected = exercise.expected
     row.updated_at = now
+
+
+def _for_prompt() -> Any:
+    """`Reviews.for_prompt`'s statement: a /review under way, else the items due for the
+    prompt (see `Reviews.due_for_prompt`), left-joined to one row so that either comes back;
+    its parameters are bound at each call."""
+    learner_id = bindparam("learner_id", type_=Id)
+    now = bindparam("now", type_=UTCDateTime())
+    before = bindparam("before", type_=Id)
+    offered: Any = aliased(ReviewItem, name="offered")
+    last_offer = (
+        select(func.coalesce(func.max(offered.offered_message_id), 0))
+        .where(offered.learner_id == learner_id)
+        .scalar_subquery()
+    )
+    in_window = last_offer >= before
+    follow_up = and_(
+        last_offer == bindparam("previous", type_=Id),
+        ReviewItem.offered_message_id == last_offer,
+        ReviewItem.offers == 1,
+    )
+    fresh = or_(
+        ReviewItem.offers < OFFERS_BEFORE_REST,
+        ReviewItem.offered_at <= bindparam("rested", type_=UTCDateTime()),
+    )
+    due = (
+        select(*_DUE_COLUMNS)
+        .where(
+            ReviewItem.learner_id == learner_id,
+            ReviewItem.due <= now,
+            ReviewItem.last_message_id < before,
+            or_(and_(in_window, follow_up), and_(~in_window, fresh)),
+        )
+        .order_by(ReviewItem.due, ReviewItem.id)
+        .limit(bindparam("limit", type_=Integer))
+        .subquery("due")
+    )
+    one = select(literal(1).label("one")).subquery("one")
+    return (
+        select(*_SESSION_COLUMNS, *due.c)
+        .select_from(
+            one.outerjoin(ReviewSession, ReviewSession.learner_id == learner_id).outerjoin(
+                due, ReviewSession.learner_id.is_(None)
+            )
+        )
+        .order_by(due.c.due, due.c.id)
+    )
+
+
+_FOR_PROMPT = _for_prompt()
