@@ -97,6 +97,9 @@ EVERYTHING_LEARNED = {
     "interests": ["cooking", "climbing"],
     "misc": ["plans a summer trip to Valencia"],
 }
+# What Pam adds to every profile it writes: the learner's mistake patterns (the server's reply
+# corrects "yo es → yo soy" every turn; a rule-less correction is named by its change).
+PATTERNS = {"recurring_mistakes": ["es → soy"]}
 NOTHING_LEARNED = "(nothing learned yet)"
 NO_SUMMARY = "(no earlier conversation yet)"
 SUMMARY_NUMBER = re.compile(r"^Summary #(\d+):")
@@ -328,7 +331,7 @@ def test_a_scripted_40_message_session_folds_learns_and_keeps_the_window(
     assert summary.watermark < conversation[-10].id, "the last 10 messages are never folded"
 
     profile = store.memory.profile(learner.id)
-    assert profile.data == EVERYTHING_LEARNED
+    assert profile.data == EVERYTHING_LEARNED | PATTERNS
     assert "Lena" in profile.data["who"]
 
     usage = store.ledger.usage(learner.id)
@@ -361,11 +364,11 @@ def test_a_scripted_40_message_session_folds_learns_and_keeps_the_window(
         read += new_lines
         learned = learned_profile(current, new_lines)
         if learned is not None:
-            states.append(learned)
+            states.append(learned | PATTERNS)
     assert read == LINES[: len(read)]
     assert len(read) >= 36, "at most profile_every - 1 learner messages are left unread"
     assert profile.messages_processed == len(read)
-    assert states[-1] == EVERYTHING_LEARNED
+    assert states[-1] == EVERYTHING_LEARNED | PATTERNS
 
     # -- every reply prompt: profile, summary and the unfolded conversation ----------------
     learned_from: int | None = None
