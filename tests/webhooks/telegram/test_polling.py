@@ -318,6 +318,7 @@ def test_set_webhook_registers_url_secret_update_types_and_commands(
         "language",
         "level",
         "profile",
+        "review",
         "progress",
         "forget",
     ]
