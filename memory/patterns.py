@@ -9,10 +9,9 @@ from __future__ import annotations
 import difflib
 import itertools
 import re
-import threading
 import unicodedata
 
-import snowballstemmer
+from memory.recall_terms import stemmer_for
 
 # The column review_items.rule_key is this long.
 MAX_KEY = 200
@@ -50,14 +49,10 @@ _EDGES = re.compile(r"^[\W_]+|[\W_]+$")
 _ARROW = re.compile(r"\s*(?:→|⟶|⇒|➔|➜|->|=>|>)\s*")
 _QUOTED = re.compile(r"(?<!\w)['‘\"“«„`]([^'’\"”»`]{1,60})['’\"”»`](?!\w)")
 
-_stemmers = threading.local()  # a Snowball stemmer keeps state while it stems: one a thread
-
 
 def _stem(word: str) -> str:
-    stemmer = _stemmers.__dict__.get("english")
-    if stemmer is None:
-        stemmer = _stemmers.__dict__["english"] = snowballstemmer.stemmer("english")
-    stem: str = stemmer.stemWord(word)
+    """The English Snowball stem of `word` (rule names are English)."""
+    stem: str = stemmer_for("english").stemWord(word)
     return stem
 
 

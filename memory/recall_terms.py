@@ -166,7 +166,8 @@ def pg_config(language: str | None) -> str:
 _stemmers = threading.local()  # a Snowball stemmer keeps state while it stems: one a thread
 
 
-def _stemmer(language: str) -> snowballstemmer.Stemmer:
+def stemmer_for(language: str) -> snowballstemmer.Stemmer:
+    """This thread's Snowball stemmer for `language` (a Snowball name), made once."""
     mine: dict[str, snowballstemmer.Stemmer] = _stemmers.__dict__.setdefault("by_language", {})
     if language not in mine:
         mine[language] = snowballstemmer.stemmer(language)
@@ -178,7 +179,7 @@ def stems(found: list[str], language: str | None) -> list[str]:
     once; none without a language."""
     if language is None:
         return []
-    stemmer = _stemmer(language)
+    stemmer = stemmer_for(language)
     if language == "spanish":
         found = found + [m.group(1) + m.group(2) for w in found if (m := _DIMINUTIVE.match(w))]
     return list(dict.fromkeys(stemmer.stemWords(found)))
