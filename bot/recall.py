@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -23,6 +22,7 @@ from bot.recall_phrases import (
 )
 from memory.llm import ChatMessage, Tool, ToolCall
 from memory.recall import CORRECTION, Snippet
+from memory.recall_terms import plain
 from memory.tokens import TokenCounter
 from prompts import as_data
 
@@ -73,9 +73,7 @@ NO_RECALL = RecallUse()
 
 def fold(text: str) -> str:
     """`text` for matching: accents removed, case folded, typographic apostrophes plain."""
-    decomposed = unicodedata.normalize("NFKD", text.replace("’", "'").replace("ʼ", "'"))
-    stripped = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
-    return stripped.casefold()
+    return plain(text.replace("’", "'").replace("ʼ", "'")).casefold()
 
 
 def _phrase_pattern(phrases: Sequence[str], *, accents: bool = False) -> re.Pattern[str]:

@@ -17,6 +17,7 @@ from typing import Any
 from bot.corrections import strict_object
 from memory.clock import Clock, utcnow
 from memory.model_output import flat_items, key_name, scalar_text
+from memory.recall_terms import plain
 from memory.records import LEARNER, Context, CorrectionRecord, LearnerGone
 from memory.review import DueItem, Exercise, Reviews, ReviewState
 from prompts import as_data
@@ -143,12 +144,7 @@ class Asked:
 
 def folded(text: str) -> str:
     """`text` compared loosely: case, accents and punctuation ignored, spaces collapsed."""
-    decomposed = unicodedata.normalize("NFKD", text.casefold())
-    kept = (
-        " " if unicodedata.category(ch)[0] in "PSZ" else ch
-        for ch in decomposed
-        if not unicodedata.combining(ch)
-    )
+    kept = (" " if unicodedata.category(ch)[0] in "PSZ" else ch for ch in plain(text.casefold()))
     return " ".join("".join(kept).split())
 
 
