@@ -102,8 +102,9 @@ _DUE_COLUMNS = (
 )
 
 
-def _due(learner_id: int, now: datetime) -> Select[*tuple[Any, ...]]:
-    """The learner's items due at `now`, most overdue first (the index on (learner_id, due))."""
+def _due(learner_id: Any, now: Any) -> Select[*tuple[Any, ...]]:
+    """The learner's items due at `now`, most overdue first (the index on (learner_id, due));
+    either may be a bound parameter, for a statement built once."""
     return (
         select(*_DUE_COLUMNS)
         .where(ReviewItem.learner_id == learner_id, ReviewItem.due <= now)
@@ -418,14 +419,11 @@ def _for_prompt() -> Any:
         ReviewItem.offered_at <= bindparam("rested", type_=UTCDateTime()),
     )
     due = (
-        select(*_DUE_COLUMNS)
+        _due(learner_id, now)
         .where(
-            ReviewItem.learner_id == learner_id,
-            ReviewItem.due <= now,
             ReviewItem.last_message_id < before,
             or_(and_(in_window, follow_up), and_(~in_window, fresh)),
         )
-        .order_by(ReviewItem.due, ReviewItem.id)
         .limit(bindparam("limit", type_=Integer))
         .subquery("due")
     )
