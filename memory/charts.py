@@ -54,13 +54,10 @@ class Charts(Tables):
     def get(self, chart_id: int, nonce: str) -> tuple[bytes, int] | None:
         """The PNG and learner of the chart a link names; None when it is gone (pruned, or its
         learner forgotten) or the nonce is not its own."""
-        with self.single.connect() as connection:
-            row = connection.execute(
-                select(Chart.png, Chart.learner_id).where(
-                    Chart.id == chart_id, Chart.nonce == nonce
-                )
-            ).first()
-        return (bytes(row.png), int(row.learner_id)) if row is not None else None
+        chart = self.find(chart_id)
+        if chart is None or not secrets.compare_digest(chart.nonce.encode(), nonce.encode()):
+            return None
+        return chart.png, chart.learner_id
 
     def find(self, chart_id: int) -> StoredChart | None:
         """The chart with `chart_id`, for delivering it; None when it is gone."""
