@@ -220,7 +220,7 @@ def chat(
             name = f"{BOLD}pam>{RESET}" if colour else "pam>"
             for reply in turn.replies:
                 print(f"{name} {styled(reply, colour)}\n", file=stdout, flush=True)
-            if charts is not None:
+            if charts is not None and turn.chart_id is not None:
                 path = chart_file(chart_dir or Path(), user, clock)
                 if (saved := save_chart(turn, charts, path, stderr)) is not None:
                     print(f"{name} {CHART}{saved}\n", file=stdout, flush=True)
