@@ -5,9 +5,10 @@ memory.messages."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from memory.messages import Sent
+from memory.messages import Sent, VoiceNote
 
 
 class TransientSendError(Exception):
@@ -57,4 +58,56 @@ class ChartLinks(Protocol):
 
     def url(self, chart_id: int, nonce: str) -> str | None:
         """The link to the chart, or None when Pam has no public address (PAM_PUBLIC_URL)."""
+        ...
+
+
+# -- voice --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Audio:
+    """A voice note's audio as downloaded: its bytes, the type the platform served it as (None
+    when it said none) and a file name for the transcription request ("voice.oga")."""
+
+    data: bytes
+    content_type: str | None
+    name: str
+
+
+class VoiceTooLarge(Exception):
+    """The voice note is bigger than the cap (PAM_VOICE_MAX_BYTES, or the platform's own
+    download limit): told before the download, or noticed while it ran (and then stopped)."""
+
+
+class VoiceUnavailable(Exception):
+    """The download failed but may succeed later (timeouts, 5xx, 429): the turn is tried again
+    from the inbox."""
+
+
+class VoiceRefused(Exception):
+    """The download can never succeed: a media URL on a host that is not the platform's, a
+    redirect loop, the file gone (404) or refused (4xx). Nothing was fetched from a foreign
+    host."""
+
+
+@runtime_checkable
+class VoiceFetcher(Protocol):
+    """A channel whose voice notes the worker can download (Telegram's client, Twilio's
+    sender)."""
+
+    def fetch_voice(self, note: VoiceNote, max_bytes: int) -> Audio:
+        """The audio of `note`, at most `max_bytes` long. Raises VoiceTooLarge,
+        VoiceUnavailable or VoiceRefused."""
+        ...
+
+
+@runtime_checkable
+class VoiceSender(Sender, Protocol):
+    """A sender that can deliver a spoken reply: OGG/Opus audio, as a voice message."""
+
+    def send_voice(
+        self, chat_id: str, audio: bytes, url: str | None, *, idempotency_key: str
+    ) -> Sent:
+        """Send `audio` (or its public `url`, None when Pam has no public address) as a voice
+        message; raise TransientSendError or PermanentSendError on failure."""
         ...

@@ -150,6 +150,33 @@ class ChartSettings(BaseSettings):
     chart_dir: Path | None = None
 
 
+class VoiceSettings(BaseSettings):
+    """Voice notes in (transcribed) and spoken replies out, through an OpenAI-compatible audio
+    API: OpenAI's, or a local server's (speaches, LocalAI) when the chat server has none."""
+
+    model_config = section("PAM_")
+
+    # Off: a voice note gets "I can only read text for now", as before voice.
+    voice_notes: bool = True
+    # Unset: the chat model's (OPENAI_BASE_URL, OPENAI_API_KEY).
+    audio_base_url: str | None = None
+    audio_api_key: str | None = None
+    audio_timeout_seconds: float = Field(default=60.0, gt=0, validation_alias="PAM_AUDIO_TIMEOUT")
+    transcription_model: str = "gpt-4o-mini-transcribe"
+    speech_model: str = "gpt-4o-mini-tts"
+    speech_voice: str = "coral"
+    # A longer or bigger note gets a friendly word instead of a transcription. OpenAI takes
+    # files up to 25 MB; Telegram's Bot API downloads files up to 20 MB.
+    voice_max_seconds: int = Field(default=300, ge=1, le=3600)
+    voice_max_bytes: int = Field(default=10_000_000, ge=1000, le=25_000_000)
+    # At most this much of a reply is spoken (OpenAI's speech input takes up to 4096).
+    speech_max_chars: int = Field(default=1000, ge=50, le=4096)
+    # What audio counts toward the token budgets (PAM_LEARNER_DAILY_TOKENS, PAM_DAILY_TOKENS),
+    # by price against gpt-4o-mini's tokens: see the README's "Voice" section.
+    transcription_tokens_per_second: float = Field(default=250.0, ge=0)
+    speech_tokens_per_char: float = Field(default=80.0, ge=0)
+
+
 class ApiSettings(BaseSettings):
     """The HTTP API channel (custom front-ends; also what the service tests drive)."""
 
@@ -200,6 +227,7 @@ class Settings(BaseSettings):
     service: ServiceSettings = Field(default_factory=ServiceSettings)
     web: WebSettings = Field(default_factory=WebSettings)
     charts: ChartSettings = Field(default_factory=ChartSettings)
+    voice: VoiceSettings = Field(default_factory=VoiceSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
     telegram: TelegramSettings = Field(default_factory=TelegramSettings)
     whatsapp: WhatsAppSettings = Field(default_factory=WhatsAppSettings)
@@ -275,6 +303,7 @@ SECTIONS: dict[str, type[BaseModel]] = {
     "service": ServiceSettings,
     "web": WebSettings,
     "charts": ChartSettings,
+    "voice": VoiceSettings,
     "api": ApiSettings,
     "telegram": TelegramSettings,
     "whatsapp": WhatsAppSettings,

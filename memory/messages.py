@@ -4,7 +4,8 @@ from these."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import asdict, dataclass
 
 
 @dataclass(frozen=True)
@@ -14,7 +15,8 @@ class Inbound:
     `address` identifies the learner across the whole system (e.g. "telegram:12345"); it is
     the learner's external id. `chat_id` is where replies go on the channel. `platform_id`
     is the platform's own message id, unique per channel, used to recognise redeliveries.
-    `kind` is "text", or what was sent instead (one of NOT_TEXT) for a friendly answer."""
+    `kind` is "text", or what was sent instead (one of NOT_TEXT); a voice note's `voice` says
+    where the worker fetches its audio (`text` is then its caption, if any)."""
 
     channel: str
     platform_id: str
@@ -23,9 +25,47 @@ class Inbound:
     text: str
     display_name: str | None = None
     kind: str = "text"
+    voice: VoiceNote | None = None
 
 
-# What learners send that Pam cannot read yet: each gets a friendly answer in their language.
+@dataclass(frozen=True)
+class VoiceNote:
+    """A voice note as its channel announced it: where its audio is (`ref`: Telegram's file_id,
+    Twilio's media URL) and what the channel said of it beforehand — its type, length and
+    size, None where it says nothing. `source`: what the learner sent ("voice", "audio",
+    "video_note" on Telegram; "voice" on WhatsApp). Kept in the inbox until the worker has
+    transcribed it; the audio itself is never stored."""
+
+    ref: str
+    content_type: str | None = None
+    seconds: float | None = None
+    size: int | None = None
+    source: str = "voice"
+
+    def to_json(self) -> str:
+        """The note as the inbox keeps it."""
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str | None) -> VoiceNote | None:
+        """The note the inbox kept, or None (none, or not one Pam wrote)."""
+        if not text:
+            return None
+        try:
+            data = json.loads(text)
+            return cls(
+                ref=str(data["ref"]),
+                content_type=data.get("content_type"),
+                seconds=data.get("seconds"),
+                size=data.get("size"),
+                source=str(data.get("source") or "voice"),
+            )
+        except (ValueError, KeyError, TypeError):
+            return None
+
+
+# What learners send that is not text: a voice note is transcribed (when voice is on); anything
+# else gets a friendly answer in their language.
 VOICE = "voice"
 MEDIA = "media"
 NOT_TEXT = (VOICE, MEDIA)
