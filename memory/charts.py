@@ -1,6 +1,7 @@
 """/progress charts as stored: the PNG and its summary, found again by id and nonce (the two a
-signed link names), pruned once their links have expired; and the key those links are signed
-with when the operator sets none, made once and shared by every process."""
+signed link names), pruned once their links have expired; and the key those links (a chart's,
+a spoken reply's) are signed with when the operator sets none, made once and shared by every
+process."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from sqlalchemy import delete, insert, select
 from sqlalchemy.exc import IntegrityError
 
 from memory.db import Tables
-from memory.models import Chart, ServiceKey
+from memory.models import Chart, ServiceKey, VoiceClip
 from memory.records import LearnerGone
 
 LINK_KEY = "chart-links"  # the ServiceKey row of the links' signing key
@@ -28,28 +29,43 @@ class StoredChart:
     png: bytes
 
 
-class Charts(Tables):
+class Linked(Tables):
+    """What Pam keeps for delivery under a signed link — a chart, a spoken reply: rows of
+    `model` with an id, a learner, a random nonce the link names, and when they were made,
+    saved and pruned alike."""
+
+    model: type[Chart] | type[VoiceClip]
+
+    def _save(self, learner_id: int, values: dict[str, object]) -> tuple[int, str]:
+        """Store a row of `values` for the learner; its id and nonce. Raises LearnerGone when
+        the learner was forgotten meanwhile."""
+        nonce = secrets.token_urlsafe(16)
+        row = values | {"learner_id": learner_id, "nonce": nonce, "created_at": self.clock()}
+        try:
+            with self.engine.begin() as connection:
+                saved = connection.execute(
+                    insert(self.model).values(row).returning(self.model.id)
+                ).scalar_one()
+        except IntegrityError as exc:  # the learner's row is gone
+            raise LearnerGone(learner_id) from exc
+        return int(saved), nonce
+
+    def prune(self, before: datetime) -> int:
+        """Delete the rows made before `before` (their links have expired); how many."""
+        model = self.model
+        with self.single.begin() as connection:
+            return int(connection.execute(delete(model).where(model.created_at < before)).rowcount)
+
+
+class Charts(Linked):
     """Charts, saved, found and pruned, and the links' signing key."""
+
+    model = Chart
 
     def save(self, learner_id: int, png: bytes, summary: str) -> tuple[int, str]:
         """Store a rendered chart; its id and nonce. Raises LearnerGone when the learner was
         forgotten meanwhile."""
-        nonce = secrets.token_urlsafe(16)
-        values = {
-            "learner_id": learner_id,
-            "nonce": nonce,
-            "png": png,
-            "summary": summary,
-            "created_at": self.clock(),
-        }
-        try:
-            with self.engine.begin() as connection:
-                chart_id = connection.execute(
-                    insert(Chart).values(values).returning(Chart.id)
-                ).scalar_one()
-        except IntegrityError as exc:  # the learner's row is gone
-            raise LearnerGone(learner_id) from exc
-        return int(chart_id), nonce
+        return self._save(learner_id, {"png": png, "summary": summary})
 
     def get(self, chart_id: int, nonce: str) -> tuple[bytes, int] | None:
         """The PNG and learner of the chart a link names; None when it is gone (pruned, or its
@@ -70,11 +86,6 @@ class Charts(Tables):
         if row is None:
             return None
         return StoredChart(int(row.id), int(row.learner_id), row.nonce, bytes(row.png))
-
-    def prune(self, before: datetime) -> int:
-        """Delete the charts made before `before` (their links have expired); how many."""
-        with self.single.begin() as connection:
-            return int(connection.execute(delete(Chart).where(Chart.created_at < before)).rowcount)
 
     def signing_key(self, configured: str | None) -> str:
         """The key chart links are signed with: `configured` (PAM_LINK_SECRET) when set, else

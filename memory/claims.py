@@ -14,6 +14,7 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, bindparam, case, exists, insert, or_, update
 
+from memory.messages import VoiceNote
 from memory.models import InboxItem, Learner, OutboxItem, UTCDateTime
 from memory.records import LearnerInfo
 
@@ -42,8 +43,12 @@ class Claim:
     # An inbox claim: the learner the address belonged to when it was claimed (None: nobody
     # yet), so that the turn need not look them up again.
     learner: LearnerInfo | None = None
+    # An inbox claim: the voice note to transcribe, if the message is one.
+    voice: VoiceNote | None = None
     # An outbox claim: the /progress chart sent with this text as its caption, if any.
     chart_id: int | None = None
+    # An outbox claim: a spoken reply (a voice clip) to send as a voice message.
+    voice_id: int | None = None
 
 
 def held(model: Any) -> Any:
@@ -92,6 +97,7 @@ FINISH = (
     .values(
         status=bindparam("status_now"),
         text="",
+        voice=None,
         claim_token=None,
         lease_expires_at=None,
         finished_at=bindparam("now", type_=UTCDateTime()),
@@ -110,13 +116,15 @@ class Finishing:
     `deliver_lease` the replies are queued already claimed by the caller for that long, so it
     can send them at once instead of handing them to a delivery lane (not when an older reply
     to the address was still undelivered at the claim: replies go out in order). `chart_id`:
-    a /progress chart, queued with the first reply (its caption)."""
+    a /progress chart, queued with the first reply (its caption); `voice_id`: a spoken reply,
+    queued with the last one (the writer adds an empty part for it, after the texts)."""
 
     claim: Claim
     now: datetime
     failed: bool = False
     deliver_lease: timedelta | None = None
     chart_id: int | None = None
+    voice_id: int | None = None
 
     @property
     def token(self) -> str | None:
@@ -145,6 +153,8 @@ class Finishing:
             "out_created_at": now,
             "out_available_at": now,
             "out_chart_id": self.chart_id,
+            "out_voice_id": self.voice_id,
+            "out_last_seq": len(replies) - 1,
         }
         return values | {"seqs": list(range(len(replies))), "texts": list(replies)}
 
@@ -156,7 +166,8 @@ class Finishing:
             return None
         rows = [
             {name: values[f"out_{name}"] for name in (*SAME_FOR_EVERY_REPLY, *TIMES_OF_A_REPLY)}
-            | {"inbox_id": self.claim.id, "seq": seq, "text": text, "chart_id": self.chart_of(seq)}
+            | {"inbox_id": self.claim.id, "seq": seq, "text": text}
+            | {"chart_id": self.chart_of(seq), "voice_id": self.voice_of(seq, len(replies))}
             for seq, text in enumerate(replies)
         ]
         return list(connection.execute(QUEUE_REPLIES, rows).scalars()) if rows else []
@@ -181,6 +192,7 @@ class Finishing:
                 text=text,
                 inbox_id=claim.id,
                 chart_id=self.chart_of(seq),
+                voice_id=self.voice_of(seq, len(replies)),
             )
             for seq, (id, text) in enumerate(zip(ids, replies, strict=True))
         ]
@@ -188,3 +200,7 @@ class Finishing:
     def chart_of(self, seq: int) -> int | None:
         """The chart queued with the reply at `seq`: the first one carries it."""
         return self.chart_id if seq == 0 else None
+
+    def voice_of(self, seq: int, replies: int) -> int | None:
+        """The spoken reply queued with the reply at `seq` of `replies`: the last carries it."""
+        return self.voice_id if seq == replies - 1 else None

@@ -22,6 +22,7 @@ from memory.records import (
     TurnStart,
 )
 from memory.statements import (
+    MESSAGE_COLUMNS,
     insert_message,
     read_backlog,
     read_context,
@@ -65,17 +66,31 @@ class Conversation(Tables):
             raise LearnerGone(learner_id) from exc
 
     def add_learner_message(
-        self, learner_id: int, content: str, tokens: int, *, inbox_id: int | None = None
+        self,
+        learner_id: int,
+        content: str,
+        tokens: int,
+        *,
+        inbox_id: int | None = None,
+        spoken_seconds: float | None = None,
     ) -> tuple[StoredMessage, StoredMessage | None]:
         """Store the learner's message; with it, Pam's reply to it if there is one already.
         With `inbox_id` the write is idempotent: if the message for that inbox item is stored
         (the turn runs again after a crash or a failed LLM call), that one is returned, with
         the reply made to it, if any. A message stored just now has no reply, so only a repeat
-        costs a lookup. Raises LearnerGone if the learner was forgotten meanwhile."""
+        costs a lookup. `spoken_seconds`: the message was a voice note this long. Raises
+        LearnerGone if the learner was forgotten meanwhile."""
         try:
             with self.single.begin() as connection:  # one INSERT
                 stored = insert_message(
-                    connection, learner_id, LEARNER, content, tokens, self.clock(), inbox_id
+                    connection,
+                    learner_id,
+                    LEARNER,
+                    content,
+                    tokens,
+                    self.clock(),
+                    inbox_id,
+                    spoken_seconds=spoken_seconds,
                 )
                 return stored, None
         except IntegrityError as exc:
@@ -94,16 +109,19 @@ class Conversation(Tables):
         *,
         inbox_id: int | None,
         window: ActivityWindow | None,
+        spoken_seconds: float | None = None,
     ) -> TurnStart:
         """`add_learner_message`, then, unless the message was answered before,
         `context_and_activity`: in one statement and one round trip where the backend can. Raises
         LearnerGone if the learner was forgotten meanwhile."""
-        message = StoredMessage(0, LEARNER, content, tokens)
+        message = StoredMessage(0, LEARNER, content, tokens, spoken_seconds)
         found = self.backend.begin_turn(learner_id, message, inbox_id, window, self.clock())
         if found is not None:
             context, activity = found
             return TurnStart(context.messages[-1], None, context, activity)
-        stored, answered = self.add_learner_message(learner_id, content, tokens, inbox_id=inbox_id)
+        stored, answered = self.add_learner_message(
+            learner_id, content, tokens, inbox_id=inbox_id, spoken_seconds=spoken_seconds
+        )
         if answered is not None:
             return TurnStart(stored, answered, None, None)
         context, activity = self.context_and_activity(learner_id, window)
@@ -117,9 +135,7 @@ class Conversation(Tables):
         if inbox_id is None and reply_to is None:
             return None
         with self.sessions() as session:
-            query = select(Message.id, Message.role, Message.content, Message.tokens).where(
-                Message.learner_id == learner_id
-            )
+            query = select(*MESSAGE_COLUMNS).where(Message.learner_id == learner_id)
             if inbox_id is not None:
                 query = query.where(Message.inbox_id == inbox_id)
             else:

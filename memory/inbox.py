@@ -32,6 +32,7 @@ class Inbox(Queue):
             "display_name": display_name,
             "text": message.text.replace("\x00", ""),
             "kind": message.kind,
+            "voice": message.voice.to_json() if message.voice is not None else None,
         }
         try:
             self.backend.accept(row, self.clock())

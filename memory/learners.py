@@ -22,6 +22,7 @@ def _learner_info(row: Learner) -> LearnerInfo:
         target_language=row.target_language,
         native_language=row.native_language,
         level=row.level,
+        voice_replies=bool(row.voice_replies),
     )
 
 
@@ -61,9 +62,10 @@ class Learners(Tables):
                 raise LearnerGone(learner_id)
             return _learner_info(row)
 
-    def update_settings(self, learner_id: int, **values: str | None) -> LearnerInfo:
-        """Set some of `target_language`, `native_language`, `level`, `display_name`."""
-        allowed = {"target_language", "native_language", "level", "display_name"}
+    def update_settings(self, learner_id: int, **values: str | bool | None) -> LearnerInfo:
+        """Set some of `target_language`, `native_language`, `level`, `display_name`,
+        `voice_replies`."""
+        allowed = {"target_language", "native_language", "level", "display_name", "voice_replies"}
         if not set(values) <= allowed:
             raise ValueError(f"unknown learner settings: {sorted(set(values) - allowed)}")
         with self.sessions.begin() as session:

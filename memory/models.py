@@ -20,6 +20,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
     text,
 )
 from sqlalchemy.dialects.postgresql import TSVECTOR
@@ -77,6 +78,8 @@ class Learner(Base):
     target_language: Mapped[str | None] = mapped_column(String(60))
     native_language: Mapped[str | None] = mapped_column(String(60))
     level: Mapped[str | None] = mapped_column(String(2))
+    # /voice on: Pam's replies come as speech too (the chat part; corrections stay text).
+    voice_replies: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
@@ -101,6 +104,9 @@ class Message(Base):
     # knows the learner message it answers, so a turn re-run after a crash stores nothing twice.
     inbox_id: Mapped[int | None] = mapped_column(Id)
     reply_to: Mapped[int | None] = mapped_column(Id)
+    # A learner message that was a voice note: its length. `content` is then the transcript
+    # (or, when it could not be transcribed, a note saying so).
+    spoken_seconds: Mapped[float | None] = mapped_column(Float)
 
 
 class Summary(Base):
@@ -261,6 +267,26 @@ class Chart(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
+class VoiceClip(Base):
+    """A spoken reply (OGG/Opus from the speech model), kept until it is delivered and its
+    signed link (WhatsApp's media URL, as for charts) has expired, or the learner is
+    forgotten."""
+
+    __tablename__ = "voice_clips"
+    __table_args__ = (
+        Index("ix_voice_clips_learner_id", "learner_id"),
+        Index("ix_voice_clips_created_at", "created_at"),
+        {"sqlite_autoincrement": True},
+    )
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    learner_id: Mapped[int] = mapped_column(ForeignKey("learners.id", ondelete="CASCADE"))
+    nonce: Mapped[str] = mapped_column(String(32))
+    audio: Mapped[bytes] = mapped_column(LargeBinary)
+    content_type: Mapped[str] = mapped_column(String(40))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
 class ServiceKey(Base):
     """A secret the service makes for itself when the operator sets none (the chart links'
     signing key): made once, by whichever process needs it first, shared by all."""
@@ -328,7 +354,11 @@ def compared_on(dialect: str) -> Callable[[Any, str | None, str, bool, Any], boo
 
 
 class Usage(Base):
-    """One LLM call's cost: model, purpose (reply / summary / profile) and tokens."""
+    """One LLM call's cost: model, purpose (reply / summary / profile / transcription /
+    speech) and tokens. An audio call also records what it is billed by — seconds heard,
+    characters spoken — and its tokens are those converted at the configured rates
+    (PAM_TRANSCRIPTION_TOKENS_PER_SECOND, PAM_SPEECH_TOKENS_PER_CHAR), so that the budgets
+    count it."""
 
     __tablename__ = "llm_usage"
     __table_args__ = {"sqlite_autoincrement": True}
@@ -341,6 +371,10 @@ class Usage(Base):
     purpose: Mapped[str] = mapped_column(String(20))
     input_tokens: Mapped[int] = mapped_column(Integer)
     output_tokens: Mapped[int] = mapped_column(Integer)
+    # Server defaults only: a Python-side default would be bound as NULL in the hot path's
+    # INSERTs, which name the columns they set (memory/backends/postgres.py).
+    audio_seconds: Mapped[float] = mapped_column(Float, server_default="0")
+    speech_chars: Mapped[int] = mapped_column(Integer, server_default="0")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
@@ -418,6 +452,8 @@ class InboxItem(QueueItem, Base):
     text: Mapped[str] = mapped_column(Text)
     # "text", or what the learner sent instead (voice, photo, …) for a friendly answer.
     kind: Mapped[str] = mapped_column(String(20), default="text", server_default="text")
+    # A voice note: where its audio is (memory.messages.VoiceNote as JSON), until answered.
+    voice: Mapped[str | None] = mapped_column(Text)
     received_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
@@ -443,6 +479,8 @@ class OutboxItem(QueueItem, Base):
     # A /progress chart sent with the text as its caption (a photo on Telegram, media on
     # WhatsApp, an image URL in the API's callback); None for text alone.
     chart_id: Mapped[int | None] = mapped_column(Id)
+    # A spoken reply (a VoiceClip), sent as a voice message after the reply's text.
+    voice_id: Mapped[int | None] = mapped_column(Id)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     platform_message_id: Mapped[str | None] = mapped_column(String(100))

@@ -41,6 +41,7 @@ from memory.claims import (
     unlinked_if_forgotten,
 )
 from memory.clock import Clock, utcnow
+from memory.messages import VoiceNote
 from memory.models import InboxItem, Learner, OutboxItem, UTCDateTime
 from memory.records import LearnerInfo
 from memory.statements import LEARNER_COLUMNS
@@ -119,6 +120,7 @@ class Queue:
         columns += [model.chat_id, model.text]
         if model is InboxItem:
             columns += [InboxItem.display_name, InboxItem.received_at, InboxItem.kind]
+            columns += [InboxItem.voice]
             # Named with its table: SQLite's RETURNING is rendered with bare column names, and
             # a bare `address` in the subquery would be the outbox's own.
             claimed_address: Any = literal_column(f"{InboxItem.__tablename__}.address")
@@ -137,7 +139,7 @@ class Queue:
                 ),
             ]
         else:
-            columns += [OutboxItem.inbox_id, OutboxItem.chart_id]
+            columns += [OutboxItem.inbox_id, OutboxItem.chart_id, OutboxItem.voice_id]
         return (
             update(model)
             # Compare-and-set on top of the row lock: SQLite has no SKIP LOCKED.
@@ -165,6 +167,7 @@ class Queue:
             return Claim(token=token, **fields)
         learner = {column.key: fields.pop(f"learner_{column.key}") for column in LEARNER_COLUMNS}
         known = LearnerInfo(**learner) if learner["id"] is not None else None
+        fields["voice"] = VoiceNote.from_json(fields["voice"])
         return Claim(token=token, learner=known, **fields)
 
     def _release(self, claim: Claim, *, finished: bool = False, **values: Any) -> bool:

@@ -18,6 +18,7 @@ from memory.models import (
     ReviewSession,
     Summary,
     Usage,
+    VoiceClip,
 )
 
 LEARNER = "learner"
@@ -29,6 +30,7 @@ LEARNER_TABLES = (
     ReviewLog,
     ReviewItem,
     Chart,
+    VoiceClip,
     RecallEntry,
     Correction,
     Usage,
@@ -49,6 +51,7 @@ class LearnerInfo:
     target_language: str | None
     native_language: str | None
     level: str | None
+    voice_replies: bool = False
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,7 @@ class StoredMessage:
     role: str
     content: str
     tokens: int
+    spoken_seconds: float | None = None  # a voice note's length: its content was heard
 
 
 @dataclass(frozen=True)

@@ -57,8 +57,15 @@ LEARNER_COLUMNS = (
     Learner.target_language,
     Learner.native_language,
     Learner.level,
+    Learner.voice_replies,
 )
-MESSAGE_COLUMNS = (Message.id, Message.role, Message.content, Message.tokens)
+MESSAGE_COLUMNS = (
+    Message.id,
+    Message.role,
+    Message.content,
+    Message.tokens,
+    Message.spoken_seconds,
+)
 SUMMARY_COLUMNS = (
     Summary.text,
     Summary.tokens,
@@ -112,7 +119,7 @@ INSERT_CORRECTIONS = insert(Correction)
 
 # The learner message stored for an inbox item, with Pam's reply to it if there is one.
 _REPLY = aliased(Message, name="reply")
-_REPLY_COLUMNS = (_REPLY.id, _REPLY.role, _REPLY.content, _REPLY.tokens)
+_REPLY_COLUMNS = (_REPLY.id, _REPLY.role, _REPLY.content, _REPLY.tokens, _REPLY.spoken_seconds)
 _STORED_WITH_REPLY = (
     select(*labelled("message", MESSAGE_COLUMNS), *labelled("reply", _REPLY_COLUMNS))
     .outerjoin_from(
@@ -290,9 +297,11 @@ def insert_message(
     now: datetime,
     inbox_id: int | None = None,
     reply_to: int | None = None,
+    spoken_seconds: float | None = None,
 ) -> StoredMessage:
     """Insert one message, stored at `now`, and return it as stored."""
     values = {
+        "spoken_seconds": spoken_seconds,
         "learner_id": learner_id,
         "role": role,
         "content": content,
@@ -302,7 +311,7 @@ def insert_message(
         "created_at": now,
     }
     message_id = connection.execute(_INSERT_MESSAGE, values).scalar_one()
-    return StoredMessage(message_id, role, content, tokens)
+    return StoredMessage(message_id, role, content, tokens, spoken_seconds)
 
 
 def read_messages(

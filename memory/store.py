@@ -1,5 +1,5 @@
 """The message store: one engine's learners, conversations, memory state, ledger,
-inspection, recall, review and /progress charts, each a part named for its domain; a
+inspection, recall, review, /progress charts and spoken replies, each a part named for its domain; a
 consumer that needs one part takes just it."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from memory.ledger import Ledger
 from memory.memory_state import MemoryState
 from memory.recall import Recall
 from memory.review import Reviews
+from memory.voice_clips import VoiceClips
 
 
 class Store:
@@ -30,3 +31,4 @@ class Store:
         self.recall = Recall(engine, clock)
         self.reviews = Reviews(engine, clock)
         self.charts = Charts(engine, clock)
+        self.voice_clips = VoiceClips(engine, clock)

@@ -78,15 +78,21 @@ class TurnWriter:
         *,
         failed: bool = False,
         chart_id: int | None = None,
+        voice_id: int | None = None,
     ) -> Written:
         """Store `reply` (if any) and finish `claim` (if any) with `parts` queued for delivery,
         the first ones held by the caller to send at once, in one transaction; `failed`: the
-        message was given up; `chart_id`: a /progress chart queued with the first part. With
-        no claim (the terminal) it only stores. Raises LearnerGone if the learner was
-        forgotten meanwhile."""
+        message was given up; `chart_id`: a /progress chart queued with the first part;
+        `voice_id`: a spoken reply, queued after the parts as a part of its own. With no claim
+        (the terminal) it only stores. Raises LearnerGone if the learner was forgotten
+        meanwhile."""
         finishing = None
         if claim is not None:
-            finishing = Finishing(claim, self.clock(), failed, self.deliver_lease, chart_id)
+            finishing = Finishing(
+                claim, self.clock(), failed, self.deliver_lease, chart_id, voice_id
+            )
+            if voice_id is not None:
+                parts = [*parts, ""]  # the voice message: no text of its own
         if reply is None:
             if finishing is None:
                 return Written([])

@@ -4,6 +4,7 @@ workers wake at once."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -12,6 +13,7 @@ from sqlalchemy import (
     ARRAY,
     BigInteger,
     Connection,
+    Float,
     Integer,
     Row,
     Text,
@@ -125,7 +127,8 @@ def _finish_and_queue_ctes() -> tuple[Any, Any]:
     """`FINISH` and the replies' INSERT as two CTEs, "finished" (the inbox item's id, no row
     if the claim was lost) and "queued" (id and seq of each reply queued, only if the claim
     was held). The replies' seq and text come as two arrays; every other column is the same
-    for all of them but the chart, the first one's. Their parameters are `Finishing.values`."""
+    for all of them but the chart (the first one's) and the spoken reply (the last one's).
+    Their parameters are `Finishing.values`."""
     finished = FINISH.returning(InboxItem.id).cte("finished")
     replies = (
         func.unnest(bindparam("seqs", type_=ARRAY(Integer)), bindparam("texts", type_=ARRAY(Text)))
@@ -140,7 +143,11 @@ def _finish_and_queue_ctes() -> tuple[Any, Any]:
     columns += [bindparam(f"out_{name}", type_=UTCDateTime()) for name in TIMES_OF_A_REPLY]
     # A /progress chart goes with the first reply, its caption.
     columns.append(case((replies.c.seq == 0, bindparam("out_chart_id", type_=BigInteger))))
+    # A spoken reply goes with the last, the empty part the writer added for it.
+    last = bindparam("out_last_seq", type_=Integer)
+    columns.append(case((replies.c.seq == last, bindparam("out_voice_id", type_=BigInteger))))
     names = ["inbox_id", "seq", "text", *SAME_FOR_EVERY_REPLY, *TIMES_OF_A_REPLY, "chart_id"]
+    names.append("voice_id")
     rows = select(finished.c.id, replies.c.seq, replies.c.text, *columns).select_from(
         finished.join(replies, true())
     )
@@ -186,6 +193,7 @@ _STORED = (
         content=bindparam("stored_content", type_=Text),
         tokens=bindparam("stored_tokens", type_=Integer),
         inbox_id=bindparam("stored_inbox_id", type_=BigInteger),
+        spoken_seconds=bindparam("stored_spoken_seconds", type_=Float),
         created_at=bindparam("now", type_=UTCDateTime()),
     )
     .returning(Message.id)
@@ -354,6 +362,7 @@ class PostgresBackend(Backend):
             "stored_content": message.content,
             "stored_tokens": message.tokens,
             "stored_inbox_id": inbox_id,
+            "stored_spoken_seconds": message.spoken_seconds,
             "now": now,
         }
         try:
@@ -363,7 +372,7 @@ class PostgresBackend(Backend):
             return None  # stored before (a re-run), or the learner is gone: the two steps say which
         if not rows:
             raise LearnerGone(learner_id)
-        stored = StoredMessage(rows[0].stored_id, LEARNER, message.content, message.tokens)
+        stored = dataclasses.replace(message, id=rows[0].stored_id)
         return decode_context(rows, window, stored)
 
     def mark_job(self, values: Mapping[str, Any], on_conflict_set: Mapping[str, Any]) -> Insert:

@@ -86,6 +86,7 @@ def _fill_every_table(store: Store, learner_id: int) -> None:
         ).one()
     store.reviews.start_session(learner_id, Exercise(item_id, "fix", "yo es", "yo soy"), [])
     store.charts.save(learner_id, b"\x89PNG", "This week: ...")
+    store.voice_clips.save(learner_id, b"OggS", "audio/ogg")
 
 
 # -- learners -----------------------------------------------------------------------------
