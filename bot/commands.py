@@ -1,5 +1,5 @@
 """Slash commands, the same on every channel: /start /help /profile /forget /language /level
-/review /progress."""
+/review /progress /voice."""
 
 from __future__ import annotations
 
@@ -77,6 +77,13 @@ def _settings_line(learner: LearnerInfo, learned: dict[str, Any]) -> str:
     return f"{line}."
 
 
+def _voice_line(learner: LearnerInfo) -> str:
+    """Whether the learner hears Pam's replies, and how to change it."""
+    if learner.voice_replies:
+        return "Voice replies are on (/voice off to stop)."
+    return "Voice replies are off (/voice on to hear me)."
+
+
 LABELS = {
     "who": "Who you are",
     "style": "How you like to chat",
@@ -94,11 +101,17 @@ class Commands:
     """Answers commands for one learner; `forget` is the only one that erases anything."""
 
     def __init__(
-        self, store: Store, review: Reviewing | None = None, clock: Clock = utcnow
+        self,
+        store: Store,
+        review: Reviewing | None = None,
+        clock: Clock = utcnow,
+        *,
+        voice: bool = True,
     ) -> None:
         self.store = store
         self.review = review or Reviewing(store.reviews)
         self.clock = clock  # which weeks /progress shows
+        self.voice_enabled = voice  # PAM_VOICE_NOTES: the operator may turn voice off
         self.handlers: dict[str, Handler] = {
             "start": self.start,
             "help": self.help,
@@ -108,6 +121,7 @@ class Commands:
             "level": self.level,
             "review": self.start_review,
             "progress": self.progress,
+            "voice": self.voice,
         }
 
     def handle(self, learner: LearnerInfo, command: Command) -> str | CommandAnswer:
@@ -123,7 +137,8 @@ class Commands:
 
     def start(self, learner: LearnerInfo, command: Command) -> str:
         """/start: the welcome, with the learner's settings."""
-        return phrases.WELCOME.format(settings=self._settings_of(learner))
+        settings = f"{self._settings_of(learner)}\n{_voice_line(learner)}"
+        return phrases.WELCOME.format(settings=settings)
 
     def help(self, learner: LearnerInfo, command: Command) -> str:
         """/help: the commands."""
@@ -194,6 +209,16 @@ class Commands:
         chart_id, _ = self.store.charts.save(learner.id, png, caption)
         return CommandAnswer(caption, chart_id)
 
+    def voice(self, learner: LearnerInfo, command: Command) -> str:
+        """/voice on|off: Pam's replies spoken too (their chat part), or not."""
+        choice = command.args[0].lower() if len(command.args) == 1 else ""
+        if choice not in ("on", "off"):
+            return f"{phrases.VOICE_USAGE} {_voice_line(learner)}"
+        if choice == "on" and not self.voice_enabled:
+            return phrases.VOICE_UNAVAILABLE
+        self.store.learners.update_settings(learner.id, voice_replies=choice == "on")
+        return phrases.VOICE_ON if choice == "on" else phrases.VOICE_OFF
+
     def profile(self, learner: LearnerInfo, command: Command) -> str:
         """Everything Pam keeps about the learner, in words."""
         profile = self.store.memory.profile(learner.id)
@@ -202,6 +227,7 @@ class Commands:
         corrections = self.store.ledger.corrections(learner.id, limit=5)
         doc = document(profile)
         lines = ["Here's what I know about you:", "", _settings_line(learner, profile.data)]
+        lines.append(_voice_line(learner))
         learned = [
             f"• {LABELS[key]}: {', '.join(value) if isinstance(value, list) else value}"
             for key in FIELDS

@@ -83,6 +83,18 @@ def language_name(text: str) -> str | None:
     return name if len(name) <= MAX_NAME_CHARS else None
 
 
+def iso_code(name: str | None) -> str | None:
+    """The ISO 639-1 code of a language Pam names ("Spanish", "Portuguese (Brazil)" → "es",
+    "pt"), as audio APIs take a language hint; None when it has none (or no language)."""
+    if not name:
+        return None
+    try:
+        code = langcodes.find(name.split(" (")[0]).language or ""
+    except LookupError:
+        return None
+    return code if len(code) == 2 else None
+
+
 def normalize_level(text: str) -> str | None:
     """ "b1" → "B1"; None for anything that is not a CEFR level."""
     level = text.strip().upper()

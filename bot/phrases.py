@@ -8,6 +8,7 @@ HELP = """Here's what I understand:
 /profile — what I know about you
 /review — practise the mistakes that are due
 /progress — a chart of your last weeks: corrections, patterns learned, days practised
+/voice on|off — my replies as voice messages too (send me voice notes any time)
 /forget — erase everything I know about you
 /help — this list
 
@@ -120,6 +121,78 @@ REFUSED = {
     "Portuguese": "Hmm, prefiro não falar disso 🙂 Vamos conversar sobre outra coisa?",
     "Dutch": "Hm, daar praat ik liever niet over 🙂 Zullen we het ergens anders over hebben?",
 }
+
+
+# Voice notes Pam could not listen to, in the target language (the note itself is kept, as a
+# voice note not transcribed). "{minutes}" is the length cap.
+VOICE_TOO_LONG = {
+    "English": "That voice note is a bit long for me 😅 Could you keep it under {minutes} "
+    "minutes?",
+    "Spanish": "Ese audio es un poco largo para mí 😅 ¿Me mandas uno de menos de {minutes} "
+    "minutos?",
+    "French": "Ce message vocal est un peu long pour moi 😅 Tu peux rester sous {minutes} "
+    "minutes ?",
+    "German": "Die Sprachnachricht ist mir etwas zu lang 😅 Schaffst du es unter {minutes} "
+    "Minuten?",
+    "Italian": "Questo vocale è un po' lungo per me 😅 Me ne mandi uno sotto i {minutes} minuti?",
+    "Portuguese": "Esse áudio é meio longo para mim 😅 Pode mandar um com menos de {minutes} "
+    "minutos?",
+    "Dutch": "Dat spraakbericht is wat lang voor me 😅 Lukt het onder de {minutes} minuten?",
+}
+VOICE_UNREADABLE = {
+    "English": "I couldn't play that voice note 🙉 Could you record it again?",
+    "Spanish": "No he podido escuchar ese audio 🙉 ¿Lo grabas otra vez?",
+    "French": "Je n'ai pas réussi à écouter ce message vocal 🙉 Tu peux le réenregistrer ?",
+    "German": "Ich konnte die Sprachnachricht nicht abspielen 🙉 Nimmst du sie nochmal auf?",
+    "Italian": "Non sono riuscita ad ascoltare questo vocale 🙉 Me lo registri di nuovo?",
+    "Portuguese": "Não consegui ouvir esse áudio 🙉 Pode gravar de novo?",
+    "Dutch": "Ik kon dat spraakbericht niet afspelen 🙉 Neem je het nog eens op?",
+}
+VOICE_NO_SOUND = {
+    "English": "I can't hear anything in that video 🙉 Try a voice note, or tell me in words?",
+    "Spanish": "No oigo nada en ese vídeo 🙉 ¿Me mandas un audio o me lo escribes?",
+    "French": "Je n'entends rien dans cette vidéo 🙉 Un message vocal, ou tu me l'écris ?",
+    "German": "In dem Video höre ich nichts 🙉 Schickst du eine Sprachnachricht oder schreibst es?",
+    "Italian": "Non sento niente in questo video 🙉 Mi mandi un vocale o me lo scrivi?",
+    "Portuguese": "Não ouço nada nesse vídeo 🙉 Manda um áudio ou me escreve?",
+    "Dutch": "Ik hoor niets in die video 🙉 Stuur je een spraakbericht, of schrijf je het?",
+}
+VOICE_SILENT = {
+    "English": "I couldn't hear any words in that one 🤔 Could you say it again, a bit closer?",
+    "Spanish": "No he oído ninguna palabra 🤔 ¿Lo repites un poco más cerca del micro?",
+    "French": "Je n'ai entendu aucun mot 🤔 Tu peux répéter, un peu plus près du micro ?",
+    "German": "Ich habe keine Worte gehört 🤔 Sagst du es nochmal, etwas näher am Mikro?",
+    "Italian": "Non ho sentito nessuna parola 🤔 Lo ripeti un po' più vicino al microfono?",
+    "Portuguese": "Não ouvi nenhuma palavra 🤔 Pode repetir, um pouco mais perto do microfone?",
+    "Dutch": "Ik hoorde geen woorden 🤔 Zeg je het nog eens, wat dichter bij de microfoon?",
+}
+VOICE_FAILED = {
+    "English": "Sorry, I can't listen to voice notes right now 😅 Could you write it, or send "
+    "it again later?",
+    "Spanish": "Perdona, ahora mismo no puedo escuchar audios 😅 ¿Me lo escribes o me lo "
+    "mandas luego?",
+    "French": "Désolée, je ne peux pas écouter de vocaux pour l'instant 😅 Tu me l'écris, ou "
+    "tu le renvoies plus tard ?",
+    "German": "Sorry, ich kann gerade keine Sprachnachrichten anhören 😅 Schreibst du es, oder "
+    "schickst es später nochmal?",
+    "Italian": "Scusa, adesso non riesco ad ascoltare i vocali 😅 Me lo scrivi o me lo rimandi "
+    "più tardi?",
+    "Portuguese": "Desculpa, agora não consigo ouvir áudios 😅 Me escreve ou manda de novo "
+    "mais tarde?",
+    "Dutch": "Sorry, ik kan nu geen spraakberichten luisteren 😅 Schrijf je het, of stuur je "
+    "het later nog eens?",
+}
+
+# /voice: spoken replies on and off (in English, like the other commands' answers).
+VOICE_ON = (
+    "🔊 Voice replies are on: I'll send my answers as voice messages too (corrections stay "
+    "in writing). /voice off to stop."
+)
+VOICE_OFF = "🔇 Voice replies are off: I'll answer in writing only. /voice on to hear me again."
+VOICE_UNAVAILABLE = (
+    "🔇 Voice replies aren't available here yet, so I'll keep answering in writing."
+)
+VOICE_USAGE = "Say /voice on to get my replies as voice messages too, or /voice off to stop."
 
 
 def in_language(texts: dict[str, str], target_language: str | None) -> str:

@@ -13,10 +13,22 @@ from datetime import timedelta
 
 from bot import corrections, phrases
 from bot.asking import Asking
+from bot.channels import VoiceFetcher
 from bot.commands import CommandAnswer, Commands, parse_command
+from bot.hearing import (
+    NOT_TRANSCRIBED,
+    Heard,
+    Hearing,
+    HearingUnavailable,
+    NotHeard,
+    Speaking,
+    heard_line,
+    spoken_corrections,
+)
 from bot.recall import NO_RECALL, RecallUse
 from bot.review import NO_REVIEW, Asked, Grading, Reviewing, ReviewUse
 from bot.settings import Settings
+from bot.voice import Speaker, Transcriber
 from memory.claims import Claim
 from memory.clock import Clock, utcnow
 from memory.jobs import JobRunner
@@ -28,6 +40,7 @@ from memory.llm import (
     Refused,
     Unusable,
 )
+from memory.messages import VOICE, VoiceNote
 from memory.recall import Searcher
 from memory.records import (
     Activity,
@@ -86,6 +99,8 @@ class Turn:
     grading: Grading | None = None
     # A /progress chart (stored, by id) sent with the first reply as its caption.
     chart_id: int | None = None
+    # The reply spoken (a stored voice clip), sent as a voice message after its text.
+    voice_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -110,7 +125,9 @@ def store_reply(
     texts, `split` into the parts a channel sends."""
     parts = split(turn.replies)
     try:
-        written = writer.write(claim, parts, turn.reply, chart_id=turn.chart_id)
+        written = writer.write(
+            claim, parts, turn.reply, chart_id=turn.chart_id, voice_id=turn.voice_id
+        )
     except LearnerGone:  # /forget won a race with this turn: say nothing, keep nothing
         log.info("turn for learner %s dropped: forgotten mid-turn", turn.learner_id)
         return Stored([], writer.write(claim, []), own=False)
@@ -138,6 +155,8 @@ class Tutor:
         writer: TurnWriter,
         clock: Clock = utcnow,
         searcher: Searcher | None = None,
+        transcriber: Transcriber | None = None,
+        speaker: Speaker | None = None,
     ) -> None:
         self.store = store
         self.counter = counter
@@ -151,7 +170,10 @@ class Tutor:
         self.asking = Asking(model, counter, settings, searcher, clock)
         # Due items in the prompt, grading by the reply's report, /review (PAM_REVIEW).
         self.review = Reviewing(store.reviews, settings.memory.review, clock)
-        self.commands = Commands(store, self.review, clock)
+        self.commands = Commands(store, self.review, clock, voice=settings.voice.voice_notes)
+        # Voice notes transcribed, replies spoken (PAM_VOICE_NOTES; None: neither).
+        self.hearing = Hearing(transcriber, settings.voice, store.ledger)
+        self.speaking = Speaking(speaker, settings.voice, store.ledger, store.voice_clips)
 
     def handle(
         self,
@@ -201,12 +223,20 @@ class Tutor:
         kind: str = "text",
         can_retry: bool = False,
         known: LearnerInfo | None = None,
+        *,
+        voice: VoiceNote | None = None,
+        fetcher: VoiceFetcher | None = None,
+        can_speak: bool = False,
     ) -> Turn:
         """What to answer the learner known as `external_id` (see `handle`), storing only
         their message: the reply is the caller's to store (`Turn.reply`), and the memory jobs
         its to start. `known`: the learner with `external_id`, if the caller has just read
-        them."""
+        them. `voice`: the voice note the message is, downloaded with `fetcher` (its
+        channel's) and transcribed; `can_speak`: the channel takes spoken replies."""
         text = clean_text(text)
+        if kind == VOICE and voice is not None and self.hearing.enabled:
+            learner = known or self.store.learners.learner(external_id, display_name)
+            return self._voice_turn(learner, voice, fetcher, text, inbox_id, can_retry, can_speak)
         if kind != "text" and not text:
             known = known or self.store.learners.find_learner(external_id)
             language = known.target_language if known else None
@@ -230,7 +260,70 @@ class Tutor:
         # friendly note that Pam cannot see the picture itself.
         note = phrases.not_text(kind, learner.target_language) if kind != "text" else None
         try:
-            return self._converse(learner, text, inbox_id, can_retry=can_retry, note=note)
+            return self._converse(
+                learner, text, inbox_id, can_retry=can_retry, note=note, can_speak=can_speak
+            )
+        except LearnerGone:  # /forget won a race with this turn: say nothing, keep nothing
+            log.info("turn for learner %s dropped: forgotten mid-turn", learner.id)
+            return Turn([], learner.id)
+
+    def _voice_turn(
+        self,
+        learner: LearnerInfo,
+        note: VoiceNote,
+        fetcher: VoiceFetcher | None,
+        caption: str,
+        inbox_id: int | None,
+        can_retry: bool,
+        can_speak: bool,
+    ) -> Turn:
+        """A voice note: heard (or why not), then answered like text, the transcript being
+        the learner's message. Heard once: a turn run again after its LLM call failed finds
+        the transcript stored, and a note answered with a friendly word is not fetched again.
+        The limits are checked before the download: a learner over them costs no
+        transcription."""
+        language = learner.target_language
+        try:
+            stored = self.store.conversation.message_for(learner.id, inbox_id=inbox_id)
+            if stored is None:
+                limit = self._over_limit(self._activity(learner.id))
+                if limit is not None:
+                    log.info("voice note limited learner=%s limit=%s", learner.id, limit)
+                    heard: Heard | NotHeard = NotHeard(limit, self._limit_said(limit, language))
+                else:
+                    try:
+                        heard = self.hearing.hear(
+                            learner.id, language, note, fetcher, can_retry=can_retry
+                        )
+                    except HearingUnavailable as exc:
+                        raise ModelUnavailable(str(exc)) from exc
+            elif stored.content.startswith(NOT_TRANSCRIBED.split("{", 1)[0]):
+                heard = NotHeard(
+                    "answered before", phrases.in_language(phrases.VOICE_FAILED, language)
+                )
+            else:
+                heard = Heard(stored.content, stored.spoken_seconds or 0.0)
+            if isinstance(heard, NotHeard):
+                if stored is None:  # kept, as a voice note not transcribed
+                    kept = heard.kept()
+                    self.store.conversation.add_learner_message(
+                        learner.id,
+                        kept,
+                        self.counter.count_message(kept),
+                        inbox_id=inbox_id,
+                        spoken_seconds=heard.seconds,
+                    )
+                return Turn([heard.said], learner.id, problem=heard.problem)
+            text = f"{caption}\n\n{heard.text}" if caption else heard.text
+            return self._converse(
+                learner,
+                text[:MAX_MESSAGE_CHARS],
+                inbox_id,
+                can_retry=can_retry,
+                note=heard_line(heard.text),
+                can_speak=can_speak,
+                spoken=heard.seconds,
+            )
         except LearnerGone:  # /forget won a race with this turn: say nothing, keep nothing
             log.info("turn for learner %s dropped: forgotten mid-turn", learner.id)
             return Turn([], learner.id)
@@ -253,10 +346,14 @@ class Tutor:
         *,
         can_retry: bool,
         note: str | None,
+        can_speak: bool = False,
+        spoken: float | None = None,
     ) -> Turn:
         """A conversational turn: the reply to store and send. The learner's message is
         stored first, so an LLM failure loses nothing. `note`: a line said before the reply
-        (and kept with it)."""
+        (kept with it, but for a voice note's "🎙 …" line, which is only shown); `spoken`:
+        the message is a voice note's transcript, this long; `can_speak`: the reply is spoken
+        too when the learner asked for it (/voice on)."""
         started = time.monotonic()
         stored, answered, context, activity = self.store.conversation.begin_turn(
             learner.id,
@@ -264,6 +361,7 @@ class Tutor:
             self.counter.count_message(text),
             inbox_id=inbox_id,
             window=self._limit_window(),
+            spoken_seconds=spoken,
         )
         if answered is not None:  # a re-run after a crash: the reply exists already
             return Turn([answered.content], learner.id)
@@ -272,11 +370,15 @@ class Tutor:
         limit = self._over_limit(activity)
         if limit is not None:  # the message stays in memory; the LLM is not called
             log.info("turn limited learner=%s limit=%s", learner.id, limit)
-            return Turn([phrases.in_language(LIMIT_PHRASES[limit], language)], learner.id)
+            return Turn([self._limit_said(limit, language)], learner.id)
         asked = self.review.prepare(learner.id, context)
         try:
-            completion, recalled = self.asking.ask(learner.id, text, context, stored.id, asked)
+            completion, recalled = self.asking.ask(
+                learner.id, text, context, stored.id, asked, spoken=spoken is not None
+            )
             answer = corrections.parse_answer(completion.text)
+            if spoken is not None:  # the transcriber wrote the spelling, not the learner
+                answer = replace(answer, corrections=spoken_corrections(answer.corrections))
         except LLMError as exc:
             self.store.ledger.record_calls(learner.id, "reply", exc.billed)
             return self._failed(learner.id, exc, language, can_retry=can_retry)
@@ -293,8 +395,11 @@ class Tutor:
         if added:  # the next exercise or the score, before the correction lines
             answer = replace(answer, reply=f"{answer.reply}\n\n{added}")
         shown = corrections.render(answer)
-        if note:
+        if note and spoken is None:
             shown = f"{note}\n\n{shown}"
+        voice_id = None
+        if can_speak and context.learner.voice_replies:
+            voice_id = self.speaking.speak(learner.id, answer.reply, language)
         reviewed = self._review_use(asked)
         log.info(
             "turn learner=%s prompt_tokens=%s output_tokens=%s calls=%d corrections=%s "
@@ -321,7 +426,16 @@ class Tutor:
             corrections=tuple(answer.corrections),
             usage=(completion.model, completion.input_tokens, completion.output_tokens),
         )
-        return Turn([shown], learner.id, reply, recall=recalled, review=reviewed, grading=grading)
+        sent = f"{note}\n\n{shown}" if note and spoken is not None else shown
+        return Turn(
+            [sent],
+            learner.id,
+            reply,
+            recall=recalled,
+            review=reviewed,
+            grading=grading,
+            voice_id=voice_id,
+        )
 
     def _review_use(self, asked: Asked | None) -> ReviewUse:
         """What review added to this turn's prompt, counted."""
@@ -350,6 +464,18 @@ class Tutor:
             said = phrases.apology(language)
         due = due_now(self.store.conversation, learner_id, self.memory)
         return Turn([said], learner_id, due=due, problem=problem)
+
+    def _limit_said(self, limit: str, language: str | None) -> str:
+        """What Pam says when `limit` stops a turn, in the learner's target language."""
+        return phrases.in_language(LIMIT_PHRASES[limit], language)
+
+    def _activity(self, learner_id: int) -> Activity | None:
+        """What the limits count for the learner now, read on its own (a voice note is checked
+        before it costs a transcription)."""
+        window = self._limit_window()
+        if window is None:
+            return None
+        return self.store.conversation.context_and_activity(learner_id, window)[1]
 
     def _limit_window(self) -> ActivityWindow | None:
         """What the cost and abuse limits count this turn; None if none is set."""

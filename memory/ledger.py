@@ -65,6 +65,49 @@ class Ledger(Tables):
             for call in calls:
                 session.execute(_usage_insert(learner_id, purpose, call, self.clock))
 
+    def record_audio(
+        self,
+        learner_id: int,
+        model: str,
+        purpose: str,
+        tokens: int,
+        *,
+        seconds: float = 0.0,
+        chars: int = 0,
+    ) -> None:
+        """Record one audio call: the seconds heard (a transcription) or the characters spoken
+        (speech), and the `tokens` they count as toward the budgets — unless the learner has
+        been forgotten meanwhile."""
+        row = select(
+            literal(learner_id),
+            literal(model[:100]),
+            literal(purpose),
+            literal(tokens),
+            literal(0),
+            literal(float(seconds)),
+            literal(chars),
+            literal(self.clock(), Usage.created_at.type),
+        ).where(exists().where(Learner.id == learner_id))
+        names = ["learner_id", "model", "purpose", "input_tokens", "output_tokens"]
+        names += ["audio_seconds", "speech_chars", "created_at"]
+        with contextlib.suppress(IntegrityError), self.single.begin() as connection:
+            connection.execute(insert(Usage).from_select(names, row))
+
+    def audio_usage(self, learner_id: int) -> dict[str, tuple[float, int]]:
+        """Per purpose: (seconds heard, characters spoken) by the learner's audio calls."""
+        with self.single.connect() as connection:
+            rows = connection.execute(
+                select(
+                    Usage.purpose,
+                    func.sum(Usage.audio_seconds).label("seconds"),
+                    func.sum(Usage.speech_chars).label("chars"),
+                )
+                .where(Usage.learner_id == learner_id)
+                .where((Usage.audio_seconds > 0) | (Usage.speech_chars > 0))
+                .group_by(Usage.purpose)
+            )
+            return {row.purpose: (float(row.seconds), int(row.chars)) for row in rows}
+
     def usage(self, learner_id: int) -> dict[str, tuple[int, int, int]]:
         """Per purpose: (calls, input tokens, output tokens) for the learner."""
         with self.sessions() as session:

@@ -46,8 +46,9 @@ def authenticate() -> ResponseReturnValue | None:
 
 @blueprint.get("/learners/<int:learner_id>/memory")
 def memory(learner_id: int) -> ResponseReturnValue:
-    """Everything Pam keeps about one learner: window, summary, profile, corrections, usage,
-    and the state of their memory jobs."""
+    """Everything Pam keeps about one learner: window (a voice note's with its length),
+    summary, profile, corrections, usage (audio's seconds and characters too), and the state
+    of their memory jobs."""
     store = Store(web().engine)
     try:
         learner = store.learners.get_learner(learner_id)
@@ -63,9 +64,11 @@ def memory(learner_id: int) -> ResponseReturnValue:
             "target_language": learner.target_language,
             "native_language": learner.native_language,
             "level": learner.level,
+            "voice_replies": learner.voice_replies,
         },
         window=[
             {"id": m.id, "role": m.role, "content": m.content, "tokens": m.tokens}
+            | ({"spoken_seconds": m.spoken_seconds} if m.spoken_seconds is not None else {})
             for m in context.messages
         ],
         summary={
@@ -87,14 +90,24 @@ def memory(learner_id: int) -> ResponseReturnValue:
             }
             for c in store.ledger.corrections(learner_id, limit=20)
         ],
-        usage={
-            purpose: {"calls": calls, "input_tokens": tokens_in, "output_tokens": tokens_out}
-            for purpose, (calls, tokens_in, tokens_out) in store.ledger.usage(learner_id).items()
-        },
+        usage=_usage(store, learner_id),
         jobs=[
             {k: _iso(v) for k, v in job.items()} for job in store.inspection.job_states(learner_id)
         ],
     )
+
+
+def _usage(store: Store, learner_id: int) -> dict[str, dict[str, Any]]:
+    """Per purpose: calls and tokens; for audio calls also the seconds heard (transcription)
+    or characters spoken (speech) their tokens were converted from."""
+    audio = store.ledger.audio_usage(learner_id)
+    usage: dict[str, dict[str, Any]] = {}
+    for purpose, (calls, tokens_in, tokens_out) in store.ledger.usage(learner_id).items():
+        usage[purpose] = {"calls": calls, "input_tokens": tokens_in, "output_tokens": tokens_out}
+        if purpose in audio:
+            seconds, chars = audio[purpose]
+            usage[purpose] |= {"audio_seconds": round(seconds, 1), "speech_chars": chars}
+    return usage
 
 
 @blueprint.get("/learners/<int:learner_id>/recall")
