@@ -1,9 +1,12 @@
 """A small OpenAI-compatible HTTP server on 127.0.0.1 for tests: the real openai SDK (and a real
 `pam chat` subprocess) talk to it. It records every request and answers each task with
-deterministic content, or with queued failures (status codes, delays, broken bodies)."""
+deterministic content, or with queued failures (status codes, delays, broken bodies). It also
+serves the audio API (transcriptions and speech), recorded apart from the chat requests."""
 
 from __future__ import annotations
 
+import email.parser
+import email.policy
 import json
 import re
 import threading
@@ -13,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from loopback.audio_samples import sample
 from loopback.llm_shapes import OPENAI_REFUSES_MAX_TOKENS, encoded, openai_refuses_temperature
 from loopback.local_server import Answer, LocalServer
 
@@ -27,6 +31,23 @@ class Fault:
     delay: float = 0.0
     headers: dict[str, str] = field(default_factory=dict)
     body: bytes | None = None
+
+
+@dataclass(frozen=True)
+class AudioRequest:
+    """One audio API request: its path, its form fields (a transcription's model, language,
+    response_format) or JSON body (speech's model, voice, input, response_format), and a
+    transcription's uploaded file."""
+
+    path: str
+    fields: dict[str, Any]
+    file: bytes | None = None
+    filename: str | None = None
+    file_type: str | None = None
+
+
+# What the fake hears in every voice note until a test says otherwise (`hear`).
+HEARD = "Ayer fui al mercado con mi hermana y compramos fruta."
 
 
 def task_of(body: dict[str, Any]) -> str:
@@ -124,6 +145,9 @@ class OpenAIServer(LocalServer):
         self.faults: deque[Fault] = deque()
         self.lock = threading.Lock()
         self.counts: dict[str, int] = {}
+        # The audio API's requests, kept out of `requests` and `counts` (the chat's).
+        self.audio_requests: list[AudioRequest] = []
+        self.heard = HEARD
         super().__init__()
 
     @property
@@ -140,13 +164,36 @@ class OpenAIServer(LocalServer):
         """Answer the next requests with these 200 bodies (recorded shapes), in order."""
         self.fail_next(*(Fault(status=200, body=encoded(body)) for body in bodies))
 
+    def hear(self, text: str) -> None:
+        """Transcribe every voice note from now on as `text`."""
+        self.heard = text
+
     def of(self, task: str) -> list[dict[str, Any]]:
         """The recorded request bodies for `task`."""
         with self.lock:
             return [r for r in self.requests if task_of(r) == task]
 
     def respond(self, path: str, content_type: str, raw: bytes) -> Answer:
+        if path.endswith(("/audio/transcriptions", "/audio/speech")):
+            return self.audio(path, content_type, raw)
         return self.complete(path, json.loads(raw or b"{}"))
+
+    def audio(self, path: str, content_type: str, raw: bytes) -> Answer:
+        """Answer one audio request: a transcription is `{"text": <what it hears>}` (OpenAI's
+        json shape), speech is the OGG/Opus voice sample."""
+        if path.endswith("/audio/speech"):
+            request = AudioRequest(path, json.loads(raw or b"{}"))
+        else:
+            request = _form(path, content_type, raw)
+        with self.lock:
+            self.audio_requests.append(request)
+            fault = self.faults.popleft() if self.faults else None
+        scripted = _scripted(fault)
+        if scripted is not None:
+            return scripted
+        if request.path.endswith("/audio/speech"):
+            return 200, {"Content-Type": "audio/ogg"}, sample("voice.ogg")
+        return 200, {}, json.dumps({"text": self.heard}, ensure_ascii=False).encode()
 
     def complete(self, path: str, body: dict[str, Any]) -> Answer:
         """Answer one chat-completions request."""
@@ -156,12 +203,9 @@ class OpenAIServer(LocalServer):
             task = task_of(body)
             self.counts[task] = self.counts.get(task, 0) + 1
             count = self.counts[task]
-        if fault is not None:
-            if fault.delay:
-                time.sleep(fault.delay)
-            if fault.status != 200 or fault.body is not None:
-                error = {"error": {"message": "scripted fault", "type": "server_error"}}
-                return fault.status, fault.headers, fault.body or json.dumps(error).encode()
+        scripted = _scripted(fault)
+        if scripted is not None:
+            return scripted
         if not path.endswith("/chat/completions"):
             return 404, {}, b'{"error": {"message": "not found"}}'
         rejected = self.reject(body) if self.reject is not None else None
@@ -189,3 +233,32 @@ class OpenAIServer(LocalServer):
         if not self.usage:
             del response["usage"]
         return 200, {}, json.dumps(response).encode()
+
+
+def _scripted(fault: Fault | None) -> Answer | None:
+    """The answer of a scripted fault (after its delay), None to answer as usual."""
+    if fault is None:
+        return None
+    if fault.delay:
+        time.sleep(fault.delay)
+    if fault.status != 200 or fault.body is not None:
+        error = {"error": {"message": "scripted fault", "type": "server_error"}}
+        return fault.status, fault.headers, fault.body or json.dumps(error).encode()
+    return None
+
+
+def _form(path: str, content_type: str, raw: bytes) -> AudioRequest:
+    """A multipart/form-data transcription request's fields and file."""
+    head = f"Content-Type: {content_type}\r\n\r\n".encode()
+    message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(head + raw)
+    fields: dict[str, Any] = {}
+    file, filename, file_type = None, None, None
+    for part in message.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        payload = part.get_payload(decode=True)
+        data = payload if isinstance(payload, bytes) else b""
+        if name == "file":
+            file, filename, file_type = data, part.get_filename(), part.get_content_type()
+        elif isinstance(name, str):
+            fields[name] = data.decode()
+    return AudioRequest(path, fields, file, filename, file_type)

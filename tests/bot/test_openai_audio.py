@@ -1,0 +1,461 @@
+"""The audio ports over the real openai SDK against the loopback server: what a transcription
+request carries, every answer shape real servers send (their sources named beside each), the
+annotations Whisper writes for silence, each failure as its memory.llm kind, speech verified as
+OGG/Opus, and which server and key the audio client uses."""
+
+from __future__ import annotations
+
+import logging
+import socket
+from collections.abc import Iterator
+from typing import Any
+
+import openai
+import pytest
+
+from bot.openai_audio import (
+    OpenAISpeaker,
+    OpenAITranscriber,
+    audio_client,
+    read_transcript,
+    without_silence,
+)
+from bot.openai_chat import openai_client
+from bot.settings import LLMSettings, VoiceSettings
+from loopback.audio_samples import sample
+from loopback.llm_shapes import encoded
+from loopback.openai_server import HEARD, Fault, OpenAIServer
+from memory.llm import Misconfigured, Outage, Unusable
+
+SAID = "Ayer yo es muy cansado porque trabajé mucho."
+# Tells the SDK to retry after 20 ms instead of its 0.5 s backoff: keeps retry tests quick.
+FAST_RETRY = {"retry-after-ms": "20"}
+
+# Transcription answers as real servers send them, for response_format="json" (or ignoring it).
+# OpenAI gpt-4o-*-transcribe (openai-python types/audio/transcription.py, `Transcription` with
+# `UsageTokens`): text and token usage.
+OPENAI_TOKENS = {
+    "text": SAID,
+    "usage": {
+        "type": "tokens",
+        "input_tokens": 14,
+        "input_token_details": {"text_tokens": 0, "audio_tokens": 14},
+        "output_tokens": 12,
+        "total_tokens": 26,
+    },
+}
+# OpenAI whisper-1 (the same file, `UsageDuration`) and vLLM (vllm/entrypoints/openai/protocol.py,
+# `TranscriptionResponse` with `TranscriptionUsageAudio`): usage by the second.
+WHISPER_DURATION = {"text": SAID, "usage": {"type": "duration", "seconds": 3}}
+# verbose_json (openai-python types/audio/transcription_verbose.py; vLLM's
+# `TranscriptionResponseVerbose` sends `duration` as a string): text beside segments.
+VERBOSE = {
+    "task": "transcribe",
+    "language": "spanish",
+    "duration": "3.0",
+    "text": SAID,
+    "segments": [
+        {
+            "id": 0,
+            "seek": 0,
+            "start": 0.0,
+            "end": 3.0,
+            "text": f" {SAID}",
+            "tokens": [50364, 10059],
+            "temperature": 0.0,
+            "avg_logprob": -0.21,
+            "compression_ratio": 0.9,
+            "no_speech_prob": 0.01,
+        }
+    ],
+}
+# speaches (src/speaches/api_types.py, `CreateTranscriptionResponseJson`): text alone.
+SPEACHES = {"text": SAID}
+# LocalAI (docs/content/features/audio-to-text.md): segments (nanosecond times) and text.
+LOCALAI = {
+    "segments": [
+        {"id": 0, "start": 0, "end": 3000000000, "text": f" {SAID}", "tokens": [50364, 1222]}
+    ],
+    "text": SAID,
+}
+# whisper.cpp's server (examples/server/server.cpp) for response_format=text: the plain
+# transcript, sent as "text/html; charset=utf-8"; some servers ignore response_format.
+WHISPER_CPP_TEXT = (f"\n {SAID}\n".encode(), {"Content-Type": "text/html; charset=utf-8"})
+PLAIN_TEXT = (SAID.encode(), {"Content-Type": "text/plain; charset=utf-8"})
+
+# What Whisper-family models write for a note without speech. whisper.cpp: "[BLANK_AUDIO]"
+# (quoted with "[SILENCE]" in karansinghgit/speaktype#42); the others are subtitle annotations
+# Whisper learned ("[Music]", "♪"), with the spacing and case variants models write.
+SILENCE_MARKERS = [
+    "[BLANK_AUDIO]",
+    " [BLANK_AUDIO]\n",
+    "[SILENCE]",
+    "[ Silence ]",
+    "(silence)",
+    "[Music]",
+    "[MÚSICA]",
+    "♪",
+    "♪♪♪",
+    "*music*",
+    "[BLANK_AUDIO] [BLANK_AUDIO]",
+    "(música) ...",
+    "",
+    "   ",
+]
+
+
+@pytest.fixture
+def server() -> Iterator[OpenAIServer]:
+    with OpenAIServer() as server:
+        yield server
+
+
+@pytest.fixture
+def client(server: OpenAIServer) -> Iterator[openai.OpenAI]:
+    client = openai_client("sk-test", server.base_url, 5.0, 2)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def transcriber(client: openai.OpenAI) -> OpenAITranscriber:
+    return OpenAITranscriber(client, "gpt-4o-mini-transcribe")
+
+
+@pytest.fixture
+def speaker(client: openai.OpenAI) -> OpenAISpeaker:
+    return OpenAISpeaker(client, "gpt-4o-mini-tts", "coral")
+
+
+def transcribe(transcriber: OpenAITranscriber, language: str | None = "es") -> str:
+    note = sample("voice.ogg")
+    return transcriber.transcribe(
+        note, name="voice.oga", content_type="audio/ogg", language=language
+    ).text
+
+
+# -- transcription ------------------------------------------------------------------------------
+
+
+def test_transcription_request_carries_model_language_and_file(
+    server: OpenAIServer, transcriber: OpenAITranscriber
+) -> None:
+    transcript = transcriber.transcribe(
+        sample("voice.ogg"), name="voice.oga", content_type="audio/ogg", language="es"
+    )
+    assert (transcript.text, transcript.model) == (HEARD, "gpt-4o-mini-transcribe")
+    [request] = server.audio_requests
+    assert request.path == "/v1/audio/transcriptions"
+    assert request.fields == {
+        "model": "gpt-4o-mini-transcribe",
+        "language": "es",
+        "response_format": "json",
+    }
+    assert (request.file, request.filename, request.file_type) == (
+        sample("voice.ogg"),
+        "voice.oga",
+        "audio/ogg",
+    )
+    # Audio requests are not chat requests: the chat tests count those.
+    assert server.requests == [] and server.counts == {}
+
+
+def test_no_language_leaves_it_to_the_model(
+    server: OpenAIServer, transcriber: OpenAITranscriber
+) -> None:
+    transcribe(transcriber, language=None)
+    assert "language" not in server.audio_requests[0].fields
+
+
+def test_what_the_fake_hears_is_scriptable(
+    server: OpenAIServer, transcriber: OpenAITranscriber
+) -> None:
+    server.hear(SAID)
+    assert transcribe(transcriber) == SAID
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [OPENAI_TOKENS, WHISPER_DURATION, VERBOSE, SPEACHES, LOCALAI],
+    ids=["openai-tokens", "whisper-duration", "verbose-json", "speaches", "localai"],
+)
+def test_every_json_shape(
+    server: OpenAIServer, transcriber: OpenAITranscriber, shape: dict[str, Any]
+) -> None:
+    server.answer_next(shape)
+    assert transcribe(transcriber) == SAID
+
+
+@pytest.mark.parametrize("answer", [WHISPER_CPP_TEXT, PLAIN_TEXT], ids=["whisper.cpp", "plain"])
+def test_a_plain_text_body(
+    server: OpenAIServer,
+    transcriber: OpenAITranscriber,
+    answer: tuple[bytes, dict[str, str]],
+) -> None:
+    body, headers = answer
+    server.fail_next(Fault(status=200, body=body, headers=headers))
+    assert transcribe(transcriber) == SAID
+
+
+def test_segments_alone_are_read_when_text_is_missing() -> None:
+    # Lenient where the intent is clear: LocalAI's shape without its `text`.
+    segments = {"segments": [{"text": " Ayer fui"}, {"text": " al mercado."}]}
+    assert read_transcript(encoded(segments), "application/json") == " Ayer fui al mercado."
+
+
+@pytest.mark.parametrize("marker", SILENCE_MARKERS)
+def test_silence_markers_are_silence(
+    server: OpenAIServer, transcriber: OpenAITranscriber, marker: str
+) -> None:
+    server.hear(marker)
+    assert transcribe(transcriber) == ""
+
+
+@pytest.mark.parametrize(
+    "text", ["Hola [risas] qué tal", "Me gusta la música ♪", "(Bueno) vale", "¿Sí?"]
+)
+def test_speech_beside_an_annotation_is_kept(text: str) -> None:
+    assert without_silence(f"  {text}\n") == text
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type"),
+    [
+        (b"<!DOCTYPE html><html><body>502 Bad Gateway</body></html>", "text/html"),
+        (b"<html><body>Welcome to nginx!</body></html>", "text/html; charset=utf-8"),
+        (encoded({"segments": []}), "application/json"),
+        (encoded({"transcript": SAID}), "application/json"),
+        (encoded({"error": {"message": "failed to process audio"}}), "application/json"),
+        (encoded({"text": None}), "application/json"),
+        (encoded([1, 2]), "application/json"),
+        (b'{"text": "cut', "application/json"),
+        (b"\xff\xfe\x00garbage", "application/octet-stream"),
+    ],
+    ids=["html-502", "nginx", "no-text", "wrong-key", "error", "null", "list", "cut", "binary"],
+)
+def test_a_200_that_is_no_transcription_is_unusable(
+    server: OpenAIServer, transcriber: OpenAITranscriber, body: bytes, content_type: str
+) -> None:
+    server.fail_next(Fault(status=200, body=body, headers={"Content-Type": content_type}))
+    with pytest.raises(Unusable):
+        transcribe(transcriber)
+
+
+def test_the_transcript_is_never_logged(
+    server: OpenAIServer, transcriber: OpenAITranscriber, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    server.hear(SAID)
+    transcribe(transcriber)
+    server.fail_next(Fault(status=200, body=b"<html>" + SAID.encode()))
+    with pytest.raises(Unusable):
+        transcribe(transcriber)
+    assert "cansado" not in caplog.text
+
+
+# -- transcription failures ---------------------------------------------------------------------
+
+
+def test_500_after_retries_is_an_outage(
+    server: OpenAIServer, transcriber: OpenAITranscriber
+) -> None:
+    server.fail_next(*(Fault(status=500, headers=FAST_RETRY) for _ in range(3)))
+    with pytest.raises(Outage) as raised:
+        transcribe(transcriber)
+    assert raised.value.advice is None
+    assert len(server.audio_requests) == 3  # the first and the SDK's two retries
+
+
+def test_429_is_an_outage(server: OpenAIServer, transcriber: OpenAITranscriber) -> None:
+    server.fail_next(*(Fault(status=429, headers=FAST_RETRY) for _ in range(3)))
+    with pytest.raises(Outage):
+        transcribe(transcriber)
+
+
+def test_a_retried_500_then_an_answer(server: OpenAIServer, transcriber: OpenAITranscriber) -> None:
+    server.fail_next(Fault(status=503, headers=FAST_RETRY))
+    assert transcribe(transcriber) == HEARD
+
+
+def test_a_refused_connection_is_an_outage_with_advice() -> None:
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    base = f"http://127.0.0.1:{port}/v1"
+    with openai_client(None, base, 2.0, 0) as client, pytest.raises(Outage) as raised:
+        transcribe(OpenAITranscriber(client, "whisper-1"))
+    assert raised.value.advice is not None
+    assert base in raised.value.advice and "PAM_AUDIO_BASE_URL" in raised.value.advice
+
+
+def test_401_is_misconfigured_naming_the_keys(
+    server: OpenAIServer, transcriber: OpenAITranscriber
+) -> None:
+    # OpenAI's 401 quotes part of the key: it stays out of the message.
+    error = {
+        "error": {"message": "Incorrect API key provided: sk-test.", "code": "invalid_api_key"}
+    }
+    server.fail_next(Fault(status=401, body=encoded(error)))
+    with pytest.raises(Misconfigured) as raised:
+        transcribe(transcriber)
+    assert "PAM_AUDIO_API_KEY" in raised.value.advice and "OPENAI_API_KEY" in raised.value.advice
+    assert "sk-test" not in str(raised.value) and "sk-test" not in raised.value.advice
+
+
+def test_403_is_misconfigured(server: OpenAIServer, transcriber: OpenAITranscriber) -> None:
+    server.fail_next(Fault(status=403))
+    with pytest.raises(Misconfigured, match="403"):
+        transcribe(transcriber)
+
+
+def test_404_no_audio_api_is_misconfigured_pointing_to_an_audio_server(
+    server: OpenAIServer, transcriber: OpenAITranscriber
+) -> None:
+    # Ollama, llama.cpp's server and LM Studio have no /audio/transcriptions: a plain 404.
+    server.fail_next(Fault(status=404, body=b"404 page not found"))
+    with pytest.raises(Misconfigured) as raised:
+        transcribe(transcriber)
+    advice = raised.value.advice
+    assert "PAM_AUDIO_BASE_URL" in advice and "/audio/transcriptions" in advice
+    assert "PAM_TRANSCRIPTION_MODEL" in advice and server.base_url in advice
+
+
+def test_an_unknown_model_is_misconfigured_naming_the_setting(
+    server: OpenAIServer, transcriber: OpenAITranscriber
+) -> None:
+    # OpenAI's error for a model that does not exist (code model_not_found).
+    error = {
+        "error": {
+            "message": "The model `gpt-4o-mini-transcribe` does not exist or you do not have "
+            "access to it.",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": "model_not_found",
+        }
+    }
+    server.fail_next(Fault(status=404, body=encoded(error)))
+    with pytest.raises(Misconfigured) as raised:
+        transcribe(transcriber)
+    assert "PAM_TRANSCRIPTION_MODEL" in raised.value.advice
+
+
+def test_400_for_the_file_is_unusable(server: OpenAIServer, transcriber: OpenAITranscriber) -> None:
+    # OpenAI's 400 for a file it cannot decode, and for one shorter than 0.1 s.
+    for message in (
+        "Invalid file format. Supported formats: ['flac', 'm4a', 'mp3', 'mp4', 'mpeg', 'mpga', "
+        "'oga', 'ogg', 'wav', 'webm']",
+        "Audio file is too short. Minimum audio length is 0.1 seconds.",
+    ):
+        error = {"error": {"message": message, "type": "invalid_request_error", "param": "file"}}
+        server.fail_next(Fault(status=400, body=encoded(error)))
+        with pytest.raises(Unusable):
+            transcribe(transcriber)
+    assert len(server.audio_requests) == 2  # a 400 is not retried
+
+
+# -- speech -------------------------------------------------------------------------------------
+
+
+def test_speech_returns_ogg_opus(server: OpenAIServer, speaker: OpenAISpeaker) -> None:
+    speech = speaker.speak("¡Qué bien! ¿Y qué compraste?", language="es")
+    assert speech.audio == sample("voice.ogg")
+    assert (speech.content_type, speech.model) == ("audio/ogg", "gpt-4o-mini-tts")
+    [request] = server.audio_requests
+    assert request.path == "/v1/audio/speech"
+    # Plain: no language or instructions, which local servers may refuse.
+    assert request.fields == {
+        "model": "gpt-4o-mini-tts",
+        "voice": "coral",
+        "input": "¡Qué bien! ¿Y qué compraste?",
+        "response_format": "opus",
+    }
+    assert server.requests == [] and server.counts == {}
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type"),
+    [
+        (sample("voice.wav"), "audio/wav"),  # a server that ignores response_format
+        (sample("voice.mp3"), "audio/mpeg"),  # plays on Telegram, not as a WhatsApp voice note
+        (b"", "audio/ogg"),
+        (b"<html><body>Bad Gateway</body></html>", "text/html"),
+        (encoded({"error": {"message": "voice not found"}}), "application/json"),
+        (sample("voice.ogg")[:40], "audio/ogg"),
+    ],
+    ids=["wav", "mp3", "empty", "html", "json-error", "cut"],
+)
+def test_speech_that_is_not_ogg_opus_is_unusable(
+    server: OpenAIServer, speaker: OpenAISpeaker, body: bytes, content_type: str
+) -> None:
+    server.fail_next(Fault(status=200, body=body, headers={"Content-Type": content_type}))
+    with pytest.raises(Unusable):
+        speaker.speak("Hola", language="es")
+
+
+def test_speech_500_after_retries_is_an_outage(
+    server: OpenAIServer, speaker: OpenAISpeaker
+) -> None:
+    server.fail_next(*(Fault(status=500, headers=FAST_RETRY) for _ in range(3)))
+    with pytest.raises(Outage):
+        speaker.speak("Hola", language="es")
+
+
+def test_speech_404_names_the_speech_settings(server: OpenAIServer, speaker: OpenAISpeaker) -> None:
+    server.fail_next(Fault(status=404, body=b"Not Found"))
+    with pytest.raises(Misconfigured) as raised:
+        speaker.speak("Hola", language="es")
+    advice = raised.value.advice
+    assert "PAM_AUDIO_BASE_URL" in advice and "PAM_SPEECH_MODEL" in advice
+    assert "/audio/speech" in advice
+
+
+def test_speech_401_is_misconfigured(server: OpenAIServer, speaker: OpenAISpeaker) -> None:
+    server.fail_next(Fault(status=401))
+    with pytest.raises(Misconfigured, match="401"):
+        speaker.speak("Hola", language="es")
+
+
+def test_speech_400_for_the_voice_is_misconfigured(
+    server: OpenAIServer, speaker: OpenAISpeaker
+) -> None:
+    # Kokoro-FastAPI and speaches have their own voices: OpenAI's "coral" is unknown there.
+    error = {"error": {"message": "Voice 'coral' not found", "type": "invalid_request_error"}}
+    server.fail_next(Fault(status=400, body=encoded(error)))
+    with pytest.raises(Misconfigured) as raised:
+        speaker.speak("Hola", language="es")
+    assert "PAM_SPEECH_VOICE" in raised.value.advice
+
+
+def test_speech_400_for_the_text_is_unusable(server: OpenAIServer, speaker: OpenAISpeaker) -> None:
+    error = {"error": {"message": "[] is too short - 'input'", "type": "invalid_request_error"}}
+    server.fail_next(Fault(status=400, body=encoded(error)))
+    with pytest.raises(Unusable):
+        speaker.speak("Hola", language="es")
+
+
+# -- the client ---------------------------------------------------------------------------------
+
+
+def test_the_audio_client_defaults_to_the_chat_server() -> None:
+    llm = LLMSettings(api_key="sk-chat", base_url="http://chat.example/v1")
+    with audio_client(VoiceSettings(audio_timeout_seconds=7), llm) as client:
+        assert str(client.base_url).rstrip("/") == "http://chat.example/v1"
+        assert client.api_key == "sk-chat"
+        assert client.timeout == 7 and client.max_retries == 2
+
+
+def test_a_separate_audio_server_gets_its_own_key_not_the_chats() -> None:
+    llm = LLMSettings(api_key="sk-chat", base_url="http://chat.example/v1")
+    voice = VoiceSettings(audio_base_url="http://speaches.local:8000/v1")
+    with audio_client(voice, llm) as client:
+        assert str(client.base_url).rstrip("/") == "http://speaches.local:8000/v1"
+        assert client.api_key != "sk-chat"
+    voice = VoiceSettings(audio_base_url="http://speaches.local:8000/v1", audio_api_key="sk-a")
+    with audio_client(voice, llm) as client:
+        assert client.api_key == "sk-a"
+
+
+def test_an_audio_key_alone_is_used_on_the_chat_server() -> None:
+    llm = LLMSettings(api_key="sk-chat")
+    with audio_client(VoiceSettings(audio_api_key="sk-audio"), llm) as client:
+        assert client.api_key == "sk-audio"
