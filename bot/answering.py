@@ -11,7 +11,7 @@ import time
 
 from bot import phrases
 from bot.backoff import backoff
-from bot.channels import Sender
+from bot.channels import Sender, VoiceFetcher, VoiceSender
 from bot.delivery import Delivery, ms_since
 from bot.splitting import split_message
 from bot.tutor import ModelUnavailable, Turn, Tutor, store_reply
@@ -149,6 +149,9 @@ class Answering:
                 kind=claim.kind,
                 can_retry=claim.attempts < min(LLM_TURN_ATTEMPTS, self.max_turn_attempts),
                 known=claim.learner,
+                voice=claim.voice,
+                fetcher=sender if isinstance(sender, VoiceFetcher) else None,
+                can_speak=isinstance(sender, VoiceSender),
             )
 
     def _defer(self, claim: Claim, exc: ModelUnavailable) -> None:
@@ -168,8 +171,10 @@ class Answering:
     ) -> contextlib.AbstractContextManager[object]:
         """Show "typing…" on channels that have it, renewed while the turn runs."""
         typing = getattr(sender, "typing", None)
-        # Media without words gets a canned note at once; a caption is a turn like any text.
-        if typing is None or (claim.kind != "text" and not claim.text.strip()):
+        # Media without words gets a canned note at once; a caption is a turn like any text,
+        # and a voice note one once it is transcribed.
+        canned = claim.kind != "text" and not claim.text.strip() and claim.voice is None
+        if typing is None or canned:
             return contextlib.nullcontext()
 
         def show() -> bool:

@@ -53,11 +53,16 @@ class ChartSender(Sender, Protocol):
         ...
 
 
-class ChartLinks(Protocol):
-    """Signed, expiring links to stored charts, under the web app's public address."""
+class MediaLinks(Protocol):
+    """Signed, expiring links to stored charts and spoken replies, under the web app's public
+    address."""
 
     def url(self, chart_id: int, nonce: str) -> str | None:
         """The link to the chart, or None when Pam has no public address (PAM_PUBLIC_URL)."""
+        ...
+
+    def voice_url(self, clip_id: int, nonce: str) -> str | None:
+        """The link to the spoken reply, or None when Pam has no public address."""
         ...
 
 

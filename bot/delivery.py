@@ -1,6 +1,6 @@
 """Delivery: sending claimed replies through their channel's sender (a /progress chart with
-its caption where the reply carries one), and what a failed send becomes (a retry after a
-backoff, or a failure for good)."""
+its caption where the reply carries one, a spoken reply as a voice message), and what a
+failed send becomes (a retry after a backoff, or a failure for good)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,20 @@ import time
 from collections.abc import Callable, Mapping
 
 from bot.backoff import backoff
-from bot.channels import ChartLinks, ChartSender, PermanentSendError, Sender, TransientSendError
+from bot.channels import (
+    ChartSender,
+    MediaLinks,
+    PermanentSendError,
+    Sender,
+    TransientSendError,
+    VoiceSender,
+)
 from memory.charts import Charts
 from memory.claims import Claim
 from memory.heartbeat import Heartbeats
 from memory.messages import Sent
 from memory.outbox import Outbox
+from memory.voice_clips import VoiceClips
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +35,8 @@ def ms_since(started: float) -> int:
 class Delivery:
     """Sends the outbox's replies. `hand_over` wakes the delivery lanes for replies this
     caller did not send itself; `leases` keeps a claim alive while its send runs. A reply
-    with a chart sends it from `charts`, with its link from `links` (None: no links)."""
+    with a chart sends it from `charts`, a spoken reply from `clips`, each with its link from
+    `links` (None: no links)."""
 
     def __init__(
         self,
@@ -37,7 +46,8 @@ class Delivery:
         leases: Heartbeats,
         hand_over: Callable[[], None],
         charts: Charts | None = None,
-        links: ChartLinks | None = None,
+        links: MediaLinks | None = None,
+        clips: VoiceClips | None = None,
     ) -> None:
         self.outbox = outbox
         self.senders = senders
@@ -46,6 +56,7 @@ class Delivery:
         self.hand_over = hand_over
         self.charts = charts
         self.links = links
+        self.clips = clips
 
     def next(self) -> bool:
         """Deliver the next queued reply, if any. True if there was one."""
@@ -116,6 +127,8 @@ class Delivery:
         """How to send `claim`: its text, or its chart with the text as caption. A chart gone
         by now (pruned) leaves the caption alone; None (nothing to send) when the reply itself
         is gone too: its learner was forgotten."""
+        if claim.voice_id is not None:
+            return self._voice(claim, sender, key)
         if claim.chart_id is None or self.charts is None or not isinstance(sender, ChartSender):
             return lambda: sender.send(claim.chat_id, claim.text, idempotency_key=key)
         chart = self.charts.find(claim.chart_id)
@@ -128,6 +141,19 @@ class Delivery:
         return lambda: sender.send_chart(
             claim.chat_id, chart.png, url, claim.text, idempotency_key=key
         )
+
+    def _voice(self, claim: Claim, sender: Sender, key: str) -> Callable[[], Sent] | None:
+        """How to send a spoken reply: as a voice message. Its text went before it; a clip gone
+        by now (pruned), or a channel that takes none, leaves nothing more to send; None when
+        the reply itself is gone: its learner was forgotten."""
+        clip = self.clips.find(claim.voice_id) if self.clips and claim.voice_id else None
+        if clip is None or not isinstance(sender, VoiceSender):
+            if not self.outbox.renew(claim):
+                return None
+            log.warning("delivery outbox=%s: no voice to send; its text went alone", claim.id)
+            return Sent
+        url = self.links.voice_url(clip.id, clip.nonce) if self.links is not None else None
+        return lambda: sender.send_voice(claim.chat_id, clip.audio, url, idempotency_key=key)
 
     def _retry(self, claim: Claim, error: str, retry_after: float | None) -> None:
         """Try the reply again after a backoff, unless it has had all its attempts."""

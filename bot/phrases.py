@@ -126,8 +126,7 @@ REFUSED = {
 # Voice notes Pam could not listen to, in the target language (the note itself is kept, as a
 # voice note not transcribed). "{minutes}" is the length cap.
 VOICE_TOO_LONG = {
-    "English": "That voice note is a bit long for me 😅 Could you keep it under {minutes} "
-    "minutes?",
+    "English": "That voice note is a bit long for me 😅 Could you keep it under {minutes} minutes?",
     "Spanish": "Ese audio es un poco largo para mí 😅 ¿Me mandas uno de menos de {minutes} "
     "minutos?",
     "French": "Ce message vocal est un peu long pour moi 😅 Tu peux rester sous {minutes} "
@@ -189,9 +188,7 @@ VOICE_ON = (
     "in writing). /voice off to stop."
 )
 VOICE_OFF = "🔇 Voice replies are off: I'll answer in writing only. /voice on to hear me again."
-VOICE_UNAVAILABLE = (
-    "🔇 Voice replies aren't available here yet, so I'll keep answering in writing."
-)
+VOICE_UNAVAILABLE = "🔇 Voice replies aren't available here yet, so I'll keep answering in writing."
 VOICE_USAGE = "Say /voice on to get my replies as voice messages too, or /voice off to stop."
 
 

@@ -19,6 +19,13 @@ UNKNOWN = "not known yet"
 RECALLED_NAMED = (
     ", recalled conversation (dated snippets of earlier chats, also when a tool returns them)"
 )
+# Said only when the latest message is a voice note's transcript: the rest of the prompt
+# stays as it is, and a text turn costs nothing more.
+SPOKEN_RULE = (
+    "\n\nTheir latest message is a voice note, transcribed by software: correct only the "
+    "grammar and vocabulary they used, never spelling, punctuation or capitals (the "
+    "transcriber wrote those)."
+)
 
 
 def reply_prompt(
@@ -65,6 +72,7 @@ def reply_prompt(
         recalled_named=RECALLED_NAMED if recalled or tool else "",
         # Last, after every stable part: a turn with due items changes only the prompt's end.
         review=review.added if review else "",
+        spoken=SPOKEN_RULE if _spoken(context) else "",
     )[0]["content"]
     messages: list[ChatMessage] = [{"role": "system", "content": system}]
     for message in context.messages:
@@ -73,6 +81,12 @@ def reply_prompt(
         else:
             messages.append({"role": "assistant", "content": _said(message.content)})
     return messages
+
+
+def _spoken(context: Context) -> bool:
+    """Whether the message being answered (the latest) was a voice note."""
+    latest = context.messages[-1] if context.messages else None
+    return latest is not None and latest.role == LEARNER and latest.spoken_seconds is not None
 
 
 def _said(stored: str) -> str:

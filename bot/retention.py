@@ -15,6 +15,7 @@ from memory.charts import Charts
 from memory.clock import Clock
 from memory.inbox import Inbox
 from memory.outbox import Outbox
+from memory.voice_clips import VoiceClips
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +26,8 @@ PRUNE_EVERY_SECONDS = 600.0
 
 class Retention:
     """Prunes `inbox` and `outbox` of what finished more than `hours` ago (0: keeps all), and
-    `charts` of those made more than `chart_seconds` ago, as `clock` tells the time."""
+    `charts` and spoken replies (`clips`) of those made more than `chart_seconds` ago (their
+    links' lifetime), as `clock` tells the time."""
 
     def __init__(
         self,
@@ -35,6 +37,7 @@ class Retention:
         clock: Clock,
         charts: Charts | None = None,
         chart_seconds: float = 0,
+        clips: VoiceClips | None = None,
     ) -> None:
         self.inbox = inbox
         self.outbox = outbox
@@ -42,6 +45,7 @@ class Retention:
         self.window = timedelta(hours=hours) if hours else None  # None: keep them all
         self.charts = charts
         self.chart_window = timedelta(seconds=chart_seconds)
+        self.clips = clips
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -50,11 +54,14 @@ class Retention:
         clock's time, that nothing needs any more; the number deleted. The inbox keeps each
         message that long after it was answered, so a platform's redelivery is still
         recognised; unfinished items and undelivered replies stay. Charts go once no link
-        to them works any more."""
+        to them works any more, and so do spoken replies."""
         now = self.clock()
-        charts = self.charts.prune(now - self.chart_window) if self.charts is not None else 0
-        if charts:
-            log.info("charts pruned charts=%d", charts)
+        expired = now - self.chart_window
+        charts = self.charts.prune(expired) if self.charts is not None else 0
+        clips = self.clips.prune(expired) if self.clips is not None else 0
+        if charts or clips:
+            log.info("media pruned charts=%d voice_clips=%d", charts, clips)
+        charts += clips
         if self.window is None:
             return charts
         cutoff = now - self.window

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from apscheduler.schedulers.background import BackgroundScheduler
 from sqlalchemy import Engine
 
-from bot.channels import ChartLinks
+from bot.channels import MediaLinks
 from bot.memory_process import MemoryProcess
 from bot.settings import Settings
 from bot.tutor import Tutor
@@ -39,7 +39,7 @@ class Pam:
     clock: Clock  # what every lease, backoff, retention cutoff and limit window goes by
     scheduler: BackgroundScheduler | None = None
     memory_process: MemoryProcess | None = None
-    links: ChartLinks | None = None  # the signed links delivery gives charts
+    links: MediaLinks | None = None  # the signed links delivery gives charts and voice
 
     def close(self, wait_seconds: float) -> bool:
         """Let running memory jobs finish for up to `wait_seconds` (here, or in the memory

@@ -373,9 +373,7 @@ class Tutor:
             return Turn([self._limit_said(limit, language)], learner.id)
         asked = self.review.prepare(learner.id, context)
         try:
-            completion, recalled = self.asking.ask(
-                learner.id, text, context, stored.id, asked, spoken=spoken is not None
-            )
+            completion, recalled = self.asking.ask(learner.id, text, context, stored.id, asked)
             answer = corrections.parse_answer(completion.text)
             if spoken is not None:  # the transcriber wrote the spelling, not the learner
                 answer = replace(answer, corrections=spoken_corrections(answer.corrections))

@@ -42,6 +42,7 @@ class Worker:
             settings.service.queue_retention_hours,
             pam.clock,
             charts=pam.store.charts,
+            clips=pam.store.voice_clips,
             chart_seconds=settings.charts.chart_link_seconds,
         )
         # Claims stay live while a turn or a send runs, however slow.
@@ -53,6 +54,7 @@ class Worker:
             leases,
             hand_over=lambda: self.wake(deliveries_only=True),
             charts=pam.store.charts,
+            clips=pam.store.voice_clips,
             links=pam.links,
         )
         self.answering = Answering(

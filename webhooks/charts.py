@@ -1,8 +1,9 @@
-"""GET /charts/<token>.png: a /progress chart, served to whoever holds its signed link — the
-link is the credential (Twilio fetches WhatsApp media without any of Pam's secrets). A link
-names one chart by id and nonce, signed with itsdangerous and expiring after
+"""GET /charts/<token>.png and GET /voice/<token>.ogg: a /progress chart or a spoken reply,
+served to whoever holds its signed link — the link is the credential (Twilio fetches WhatsApp
+media without any of Pam's secrets). A link names one chart or clip by id and nonce, signed
+with itsdangerous (a salt of each kind's own: a chart's link names no clip) and expiring after
 PAM_CHART_LINK_SECONDS: a tampered or malformed link gets 403, an expired one 403 with a word
-on what to do, a chart that is gone (pruned, or its learner forgotten) 404."""
+on what to do, one whose chart or clip is gone (pruned, or its learner forgotten) 404."""
 
 from __future__ import annotations
 
@@ -16,14 +17,18 @@ from itsdangerous import BadData, SignatureExpired, TimestampSigner, URLSafeTime
 from bot.settings import ChartSettings
 from memory.charts import Charts
 from memory.clock import Clock, utcnow
+from memory.voice_clips import VoiceClips
 
 log = logging.getLogger(__name__)
 
 SALT = "pam-chart"
+VOICE_SALT = "pam-voice"
 EXTENSION = "pam_chart_links"  # where the app keeps its SignedLinks
 EXPIRED = "This chart link has expired. Send /progress for a fresh chart.\n"
-INVALID = "This chart link is not valid.\n"
+INVALID = "This link is not valid.\n"
 GONE = "This chart is no longer available.\n"
+VOICE_EXPIRED = "This voice message's link has expired.\n"
+VOICE_GONE = "This voice message is no longer available.\n"
 # No page a chart is opened from learns its address, no browser guesses another type for it.
 HEADERS = {"Referrer-Policy": "no-referrer", "X-Content-Type-Options": "nosniff"}
 
@@ -43,9 +48,10 @@ class ClockedSigner(TimestampSigner):
 
 
 class SignedLinks:
-    """Signed links to charts: made for delivery (`url`, a `bot.channels.ChartLinks`), read
-    by the route (`read`). The key is PAM_LINK_SECRET, else the one kept in the database,
-    read on first use (the web process may start before the database answers)."""
+    """Signed links to charts and spoken replies: made for delivery (`url`, `voice_url`: a
+    `bot.channels.MediaLinks`), read by the routes (`read`). The key is PAM_LINK_SECRET, else
+    the one kept in the database, read on first use (the web process may start before the
+    database answers)."""
 
     def __init__(
         self,
@@ -53,12 +59,14 @@ class SignedLinks:
         settings: ChartSettings,
         public_url: str | None,
         clock: Clock = utcnow,
+        clips: VoiceClips | None = None,
     ) -> None:
         self.charts = charts
+        self.clips = clips or VoiceClips(charts.engine, clock)
         self.settings = settings
         self.public_url = public_url.rstrip("/") if public_url else None
         self.clock = clock
-        self._serializer: URLSafeTimedSerializer | None = None
+        self._serializers: dict[str, URLSafeTimedSerializer] = {}
         self._lock = threading.Lock()
 
     @property
@@ -66,19 +74,20 @@ class SignedLinks:
         """How long a link works after it was made."""
         return self.settings.chart_link_seconds
 
-    def serializer(self) -> URLSafeTimedSerializer:
-        """The serializer, its key fetched (or made) once."""
+    def serializer(self, salt: str = SALT) -> URLSafeTimedSerializer:
+        """The serializer for links of one kind (`salt`), its key fetched (or made) once."""
         with self._lock:
-            if self._serializer is None:
+            if salt not in self._serializers:
                 key = self.charts.signing_key(self.settings.link_secret)
-                self._serializer = URLSafeTimedSerializer(
-                    key, salt=SALT, signer=ClockedSigner, signer_kwargs={"clock": self.clock}
+                self._serializers[salt] = URLSafeTimedSerializer(
+                    key, salt=salt, signer=ClockedSigner, signer_kwargs={"clock": self.clock}
                 )
-            return self._serializer
+            return self._serializers[salt]
 
-    def token(self, chart_id: int, nonce: str) -> str:
-        """The signed token naming the chart, stamped with the clock's time."""
-        return str(self.serializer().dumps([chart_id, nonce]))
+    def token(self, chart_id: int, nonce: str, salt: str = SALT) -> str:
+        """The signed token naming the chart (or, with VOICE_SALT, the clip), stamped with
+        the clock's time."""
+        return str(self.serializer(salt).dumps([chart_id, nonce]))
 
     def url(self, chart_id: int, nonce: str) -> str | None:
         """The chart's public link, or None when PAM_PUBLIC_URL is unset."""
@@ -86,11 +95,17 @@ class SignedLinks:
             return None
         return f"{self.public_url}/charts/{self.token(chart_id, nonce)}.png"
 
-    def read(self, token: str) -> tuple[int, str, float]:
-        """The chart id and nonce a token names, and the seconds it has left. Raises
-        SignatureExpired when it is too old, BadData when it was tampered with or is not a
-        token at all."""
-        payload, signed_at = self.serializer().loads(
+    def voice_url(self, clip_id: int, nonce: str) -> str | None:
+        """The spoken reply's public link, or None when PAM_PUBLIC_URL is unset."""
+        if self.public_url is None:
+            return None
+        return f"{self.public_url}/voice/{self.token(clip_id, nonce, VOICE_SALT)}.ogg"
+
+    def read(self, token: str, salt: str = SALT) -> tuple[int, str, float]:
+        """The id and nonce a token of one kind (`salt`) names, and the seconds it has left.
+        Raises SignatureExpired when it is too old, BadData when it was tampered with, is of
+        another kind, or is not a token at all."""
+        payload, signed_at = self.serializer(salt).loads(
             token, max_age=self.seconds, return_timestamp=True
         )
         if (
@@ -131,3 +146,21 @@ def chart(token: str) -> Response:
     png, _ = found
     headers = HEADERS | {"Cache-Control": f"private, max-age={int(left)}"}
     return Response(png, 200, mimetype="image/png", headers=headers)
+
+
+@blueprint.get("/voice/<token>.ogg")
+def voice(token: str) -> Response:
+    """The spoken reply the link names, to anyone who holds the link (Twilio's media fetch)."""
+    signed = links()
+    try:
+        clip_id, nonce, left = signed.read(token, VOICE_SALT)
+    except SignatureExpired:
+        return _text(VOICE_EXPIRED, 403)
+    except BadData:
+        log.info("voice link refused: bad signature")
+        return _text(INVALID, 403)
+    clip = signed.clips.get(clip_id, nonce)
+    if clip is None:
+        return _text(VOICE_GONE, 404)
+    headers = HEADERS | {"Cache-Control": f"private, max-age={int(left)}"}
+    return Response(clip.audio, 200, mimetype=clip.content_type, headers=headers)

@@ -52,6 +52,21 @@ MEMORY = (
 LIMITS = ("PAM_RATE_LIMIT_PER_MINUTE", "PAM_LEARNER_DAILY_TOKENS", "PAM_DAILY_TOKENS")
 # Read where replies are made (not by the memory jobs): recall and review.
 RECALL = ("PAM_RECALL", "PAM_RECALL_MAX_TOKENS", "PAM_REVIEW")
+# Voice notes transcribed and replies spoken where replies are made.
+VOICE = (
+    "PAM_VOICE_NOTES",
+    "PAM_AUDIO_BASE_URL",
+    "PAM_AUDIO_API_KEY",
+    "PAM_AUDIO_TIMEOUT",
+    "PAM_TRANSCRIPTION_MODEL",
+    "PAM_SPEECH_MODEL",
+    "PAM_SPEECH_VOICE",
+    "PAM_VOICE_MAX_SECONDS",
+    "PAM_VOICE_MAX_BYTES",
+    "PAM_SPEECH_MAX_CHARS",
+    "PAM_TRANSCRIPTION_TOKENS_PER_SECOND",
+    "PAM_SPEECH_TOKENS_PER_CHAR",
+)
 LANES = (
     "PAM_WORKER_THREADS",
     "PAM_DELIVERY_THREADS",
@@ -85,7 +100,7 @@ INBOUND = (
     "DYNO",
     "FLY_APP_NAME",
 )
-WORKER = (*DATABASE, *LLM, *MEMORY, *RECALL, *LIMITS, *LANES, *SENDERS)
+WORKER = (*DATABASE, *LLM, *MEMORY, *RECALL, *VOICE, *LIMITS, *LANES, *SENDERS)
 # Keyed by each command's path after `pam`.
 READS: dict[str, tuple[str, ...]] = {
     "chat": (
@@ -93,6 +108,7 @@ READS: dict[str, tuple[str, ...]] = {
         *LLM,
         *MEMORY,
         *RECALL,
+        *VOICE,
         "PAM_LEARNER_DAILY_TOKENS",
         "PAM_DAILY_TOKENS",
         "PAM_CHART_DIR",

@@ -14,10 +14,12 @@ from sqlalchemy import Engine
 
 from bot.channels import Sender
 from bot.memory_process import MemoryProcess
+from bot.openai_audio import OpenAISpeaker, OpenAITranscriber, audio_client
 from bot.openai_chat import OpenAIChatModel, openai_client
 from bot.runtime import Pam
 from bot.settings import Settings
 from bot.tutor import Tutor
+from bot.voice import Speaker, Transcriber
 from memory import db
 from memory.clock import Clock, utcnow
 from memory.jobs import FOLD, PROFILE, Coordinator, JobRunner, Submit
@@ -67,6 +69,8 @@ def build(
     memory_process: bool = False,
     replayable: bool = False,
     clock: Clock = utcnow,
+    transcriber: Transcriber | None = None,
+    speaker: Speaker | None = None,
 ) -> Pam:
     """Assemble Pam from `settings`. Tests pass a fake `model`, an inline `submit` and a clock
     of their own (every lease, rest, backoff, retention cutoff and limit window goes by it);
@@ -75,7 +79,9 @@ def build(
     (the services) they run in a child process instead, which `pam.memory_process.start()`
     starts: this Pam only marks the jobs its turns make due and hands them over.
     `replayable`: for `pam worker`, whose every write can be replayed from the inbox (see
-    `db.make_engine`)."""
+    `db.make_engine`). Voice notes are transcribed, and replies spoken, through the audio
+    API the settings name (PAM_AUDIO_BASE_URL, else the chat model's server) when Pam builds
+    its own model; tests give a `transcriber` and a `speaker` of their own, or none."""
     if memory_process and submit is not None:
         raise ValueError("give either `submit` or `memory_process`, not both")
     # PAM_DB_POOL_SIZE (and as many overflow) bounds every process's connections, the
@@ -102,6 +108,14 @@ def build(
             reasoning_effort=settings.llm.reasoning_effort,
             memory_reasoning_effort=settings.llm.memory_reasoning_effort,
         )
+        if settings.voice.voice_notes:
+            audio = audio_client(settings.voice, settings.llm)
+            transcriber = transcriber or OpenAITranscriber(
+                audio, settings.voice.transcription_model
+            )
+            speaker = speaker or OpenAISpeaker(
+                audio, settings.voice.speech_model, settings.voice.speech_voice
+            )
     memory = settings.memory
     chat_model = model
 
@@ -137,8 +151,21 @@ def build(
             runner.recover, "interval", seconds=RECOVER_EVERY_SECONDS, id="memory-recover"
         )
     writer = TurnWriter(store, settings.service.delivery_lease_seconds, memory, clock)
-    tutor = Tutor(store, model, counter, runner, settings, writer, clock, searcher=store.recall)
-    links = SignedLinks(store.charts, settings.charts, settings.web.public_url, clock)
+    tutor = Tutor(
+        store,
+        model,
+        counter,
+        runner,
+        settings,
+        writer,
+        clock,
+        searcher=store.recall,
+        transcriber=transcriber,
+        speaker=speaker,
+    )
+    links = SignedLinks(
+        store.charts, settings.charts, settings.web.public_url, clock, store.voice_clips
+    )
     return Pam(
         settings,
         engine,

@@ -39,7 +39,11 @@ def html(plain: str) -> str:
     return plain.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-WELCOME = html(phrases.WELCOME.format(settings=phrases.NEEDS_LANGUAGE))
+WELCOME = html(
+    phrases.WELCOME.format(
+        settings=f"{phrases.NEEDS_LANGUAGE}\nVoice replies are off (/voice on to hear me)."
+    )
+)
 HELP = html(phrases.HELP)
 VOICE_ANSWER = phrases.NOT_TEXT["voice"]["English"]
 MEDIA_ANSWER = phrases.NOT_TEXT["media"]["English"]
