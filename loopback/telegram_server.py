@@ -1,7 +1,9 @@
 """A small fake Telegram Bot API on 127.0.0.1: the real python-telegram-bot `Bot` talks to it
 (TELEGRAM_API_URL). It records every call and answers like Telegram, with scriptable
 failures: 429 with retry_after, 403 (blocked), 400 for formatting, 409 for polling. Uploads
-(sendPhoto) come as multipart/form-data, as the real client sends them."""
+(sendPhoto, sendVoice) come as multipart/form-data, as the real client sends them. Files a test
+registers (`add_file`) are answered by getFile and downloaded from /file/bot<TOKEN>/<path>, as
+Telegram serves them."""
 
 from __future__ import annotations
 
@@ -13,13 +15,15 @@ from dataclasses import dataclass, field
 from email.parser import BytesParser
 from email.policy import HTTP
 from typing import Any
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, unquote
 
 from loopback.local_server import Answer, LocalServer
 
 BOT_ID = 123456
 TOKEN = f"{BOT_ID}:TEST-token_abcdefghijklmnopqrstuvwxyz"
 USERNAME = "PamTestBot"
+# The hosted Bot API lets a bot download files up to this size; getFile refuses bigger ones.
+MAX_DOWNLOAD_BYTES = 20 * 1024 * 1024
 
 
 @dataclass
@@ -31,8 +35,19 @@ class Call:
 
 
 @dataclass
+class StoredFile:
+    """A file Telegram keeps: its path on the file server, the size getFile tells (the real
+    size unless a test makes it lie), and its bytes."""
+
+    path: str
+    size: int
+    data: bytes
+
+
+@dataclass
 class Failure:
-    """A scripted error answer for the next call of `method`."""
+    """A scripted error answer for the next call of `method` ("download": the next file
+    download)."""
 
     method: str
     status: int
@@ -71,9 +86,19 @@ class TelegramServer(LocalServer):
         self.calls: list[Call] = []
         self.failures: deque[Failure] = deque()
         self.updates: list[dict[str, Any]] = []
+        self.files: dict[str, StoredFile] = {}  # by file_id
+        self.downloads: list[str] = []  # the path of every file download asked for
         self.lock = threading.Lock()
         self.message_ids = 1000
         super().__init__()
+
+    def add_file(
+        self, file_id: str, data: bytes, path: str = "voice/file_7.oga", size: int | None = None
+    ) -> None:
+        """Keep `data` as the file `file_id`, served at `path`; getFile tells `size` (default:
+        the real one; over MAX_DOWNLOAD_BYTES, getFile refuses it as Telegram does)."""
+        with self.lock:
+            self.files[file_id] = StoredFile(path, len(data) if size is None else size, data)
 
     @property
     def base_url(self) -> str:
@@ -81,6 +106,8 @@ class TelegramServer(LocalServer):
         return f"{self.origin}/bot"
 
     def respond(self, path: str, content_type: str, raw: bytes) -> Answer:
+        if path.startswith("/file/"):
+            return self.download(path)
         if "json" in content_type:
             params = dict(json.loads(raw or b"{}"))
         elif content_type.startswith("multipart/form-data"):
@@ -89,6 +116,23 @@ class TelegramServer(LocalServer):
             params = {key: _value(value) for key, value in parse_qsl(raw.decode())}
         status, body = self.handle(path, params)
         return status, {}, json.dumps(body).encode()
+
+    def download(self, path: str) -> Answer:
+        """A file's bytes, as Telegram's file server sends them; 404 for any other path."""
+        prefix, path = f"/file/bot{TOKEN}/", unquote(path)  # PTB quotes the token's ":"
+        with self.lock:
+            self.downloads.append(path)
+            failure = next((f for f in self.failures if f.method == "download"), None)
+            if failure is not None:
+                self.failures.remove(failure)
+            found = next((f for f in self.files.values() if prefix + f.path == path), None)
+        if failure is not None:
+            body = {"ok": False, "error_code": failure.status, "description": failure.description}
+            return failure.status, {}, json.dumps(body).encode()
+        if found is None:
+            body = {"ok": False, "error_code": 404, "description": "Not Found"}
+            return 404, {}, json.dumps(body).encode()
+        return 200, {"Content-Type": "application/octet-stream"}, found.data
 
     def fail_next(self, *failures: Failure) -> None:
         with self.lock:
@@ -126,12 +170,31 @@ class TelegramServer(LocalServer):
             if failure.parameters:
                 body["parameters"] = failure.parameters
             return failure.status, body
+        if method == "getFile":
+            return self.get_file(str(params.get("file_id")))
         return 200, {"ok": True, "result": self.result(method, params)}
+
+    def get_file(self, file_id: str) -> tuple[int, dict[str, Any]]:
+        """getFile's answer: the file's path and size, or Telegram's 400s."""
+        with self.lock:
+            found = self.files.get(file_id)
+        if found is None or found.size > MAX_DOWNLOAD_BYTES:
+            problem = "invalid file_id" if found is None else "file is too big"
+            return 400, {"ok": False, "error_code": 400, "description": f"Bad Request: {problem}"}
+        return 200, {
+            "ok": True,
+            "result": {
+                "file_id": file_id,
+                "file_unique_id": f"u-{file_id[-12:]}",
+                "file_size": found.size,
+                "file_path": found.path,
+            },
+        }
 
     def result(self, method: str, params: dict[str, Any]) -> Any:
         if method == "getMe":
             return {"id": BOT_ID, "is_bot": True, "first_name": "Pam", "username": USERNAME}
-        if method in ("sendMessage", "sendPhoto"):
+        if method in ("sendMessage", "sendPhoto", "sendVoice"):
             with self.lock:
                 self.message_ids += 1
                 message_id = self.message_ids
@@ -144,6 +207,12 @@ class TelegramServer(LocalServer):
             }
             if method == "sendMessage":
                 return message | {"text": params["text"]}
+            if method == "sendVoice":
+                voice = {"file_id": f"voice-{message_id}", "file_unique_id": f"u{message_id}"}
+                size = len(params.get("voice") or b"")
+                return message | {
+                    "voice": voice | {"duration": 2, "mime_type": "audio/ogg", "file_size": size}
+                }
             size = len(params.get("photo") or b"")
             photo = {"file_id": f"photo-{message_id}", "file_unique_id": f"u{message_id}"}
             return message | {

@@ -1,16 +1,25 @@
 """A small fake Twilio REST API on 127.0.0.1: the real twilio `Client` (TWILIO_API_URL) sends
 WhatsApp messages to it (text, or media by URL: MediaUrl). It records every message and can
-answer with scripted errors. `sign` signs a webhook's form as Twilio does."""
+answer with scripted errors. `sign` signs a webhook's form as Twilio does.
+
+Inbound media (`add_media`) is served as Twilio serves it with HTTP basic auth on: the media
+URL asks for the account's credentials and redirects (307) to a short-lived link on its media
+CDN, here `MediaCDN`, a second server that records every request it gets, headers and all."""
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import itertools
 import json
 import threading
+import uuid
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler
 from typing import Any
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, urlsplit
 
 from twilio.request_validator import RequestValidator
 
@@ -38,19 +47,146 @@ class Failure:
     message: str = "scripted failure"
 
 
-class TwilioServer(LocalServer):
-    """Serve Messages.json for ACCOUNT_SID until closed; use as a context manager."""
+@dataclass
+class Seen:
+    """One request a fake server received: its path (with the query) and its headers."""
+
+    path: str
+    headers: dict[str, str]
+
+
+@dataclass
+class Item:
+    """What the CDN answers at one path: `status`, with the bytes and their type, or a
+    redirect to `location`; `unsized`: the body without a Content-Length, ended by closing
+    the connection (as a streamed answer may come)."""
+
+    data: bytes = b""
+    content_type: str = "audio/ogg"
+    status: int = 200
+    location: str | None = None
+    unsized: bool = False
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+class MediaCDN(LocalServer):
+    """A stand-in for Twilio's media CDN (mms.twiliocdn.com): unauthenticated GETs of signed,
+    short-lived links, every request recorded (`seen`) so a test can tell what reached it."""
 
     def __init__(self) -> None:
+        self.items: dict[str, Item] = {}
+        self.seen: list[Seen] = []
+        self.lock = threading.Lock()
+        self._ids = itertools.count(1)
+        super().__init__()
+        cdn = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                item = cdn.answer(self.path, dict(self.headers.items()))
+                self.send_response(item.status)
+                headers = {"Content-Type": item.content_type, **item.headers}
+                if item.location is not None:
+                    headers["Location"] = item.location
+                if not item.unsized:
+                    headers["Content-Length"] = str(len(item.data))
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    self.wfile.write(item.data)
+                self.close_connection = True  # an unsized body ends when the connection does
+
+        self.httpd.RequestHandlerClass = Handler
+
+    def add(self, item: Item) -> str:
+        """Serve `item` at a new signed link; the link (an absolute URL)."""
+        path = f"/{uuid.uuid4().hex}/{next(self._ids)}?Expires=1764417600&Signature=c2lnbmVk"
+        with self.lock:
+            self.items[path] = item
+        return self.origin + path
+
+    def loop(self) -> str:
+        """A link that redirects to a second one that redirects back to it."""
+        first = self.add(Item(status=302))
+        second = self.add(Item(status=302, location=first))
+        with self.lock:
+            self.items[first.removeprefix(self.origin)].location = second
+        return first
+
+    def answer(self, path: str, headers: dict[str, str]) -> Item:
+        """What to answer at `path` (404 for a link it does not know), the request recorded."""
+        with self.lock:
+            self.seen.append(Seen(path, headers))
+            return self.items.get(path) or Item(b"Not Found", "text/plain", 404)
+
+    def respond(self, path: str, content_type: str, raw: bytes) -> Answer:
+        raise NotImplementedError("the CDN answers in its own handler")
+
+
+class TwilioServer(LocalServer):
+    """Serve Messages.json for ACCOUNT_SID until closed, and inbound media when given a
+    `cdn`; use as a context manager."""
+
+    def __init__(self, cdn: MediaCDN | None = None) -> None:
         self.messages: list[dict[str, str]] = []
         self.failures: deque[Failure] = deque()
         self.lock = threading.Lock()
+        self.cdn = cdn
+        self.stored: dict[str, str] = {}  # a media resource's path → where it redirects
+        self.media_seen: list[Seen] = []  # every request for media, refused ones included
         super().__init__()
 
     @property
     def base_url(self) -> str:
         """The value for TWILIO_API_URL."""
         return self.origin
+
+    def add_media(
+        self,
+        data: bytes,
+        content_type: str = "audio/ogg",
+        *,
+        location: str | None = None,
+        **cdn: Any,
+    ) -> str:
+        """Keep `data` as the media of a new inbound message; its MediaUrl (on this server,
+        TWILIO_API_URL's origin, as Twilio's own are on api.twilio.com). Fetched with the
+        account's credentials it redirects to the CDN's link, or to `location` if given;
+        `cdn` sets the CDN's answer (an `Item`'s status, unsized, headers)."""
+        if location is None:
+            if self.cdn is None:
+                raise ValueError("serving media needs a MediaCDN")
+            location = self.cdn.add(Item(data, content_type, **cdn))
+        path = (
+            f"/2010-04-01/Accounts/{ACCOUNT_SID}/Messages/MM{uuid.uuid4().hex}"
+            f"/Media/ME{uuid.uuid4().hex}"
+        )
+        with self.lock:
+            self.stored[path] = location
+        return self.origin + path
+
+    def receive(self, path: str, headers: dict[str, str], raw: bytes) -> Answer:
+        if "/Media/" in path:
+            return self.serve_media(path, headers)
+        return self.respond(path, headers.get("Content-Type", ""), raw)
+
+    def serve_media(self, path: str, headers: dict[str, str]) -> Answer:
+        """A media resource: 401 without the account's credentials, else 307 to its link."""
+        expected = base64.b64encode(f"{ACCOUNT_SID}:{AUTH_TOKEN}".encode()).decode()
+        with self.lock:
+            self.media_seen.append(Seen(path, headers))
+            location = self.stored.get(urlsplit(path).path)
+        if headers.get("Authorization") != f"Basic {expected}":
+            body = {"code": 20003, "message": "Authenticate", "status": 401}
+            return 401, {"WWW-Authenticate": 'Basic realm="Twilio API"'}, json.dumps(body).encode()
+        if location is None:
+            body = {"code": 20404, "message": "not found", "status": 404}
+            return 404, {}, json.dumps(body).encode()
+        return 307, {"Location": location, "Content-Type": "text/html"}, b""
 
     def respond(self, path: str, content_type: str, raw: bytes) -> Answer:
         status, body = self.handle(path, dict(parse_qsl(raw.decode())))
@@ -70,9 +206,11 @@ class TwilioServer(LocalServer):
             ]
 
     def bodies(self, to: str | None = None) -> list[str]:
-        """The bodies of every accepted message (to `to`, if given), in order."""
+        """The bodies of every accepted message that had one (to `to`, if given), in order."""
         with self.lock:
-            return [m["Body"] for m in self.messages if to is None or m["To"] == to]
+            return [
+                m["Body"] for m in self.messages if "Body" in m and (to is None or m["To"] == to)
+            ]
 
     def handle(self, path: str, form: dict[str, str]) -> tuple[int, dict[str, Any]]:
         if path != f"/2010-04-01/Accounts/{ACCOUNT_SID}/Messages.json":

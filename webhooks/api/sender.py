@@ -1,9 +1,11 @@
 """Replies of the API channel, POSTed as JSON to the operator's callback URL, signed, with the
-callback's answers mapped onto Pam's transient/permanent send errors."""
+callback's answers mapped onto Pam's transient/permanent send errors. Charts and spoken replies
+go as links (`image_url`, `audio_url`) under PAM_PUBLIC_URL."""
 
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable
 
@@ -13,6 +15,8 @@ from bot.channels import PermanentSendError, TransientSendError
 from memory.messages import Sent
 from webhooks.api.payload import recipient
 from webhooks.api.signing import signature, webhook_signature
+
+log = logging.getLogger(__name__)
 
 
 class ApiCallbackSender:
@@ -49,6 +53,20 @@ class ApiCallbackSender:
         (without PAM_PUBLIC_URL, the caption alone)."""
         fields = {"text": caption} | ({"image_url": url} if url is not None else {})
         return self._post(chat_id, fields, idempotency_key)
+
+    def send_voice(
+        self, chat_id: str, audio: bytes, url: str | None, *, idempotency_key: str
+    ) -> Sent:
+        """POST a spoken reply as its signed link, `audio_url` (the text reply went in a
+        callback of its own). Without PAM_PUBLIC_URL there is no link, so nothing to send:
+        PermanentSendError."""
+        if url is None:
+            log.warning(
+                "a spoken reply was not sent to the API's callback: set PAM_PUBLIC_URL (the "
+                "web app's public address) so that the callback gets a link to the audio"
+            )
+            raise PermanentSendError("no public address for the audio's link")
+        return self._post(chat_id, {"audio_url": url}, idempotency_key)
 
     def _post(self, chat_id: str, fields: dict[str, str], idempotency_key: str) -> Sent:
         """POST the reply's `fields` to the callback, signed; Pam's send errors on failure."""

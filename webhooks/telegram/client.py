@@ -1,11 +1,13 @@
-"""Pam's Telegram edge: the sender, and the Bot API's other calls — the bot's own username,
-registering and removing the webhook (with the command menu), and long polling."""
+"""Pam's Telegram edge: the sender, voice notes' downloads, and the Bot API's other calls —
+the bot's own username, registering and removing the webhook (with the command menu), and long
+polling."""
 
 from __future__ import annotations
 
 import warnings
 from typing import Any
 
+from webhooks.telegram.media import VoiceDownloads
 from webhooks.telegram.sender import TelegramSender
 
 # Telegram holds a long poll open for `timeout` seconds; the read may take this much longer.
@@ -27,9 +29,10 @@ class WebhookIsSet(Exception):
     """Polling was refused because a webhook is set for the bot (Telegram's 409)."""
 
 
-class TelegramClient(TelegramSender):
-    """The sender, plus what the web app (the bot's identity), `pam telegram` (the webhook)
-    and polling ask of the Bot API."""
+class TelegramClient(TelegramSender, VoiceDownloads):
+    """The sender (a `VoiceSender` too), the voice notes' downloads (`VoiceFetcher`), plus
+    what the web app (the bot's identity), `pam telegram` (the webhook) and polling ask of
+    the Bot API."""
 
     def __init__(self, token: str, base_url: str | None = None, timeout: float = 15.0) -> None:
         super().__init__(token, base_url, timeout)

@@ -7,9 +7,10 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
-from memory.messages import MEDIA, VOICE, Inbound
+from memory.messages import MEDIA, VOICE, Inbound, VoiceNote
 from webhooks.telegram import CHANNEL
 from webhooks.telegram.address import chat_address
 
@@ -30,6 +31,35 @@ MEDIA_FIELDS = (
     "poll",
     "dice",
 )
+
+
+def voice_note(message: Any) -> VoiceNote | None:
+    """The voice note, audio file or round video note in a message, as the worker fetches
+    it: Telegram's file_id and what the update says of it (type, length, size)."""
+    for source in VOICE_FIELDS:
+        item = getattr(message, source, None)
+        if item is None:
+            continue
+        # A video note's type is fixed (Telegram sends none): MPEG-4 video.
+        content_type = "video/mp4" if source == "video_note" else item.mime_type
+        return VoiceNote(
+            ref=str(item.file_id),
+            content_type=content_type if isinstance(content_type, str) else None,
+            # As Telegram sent it: reading `duration` itself warns unless PTB_TIMEDELTA is set.
+            seconds=_seconds(item.to_dict().get("duration")),
+            size=item.file_size if type(item.file_size) is int else None,
+            source=source,
+        )
+    return None
+
+
+def _seconds(duration: Any) -> float | None:
+    """A duration in seconds, given as a number or as python-telegram-bot's timedelta."""
+    if isinstance(duration, timedelta):
+        return duration.total_seconds()
+    if isinstance(duration, int | float) and not isinstance(duration, bool):
+        return float(duration)
+    return None
 
 
 def _entities(message: Any) -> list[tuple[Any, str]]:
@@ -88,9 +118,10 @@ def inbound_from_update(
     group = message.chat.type in ("group", "supergroup")
     if group and not _addressed_in_group(message, bot_id, username):
         return None
+    voice = None if message.text else voice_note(message)
     if message.text:
         kind = "text"
-    elif any(getattr(message, name, None) for name in VOICE_FIELDS):
+    elif voice is not None:
         kind = VOICE
     elif any(getattr(message, name, None) for name in MEDIA_FIELDS):
         kind = MEDIA
@@ -111,6 +142,7 @@ def inbound_from_update(
         text=text,
         display_name=(user.first_name or None),
         kind=kind,
+        voice=voice,
     )
 
 

@@ -1,6 +1,6 @@
 """Telegram replies: HTML-formatted corrections (plain text when Telegram rejects the
-formatting), /progress charts as photos, "typing…", and Telegram's errors mapped onto Pam's
-transient/permanent send errors."""
+formatting), /progress charts as photos, spoken replies as voice messages, "typing…", and
+Telegram's errors mapped onto Pam's transient/permanent send errors."""
 
 from __future__ import annotations
 
@@ -76,6 +76,21 @@ class TelegramSender(SyncBot):
             )
 
         return self._deliver(chat_id, photo)
+
+    def send_voice(
+        self, chat_id: str, audio: bytes, url: str | None, *, idempotency_key: str
+    ) -> Sent:
+        """Send a spoken reply: the OGG/Opus `audio` uploaded as a voice message (multipart:
+        Telegram needs no public link). Raises TransientSendError or PermanentSendError."""
+
+        def voice(chat: str, thread: int | None) -> Message:
+            return self._run(
+                self.bot.send_voice(
+                    chat, voice=audio, filename="reply.ogg", message_thread_id=thread
+                )
+            )
+
+        return self._deliver(chat_id, voice)
 
     def _text(self, chat: str, thread: int | None, text: str) -> Message:
         """One text message: formatted, or plain if Telegram refuses the formatting."""

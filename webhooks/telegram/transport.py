@@ -1,6 +1,7 @@
 """How Pam's synchronous threads call python-telegram-bot's asynchronous `Bot`: each thread
 runs the Bot's coroutines on an event loop of its own, over a synchronous httpx transport, so
-the rest of Pam stays synchronous."""
+the rest of Pam stays synchronous. File downloads (a voice note's audio) are streamed, and
+stopped at the cap the caller set (`download_cap`)."""
 
 from __future__ import annotations
 
@@ -8,16 +9,47 @@ import asyncio
 import logging
 import os
 import threading
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 import httpx
-from telegram.error import NetworkError, TimedOut
+from telegram.error import NetworkError, TelegramError, TimedOut
 from telegram.request import BaseRequest, RequestData
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+# The most bytes a file download on this thread may bring (None: no cap). A context variable,
+# not an attribute: threads share one transport, and each Bot coroutine runs in a task that
+# copies the context of the thread that started it (`SyncBot._run`).
+_download_cap: ContextVar[int | None] = ContextVar("telegram_download_cap", default=None)
+
+
+class DownloadTooLarge(TelegramError):
+    """A file download passed the cap of `download_cap`, and was stopped there."""
+
+
+class DownloadFailed(TelegramError):
+    """The file server answered a download with an error `status` (PTB would read any 4xx
+    other than 400, 401, 403 and 404 as a network error, and so would a retry)."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(f"file download answered {status}")
+        self.status = status
+
+
+@contextmanager
+def download_cap(max_bytes: int) -> Iterator[None]:
+    """Within the block, a file download on this thread stops past `max_bytes` bytes
+    (DownloadTooLarge)."""
+    token = _download_cap.set(max_bytes)
+    try:
+        yield
+    finally:
+        _download_cap.reset(token)
 
 
 class SyncHTTPXRequest(BaseRequest):
@@ -63,6 +95,8 @@ class SyncHTTPXRequest(BaseRequest):
             pool=_given(pool_timeout, defaults.pool),
         )
         try:
+            if method == "GET":  # PTB's `retrieve`: only file downloads are GETs
+                return self._download(url, timeout)
             response = self._client.request(
                 method,
                 url,
@@ -76,6 +110,31 @@ class SyncHTTPXRequest(BaseRequest):
             raise NetworkError(f"httpx.{type(exc).__name__}: {exc}") from exc
         return response.status_code, response.content
 
+    def _download(self, url: str, timeout: httpx.Timeout) -> tuple[int, bytes]:
+        """A file's bytes, streamed so that a download past this thread's cap stops there
+        (DownloadTooLarge) instead of being read into memory whole."""
+        cap = _download_cap.get()
+        with self._client.stream("GET", url, timeout=timeout) as response:
+            if response.status_code >= 300:
+                raise DownloadFailed(response.status_code)
+            length = response.headers.get("Content-Length", "")
+            if cap is not None and length.isdigit() and int(length) > cap:
+                raise DownloadTooLarge(f"the file is {length} bytes, over the cap")
+            data = bytearray()
+            for chunk in response.iter_bytes():
+                data += chunk
+                if cap is not None and len(data) > cap:
+                    raise DownloadTooLarge("the file is over the cap")
+        return response.status_code, bytes(data)
+
+
+def file_url(base_url: str) -> str:
+    """Where the Bot API server at `base_url` serves files: its last path segment under
+    /file/ (https://api.telegram.org/bot → https://api.telegram.org/file/bot), as the Bot
+    API serves them, a local server included."""
+    head, _, last = base_url.rstrip("/").rpartition("/")
+    return f"{head}/file/{last}"
+
 
 def _given(value: Any, default: float | None) -> float | None:
     """A timeout a Bot method passed, or the transport's own when it passed none."""
@@ -85,7 +144,7 @@ def _given(value: Any, default: float | None) -> float | None:
 class SyncBot:
     """python-telegram-bot's `Bot`, called from plain threads. `base_url` (TELEGRAM_API_URL)
     points at a local Bot API server or a test server; it is the part before the token, e.g.
-    http://127.0.0.1:8081/bot."""
+    http://127.0.0.1:8081/bot. Files are downloaded from the same server (`file_url`)."""
 
     def __init__(self, token: str, base_url: str | None = None, timeout: float = 15.0) -> None:
         # Opt in to python-telegram-bot's timedelta durations now, instead of its
@@ -99,9 +158,11 @@ class SyncBot:
             SyncHTTPXRequest(timeout, read_timeout=timeout),
             SyncHTTPXRequest(timeout, read_timeout=timeout + 35),  # long polling waits longer
         )
+        base_url = base_url or "https://api.telegram.org/bot"
         self.bot = Bot(
             token,
-            base_url=base_url or "https://api.telegram.org/bot",
+            base_url=base_url,
+            base_file_url=file_url(base_url),
             request=self._requests[0],
             get_updates_request=self._requests[1],
         )

@@ -1,10 +1,11 @@
-"""Reading Twilio's WhatsApp webhook form into a plain inbound message."""
+"""Reading Twilio's WhatsApp webhook form into a plain inbound message (a voice note's media
+URL kept for the worker to fetch: webhooks/whatsapp/media.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from memory.messages import MEDIA, VOICE, Inbound
+from memory.messages import MEDIA, VOICE, Inbound, VoiceNote
 from webhooks.whatsapp import CHANNEL
 
 
@@ -21,8 +22,9 @@ def inbound_from_form(form: Any) -> Inbound | None:
     media_types = [
         form.get(f"MediaContentType{n}") or "" for n in range(int(_number(form, "NumMedia")))
     ]
+    voice = _voice_note(form, media_types)
     # Media with a caption: the caption is answered as text, after the friendly note.
-    if any(kind.startswith("audio/") for kind in media_types):
+    if any(_is_audio(kind) for kind in media_types):
         kind, text = VOICE, body
     elif (
         media_types
@@ -44,7 +46,22 @@ def inbound_from_form(form: Any) -> Inbound | None:
         text=text,
         display_name=(form.get("ProfileName") or "").strip()[:100] or None,
         kind=kind,
+        voice=voice,
     )
+
+
+def _voice_note(form: Any, media_types: list[str]) -> VoiceNote | None:
+    """The first audio item of the form, by its media URL (Twilio tells neither its length
+    nor its size); None without one (a form without the URL has nothing to fetch)."""
+    for n, content_type in enumerate(media_types):
+        if _is_audio(content_type):
+            url = (form.get(f"MediaUrl{n}") or "").strip()
+            return VoiceNote(ref=url, content_type=content_type.strip()) if url else None
+    return None
+
+
+def _is_audio(content_type: str) -> bool:
+    return content_type.strip().lower().startswith("audio/")
 
 
 def _number(form: Any, name: str) -> int:

@@ -1,14 +1,16 @@
-"""WhatsApp replies through Twilio's REST API (a /progress chart as media Twilio fetches from
-its signed link), with Twilio's errors mapped onto Pam's transient/permanent send errors."""
+"""WhatsApp replies through Twilio's REST API (a /progress chart or a spoken reply as media
+Twilio fetches from its signed link), with Twilio's errors mapped onto Pam's transient/permanent
+send errors; and the download of learners' voice notes (webhooks/whatsapp/media.py)."""
 
 from __future__ import annotations
 
 import logging
 from typing import Any
 
-from bot.channels import PermanentSendError, TransientSendError
+from bot.channels import Audio, PermanentSendError, TransientSendError
 from bot.splitting import utf16_length
-from memory.messages import Sent
+from memory.messages import Sent, VoiceNote
+from webhooks.whatsapp.media import TwilioMedia
 
 log = logging.getLogger(__name__)
 
@@ -18,7 +20,9 @@ PERMANENT_CODES = {21211, 21408, 21610, 21612, 21614, 63003, 63016, 63018, 63024
 
 
 class TwilioSender:
-    """Sends WhatsApp replies through Twilio's REST API, from TWILIO_WHATSAPP_NUMBER."""
+    """Sends WhatsApp replies through Twilio's REST API, from TWILIO_WHATSAPP_NUMBER (the
+    worker's `Sender`, `ChartSender` and `VoiceSender`), and fetches voice notes' audio
+    (`VoiceFetcher`)."""
 
     max_chars = 1600  # Twilio's limit for one WhatsApp message body
 
@@ -45,6 +49,7 @@ class TwilioSender:
         number = from_number.strip()
         self.from_number = number if number.startswith("whatsapp:") else f"whatsapp:{number}"
         self.status_callback = status_callback
+        self.media = TwilioMedia(account_sid, auth_token, api_url, timeout)
 
     def send(self, chat_id: str, text: str, *, idempotency_key: str) -> Sent:
         """Send one WhatsApp message; raise TransientSendError or PermanentSendError."""
@@ -62,6 +67,25 @@ class TwilioSender:
             )
             return self._create(chat_id, body=caption)
         return self._create(chat_id, body=caption, media_url=[url])
+
+    def send_voice(
+        self, chat_id: str, audio: bytes, url: str | None, *, idempotency_key: str
+    ) -> Sent:
+        """Send a spoken reply as media, no body: Twilio fetches the audio from its signed
+        `url` under PAM_PUBLIC_URL. Without one there is nothing to send (the text reply
+        went already): PermanentSendError."""
+        if url is None:
+            log.warning(
+                "a spoken reply was not sent to WhatsApp: set PAM_PUBLIC_URL (the web app's "
+                "public address) so that Twilio can fetch the audio"
+            )
+            raise PermanentSendError("no public address for Twilio to fetch the audio from")
+        return self._create(chat_id, media_url=[url])
+
+    def fetch_voice(self, note: VoiceNote, max_bytes: int) -> Audio:
+        """The audio of `note` (its `ref` is Twilio's media URL), at most `max_bytes` long.
+        Raises VoiceTooLarge, VoiceUnavailable or VoiceRefused (see TwilioMedia.fetch)."""
+        return self.media.fetch(note.ref, note.content_type, max_bytes)
 
     def _create(self, chat_id: str, **fields: Any) -> Sent:
         """One message through Twilio with `fields` (body, media); Twilio's errors mapped."""
