@@ -173,7 +173,8 @@ class Answering:
         typing = getattr(sender, "typing", None)
         # Media without words gets a canned note at once; a caption is a turn like any text,
         # and a voice note one once it is transcribed.
-        canned = claim.kind != "text" and not claim.text.strip() and claim.voice is None
+        heard = claim.voice is not None and self.tutor.hearing.enabled
+        canned = claim.kind != "text" and not claim.text.strip() and not heard
         if typing is None or canned:
             return contextlib.nullcontext()
 

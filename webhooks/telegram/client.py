@@ -21,6 +21,7 @@ COMMANDS = [
     ("profile", "What Pam knows about you"),
     ("review", "Practise the mistakes that are due"),
     ("progress", "A chart of your last weeks"),
+    ("voice", "Replies as voice messages: /voice on or /voice off"),
     ("forget", "Erase everything Pam knows about you"),
 ]
 
