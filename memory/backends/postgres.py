@@ -203,7 +203,7 @@ _STORE_AND_READ = {
     key: context_query(*activity, stored=_STORED) for key, activity in ACTIVITIES.items()
 }
 
-_INBOUND = ("channel", "platform_id", "address", "chat_id", "display_name", "text", "kind")
+_INBOUND = ("channel", "platform_id", "address", "chat_id", "display_name", "text", "kind", "voice")
 _ACCEPTED = (
     insert(InboxItem)
     .values(
