@@ -1,0 +1,204 @@
+"""Voice through the Procfile's processes: real `gunicorn` (web) and `pam worker` subprocesses
+against the fake Bot API (getFile, the file download, sendVoice), Twilio's media (basic auth,
+then a redirect to an unauthenticated CDN) and the fake OpenAI-compatible server's audio
+endpoints. A voice note on each channel is transcribed and answered, its transcript is the
+reply prompt's learner message; after /voice on the next reply arrives as an OGG voice message
+on Telegram and as media on WhatsApp, which the web process serves from its signed link. The
+Twilio credentials never reach the CDN, and a media URL on a foreign host is never fetched."""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from bot import phrases
+from loopback.audio_samples import sample
+from loopback.harness import (
+    PAM_CMD,
+    db_upgrade,
+    free_port,
+    gunicorn,
+    postgres_schema,
+    processes,
+    service_env,
+    sqlite_url,
+    wait_for,
+    wait_healthy,
+)
+from loopback.local_server import Answer, LocalServer
+from loopback.openai_server import OpenAIServer
+from loopback.telegram_server import TOKEN, TelegramServer
+from loopback.twilio_server import ACCOUNT_SID, AUTH_TOKEN, NUMBER, MediaCDN, TwilioServer, sign
+from tests.conftest import PG_URL
+from tests.webhooks.telegram import updates
+from tests.webhooks.whatsapp.conftest import media_form, text_form
+
+pytestmark = pytest.mark.slow
+
+SECRET = "pam-voice-webhook-secret"
+WAIT = 60.0
+HEARD = "Ayer yo es muy cansado después del trabajo"
+
+
+class Elsewhere(LocalServer):
+    """A host that is not Twilio's: records any request that reaches it (none should)."""
+
+    def __init__(self) -> None:
+        self.paths: list[str] = []
+        super().__init__()
+
+    def respond(self, path: str, content_type: str, raw: bytes) -> Answer:
+        self.paths.append(path)
+        return 200, {"Content-Type": "audio/ogg"}, sample("voice.ogg")
+
+
+@pytest.fixture
+def database(tmp_path: Path) -> Iterator[str]:
+    """Postgres when the tests have one (a schema of this test's own), else a SQLite file."""
+    if PG_URL:
+        with postgres_schema(PG_URL) as url:
+            yield url
+    else:
+        yield sqlite_url(tmp_path)
+
+
+def _telegram(base: str, body: dict[str, Any]) -> None:
+    posted = requests.post(
+        f"{base}/telegram/webhook",
+        json=body,
+        headers={"X-Telegram-Bot-Api-Secret-Token": SECRET},
+        timeout=10,
+    )
+    assert posted.status_code == 200, posted.text
+
+
+def _whatsapp(base: str, form: dict[str, str]) -> None:
+    url = f"{base}/whatsapp/webhook"
+    posted = requests.post(
+        url, data=form, headers={"X-Twilio-Signature": sign(url, form)}, timeout=10
+    )
+    assert posted.status_code == 200, posted.text
+
+
+def _voice_update(user: dict[str, Any], file_id: str) -> dict[str, Any]:
+    voice = {"file_id": file_id, "file_unique_id": file_id[-12:], "duration": 2}
+    voice |= {"mime_type": "audio/ogg", "file_size": len(sample("voice.ogg"))}
+    return updates.update(message=updates.message(user, voice=voice))
+
+
+def _voice_form(wa_id: str, media_url: str) -> dict[str, str]:
+    form = media_form(wa_id, "audio/ogg", "audio")
+    form["MediaUrl0"] = media_url
+    return form
+
+
+def test_voice_notes_on_telegram_and_whatsapp_are_heard_answered_and_spoken_back(
+    tmp_path: Path, database: str
+) -> None:
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    with (
+        OpenAIServer() as llm,
+        TelegramServer() as telegram,
+        MediaCDN() as cdn,
+        TwilioServer(cdn) as twilio,
+        Elsewhere() as elsewhere,
+        processes(tmp_path) as group,
+    ):
+        llm.hear(HEARD)
+        env = service_env(
+            database,
+            OPENAI_BASE_URL=llm.base_url,
+            OPENAI_API_KEY="test",
+            PAM_POLL_SECONDS="0.05",
+            PAM_PUBLIC_URL=base,
+            TELEGRAM_BOT_TOKEN=TOKEN,
+            TELEGRAM_API_URL=telegram.base_url,
+            TELEGRAM_WEBHOOK_SECRET=SECRET,
+            TWILIO_ACCOUNT_SID=ACCOUNT_SID,
+            TWILIO_AUTH_TOKEN=AUTH_TOKEN,
+            TWILIO_WHATSAPP_NUMBER=NUMBER,
+            TWILIO_API_URL=twilio.base_url,
+        )
+        db_upgrade(env, tmp_path)
+        group.start("web", gunicorn(port, workers=1, threads=2), env)
+        worker = group.start("worker", [*PAM_CMD, "worker"], env)
+        wait_healthy(base, group)
+        wait_for(lambda: "worker started" in worker.tail(), 30, "the worker to start")
+
+        # Telegram: Lena practises Spanish and sends a voice note.
+        lena = updates.learner("Lena")
+        _telegram(base, updates.command(lena, "/language Spanish English"))
+        wait_for(lambda: len(telegram.sent_texts(lena["id"])) == 1, WAIT, "/language's answer")
+        file_id = f"AwACAgQAAxkBAAI{uuid.uuid4().hex}"
+        telegram.add_file(file_id, sample("voice.ogg"), path="voice/file_1.oga")
+        _telegram(base, _voice_update(lena, file_id))
+        wait_for(lambda: len(telegram.sent_texts(lena["id"])) == 2, WAIT, "the voice reply")
+        reply = telegram.sent_texts(lena["id"])[1]
+        assert reply.startswith(f"🎙 “{HEARD}”"), reply
+        # Downloaded through TELEGRAM_API_URL's file server, transcribed with the hint "es".
+        assert [c.params["file_id"] for c in telegram.of("getFile")] == [file_id]
+        assert telegram.downloads == [f"/file/bot{TOKEN}/voice/file_1.oga"]
+        (heard,) = llm.audio_requests
+        assert heard.fields["language"] == "es" and heard.file == sample("voice.ogg")
+        # The transcript is the reply prompt's learner message.
+        (asked,) = llm.of("reply")
+        assert asked["messages"][-1] == {"role": "user", "content": HEARD}
+
+        # /voice on: the next reply comes as text, then as an OGG voice message.
+        _telegram(base, updates.command(lena, "/voice on"))
+        wait_for(lambda: len(telegram.sent_texts(lena["id"])) == 3, WAIT, "/voice on's answer")
+        assert telegram.sent_texts(lena["id"])[2] == phrases.VOICE_ON
+        _telegram(base, updates.text(lena, "¿Y tú qué hiciste ayer?"))
+        wait_for(lambda: bool(telegram.of("sendVoice")), WAIT, "the spoken reply on Telegram")
+        (spoken,) = telegram.of("sendVoice")
+        assert str(spoken.params["chat_id"]) == str(lena["id"])
+        assert spoken.params["voice"].startswith(b"OggS")
+        assert len(telegram.sent_texts(lena["id"])) == 4  # the text went too, first
+
+        # WhatsApp: Lucía's voice note, fetched from Twilio with the account's credentials,
+        # then from the CDN without them.
+        wa_id = "34" + str(uuid.uuid4().int)[:10]
+        lucia = f"whatsapp:+{wa_id}"
+        _whatsapp(base, text_form(wa_id, "/language Spanish"))
+        wait_for(lambda: len(twilio.bodies(lucia)) == 1, WAIT, "/language's answer on WhatsApp")
+        _whatsapp(base, _voice_form(wa_id, twilio.add_media(sample("voice.ogg"))))
+        wait_for(lambda: len(twilio.bodies(lucia)) == 2, WAIT, "the voice reply on WhatsApp")
+        assert twilio.bodies(lucia)[1].startswith(f"🎙 “{HEARD}”")
+        credentials = base64.b64encode(f"{ACCOUNT_SID}:{AUTH_TOKEN}".encode()).decode()
+        (asked_twilio,) = twilio.media_seen
+        assert asked_twilio.headers["Authorization"] == f"Basic {credentials}"
+        (fetched,) = cdn.seen
+        assert "Authorization" not in fetched.headers
+        assert AUTH_TOKEN not in repr(fetched) and credentials not in repr(fetched)
+
+        # A media URL on a host that is not Twilio's is refused without a request.
+        foreign = f"{elsewhere.origin}/2010-04-01/Accounts/{ACCOUNT_SID}/Messages/MM1/Media/ME1"
+        _whatsapp(base, _voice_form(wa_id, foreign))
+        wait_for(lambda: len(twilio.bodies(lucia)) == 3, WAIT, "the refusal on WhatsApp")
+        assert twilio.bodies(lucia)[2] == phrases.VOICE_UNREADABLE["Spanish"]
+        assert elsewhere.paths == []
+
+        # /voice on: the next reply's voice is media Twilio fetches from Pam's signed link.
+        _whatsapp(base, text_form(wa_id, "/voice on"))
+        wait_for(lambda: len(twilio.bodies(lucia)) == 4, WAIT, "/voice on on WhatsApp")
+        _whatsapp(base, text_form(wa_id, "Hola, ¿qué tal?"))
+        wait_for(lambda: bool(twilio.media(lucia)), WAIT, "the spoken reply on WhatsApp")
+        (link,) = twilio.media(lucia)
+        assert link.startswith(f"{base}/voice/") and link.endswith(".ogg")
+        served = requests.get(link, timeout=10)
+        assert served.status_code == 200
+        assert served.headers["Content-Type"] == "audio/ogg"
+        assert served.content.startswith(b"OggS")
+        # A chart's link cannot name a voice clip, nor a forged one anything.
+        token = link.removeprefix(f"{base}/voice/").removesuffix(".ogg")
+        assert requests.get(f"{base}/charts/{token}.png", timeout=10).status_code == 403
+        forged = token[:-2] + ("AA" if not token.endswith("AA") else "BB")
+        assert requests.get(f"{base}/voice/{forged}.ogg", timeout=10).status_code == 403
+        group.assert_alive()
