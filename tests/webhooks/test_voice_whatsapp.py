@@ -221,7 +221,7 @@ def test_a_cdn_outage_is_worth_another_try(
         sender.fetch_voice(voice(url), CAP)
 
 
-@pytest.mark.parametrize("status", [403, 404, 410])
+@pytest.mark.parametrize("status", [403, 410])
 def test_media_the_cdn_refuses_is_refused(
     sender: TwilioSender, twilio: TwilioServer, status: int
 ) -> None:
@@ -231,13 +231,15 @@ def test_media_the_cdn_refuses_is_refused(
         sender.fetch_voice(voice(url), CAP)
 
 
-def test_wrong_credentials_and_unknown_media_are_refused(twilio: TwilioServer) -> None:
+def test_wrong_credentials_are_refused_and_unknown_media_tried_again(twilio: TwilioServer) -> None:
     wrong = TwilioSender(ACCOUNT_SID, "not-the-token", NUMBER, api_url=twilio.base_url)
     with pytest.raises(VoiceRefused, match="401"):
         wrong.fetch_voice(voice(twilio.add_media(OGG)), CAP)
     right = TwilioSender(ACCOUNT_SID, AUTH_TOKEN, NUMBER, api_url=twilio.base_url)
     unknown = f"{twilio.origin}/2010-04-01/Accounts/{ACCOUNT_SID}/Messages/MM1/Media/ME1"
-    with pytest.raises(VoiceRefused, match="404"):
+    # Not there (yet): Twilio's media can answer 404 just after the webhook, so it is tried
+    # again later from the inbox.
+    with pytest.raises(VoiceUnavailable, match="404"):
         right.fetch_voice(voice(unknown), CAP)
 
 

@@ -138,9 +138,11 @@ class _NoAuth(AuthBase):
 
 def _check_status(status: int) -> None:
     """Raise the voice error an error status means (redirects pass: they are followed)."""
-    if status == 429 or status >= 500:
+    # Twilio's media can answer 404 for a moment after the webhook arrives (its support
+    # article "Media URL returns 404"): tried again from the inbox, then apologised for.
+    if status in (404, 429) or status >= 500:
         raise VoiceUnavailable(f"twilio's media answered {status}")
-    if status >= 400:  # 401/403: not this account's; 404: gone
+    if status >= 400:  # 401/403: not this account's; 410: gone
         raise VoiceRefused(f"twilio's media answered {status}")
 
 
