@@ -5,7 +5,7 @@ one: line editing and history (readline), "Pam is typing…" while a reply takes
 corrections set apart in colour, Ctrl-D to leave. Either way, a problem only the operator
 can fix (a rejected key, an unknown model, an unreachable server) is said on stderr: in the
 terminal the learner is the operator. A /progress chart is written to a PNG file whose path
-is printed after its summary."""
+is printed after its summary; after /voice on, each reply's spoken copy to an OGG file."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from typing import Protocol, TextIO
 from bot.tutor import Turn
 from memory.charts import Charts
 from memory.clock import Clock, utcnow
+from memory.voice_clips import VoiceClips
 
 QUIT = "/quit"
 FORGET = "/forget"
@@ -31,6 +32,7 @@ TYPING_AFTER_SECONDS = 0.4
 HISTORY_LINES = 1000
 CORRECTION = "✏️ "
 CHART = "📈 Your chart: "
+VOICE = "🔊 Hear me: "
 # ANSI styles: bold for Pam's name, cyan for the correction lines.
 BOLD, CYAN, RESET = "\x1b[1m", "\x1b[36m", "\x1b[0m"
 ERASE_LINE = "\r\x1b[K"
@@ -39,8 +41,16 @@ ERASE_LINE = "\r\x1b[K"
 class Turns(Protocol):
     """What the terminal needs of the tutor (bot.tutor.Tutor)."""
 
-    def respond(self, external_id: str, text: str, display_name: str | None = None) -> Turn:
-        """Answer one line from the learner, the reply stored."""
+    def respond(
+        self,
+        external_id: str,
+        text: str,
+        display_name: str | None = None,
+        *,
+        can_speak: bool = False,
+    ) -> Turn:
+        """Answer one line from the learner, the reply stored (spoken too, if `can_speak` and
+        they asked for it)."""
         ...
 
     def start_jobs(self, turn: Turn) -> None:
@@ -48,11 +58,14 @@ class Turns(Protocol):
         ...
 
 
-def chart_file(folder: Path, user: str, now: Clock) -> Path:
+def chart_file(folder: Path, user: str, now: Clock, kind: str = "progress") -> Path:
     """Where a /progress chart for `user` is written: pam-progress-<user>-<when>.png in
-    `folder` (the user's name kept to what a file name takes everywhere)."""
+    `folder` (the user's name kept to what a file name takes everywhere); a spoken reply
+    (`kind` "voice"): pam-voice-<user>-<when>.ogg."""
     name = re.sub(r"[^A-Za-z0-9_-]+", "_", user)[:40] or "learner"
-    return folder / f"pam-progress-{name}-{now():%Y%m%d-%H%M%S}.png"
+    if kind == "voice":  # a reply a second is possible: the microseconds tell them apart
+        return folder / f"pam-voice-{name}-{now():%Y%m%d-%H%M%S-%f}.ogg"
+    return folder / f"pam-{kind}-{name}-{now():%Y%m%d-%H%M%S}.png"
 
 
 def save_chart(turn: Turn, charts: Charts, path: Path, stderr: TextIO) -> Path | None:
@@ -63,11 +76,23 @@ def save_chart(turn: Turn, charts: Charts, path: Path, stderr: TextIO) -> Path |
     chart = charts.find(turn.chart_id)
     if chart is None:  # forgotten meanwhile
         return None
+    return _write(chart.png, path, "the chart", stderr)
+
+
+def save_voice(turn: Turn, clips: VoiceClips, path: Path, stderr: TextIO) -> Path | None:
+    """Write the turn's spoken reply (if any) to `path`; the path written, or None."""
+    clip = clips.find(turn.voice_id) if turn.voice_id is not None else None
+    if clip is None:
+        return None
+    return _write(clip.audio, path, "the spoken reply", stderr)
+
+
+def _write(data: bytes, path: Path, what: str, stderr: TextIO) -> Path | None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(chart.png)
+        path.write_bytes(data)
     except OSError as exc:
-        print(f"pam: could not write the chart to {path}: {exc}", file=stderr, flush=True)
+        print(f"pam: could not write {what} to {path}: {exc}", file=stderr, flush=True)
         return None
     return path.absolute()
 
@@ -181,10 +206,12 @@ def chat(
     charts: Charts | None = None,
     chart_dir: Path | None = None,
     clock: Clock = utcnow,
+    clips: VoiceClips | None = None,
 ) -> None:
     """Read lines until /quit or end of input, printing Pam's answers. `log_file`: where the
     logs go meanwhile, to say so at the start; `charts`: where /progress charts are read
-    from, to be written to files in `chart_dir` (None: the working directory)."""
+    from, to be written to files in `chart_dir` (None: the working directory); `clips`: the
+    same for spoken replies (None: replies are not spoken)."""
     interactive = stdin.isatty()
     # readline edits the real terminal only: input() reads sys.stdin and echoes to sys.stdout.
     editing = (
@@ -214,9 +241,9 @@ def chat(
                 break
             if interactive:
                 with Typing(stdout):
-                    turn = tutor.respond(external_id, text, display_name=user)
+                    turn = tutor.respond(external_id, text, user, can_speak=clips is not None)
             else:
-                turn = tutor.respond(external_id, text, display_name=user)
+                turn = tutor.respond(external_id, text, user, can_speak=clips is not None)
             name = f"{BOLD}pam>{RESET}" if colour else "pam>"
             for reply in turn.replies:
                 print(f"{name} {styled(reply, colour)}\n", file=stdout, flush=True)
@@ -224,6 +251,10 @@ def chat(
                 path = chart_file(chart_dir or Path(), user, clock)
                 if (saved := save_chart(turn, charts, path, stderr)) is not None:
                     print(f"{name} {CHART}{saved}\n", file=stdout, flush=True)
+            if clips is not None and turn.voice_id is not None:
+                path = chart_file(chart_dir or Path(), user, clock, "voice")
+                if (saved := save_voice(turn, clips, path, stderr)) is not None:
+                    print(f"{name} {VOICE}{saved}\n", file=stdout, flush=True)
             tutor.start_jobs(turn)
             if turn.problem and turn.problem != said_problem:
                 # Said once per cause, not after every message that meets it.

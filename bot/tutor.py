@@ -203,10 +203,14 @@ class Tutor:
         inbox_id: int | None = None,
         kind: str = "text",
         can_retry: bool = False,
+        *,
+        can_speak: bool = False,
     ) -> Turn:
         """`answer`, with the reply stored (no inbox claim to finish: the terminal, tests);
         the turn as stored, its memory jobs not started yet (`start_jobs`)."""
-        turn = self.answer(external_id, text, display_name, inbox_id, kind, can_retry)
+        turn = self.answer(
+            external_id, text, display_name, inbox_id, kind, can_retry, can_speak=can_speak
+        )
         if turn.reply is None:
             return turn
         stored = store_reply(self.writer, None, turn)

@@ -203,6 +203,7 @@ def chat(user: str) -> None:
             log_file=log_file,
             charts=pam.store.charts,
             chart_dir=settings.charts.chart_dir,
+            clips=pam.store.voice_clips,
             clock=pam.clock,
         )
     except KeyboardInterrupt:

@@ -507,6 +507,28 @@ def test_progress_in_the_terminal_writes_the_chart_and_prints_its_path(
     assert path.parent == tmp_path and path.is_file()
 
 
+def test_voice_on_in_the_terminal_writes_each_spoken_reply_and_prints_its_path(
+    tmp_path: Path, server: OpenAIServer
+) -> None:
+    voices = tmp_path / "voices"
+    env = pam_env(tmp_path, server, PAM_CHART_DIR=str(voices))
+    process, stdout = chat(["/voice on", LINES[0], "/voice off", LINES[1]], cwd=tmp_path, env=env)
+
+    assert process.returncode == 0
+    on, reply, where, off, _ = answers(stdout)
+    assert on.startswith("🔊 Voice replies are on") and off.startswith("🔇 Voice replies are off")
+    assert "✏️" in reply  # the corrections stay in writing
+    assert where.startswith("🔊 Hear me: ")
+    path = Path(where.removeprefix("🔊 Hear me: "))
+    assert path.parent == voices
+    assert re.fullmatch(r"pam-voice-lena-\d{8}-\d{6}-\d{6}\.ogg", path.name)
+    assert path.read_bytes().startswith(b"OggS")
+    # Spoken: the chat part of the reply, none of its corrections.
+    (spoken,) = [r for r in server.audio_requests if r.path.endswith("/audio/speech")]
+    assert spoken.fields["input"] and "✏️" not in spoken.fields["input"]
+    assert spoken.fields["response_format"] == "opus"
+
+
 def test_invalid_utf8_and_control_characters_do_not_crash(
     tmp_path: Path, server: OpenAIServer, open_store: Store
 ) -> None:
