@@ -135,6 +135,47 @@ def test_memory_shows_window_summary_profile_corrections_usage_and_jobs(
     assert body["jobs"][0]["running"] is False
 
 
+def test_memory_shows_audio_usage_and_spoken_messages(
+    pam: Pam, settings: Settings, engine: Engine
+) -> None:
+    learner_id = said(pam.store, unique_user(), ("hola", "¡hola!"))
+    pam.store.conversation.add_learner_message(
+        learner_id, "Ayer fui al cine", 5, spoken_seconds=4.2
+    )
+    pam.store.ledger.record_audio(
+        learner_id, "gpt-4o-mini-transcribe", "transcription", 1050, seconds=4.2
+    )
+    pam.store.ledger.record_audio(
+        learner_id, "gpt-4o-mini-transcribe", "transcription", 500, seconds=2.0
+    )
+    pam.store.ledger.record_audio(learner_id, "gpt-4o-mini-tts", "speech", 2400, chars=30)
+    pam.store.learners.update_settings(learner_id, voice_replies=True)
+
+    body = (
+        client_for(settings, engine)
+        .get(f"/admin/learners/{learner_id}/memory", headers=bearer())
+        .get_json()
+    )
+
+    assert body["learner"]["voice_replies"] is True
+    assert body["window"][-1]["spoken_seconds"] == pytest.approx(4.2)
+    assert "spoken_seconds" not in body["window"][0]
+    assert body["usage"]["transcription"] == {
+        "calls": 2,
+        "input_tokens": 1550,
+        "output_tokens": 0,
+        "audio_seconds": 6.2,
+        "speech_chars": 0,
+    }
+    assert body["usage"]["speech"] == {
+        "calls": 1,
+        "input_tokens": 2400,
+        "output_tokens": 0,
+        "audio_seconds": 0.0,
+        "speech_chars": 30,
+    }
+
+
 def test_unknown_learner_is_404(settings: Settings, engine: Engine) -> None:
     client = client_for(settings, engine)
     assert client.get("/admin/learners/999999999/memory", headers=bearer()).status_code == 404
