@@ -232,13 +232,16 @@ class Speaking:
         self.ledger = ledger
         self.clips = clips
 
-    def speak(self, learner_id: int, text: str, language: str | None) -> int | None:
+    def speak(
+        self, learner_id: int, text: str, language: str | None
+    ) -> tuple[int | None, str | None]:
         """The stored voice clip of `text` spoken, or None when there is none (no speaker, or
-        the speech call failed: logged, and the reply goes as text alone). Raises LearnerGone
-        when the learner was forgotten meanwhile."""
+        the speech call failed: logged, and the reply goes as text alone); and what an
+        operator should know when the speech server is misconfigured or unreachable (shown
+        by `pam chat`). Raises LearnerGone when the learner was forgotten meanwhile."""
         text = _speakable(text, self.settings.speech_max_chars)
         if self.speaker is None or not text:
-            return None
+            return None, None
         started = time.monotonic()
         try:
             speech = self.speaker.speak(text, language=iso_code(language))
@@ -250,7 +253,7 @@ class Speaking:
                 type(exc).__name__,
                 f" — {advice}" if advice else "",
             )
-            return None
+            return None, advice
         tokens = round(len(text) * self.settings.speech_tokens_per_char)
         self.ledger.record_audio(learner_id, speech.model, SPEECH, tokens, chars=len(text))
         clip_id, _ = self.clips.save(learner_id, speech.audio, speech.content_type)
@@ -261,7 +264,7 @@ class Speaking:
             len(speech.audio),
             (time.monotonic() - started) * 1000,
         )
-        return clip_id
+        return clip_id, None
 
 
 _SENTENCE_END = re.compile(r"(?<=[.!?…])\s")

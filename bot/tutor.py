@@ -399,9 +399,9 @@ class Tutor:
         shown = corrections.render(answer)
         if note and spoken is None:
             shown = f"{note}\n\n{shown}"
-        voice_id = None
+        voice_id = problem = None
         if can_speak and context.learner.voice_replies:
-            voice_id = self.speaking.speak(learner.id, answer.reply, language)
+            voice_id, problem = self.speaking.speak(learner.id, answer.reply, language)
         reviewed = self._review_use(asked)
         log.info(
             "turn learner=%s prompt_tokens=%s output_tokens=%s calls=%d corrections=%s "
@@ -437,6 +437,7 @@ class Tutor:
             review=reviewed,
             grading=grading,
             voice_id=voice_id,
+            problem=problem,
         )
 
     def _review_use(self, asked: Asked | None) -> ReviewUse:

@@ -521,6 +521,12 @@ def test_a_failed_speech_call_never_costs_the_text(
     speaker.failures.append(Unusable("a WAV, not OGG/Opus"))
     turn = pam.tutor.answer(user, "Hola", inbox_id=next(_inbox_ids), can_speak=True)
     assert turn.voice_id is None and turn.reply is not None and turn.replies
+    assert turn.problem is None
+    # A speech server that is not there tells the operator (pam chat shows `problem`).
+    advice = "set PAM_AUDIO_BASE_URL to a server with /audio/speech"
+    speaker.failures.append(Misconfigured("404", advice))
+    turn = pam.tutor.answer(user, "Hola", inbox_id=next(_inbox_ids), can_speak=True)
+    assert turn.voice_id is None and turn.replies and turn.problem == advice
 
 
 def test_voice_usage_line(pam: Pam) -> None:
