@@ -244,7 +244,10 @@ class Tutor:
         if kind != "text" and not text:
             known = known or self.store.learners.find_learner(external_id)
             language = known.target_language if known else None
-            return Turn([phrases.not_text(kind, language)], known.id if known else None)
+            said = phrases.not_text(kind, language)
+            if kind == VOICE and self.hearing.enabled:  # a note without its audio's address
+                said = phrases.in_language(phrases.VOICE_UNREADABLE, language)
+            return Turn([said], known.id if known else None)
         if not text:
             return Turn([], None)
         learner = known or self.store.learners.learner(external_id, display_name)

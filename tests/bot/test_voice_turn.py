@@ -370,6 +370,13 @@ def test_silence_gets_asked_again(
     assert [u[0] for u in audio_usage(engine, learner.id)] == [TRANSCRIPTION]  # it was billed
 
 
+def test_a_note_without_its_audio_s_address_gets_a_word(pam: Pam) -> None:
+    user, _ = spanish_learner(pam)
+    # Twilio's form named audio media but no MediaUrl: nothing to fetch.
+    turn = pam.tutor.answer(user, "", inbox_id=next(_inbox_ids), kind=VOICE, voice=None)
+    assert turn.replies == [phrases.VOICE_UNREADABLE["Spanish"]]
+
+
 def test_a_media_url_pam_refuses_to_fetch_gets_a_word(pam: Pam, fetcher: FakeFetcher) -> None:
     user, learner = spanish_learner(pam)
     fetcher.failures.append(VoiceRefused("a media URL on another host"))
