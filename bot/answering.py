@@ -87,6 +87,7 @@ class Answering:
         # of its own, so a slow platform never holds up a lease.
         self.leases = leases
         self._typing_beats = Heartbeats("pam-typing")
+        self._said_no_links = False
 
     def next(self) -> bool:
         """Answer the next inbox message, if any. True if there was one."""
@@ -151,8 +152,25 @@ class Answering:
                 known=claim.learner,
                 voice=claim.voice,
                 fetcher=sender if isinstance(sender, VoiceFetcher) else None,
-                can_speak=isinstance(sender, VoiceSender),
+                can_speak=self._can_speak(sender),
             )
+
+    def _can_speak(self, sender: Sender | None) -> bool:
+        """Whether a spoken reply could reach the learner on `sender`'s channel: it takes
+        voice, and has the link it fetches it from if it needs one (else no speech is paid
+        for; said once)."""
+        if not isinstance(sender, VoiceSender):
+            return False
+        links = self.delivery.links
+        if sender.voice_by_link and (links is None or not links.public):
+            if not self._said_no_links:
+                self._said_no_links = True
+                log.warning(
+                    "spoken replies (/voice on) go out as text alone on a channel that fetches "
+                    "them from a link: set PAM_PUBLIC_URL (the web app's public address)"
+                )
+            return False
+        return True
 
     def _defer(self, claim: Claim, exc: ModelUnavailable) -> None:
         """The LLM failed: the message goes back to the inbox, to be tried after a backoff."""

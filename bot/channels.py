@@ -65,6 +65,11 @@ class MediaLinks(Protocol):
         """The link to the spoken reply, or None when Pam has no public address."""
         ...
 
+    @property
+    def public(self) -> bool:
+        """Whether links can be made at all (PAM_PUBLIC_URL is set)."""
+        ...
+
 
 # -- voice --------------------------------------------------------------------------------------
 
@@ -108,7 +113,11 @@ class VoiceFetcher(Protocol):
 
 @runtime_checkable
 class VoiceSender(Sender, Protocol):
-    """A sender that can deliver a spoken reply: OGG/Opus audio, as a voice message."""
+    """A sender that can deliver a spoken reply: OGG/Opus audio, as a voice message.
+    `voice_by_link`: the platform fetches the audio from its public link (WhatsApp, the API's
+    callback), so without PAM_PUBLIC_URL there is nothing to send — and nothing to speak."""
+
+    voice_by_link: bool
 
     def send_voice(
         self, chat_id: str, audio: bytes, url: str | None, *, idempotency_key: str

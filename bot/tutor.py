@@ -48,6 +48,7 @@ from memory.records import (
     LearnerGone,
     LearnerInfo,
     ReplyRecord,
+    StoredMessage,
 )
 from memory.store import Store
 from memory.tokens import TokenCounter
@@ -305,22 +306,17 @@ class Tutor:
                     except HearingUnavailable as exc:
                         raise ModelUnavailable(str(exc)) from exc
             elif stored.content.startswith(NOT_TRANSCRIBED.split("{", 1)[0]):
-                heard = NotHeard(
-                    "answered before", phrases.in_language(phrases.VOICE_FAILED, language)
-                )
-            else:
-                heard = Heard(stored.content, stored.spoken_seconds or 0.0)
+                said = phrases.in_language(phrases.VOICE_UNREADABLE, language)
+                heard = NotHeard("answered before", said, stored.spoken_seconds)
+            else:  # the transcript, after the caption if there was one, as it was stored
+                transcript = stored.content.removeprefix(f"{caption}\n\n" if caption else "")
+                heard = Heard(transcript, stored.spoken_seconds or 0.0)
+            if isinstance(heard, Heard):  # the transcriber's text is untrusted like any
+                heard = Heard(clean_text(heard.text), heard.seconds)
+                if not heard.text:
+                    heard = NotHeard("silence", phrases.in_language(phrases.VOICE_SILENT, language))
             if isinstance(heard, NotHeard):
-                if stored is None:  # kept, as a voice note not transcribed
-                    kept = heard.kept()
-                    self.store.conversation.add_learner_message(
-                        learner.id,
-                        kept,
-                        self.counter.count_message(kept),
-                        inbox_id=inbox_id,
-                        spoken_seconds=heard.seconds,
-                    )
-                return Turn([heard.said], learner.id, problem=heard.problem)
+                return self._not_heard(learner, heard, caption, inbox_id, stored, can_retry)
             text = f"{caption}\n\n{heard.text}" if caption else heard.text
             return self._converse(
                 learner,
@@ -334,6 +330,32 @@ class Tutor:
         except LearnerGone:  # /forget won a race with this turn: say nothing, keep nothing
             log.info("turn for learner %s dropped: forgotten mid-turn", learner.id)
             return Turn([], learner.id)
+
+    def _not_heard(
+        self,
+        learner: LearnerInfo,
+        heard: NotHeard,
+        caption: str,
+        inbox_id: int | None,
+        stored: StoredMessage | None,
+        can_retry: bool,
+    ) -> Turn:
+        """A voice note Pam could not hear: kept as a note not transcribed, and answered with
+        the friendly word — and, when it came with a caption, the caption answered after it
+        like any message (the two are one learner message)."""
+        kept = heard.kept()
+        if caption:
+            text = stored.content if stored is not None else f"{kept}\n\n{caption}"
+            return self._converse(learner, text, inbox_id, can_retry=can_retry, note=heard.said)
+        if stored is None:
+            self.store.conversation.add_learner_message(
+                learner.id,
+                kept,
+                self.counter.count_message(kept),
+                inbox_id=inbox_id,
+                spoken_seconds=heard.seconds,
+            )
+        return Turn([heard.said], learner.id, problem=heard.problem)
 
     def start_jobs(self, turn: Turn, due: tuple[str, ...] = ()) -> None:
         """Write the review grades of `turn` (off the reply's path: its reply is stored, and

@@ -70,6 +70,11 @@ class SignedLinks:
         self._lock = threading.Lock()
 
     @property
+    def public(self) -> bool:
+        """Whether links can be made at all (PAM_PUBLIC_URL is set)."""
+        return self.public_url is not None
+
+    @property
     def seconds(self) -> int:
         """How long a link works after it was made."""
         return self.settings.chart_link_seconds

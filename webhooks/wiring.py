@@ -40,6 +40,8 @@ from webhooks.whatsapp.sender import TwilioSender
 log = logging.getLogger(__name__)
 
 RECOVER_EVERY_SECONDS = 60
+# A reply's speech is made before its text is sent: it may hold the text this long, no more.
+SPEECH_TIMEOUT_SECONDS = 20.0
 # A job folds at most this many chunks per run (a long backlog after an outage takes several).
 MAX_FOLDS_PER_RUN = 10
 
@@ -113,8 +115,13 @@ def build(
             transcriber = transcriber or OpenAITranscriber(
                 audio, settings.voice.transcription_model
             )
+            # A spoken copy waits on the reply's path: bounded short, not retried.
+            quick = audio.with_options(
+                timeout=min(settings.voice.audio_timeout_seconds, SPEECH_TIMEOUT_SECONDS),
+                max_retries=0,
+            )
             speaker = speaker or OpenAISpeaker(
-                audio, settings.voice.speech_model, settings.voice.speech_voice
+                quick, settings.voice.speech_model, settings.voice.speech_voice
             )
     memory = settings.memory
     chat_model = model

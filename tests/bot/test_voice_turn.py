@@ -89,6 +89,7 @@ class VoiceChannel(RecordingSender):
     """A channel that downloads voice notes and takes spoken replies, recording them."""
 
     fetcher: FakeFetcher = field(default_factory=FakeFetcher)
+    voice_by_link: bool = False
     voices: list[tuple[str, bytes, str | None]] = field(default_factory=list)
     voice_lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -370,6 +371,44 @@ def test_silence_gets_asked_again(
     assert [u[0] for u in audio_usage(engine, learner.id)] == [TRANSCRIPTION]  # it was billed
 
 
+@pytest.mark.parametrize(
+    ("said", "stored"),
+    [("Hola \ud83d amigo\x00 mío", "Hola \ufffd amigo mío"), ("\x00\x01 \t ", None)],
+    ids=["lone-surrogate-and-nul", "nothing-but-controls"],
+)
+def test_a_transcript_is_cleaned_like_typed_text(
+    pam: Pam,
+    fake_model: FakeChatModel,
+    transcriber: FakeTranscriber,
+    fetcher: FakeFetcher,
+    said: str,
+    stored: str | None,
+) -> None:
+    user, learner = spanish_learner(pam)
+    transcriber.said = said
+    turn = hear(pam, user, fetcher)
+    if stored is None:  # nothing a person said: silence
+        _answered_with(turn, phrases.VOICE_SILENT)
+        _kept_untranscribed(pam, learner.id, "silence")
+        return
+    assert fake_model.of("reply")[0].messages[-1]["content"] == stored
+    assert messages_of(pam, learner.id)[0][1] == stored
+
+
+def test_a_caption_is_answered_when_its_note_cannot_be_heard(
+    pam: Pam, fake_model: FakeChatModel
+) -> None:
+    user, learner = spanish_learner(pam)
+    amr = FakeFetcher(Audio(sample("voice.amr"), "audio/amr", "v.amr"))
+    turn = hear(pam, user, amr, caption="¿Cómo se dice 'library'?")
+    assert turn.reply is not None
+    assert turn.replies[0].startswith(phrases.VOICE_UNREADABLE["Spanish"] + "\n\n")
+    (said,) = [m for m in messages_of(pam, learner.id) if m[0] == LEARNER]
+    assert "not transcribed: unsupported format" in said[1]
+    assert said[1].endswith("¿Cómo se dice 'library'?")
+    assert fake_model.of("reply")[0].messages[-1]["content"] == said[1]
+
+
 def test_a_note_without_its_audio_s_address_gets_a_word(pam: Pam) -> None:
     user, _ = spanish_learner(pam)
     # Twilio's form named audio media but no MediaUrl: nothing to fetch.
@@ -543,6 +582,20 @@ def test_voice_usage_line(pam: Pam) -> None:
 
 
 # -- through the worker: heard, answered, the voice part delivered after the text ----------------
+
+
+def test_no_speech_is_paid_for_where_it_cannot_be_delivered(
+    pam: Pam, speaker: FakeSpeaker, engine: Engine
+) -> None:
+    # A channel that fetches voice from a link, and no PAM_PUBLIC_URL: text alone, unspoken.
+    channel = VoiceChannel(voice_by_link=True)
+    worker = Worker(pam, {"test": channel})
+    user, learner = spanish_learner(pam)
+    pam.store.learners.update_settings(learner.id, voice_replies=True)
+    assert worker.inbox.accept(Inbound("test", "t1", user, user, "Hola"))
+    worker.drain()
+    assert len(channel.texts_to(user)) == 1 and channel.voices == []
+    assert speaker.texts == [] and audio_usage(engine, learner.id) == []
 
 
 def test_the_worker_hears_a_note_and_sends_the_spoken_reply_after_the_text(

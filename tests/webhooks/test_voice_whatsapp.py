@@ -153,6 +153,15 @@ def test_a_redirect_loop_is_refused(
     assert len(twilio.media_seen) == 1 and len(cdn.seen) == 2
 
 
+def test_a_redirect_to_a_malformed_address_is_refused(
+    sender: TwilioSender, twilio: TwilioServer
+) -> None:
+    url = twilio.add_media(b"", location="https://[::1")
+
+    with pytest.raises(VoiceRefused, match="malformed"):
+        sender.fetch_voice(voice(url), CAP)
+
+
 def test_a_redirect_back_to_the_media_url_is_a_loop(
     sender: TwilioSender, twilio: TwilioServer
 ) -> None:

@@ -23,6 +23,7 @@ class ApiCallbackSender:
     """Delivers replies of the API channel to the operator's callback URL."""
 
     max_chars = 20000  # the callback takes whole replies; the same cap as inbound text
+    voice_by_link = True  # a spoken reply is an `audio_url`
 
     @staticmethod
     def length(text: str) -> int:

@@ -52,6 +52,7 @@ class TelegramSender(SyncBot):
     """Delivers Telegram replies (the worker's `Sender`)."""
 
     max_chars = 4096
+    voice_by_link = False  # sendVoice uploads the audio
 
     @staticmethod
     def length(text: str) -> int:

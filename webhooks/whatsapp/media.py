@@ -100,8 +100,11 @@ class TwilioMedia:
     def _next_hop(url: str, location: str) -> str:
         """The redirect's target (a relative Location resolved); only http(s), and never from
         https down to plain http."""
-        target = urljoin(url, location)
-        scheme = urlsplit(target).scheme.lower()
+        try:
+            target = urljoin(url, location)
+            scheme = urlsplit(target).scheme.lower()
+        except ValueError as exc:  # "https://[::1": no URL at all
+            raise VoiceRefused("twilio redirected to a malformed address") from exc
         if scheme not in ("http", "https") or (
             urlsplit(url).scheme.lower() == "https" and scheme != "https"
         ):
@@ -123,6 +126,8 @@ class TwilioMedia:
                 )
             except requests.RequestException as exc:  # timeouts, connection errors
                 raise VoiceUnavailable(f"twilio's media unreachable: {type(exc).__name__}") from exc
+            except ValueError as exc:  # requests reads a redirect's Location even unfollowed
+                raise VoiceRefused("twilio redirected to a malformed address") from exc
             with response:
                 _check_status(response.status_code)
                 yield response

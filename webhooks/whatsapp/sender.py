@@ -25,6 +25,7 @@ class TwilioSender:
     (`VoiceFetcher`)."""
 
     max_chars = 1600  # Twilio's limit for one WhatsApp message body
+    voice_by_link = True  # Twilio fetches a spoken reply from its MediaUrl
 
     @staticmethod
     def length(text: str) -> int:
