@@ -655,7 +655,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
     ax.set_xlabel("Pam's own time per turn on loopback, ms (inbox → delivered)")
     ax.set_title(f"Voice turns vs text turns ({result['options']['turns']} turns each)")
     ax.grid(True, axis="x", alpha=0.3)
-    ax.legend(loc="lower right")
+    ax.legend(loc="upper right")
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
