@@ -9,7 +9,6 @@ import time
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import timedelta
 
 from bot import corrections, phrases
 from bot.asking import Asking
@@ -25,6 +24,7 @@ from bot.hearing import (
     heard_line,
     spoken_corrections,
 )
+from bot.limits import Limits
 from bot.recall import NO_RECALL, RecallUse
 from bot.review import NO_REVIEW, Asked, Grading, Reviewing, ReviewUse
 from bot.settings import Settings
@@ -43,8 +43,6 @@ from memory.llm import (
 from memory.messages import VOICE, VoiceNote
 from memory.recall import Searcher
 from memory.records import (
-    Activity,
-    ActivityWindow,
     LearnerGone,
     LearnerInfo,
     ReplyRecord,
@@ -57,11 +55,6 @@ from memory.turns import TurnWriter, Written, due_now
 log = logging.getLogger(__name__)
 
 MAX_MESSAGE_CHARS = 4000
-LIMIT_PHRASES = {
-    "rate": phrases.SLOW_DOWN,
-    "learner_budget": phrases.LEARNER_BUDGET,
-    "service_budget": phrases.SERVICE_BUDGET,
-}
 
 
 def clean_text(text: str) -> str:
@@ -172,6 +165,7 @@ class Tutor:
         # Due items in the prompt, grading by the reply's report, /review (PAM_REVIEW).
         self.review = Reviewing(store.reviews, settings.memory.review, clock)
         self.commands = Commands(store, self.review, clock, voice=settings.voice.voice_notes)
+        self.limits = Limits(settings.limits, store.conversation, clock)
         # Voice notes transcribed, replies spoken (PAM_VOICE_NOTES; None: neither).
         self.hearing = Hearing(transcriber, settings.voice, store.ledger)
         self.speaking = Speaking(speaker, settings.voice, store.ledger, store.voice_clips)
@@ -294,10 +288,10 @@ class Tutor:
         try:
             stored = self.store.conversation.message_for(learner.id, inbox_id=inbox_id)
             if stored is None:
-                limit = self._over_limit(self._activity(learner.id))
+                limit = self.limits.passed_before(learner.id)
                 if limit is not None:
                     log.info("voice note limited learner=%s limit=%s", learner.id, limit)
-                    heard: Heard | NotHeard = NotHeard(limit, self._limit_said(limit, language))
+                    heard: Heard | NotHeard = NotHeard(limit, self.limits.said(limit, language))
                 else:
                     try:
                         heard = self.hearing.hear(
@@ -389,17 +383,17 @@ class Tutor:
             text,
             self.counter.count_message(text),
             inbox_id=inbox_id,
-            window=self._limit_window(),
+            window=self.limits.window(),
             spoken_seconds=spoken,
         )
         if answered is not None:  # a re-run after a crash: the reply exists already
             return Turn([answered.content], learner.id)
         assert context is not None
         language = context.learner.target_language
-        limit = self._over_limit(activity)
+        limit = self.limits.passed(activity)
         if limit is not None:  # the message stays in memory; the LLM is not called
             log.info("turn limited learner=%s limit=%s", learner.id, limit)
-            return Turn([self._limit_said(limit, language)], learner.id)
+            return Turn([self.limits.said(limit, language)], learner.id)
         asked = self.review.prepare(learner.id, context)
         try:
             completion, recalled = self.asking.ask(learner.id, text, context, stored.id, asked)
@@ -492,49 +486,3 @@ class Tutor:
             said = phrases.apology(language)
         due = due_now(self.store.conversation, learner_id, self.memory)
         return Turn([said], learner_id, due=due, problem=problem)
-
-    def _limit_said(self, limit: str, language: str | None) -> str:
-        """What Pam says when `limit` stops a turn, in the learner's target language."""
-        return phrases.in_language(LIMIT_PHRASES[limit], language)
-
-    def _activity(self, learner_id: int) -> Activity | None:
-        """What the limits count for the learner now, read on its own (a voice note is checked
-        before it costs a transcription)."""
-        window = self._limit_window()
-        if window is None:
-            return None
-        return self.store.conversation.context_and_activity(learner_id, window)[1]
-
-    def _limit_window(self) -> ActivityWindow | None:
-        """What the cost and abuse limits count this turn; None if none is set."""
-        settings, now = self.settings, self.clock()
-        if not (
-            settings.limits.rate_limit_per_minute
-            or settings.limits.learner_daily_tokens
-            or settings.limits.daily_tokens
-        ):
-            return None
-        today = now.replace(hour=0, minute=0, second=0, microsecond=0)
-        return ActivityWindow(now - timedelta(minutes=1), today, bool(settings.limits.daily_tokens))
-
-    def _over_limit(self, activity: Activity | None) -> str | None:
-        """Which cost or abuse limit this turn would pass, if any."""
-        if activity is None:
-            return None
-        settings = self.settings
-        if (
-            settings.limits.rate_limit_per_minute
-            and activity.messages > settings.limits.rate_limit_per_minute
-        ):
-            return "rate"
-        if (
-            settings.limits.learner_daily_tokens
-            and activity.tokens >= settings.limits.learner_daily_tokens
-        ):
-            return "learner_budget"
-        if (
-            settings.limits.daily_tokens
-            and (activity.everyone_tokens or 0) >= settings.limits.daily_tokens
-        ):
-            return "service_budget"
-        return None
