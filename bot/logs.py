@@ -5,6 +5,7 @@ bodies — are held at WARNING, so nothing secret and no message text reaches IN
 from __future__ import annotations
 
 import logging
+import threading
 from pathlib import Path
 from typing import Literal, TextIO
 
@@ -36,3 +37,21 @@ def _configure(level: Level, handler: logging.Handler) -> None:
     logging.basicConfig(level=level, format=FORMAT, handlers=[handler], force=True)
     for name in QUIET:
         logging.getLogger(name).setLevel(logging.WARNING)
+
+
+class OnceLog:
+    """Logs each cause at ERROR once per process: a misconfiguration that every message meets
+    (a rejected key, a missing endpoint) is said the first time, not each time."""
+
+    def __init__(self, logger: logging.Logger) -> None:
+        self.logger = logger
+        self._said: set[str] = set()
+        self._lock = threading.Lock()
+
+    def error(self, cause: str, message: str, *args: object) -> None:
+        """Log `message` unless `cause` was logged before."""
+        with self._lock:
+            if cause in self._said:
+                return
+            self._said.add(cause)
+        self.logger.error(message, *args)

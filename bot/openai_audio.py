@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 import logging
 import re
-import threading
 from typing import Any
 
 import openai
 
 from bot.audio import UnreadableAudio, inspect
 from bot.llm_answers import error_words
+from bot.logs import OnceLog
 from bot.openai_chat import openai_client
 from bot.settings import LLMSettings, VoiceSettings
 from bot.voice import Speech, Transcript
@@ -175,8 +175,7 @@ class _Errors:
         self.task = task
         self.endpoint = endpoint
         self.model = model
-        self._logged: set[str] = set()
-        self._lock = threading.Lock()
+        self._once = OnceLog(log)
 
     def rejected(self, exc: openai.APIStatusError) -> LLMError:
         """The LLMError for an HTTP error the SDK gave up on or never retries."""
@@ -194,7 +193,7 @@ class _Errors:
             log.warning("Audio %s call rejected (%s): %s", self.task, status, words)
             return Unusable(f"{type(exc).__name__} ({status}): {words}")
         advice = self._advice(status, exc.code, words)
-        self._log_once(f"{status}", "Audio %s call rejected (%s): %s", self.task, status, advice)
+        self._once.error(f"{status}", "Audio %s call rejected (%s): %s", self.task, status, advice)
         # OpenAI's 401 message quotes part of the key: it stays out of messages and logs.
         said = "" if status == 401 else f": {words}"
         return Misconfigured(f"{type(exc).__name__} ({status}){said}", advice)
@@ -262,14 +261,6 @@ class _Errors:
     def _base_url(self) -> str:
         """The audio API's base URL, as configured."""
         return str(self.client.base_url).rstrip("/")
-
-    def _log_once(self, cause: str, message: str, *args: object) -> None:
-        """Log a misconfiguration at ERROR once per cause and process, not per note."""
-        with self._lock:
-            if cause in self._logged:
-                return
-            self._logged.add(cause)
-        log.error(message, *args)
 
 
 def _says_not_found(text: str) -> bool:

@@ -7,7 +7,6 @@ adapts the request to what each model accepts, and turns the rest into LLMError 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -18,6 +17,7 @@ import openai
 from bot.llm_answers import Reading, complete_json_object, error_words, filtered_categories
 from bot.llm_answers import read_answer as read
 from bot.llm_requests import STRUCTURED_WORDS, Effort, ModelQuirks, StructuredOutput
+from bot.logs import OnceLog
 from memory.llm import (
     Accept,
     ChatMessage,
@@ -73,8 +73,7 @@ class OpenAIChatModel:
             },
         )
         self.sleep = sleep
-        self._logged: set[str] = set()
-        self._lock = threading.Lock()
+        self._once = OnceLog(log)
 
     def complete(
         self,
@@ -271,7 +270,7 @@ class OpenAIChatModel:
             )
         else:
             advice = self._advice(status, exc.code, words, model)
-        self._log_once(
+        self._once.error(
             f"{status} {model}", "LLM %s call rejected (%s): %s", purpose, status, advice
         )
         # OpenAI's 401 message quotes part of the key: it stays out of messages and logs.
@@ -321,14 +320,6 @@ class OpenAIChatModel:
     def _base_url(self) -> str:
         """The API base URL, as the operator wrote it in OPENAI_BASE_URL."""
         return str(self.client.base_url).rstrip("/")
-
-    def _log_once(self, cause: str, message: str, *args: object) -> None:
-        """Log a misconfiguration at ERROR once per cause and process, not per message."""
-        with self._lock:
-            if cause in self._logged:
-                return
-            self._logged.add(cause)
-        log.error(message, *args)
 
 
 def _completion(text: str, usage: Usage, billed: list[Usage], *, truncated: bool) -> Completion:

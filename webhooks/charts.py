@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from flask import Blueprint, Response, current_app
@@ -134,38 +136,57 @@ def _text(body: str, status: int) -> Response:
     return Response(body, status, mimetype="text/plain", headers=HEADERS)
 
 
+@dataclass(frozen=True)
+class Kind:
+    """What one kind of link serves: its salt, what to say when it has expired or its file is
+    gone, and how to find the file (its bytes and type) by id and nonce."""
+
+    name: str
+    salt: str
+    expired: str
+    gone: str
+    find: Callable[[SignedLinks, int, str], tuple[bytes, str] | None]
+
+
+def _chart(signed: SignedLinks, chart_id: int, nonce: str) -> tuple[bytes, str] | None:
+    found = signed.charts.get(chart_id, nonce)
+    return (found[0], "image/png") if found is not None else None
+
+
+def _clip(signed: SignedLinks, clip_id: int, nonce: str) -> tuple[bytes, str] | None:
+    clip = signed.clips.get(clip_id, nonce)
+    return (clip.audio, clip.content_type) if clip is not None else None
+
+
+CHART = Kind("chart", SALT, EXPIRED, GONE, _chart)
+VOICE = Kind("voice", VOICE_SALT, VOICE_EXPIRED, VOICE_GONE, _clip)
+
+
+def _serve(token: str, kind: Kind) -> Response:
+    """The file a link of `kind` names, to anyone who holds the link."""
+    signed = links()
+    try:
+        item_id, nonce, left = signed.read(token, kind.salt)
+    except SignatureExpired:
+        return _text(kind.expired, 403)
+    except BadData:
+        log.info("%s link refused: bad signature", kind.name)
+        return _text(INVALID, 403)
+    found = kind.find(signed, item_id, nonce)
+    if found is None:
+        return _text(kind.gone, 404)
+    data, mimetype = found
+    headers = HEADERS | {"Cache-Control": f"private, max-age={int(left)}"}
+    return Response(data, 200, mimetype=mimetype, headers=headers)
+
+
 @blueprint.get("/charts/<token>.png")
 def chart(token: str) -> Response:
     """The chart the link names, to anyone who holds the link."""
-    signed = links()
-    try:
-        chart_id, nonce, left = signed.read(token)
-    except SignatureExpired:
-        return _text(EXPIRED, 403)
-    except BadData:
-        log.info("chart link refused: bad signature")
-        return _text(INVALID, 403)
-    found = signed.charts.get(chart_id, nonce)
-    if found is None:
-        return _text(GONE, 404)
-    png, _ = found
-    headers = HEADERS | {"Cache-Control": f"private, max-age={int(left)}"}
-    return Response(png, 200, mimetype="image/png", headers=headers)
+    return _serve(token, CHART)
 
 
 @blueprint.get("/voice/<token>.ogg")
 def voice(token: str) -> Response:
     """The spoken reply the link names, to anyone who holds the link (Twilio's media fetch)."""
-    signed = links()
-    try:
-        clip_id, nonce, left = signed.read(token, VOICE_SALT)
-    except SignatureExpired:
-        return _text(VOICE_EXPIRED, 403)
-    except BadData:
-        log.info("voice link refused: bad signature")
-        return _text(INVALID, 403)
-    clip = signed.clips.get(clip_id, nonce)
-    if clip is None:
-        return _text(VOICE_GONE, 404)
-    headers = HEADERS | {"Cache-Control": f"private, max-age={int(left)}"}
-    return Response(clip.audio, 200, mimetype=clip.content_type, headers=headers)
+    return _serve(token, VOICE)

@@ -134,3 +134,56 @@ def test_a_link_names_the_nonce_too(
 
 def test_no_public_url_no_link(engine: Engine) -> None:
     assert SignedLinks(Charts(engine), ChartSettings(), None).url(1, "nonce") is None
+
+
+# -- spoken replies: GET /voice/<token>.ogg, the same links with a salt of their own ----------
+
+OGG = b"OggS\x00\x02 a spoken reply"
+
+
+def test_a_voice_link_serves_the_clip_and_expires_like_a_chart_link(
+    app_settings: Settings, store: Store, engine: Engine
+) -> None:
+    clock = ManualClock()
+    app = create_app(app_settings, engine=engine)
+    app.extensions["pam_chart_links"].clock = clock
+    worker = SignedLinks(Charts(engine), app_settings.charts, PUBLIC, clock)
+    learner = store.learners.learner(unique_user())
+    clip_id, nonce = store.voice_clips.save(learner.id, OGG, "audio/ogg")
+    url = worker.voice_url(clip_id, nonce)
+    assert url is not None and url.startswith("https://pam.example/voice/") and url.endswith(".ogg")
+    path = url.removeprefix("https://pam.example")
+    client = app.test_client()
+
+    served = client.get(path)
+    assert served.status_code == 200 and served.mimetype == "audio/ogg" and served.data == OGG
+    assert served.headers["Referrer-Policy"] == "no-referrer"
+    # A chart's route does not take a voice link, nor does a forged one name anything.
+    token = path.removeprefix("/voice/").removesuffix(".ogg")
+    assert client.get(f"/charts/{token}.png").status_code == 403
+    assert (
+        client.get(f"/voice/{token[:-1]}{'A' if token[-1] != 'A' else 'B'}.ogg").status_code == 403
+    )
+    chart_token = worker.token(clip_id, nonce)  # the same id and nonce, signed as a chart
+    assert client.get(f"/voice/{chart_token}.ogg").status_code == 403
+
+    clock.advance(timedelta(seconds=3601))
+    expired = client.get(path)
+    assert expired.status_code == 403 and b"expired" in expired.data
+
+
+def test_a_forgotten_learners_voice_link_is_gone(
+    client: FlaskClient, store: Store, app_settings: Settings, engine: Engine
+) -> None:
+    learner = store.learners.learner(unique_user())
+    clip_id, nonce = store.voice_clips.save(learner.id, OGG, "audio/ogg")
+    url = SignedLinks(Charts(engine), app_settings.charts, PUBLIC).voice_url(clip_id, nonce)
+    assert url is not None
+    store.learners.forget(learner.id)
+    response = client.get(url.removeprefix("https://pam.example"))
+    assert response.status_code == 404 and OGG not in response.data
+
+
+def test_without_a_public_url_there_are_no_voice_links(engine: Engine) -> None:
+    links = SignedLinks(Charts(engine), ChartSettings(), None)
+    assert links.voice_url(1, "nonce") is None and not links.public

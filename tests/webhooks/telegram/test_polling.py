@@ -320,6 +320,7 @@ def test_set_webhook_registers_url_secret_update_types_and_commands(
         "profile",
         "review",
         "progress",
+        "voice",
         "forget",
     ]
     assert [(c["command"], c["description"]) for c in commands] == COMMANDS
