@@ -131,6 +131,15 @@ def store_reply(
     return Stored(parts, writer.write(claim, parts), own=False)
 
 
+def _unless_forgotten(learner_id: int, turn: Callable[[], Turn]) -> Turn:
+    """`turn()` — unless /forget wins a race with it: then nothing is said or kept."""
+    try:
+        return turn()
+    except LearnerGone:
+        log.info("turn for learner %s dropped: forgotten mid-turn", learner_id)
+        return Turn([], learner_id)
+
+
 class ModelUnavailable(Exception):
     """The LLM failed this turn (after the client's own retries) and the caller said it can
     try the turn again later: nothing was answered, the learner's message is kept."""
@@ -235,7 +244,12 @@ class Tutor:
         text = clean_text(text)
         if kind == VOICE and voice is not None and self.hearing.enabled:
             learner = known or self.store.learners.learner(external_id, display_name)
-            return self._voice_turn(learner, voice, fetcher, text, inbox_id, can_retry, can_speak)
+            return _unless_forgotten(
+                learner.id,
+                lambda: self._voice_turn(
+                    learner, voice, fetcher, text, inbox_id, can_retry, can_speak
+                ),
+            )
         if kind != "text" and not text:
             known = known or self.store.learners.find_learner(external_id)
             language = known.target_language if known else None
@@ -261,13 +275,12 @@ class Tutor:
         # A photo with a caption: the caption is answered like any message, after the
         # friendly note that Pam cannot see the picture itself.
         note = phrases.not_text(kind, learner.target_language) if kind != "text" else None
-        try:
-            return self._converse(
+        return _unless_forgotten(
+            learner.id,
+            lambda: self._converse(
                 learner, text, inbox_id, can_retry=can_retry, note=note, can_speak=can_speak
-            )
-        except LearnerGone:  # /forget won a race with this turn: say nothing, keep nothing
-            log.info("turn for learner %s dropped: forgotten mid-turn", learner.id)
-            return Turn([], learner.id)
+            ),
+        )
 
     def _voice_turn(
         self,
@@ -285,45 +298,41 @@ class Tutor:
         The limits are checked before the download: a learner over them costs no
         transcription."""
         language = learner.target_language
-        try:
-            stored = self.store.conversation.message_for(learner.id, inbox_id=inbox_id)
-            if stored is None:
-                limit = self.limits.passed_before(learner.id)
-                if limit is not None:
-                    log.info("voice note limited learner=%s limit=%s", learner.id, limit)
-                    heard: Heard | NotHeard = NotHeard(limit, self.limits.said(limit, language))
-                else:
-                    try:
-                        heard = self.hearing.hear(
-                            learner.id, language, note, fetcher, can_retry=can_retry
-                        )
-                    except HearingUnavailable as exc:
-                        raise ModelUnavailable(str(exc)) from exc
-            elif stored.content.startswith(NOT_TRANSCRIBED.split("{", 1)[0]):
-                said = phrases.in_language(phrases.VOICE_UNREADABLE, language)
-                heard = NotHeard("answered before", said, stored.spoken_seconds)
-            else:  # the transcript, after the caption if there was one, as it was stored
-                transcript = stored.content.removeprefix(f"{caption}\n\n" if caption else "")
-                heard = Heard(transcript, stored.spoken_seconds or 0.0)
-            if isinstance(heard, Heard):  # the transcriber's text is untrusted like any
-                heard = Heard(clean_text(heard.text), heard.seconds)
-                if not heard.text:
-                    heard = NotHeard("silence", phrases.in_language(phrases.VOICE_SILENT, language))
-            if isinstance(heard, NotHeard):
-                return self._not_heard(learner, heard, caption, inbox_id, stored, can_retry)
-            text = f"{caption}\n\n{heard.text}" if caption else heard.text
-            return self._converse(
-                learner,
-                text[:MAX_MESSAGE_CHARS],
-                inbox_id,
-                can_retry=can_retry,
-                note=heard_line(heard.text),
-                can_speak=can_speak,
-                spoken=heard.seconds,
-            )
-        except LearnerGone:  # /forget won a race with this turn: say nothing, keep nothing
-            log.info("turn for learner %s dropped: forgotten mid-turn", learner.id)
-            return Turn([], learner.id)
+        stored = self.store.conversation.message_for(learner.id, inbox_id=inbox_id)
+        if stored is None:
+            limit = self.limits.passed_before(learner.id)
+            if limit is not None:
+                log.info("voice note limited learner=%s limit=%s", learner.id, limit)
+                heard: Heard | NotHeard = NotHeard(limit, self.limits.said(limit, language))
+            else:
+                try:
+                    heard = self.hearing.hear(
+                        learner.id, language, note, fetcher, can_retry=can_retry
+                    )
+                except HearingUnavailable as exc:
+                    raise ModelUnavailable(str(exc)) from exc
+        elif stored.content.startswith(NOT_TRANSCRIBED.split("{", 1)[0]):
+            said = phrases.in_language(phrases.VOICE_UNREADABLE, language)
+            heard = NotHeard("answered before", said, stored.spoken_seconds)
+        else:  # the transcript, after the caption if there was one, as it was stored
+            transcript = stored.content.removeprefix(f"{caption}\n\n" if caption else "")
+            heard = Heard(transcript, stored.spoken_seconds or 0.0)
+        if isinstance(heard, Heard):  # the transcriber's text is untrusted like any
+            heard = Heard(clean_text(heard.text), heard.seconds)
+            if not heard.text:
+                heard = NotHeard("silence", phrases.in_language(phrases.VOICE_SILENT, language))
+        if isinstance(heard, NotHeard):
+            return self._not_heard(learner, heard, caption, inbox_id, stored, can_retry)
+        text = f"{caption}\n\n{heard.text}" if caption else heard.text
+        return self._converse(
+            learner,
+            text[:MAX_MESSAGE_CHARS],
+            inbox_id,
+            can_retry=can_retry,
+            note=heard_line(heard.text),
+            can_speak=can_speak,
+            spoken=heard.seconds,
+        )
 
     def _not_heard(
         self,
