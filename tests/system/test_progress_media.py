@@ -13,21 +13,15 @@ import pytest
 import requests
 
 from loopback.harness import (
-    PAM_CMD,
-    db_upgrade,
-    free_port,
-    gunicorn,
     postgres_schema,
-    processes,
-    service_env,
     sqlite_url,
     wait_for,
-    wait_healthy,
 )
 from loopback.openai_server import OpenAIServer
-from loopback.telegram_server import TOKEN, TelegramServer
-from loopback.twilio_server import ACCOUNT_SID, AUTH_TOKEN, NUMBER, TwilioServer, sign
+from loopback.telegram_server import TelegramServer
+from loopback.twilio_server import TwilioServer, sign
 from tests.conftest import PG_URL
+from tests.helpers.channels import channel_services
 from tests.webhooks.telegram import updates
 from tests.webhooks.whatsapp.conftest import text_form
 
@@ -51,28 +45,12 @@ def database(tmp_path: Path) -> Iterator[str]:
 def test_progress_is_a_telegram_photo_and_a_whatsapp_media_link_the_web_serves(
     tmp_path: Path, llm: OpenAIServer, database: str
 ) -> None:
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    with TelegramServer() as telegram, TwilioServer() as twilio, processes(tmp_path) as group:
-        env = service_env(
-            database,
-            OPENAI_BASE_URL=llm.base_url,
-            OPENAI_API_KEY="test",
-            PAM_POLL_SECONDS="0.05",
-            PAM_PUBLIC_URL=base,
-            TELEGRAM_BOT_TOKEN=TOKEN,
-            TELEGRAM_API_URL=telegram.base_url,
-            TELEGRAM_WEBHOOK_SECRET=SECRET,
-            TWILIO_ACCOUNT_SID=ACCOUNT_SID,
-            TWILIO_AUTH_TOKEN=AUTH_TOKEN,
-            TWILIO_WHATSAPP_NUMBER=NUMBER,
-            TWILIO_API_URL=twilio.base_url,
-        )
-        db_upgrade(env, tmp_path)
-        group.start("web", gunicorn(port, workers=1, threads=2), env)
-        worker = group.start("worker", [*PAM_CMD, "worker"], env)
-        wait_healthy(base, group)
-        wait_for(lambda: "worker started" in worker.tail(), 30, "the worker to start")
+    with (
+        TelegramServer() as telegram,
+        TwilioServer() as twilio,
+        channel_services(tmp_path, database, llm, telegram, twilio, SECRET) as running,
+    ):
+        base, group = running.base, running.group
 
         # Telegram: the learner's /progress through the webhook comes back as a photo.
         lena = updates.learner("Lena")

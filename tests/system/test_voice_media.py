@@ -20,22 +20,16 @@ import requests
 from bot import phrases
 from loopback.audio_samples import sample
 from loopback.harness import (
-    PAM_CMD,
-    db_upgrade,
-    free_port,
-    gunicorn,
     postgres_schema,
-    processes,
-    service_env,
     sqlite_url,
     wait_for,
-    wait_healthy,
 )
 from loopback.local_server import Answer, LocalServer
 from loopback.openai_server import OpenAIServer
 from loopback.telegram_server import TOKEN, TelegramServer
-from loopback.twilio_server import ACCOUNT_SID, AUTH_TOKEN, NUMBER, MediaCDN, TwilioServer, sign
+from loopback.twilio_server import ACCOUNT_SID, AUTH_TOKEN, MediaCDN, TwilioServer, sign
 from tests.conftest import PG_URL
+from tests.helpers.channels import channel_services
 from tests.webhooks.telegram import updates
 from tests.webhooks.whatsapp.conftest import media_form, text_form
 
@@ -101,36 +95,16 @@ def _voice_form(wa_id: str, media_url: str) -> dict[str, str]:
 def test_voice_notes_on_telegram_and_whatsapp_are_heard_answered_and_spoken_back(
     tmp_path: Path, database: str
 ) -> None:
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
     with (
         OpenAIServer() as llm,
         TelegramServer() as telegram,
         MediaCDN() as cdn,
         TwilioServer(cdn) as twilio,
         Elsewhere() as elsewhere,
-        processes(tmp_path) as group,
+        channel_services(tmp_path, database, llm, telegram, twilio, SECRET) as running,
     ):
+        base, group = running.base, running.group
         llm.hear(HEARD)
-        env = service_env(
-            database,
-            OPENAI_BASE_URL=llm.base_url,
-            OPENAI_API_KEY="test",
-            PAM_POLL_SECONDS="0.05",
-            PAM_PUBLIC_URL=base,
-            TELEGRAM_BOT_TOKEN=TOKEN,
-            TELEGRAM_API_URL=telegram.base_url,
-            TELEGRAM_WEBHOOK_SECRET=SECRET,
-            TWILIO_ACCOUNT_SID=ACCOUNT_SID,
-            TWILIO_AUTH_TOKEN=AUTH_TOKEN,
-            TWILIO_WHATSAPP_NUMBER=NUMBER,
-            TWILIO_API_URL=twilio.base_url,
-        )
-        db_upgrade(env, tmp_path)
-        group.start("web", gunicorn(port, workers=1, threads=2), env)
-        worker = group.start("worker", [*PAM_CMD, "worker"], env)
-        wait_healthy(base, group)
-        wait_for(lambda: "worker started" in worker.tail(), 30, "the worker to start")
 
         # Telegram: Lena practises Spanish and sends a voice note.
         lena = updates.learner("Lena")
