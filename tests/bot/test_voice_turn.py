@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pytest
@@ -138,14 +139,20 @@ def voice_pam(
 
 
 @pytest.fixture
-def pam(
+def pam_with(
     settings: Settings,
     engine: Engine,
     fake_model: FakeChatModel,
     transcriber: FakeTranscriber,
     speaker: FakeSpeaker,
-) -> Pam:
-    return voice_pam(settings, engine, fake_model, transcriber, speaker)
+) -> Callable[..., Pam]:
+    """Pam with the fakes and some settings changed (`settings.replace`'s sections)."""
+    return lambda **knobs: voice_pam(settings, engine, fake_model, transcriber, speaker, **knobs)
+
+
+@pytest.fixture
+def pam(pam_with: Callable[..., Pam]) -> Pam:
+    return pam_with()
 
 
 def spanish_learner(pam: Pam) -> tuple[str, LearnerInfo]:
@@ -343,16 +350,12 @@ def test_a_ten_minute_note_is_measured_when_the_channel_says_nothing(
 
 
 def test_a_note_over_the_size_cap_is_refused(
-    settings: Settings,
-    engine: Engine,
-    fake_model: FakeChatModel,
+    pam_with: Callable[..., Pam],
     transcriber: FakeTranscriber,
-    speaker: FakeSpeaker,
     fetcher: FakeFetcher,
+    engine: Engine,
 ) -> None:
-    pam = voice_pam(
-        settings, engine, fake_model, transcriber, speaker, voice={"voice_max_bytes": 1000}
-    )
+    pam = pam_with(voice={"voice_max_bytes": 1000})
     user, _ = spanish_learner(pam)
     declared = hear(pam, user, fetcher, VoiceNote("f", "audio/ogg", 2.0, 50_000))
     assert fetcher.calls == 0  # Telegram's file_size said so: nothing downloaded
@@ -489,17 +492,13 @@ def test_a_turn_retried_after_the_llm_failed_does_not_transcribe_again(
 
 
 def test_a_learner_over_the_budget_costs_no_transcription(
-    settings: Settings,
-    engine: Engine,
-    fake_model: FakeChatModel,
+    pam_with: Callable[..., Pam],
     transcriber: FakeTranscriber,
-    speaker: FakeSpeaker,
     fetcher: FakeFetcher,
+    engine: Engine,
 ) -> None:
     # Two notes' seconds at 250 tokens a second pass a budget of 600 tokens.
-    pam = voice_pam(
-        settings, engine, fake_model, transcriber, speaker, limits={"learner_daily_tokens": 600}
-    )
+    pam = pam_with(limits={"learner_daily_tokens": 600})
     user, _ = spanish_learner(pam)
     hear(pam, user, fetcher)
     hear(pam, user, fetcher)
@@ -509,16 +508,12 @@ def test_a_learner_over_the_budget_costs_no_transcription(
 
 
 def test_with_voice_notes_off_a_note_gets_the_text_only_answer(
-    settings: Settings,
-    engine: Engine,
-    fake_model: FakeChatModel,
+    pam_with: Callable[..., Pam],
     transcriber: FakeTranscriber,
-    speaker: FakeSpeaker,
     fetcher: FakeFetcher,
+    engine: Engine,
 ) -> None:
-    pam = voice_pam(
-        settings, engine, fake_model, transcriber, speaker, voice={"voice_notes": False}
-    )
+    pam = pam_with(voice={"voice_notes": False})
     user, _ = spanish_learner(pam)
     assert hear(pam, user, fetcher).replies == [phrases.NOT_TEXT["voice"]["Spanish"]]
     assert fetcher.calls == 0 and transcriber.calls == []
