@@ -229,6 +229,20 @@ def test_a_local_bot_api_servers_file_is_read_from_the_shared_disk(
         client.fetch_voice(note("local"), len(OGG) - 1)
 
 
+def test_only_the_operators_own_bot_api_server_may_name_a_file_on_this_disk(
+    telegram: tuple[TelegramServer, TelegramClient], tmp_path: Path
+) -> None:
+    server, client = telegram
+    secret = tmp_path / "pam.db"
+    secret.write_bytes(b"SQLite format 3\x00 every learner")
+    server.add_file("ours", OGG, path=str(secret))
+    client.own_server = False  # as with Telegram's own API: it never names a local path
+
+    with pytest.raises(VoiceRefused):
+        client.fetch_voice(note("ours"), CAP)
+    assert server.downloads == []
+
+
 def test_a_spoken_reply_is_uploaded_as_a_voice_message(
     telegram: tuple[TelegramServer, TelegramClient],
 ) -> None:

@@ -57,6 +57,9 @@ class VoiceDownloads(SyncBot):
             raise VoiceRefused("telegram gave the file no path to download it from")
         local = Path(path)
         if local.is_absolute() and local.is_file():  # a local Bot API server in --local mode
+            # (python-telegram-bot keeps a path absolute only where such a file exists.)
+            if not self.own_server:
+                raise VoiceRefused("getFile named a file on this disk, and not our own server")
             data = _read_local(local, max_bytes)
         else:
             data = self._download(file, max_bytes)

@@ -158,6 +158,9 @@ class SyncBot:
             SyncHTTPXRequest(timeout, read_timeout=timeout),
             SyncHTTPXRequest(timeout, read_timeout=timeout + 35),  # long polling waits longer
         )
+        # Only a Bot API server of the operator's own (TELEGRAM_API_URL) may name files on
+        # this disk (its --local mode); Telegram's own never does.
+        self.own_server = base_url is not None
         base_url = base_url or "https://api.telegram.org/bot"
         self.bot = Bot(
             token,
