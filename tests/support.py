@@ -106,3 +106,12 @@ class RecordingSender:
         """The texts sent to `chat_id`, in order."""
         with self.lock:
             return [d.text for d in self.calls if d.chat_id == chat_id]
+
+
+def forged(token: str) -> str:
+    """A signed link's token with its signature changed in a character that carries only
+    signature bits: the signature's first (its last may hold base64 padding bits that no
+    decoder reads, and changing those would forge nothing)."""
+    head, _, signature = token.rpartition(".")
+    first = "B" if signature[0] == "A" else "A"
+    return f"{head}.{first}{signature[1:]}"
