@@ -209,12 +209,11 @@ class Hearing:
         """The transcription model gave no transcript. An outage, or a configuration an
         operator may fix, is retried while the turn can, then apologised for; an answer that
         is no transcript (the server could not read the file) gets a word at once."""
-        advice = exc.advice if isinstance(exc, Misconfigured | Outage) else None
         if isinstance(exc, Misconfigured):
-            log.warning("voice transcription misconfigured: %s", advice)
+            log.warning("voice transcription misconfigured: %s", exc.advice)
         if isinstance(exc, Outage | Misconfigured):
             failed = self._unavailable(learner_id, f"transcription: {exc}", language, can_retry)
-            return NotHeard(failed.why, failed.said, seconds, problem=advice)
+            return NotHeard(failed.why, failed.said, seconds, problem=exc.advice)
         log.warning("voice note not transcribed learner=%s: %s", learner_id, type(exc).__name__)
         said = _said(phrases.VOICE_UNREADABLE, language)
         return NotHeard("the transcription failed", said, seconds)
@@ -246,14 +245,13 @@ class Speaking:
         try:
             speech = self.speaker.speak(text, language=iso_code(language))
         except LLMError as exc:
-            advice = getattr(exc, "advice", None)
             log.warning(
                 "reply not spoken learner=%s: %s%s",
                 learner_id,
                 type(exc).__name__,
-                f" — {advice}" if advice else "",
+                f" — {exc.advice}" if exc.advice else "",
             )
-            return None, advice
+            return None, exc.advice
         tokens = round(len(text) * self.settings.speech_tokens_per_char)
         self.ledger.record_audio(learner_id, speech.model, SPEECH, tokens, chars=len(text))
         clip_id, _ = self.clips.save(learner_id, speech.audio, speech.content_type)

@@ -481,7 +481,7 @@ class Tutor:
         """The answer when the model gave none. An outage (or a configuration an operator
         may fix) is worth trying again later when the caller can; an unusable answer is not
         asked for again (each costs a billed call); a refusal gets a friendly word."""
-        problem = exc.advice if isinstance(exc, Misconfigured | Outage) else None
+        problem = exc.advice
         # Billed calls came back unusable before the failure: a new try would spend a new
         # budget of them on the same message, so the message ends here.
         retryable = isinstance(exc, Misconfigured | Outage) and not exc.billed

@@ -84,7 +84,10 @@ class Completion:
 
 class LLMError(Exception):
     """The model gave no usable answer, after the client's own retries. `billed`: the calls
-    that were made (and billed) on the way, to record in usage."""
+    that were made (and billed) on the way, to record in usage. `advice`: what an operator
+    should do about it, where there is something (an Outage or a Misconfigured says)."""
+
+    advice: str | None = None
 
     def __init__(self, message: str, billed: tuple[Usage, ...] = ()) -> None:
         super().__init__(message)
