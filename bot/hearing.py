@@ -24,7 +24,7 @@ from bot.settings import VoiceSettings
 from bot.voice import Speaker, Transcriber
 from memory.ledger import Ledger
 from memory.llm import LLMError, Misconfigured, Outage
-from memory.messages import VoiceNote
+from memory.messages import VoiceNote, clean_text
 from memory.records import CorrectionRecord
 from memory.voice_clips import VoiceClips
 
@@ -178,9 +178,10 @@ class Hearing:
             len(transcript.text),
             (time.monotonic() - started) * 1000,
         )
-        if not transcript.text.strip():
+        said = clean_text(transcript.text)  # the transcriber's text is untrusted, like typed text
+        if not said:
             return NotHeard("silence", _said(phrases.VOICE_SILENT, language), info.seconds)
-        return Heard(transcript.text.strip(), info.seconds)
+        return Heard(said, info.seconds)
 
     def _too_long_said(self, language: str | None) -> str:
         minutes = max(1, self.settings.voice_max_seconds // 60)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import time
-import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -40,7 +39,7 @@ from memory.llm import (
     Refused,
     Unusable,
 )
-from memory.messages import VOICE, VoiceNote
+from memory.messages import VOICE, VoiceNote, clean_text
 from memory.recall import Searcher
 from memory.records import (
     LearnerGone,
@@ -55,17 +54,6 @@ from memory.turns import TurnWriter, Written, due_now
 log = logging.getLogger(__name__)
 
 MAX_MESSAGE_CHARS = 4000
-
-
-def clean_text(text: str) -> str:
-    """The learner's text with surrounding whitespace and invisible control characters removed
-    (newlines and tabs stay; RTL marks, CJK and emoji are kept as they are)."""
-    # Half an emoji (a lone surrogate, legal in JSON) cannot be stored: pair what pairs, and
-    # replace what cannot with U+FFFD.
-    text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    text = unicodedata.normalize("NFC", text)
-    kept = (ch for ch in text if ch in "\n\t" or unicodedata.category(ch) != "Cc")
-    return "".join(kept).strip()
 
 
 @dataclass(frozen=True)
@@ -317,10 +305,6 @@ class Tutor:
         else:  # the transcript, after the caption if there was one, as it was stored
             transcript = stored.content.removeprefix(f"{caption}\n\n" if caption else "")
             heard = Heard(transcript, stored.spoken_seconds or 0.0)
-        if isinstance(heard, Heard):  # the transcriber's text is untrusted like any
-            heard = Heard(clean_text(heard.text), heard.seconds)
-            if not heard.text:
-                heard = NotHeard("silence", phrases.in_language(phrases.VOICE_SILENT, language))
         if isinstance(heard, NotHeard):
             return self._not_heard(learner, heard, caption, inbox_id, stored, can_retry)
         text = f"{caption}\n\n{heard.text}" if caption else heard.text

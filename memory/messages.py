@@ -1,10 +1,12 @@
 """Messages as plain data, the way every layer sees them: what a learner sent on some channel
-(stored in the inbox) and what a delivered reply came back as. Channel adapters translate to and
+(stored in the inbox) and what a delivered reply came back as, and the learner's text as Pam
+keeps it (`clean_text`: typed, or a voice note's transcript). Channel adapters translate to and
 from these."""
 
 from __future__ import annotations
 
 import json
+import unicodedata
 from dataclasses import asdict, dataclass
 
 
@@ -76,3 +78,14 @@ class Sent:
     """A delivered reply: the platform's id for it, when it gives one."""
 
     platform_id: str | None = None
+
+
+def clean_text(text: str) -> str:
+    """The learner's text with surrounding whitespace and invisible control characters removed
+    (newlines and tabs stay; RTL marks, CJK and emoji are kept as they are)."""
+    # Half an emoji (a lone surrogate, legal in JSON) cannot be stored: pair what pairs, and
+    # replace what cannot with U+FFFD.
+    text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    text = unicodedata.normalize("NFC", text)
+    kept = (ch for ch in text if ch in "\n\t" or unicodedata.category(ch) != "Cc")
+    return "".join(kept).strip()
