@@ -313,7 +313,8 @@ class Tutor:
             text[:MAX_MESSAGE_CHARS],
             inbox_id,
             can_retry=can_retry,
-            note=heard_line(heard.text),
+            note=None,
+            heard=heard_line(heard.text),
             can_speak=can_speak,
             spoken=heard.seconds,
         )
@@ -362,14 +363,15 @@ class Tutor:
         *,
         can_retry: bool,
         note: str | None,
+        heard: str | None = None,
         can_speak: bool = False,
         spoken: float | None = None,
     ) -> Turn:
         """A conversational turn: the reply to store and send. The learner's message is
         stored first, so an LLM failure loses nothing. `note`: a line said before the reply
-        (kept with it, but for a voice note's "🎙 …" line, which is only shown); `spoken`:
-        the message is a voice note's transcript, this long; `can_speak`: the reply is spoken
-        too when the learner asked for it (/voice on)."""
+        (and kept with it); `heard`: a voice note's "🎙 …" line, shown before it all, not
+        kept; `spoken`: the message is a voice note's transcript, this long; `can_speak`: the
+        reply is spoken too when the learner asked for it (/voice on)."""
         started = time.monotonic()
         stored, answered, context, activity = self.store.conversation.begin_turn(
             learner.id,
@@ -409,7 +411,7 @@ class Tutor:
         if added:  # the next exercise or the score, before the correction lines
             answer = replace(answer, reply=f"{answer.reply}\n\n{added}")
         shown = corrections.render(answer)
-        if note and spoken is None:
+        if note:
             shown = f"{note}\n\n{shown}"
         voice_id = problem = None
         if can_speak and context.learner.voice_replies:
@@ -440,7 +442,7 @@ class Tutor:
             corrections=tuple(answer.corrections),
             usage=(completion.model, completion.input_tokens, completion.output_tokens),
         )
-        sent = f"{note}\n\n{shown}" if note and spoken is not None else shown
+        sent = f"{heard}\n\n{shown}" if heard else shown
         return Turn(
             [sent],
             learner.id,
