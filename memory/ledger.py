@@ -78,20 +78,10 @@ class Ledger(Tables):
         """Record one audio call: the seconds heard (a transcription) or the characters spoken
         (speech), and the `tokens` they count as toward the budgets — unless the learner has
         been forgotten meanwhile."""
-        row = select(
-            literal(learner_id),
-            literal(model[:100]),
-            literal(purpose),
-            literal(tokens),
-            literal(0),
-            literal(float(seconds)),
-            literal(chars),
-            literal(self.clock(), Usage.created_at.type),
-        ).where(exists().where(Learner.id == learner_id))
-        names = ["learner_id", "model", "purpose", "input_tokens", "output_tokens"]
-        names += ["audio_seconds", "speech_chars", "created_at"]
+        call = _Call(model[:100], tokens, 0)
+        billed_by = {"audio_seconds": float(seconds), "speech_chars": chars}
         with contextlib.suppress(IntegrityError), self.single.begin() as connection:
-            connection.execute(insert(Usage).from_select(names, row))
+            connection.execute(_usage_insert(learner_id, purpose, call, self.clock, billed_by))
 
     def audio_usage(self, learner_id: int) -> dict[str, tuple[float, int]]:
         """Per purpose: (seconds heard, characters spoken) by the learner's audio calls."""
@@ -135,16 +125,25 @@ class _Call(NamedTuple):
     output_tokens: int
 
 
-def _usage_insert(learner_id: int, purpose: str, call: BilledCall, clock: Clock) -> Any:
-    """The INSERT of one call's usage row, which inserts nothing once the learner is gone."""
+def _usage_insert(
+    learner_id: int,
+    purpose: str,
+    call: BilledCall,
+    clock: Clock,
+    billed_by: dict[str, float | int] | None = None,
+) -> Any:
+    """The INSERT of one call's usage row, which inserts nothing once the learner is gone.
+    `billed_by`: an audio call's `audio_seconds` or `speech_chars`."""
+    extra = billed_by or {}
     return insert(Usage).from_select(
-        ["learner_id", "model", "purpose", "input_tokens", "output_tokens", "created_at"],
+        ["learner_id", "model", "purpose", "input_tokens", "output_tokens", *extra, "created_at"],
         select(
             literal(learner_id),
             literal(call.model),
             literal(purpose),
             literal(call.input_tokens),
             literal(call.output_tokens),
+            *(literal(value) for value in extra.values()),
             literal(clock(), Usage.created_at.type),
         ).where(exists().where(Learner.id == learner_id)),
     )
