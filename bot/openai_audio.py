@@ -17,7 +17,7 @@ import openai
 from bot.audio import UnreadableAudio, inspect
 from bot.llm_answers import error_words
 from bot.logs import OnceLog
-from bot.openai_chat import openai_client
+from bot.openai_chat import openai_client, unreachable
 from bot.settings import LLMSettings, VoiceSettings
 from bot.voice import Speech, Transcript
 from memory.llm import LLMError, Misconfigured, Outage, Unusable
@@ -202,9 +202,7 @@ class _Errors:
         """The LLMError for a request that got no answer at all."""
         log.warning("Audio %s call failed: %s", self.task, type(exc).__name__)
         advice = None
-        if isinstance(exc, openai.APIConnectionError) and not isinstance(
-            exc, openai.APITimeoutError
-        ):
+        if unreachable(exc):
             advice = (
                 f"Pam cannot reach the audio server at {self._base_url()}: is it running, and "
                 "is PAM_AUDIO_BASE_URL (or OPENAI_BASE_URL) right?"

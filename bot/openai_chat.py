@@ -308,9 +308,7 @@ class OpenAIChatModel:
         """The LLMError for a request that got no answer at all."""
         log.warning("LLM %s call failed: %s", purpose, type(exc).__name__)
         advice = None
-        if isinstance(exc, openai.APIConnectionError) and not isinstance(
-            exc, openai.APITimeoutError
-        ):
+        if unreachable(exc):
             advice = (
                 f"Pam cannot reach the LLM server at {self._base_url()}: is it running, "
                 "and is OPENAI_BASE_URL right?"
@@ -331,6 +329,14 @@ def _completion(text: str, usage: Usage, billed: list[Usage], *, truncated: bool
         usage.output_tokens,
         truncated=truncated,
         billed=tuple(billed),
+    )
+
+
+def unreachable(exc: openai.APIError) -> bool:
+    """Whether a request found no server at all (a connection that failed, not one that timed
+    out): the base URL is likely wrong, or the server down, and an operator should look."""
+    return isinstance(exc, openai.APIConnectionError) and not isinstance(
+        exc, openai.APITimeoutError
     )
 
 
