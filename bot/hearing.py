@@ -137,12 +137,12 @@ class Hearing:
         if note.seconds is not None and note.seconds > settings.voice_max_seconds:
             return self._too_long(note.seconds, language)
         if note.size is not None and note.size > settings.voice_max_bytes:
-            return NotHeard("too big", self._too_long_said(language), note.seconds)
+            return self._too_big(note, language)
         started = time.monotonic()
         try:
             audio = fetcher.fetch_voice(note, settings.voice_max_bytes)
         except VoiceTooLarge:
-            return NotHeard("too big", self._too_long_said(language), note.seconds)
+            return self._too_big(note, language)
         except VoiceRefused as exc:
             log.warning("voice note refused learner=%s: %s", learner_id, exc)
             return NotHeard("could not be fetched", _said(phrases.VOICE_UNREADABLE, language))
@@ -186,6 +186,9 @@ class Hearing:
     def _too_long_said(self, language: str | None) -> str:
         minutes = max(1, self.settings.voice_max_seconds // 60)
         return _said(phrases.VOICE_TOO_LONG, language).format(minutes=minutes)
+
+    def _too_big(self, note: VoiceNote, language: str | None) -> NotHeard:
+        return NotHeard("too big", self._too_long_said(language), note.seconds)
 
     def _too_long(self, seconds: float, language: str | None) -> NotHeard:
         return NotHeard("too long", self._too_long_said(language), seconds)

@@ -6,21 +6,17 @@ process serves to an unauthenticated GET, while a tampered link is refused."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import requests
 
 from loopback.harness import (
-    postgres_schema,
-    sqlite_url,
     wait_for,
 )
 from loopback.openai_server import OpenAIServer
 from loopback.telegram_server import TelegramServer
 from loopback.twilio_server import TwilioServer, sign
-from tests.conftest import PG_URL
 from tests.helpers.channels import channel_services
 from tests.support import forged
 from tests.webhooks.telegram import updates
@@ -31,16 +27,6 @@ pytestmark = pytest.mark.slow
 SECRET = "pam-progress-webhook-secret"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 WAIT = 60.0
-
-
-@pytest.fixture
-def database(tmp_path: Path) -> Iterator[str]:
-    """Postgres when the tests have one (a schema of this test's own), else a SQLite file."""
-    if PG_URL:
-        with postgres_schema(PG_URL) as url:
-            yield url
-    else:
-        yield sqlite_url(tmp_path)
 
 
 def test_progress_is_a_telegram_photo_and_a_whatsapp_media_link_the_web_serves(

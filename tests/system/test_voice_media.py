@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,15 +19,12 @@ import requests
 from bot import phrases
 from loopback.audio_samples import sample
 from loopback.harness import (
-    postgres_schema,
-    sqlite_url,
     wait_for,
 )
 from loopback.local_server import Answer, LocalServer
 from loopback.openai_server import OpenAIServer
 from loopback.telegram_server import TOKEN, TelegramServer
 from loopback.twilio_server import ACCOUNT_SID, AUTH_TOKEN, MediaCDN, TwilioServer, sign
-from tests.conftest import PG_URL
 from tests.helpers.channels import channel_services
 from tests.support import forged
 from tests.webhooks.telegram import updates
@@ -51,16 +47,6 @@ class Elsewhere(LocalServer):
     def respond(self, path: str, content_type: str, raw: bytes) -> Answer:
         self.paths.append(path)
         return 200, {"Content-Type": "audio/ogg"}, sample("voice.ogg")
-
-
-@pytest.fixture
-def database(tmp_path: Path) -> Iterator[str]:
-    """Postgres when the tests have one (a schema of this test's own), else a SQLite file."""
-    if PG_URL:
-        with postgres_schema(PG_URL) as url:
-            yield url
-    else:
-        yield sqlite_url(tmp_path)
 
 
 def _telegram(base: str, body: dict[str, Any]) -> None:
