@@ -315,15 +315,18 @@ def test_an_unknown_model_learns_what_it_refuses_once_per_process(
     assert "max_tokens" not in accepted and "temperature" not in accepted
     assert first.billed == ()  # a 400 is not billed
     learned = [r.getMessage() for r in caplog.records if "learned" in r.getMessage()]
+    at = openai_reasoning_server.base_url
     assert learned == [
-        "LLM model my-reasoning-deployment refuses max_tokens; sending max_completion_tokens "
-        "(learned once per process; the server said: unsupported_parameter Unsupported "
-        "parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' "
-        "instead.)",
-        "LLM model my-reasoning-deployment refuses temperature; leaving it out (learned once "
-        "per process; the server said: unsupported_value Unsupported value: 'temperature' "
-        "does not support 0.7 with this model. Only the default (1) value is supported.)",
+        f"LLM model my-reasoning-deployment at {at} refuses max_tokens; sending "
+        "max_completion_tokens (learned once per process; the server said (400): "
+        "unsupported_parameter Unsupported parameter: 'max_tokens' is not supported with this "
+        "model. Use 'max_completion_tokens' instead.)",
+        f"LLM model my-reasoning-deployment at {at} refuses temperature; leaving it out "
+        "(learned once per process; the server said (400): unsupported_value Unsupported "
+        "value: 'temperature' does not support 0.7 with this model. Only the default (1) "
+        "value is supported.)",
     ]
+    assert all(r.levelno == logging.WARNING for r in caplog.records if "learned" in r.message)
 
     second = complete(model, "summary", name="my-reasoning-deployment")
 
