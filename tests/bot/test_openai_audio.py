@@ -13,15 +13,10 @@ from typing import Any
 import openai
 import pytest
 
-from bot.openai_audio import (
-    OpenAISpeaker,
-    OpenAITranscriber,
-    audio_client,
-    read_transcript,
-    without_silence,
-)
+from bot.openai_audio import OpenAISpeaker, OpenAITranscriber, audio_client
 from bot.openai_chat import openai_client
 from bot.settings import LLMSettings, VoiceSettings
+from bot.transcripts import read_transcript, without_silence
 from loopback.audio_samples import sample
 from loopback.llm_shapes import encoded
 from loopback.openai_server import HEARD, Fault, OpenAIServer
