@@ -140,7 +140,7 @@ def read_error(status: int, body: object) -> ServerError:
     parsed = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
     found: dict[str, Any] = {"message": "", "fields": []}
     _walk(parsed, found, depth=0)
-    message = found["message"]
+    message = found["message"][:20_000]  # a page of traceback is not read to its end
     if not found["fields"] and "'loc'" in message:
         message = _from_repr(message, found)
     message = " ".join(message.split())[:MESSAGE_CHARS]
@@ -262,7 +262,9 @@ def _validation_errors(items: list[Any], found: dict[str, Any]) -> None:
     for item in items[:8]:
         if not isinstance(item, dict):
             continue
-        loc = [str(part) for part in item.get("loc") or [] if isinstance(part, str | int)]
+        where = item.get("loc")
+        parts = where if isinstance(where, list | tuple) else []
+        loc = [str(part) for part in parts if isinstance(part, str | int)]
         field = _field(loc)
         if field:
             found["fields"].append(field)

@@ -8,6 +8,8 @@ import re
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bot.llm_errors import Verdict, classify, read_error, refuses
 from bot.llm_requests import STRUCTURED_WORDS
@@ -203,3 +205,29 @@ def test_a_refusal_outranks_the_status_but_not_a_wrong_model() -> None:
     assert classify(llama) == Verdict("outage")  # had the caller found nothing sent
     wrong_model = read_error(400, errors.FASTKOKORO_UNSUPPORTED_MODEL)
     assert classify(wrong_model, refused=True) == Verdict("misconfigured", "model")
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=40),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(["error", "detail", "message", "msg", "loc", "code", "param", "type"])
+            | st.text(max_size=8),
+            inner,
+            max_size=5,
+        )
+    ),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(status=st.integers(min_value=400, max_value=599), body=JSON | st.binary(max_size=200))
+def test_any_body_is_read_without_failing(status: int, body: object) -> None:
+    # A server's error is untrusted input: whatever it is, it is read, never raised on.
+    error = read_error(status, body)
+
+    assert "\n" not in error.message and len(error.message) <= 300
+    assert classify(error).kind in ("refused", "misconfigured", "outage", "rejected")
+    assert refuses(error, SENT, ("response_format", "tools")) in (None, "response_format", "tools")

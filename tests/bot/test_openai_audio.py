@@ -12,11 +12,13 @@ from typing import Any
 
 import openai
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bot.openai_audio import OpenAISpeaker, OpenAITranscriber, audio_client
 from bot.openai_chat import openai_client
 from bot.settings import LLMSettings, VoiceSettings
-from bot.transcripts import read_transcript, without_silence
+from bot.transcripts import is_silence, read_transcript, without_silence
 from loopback.audio_samples import sample
 from loopback.llm_shapes import encoded
 from loopback.openai_server import HEARD, Fault, OpenAIServer
@@ -638,3 +640,36 @@ def test_known_sentences_of_silence_are_silence(text: str) -> None:
 def test_a_sentence_that_only_contains_one_of_them_is_speech() -> None:
     said = "Y luego dije: thanks for watching!"
     assert without_silence(said) == said
+
+
+SCORE = st.none() | st.floats() | st.integers() | st.text(max_size=6) | st.booleans()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    segments=st.lists(
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "text": st.text(max_size=20) | st.none(),
+                "no_speech_prob": SCORE,
+                "avg_logprob": SCORE,
+                "compression_ratio": SCORE,
+                "temperature": SCORE,
+            },
+        ),
+        max_size=5,
+    ),
+    text=st.text(max_size=20) | st.none(),
+)
+def test_any_verbose_answer_is_read_without_failing(
+    segments: list[dict[str, Any]], text: str | None
+) -> None:
+    # A server's answer is untrusted input: read, never raised on; the words it keeps are
+    # the answer's own.
+    body = encoded({"text": text, "segments": segments})
+
+    heard = read_transcript(body, "application/json")
+
+    spoken = "".join(s.get("text") or "" for s in segments if not is_silence(s))
+    assert heard in (None, text, spoken)
