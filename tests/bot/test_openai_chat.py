@@ -472,6 +472,28 @@ def test_a_refusal_in_a_500_steps_down_once_and_tells_the_operator_once(
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 
+def test_a_llama_cpp_python_server_answers_the_learner_through_the_runtime(
+    database_url: str,
+) -> None:
+    # Issue 26: every learner message got "Perdona, ahora mismo estoy un poco espeso".
+    with OpenAIServer(reject=refuse_like_llama_cpp_python) as server:
+        settings = Settings(
+            database_url=database_url,
+            llm={"base_url": server.base_url, "api_key": "k", "max_retries": 0},
+        )
+        pam = build(settings, submit=lambda work: work())
+        try:
+            user = unique_user("lena")
+            first = pam.tutor.handle(user, "Hola, yo es Lena")
+            second = pam.tutor.handle(user, "Trabajo en un hospital")
+        finally:
+            pam.close(0)
+        modes = [r.get("response_format", {}).get("type") for r in server.of("reply")]
+
+    assert first == [shown_reply(2)] and second == [shown_reply(3)]
+    assert modes == ["json_schema", "json_object", "json_object"]
+
+
 def test_a_500_without_a_refusal_is_still_an_outage_and_teaches_nothing(
     server: OpenAIServer, make_model: ModelFactory
 ) -> None:
