@@ -60,6 +60,9 @@ SECRET = "pam-memory-bench"
 ANSWER_TIMEOUT = 120.0  # a cold /progress or a first reply on a slow machine
 # The issue's budget: a worker and its memory-jobs child, and one gunicorn worker, on a
 # 512 MB machine with room to spare.
+# Chat turns after which a summary fold and a profile update are due (600-token trigger, a
+# profile every 5 messages: the defaults).
+JOB_TURNS = 8
 BUDGET_MB = {"worker + memory jobs": 300, "one web worker": 150}
 OUTBOUND = ("sendMessage", "sendPhoto", "sendVoice")
 FIGURES = {"VmRSS": "rss_mb", "VmHWM": "peak_mb", "Pss": "pss_mb"}
@@ -164,8 +167,16 @@ CHAT = (
 )
 
 
-def converse(learner: Learner, chat_turns: int, say: Progress) -> int:
-    """The scripted conversation; returns how many steps it took."""
+def jobs_ran(llm: OpenAIServer) -> bool:
+    """Whether the memory-jobs child has folded a summary and learned a profile."""
+    return bool(llm.of("summary")) and bool(llm.of("profile"))
+
+
+def converse(
+    learner: Learner, chat_turns: int, say: Progress, after_chat: Callable[[], None]
+) -> int:
+    """The scripted conversation (`after_chat` runs after its chat turns); returns how many
+    steps it took."""
     steps = 0
 
     def step(label: str, answers: int = 1, **content: Any) -> None:
@@ -179,6 +190,7 @@ def converse(learner: Learner, chat_turns: int, say: Progress) -> int:
     step("/level B1", text="/level B1")
     for turn in range(chat_turns):
         step(f"chat turn {turn + 1}", text=CHAT[turn % len(CHAT)])
+    after_chat()
     for command in ("/profile", "/review", "/progress"):
         step(command, text=command)
     step("/voice on", text="/voice on")
@@ -222,8 +234,9 @@ def figures(web: int, worker: int) -> dict[str, Any]:
         "web master": resident(web),
         **{f"web worker {n + 1}": resident(pid) for n, pid in enumerate(web_workers)},
     }
-    pair = [resident(worker), *(resident(pid) for pid in jobs)]
-    web_sizes = [resident(pid) for pid in web_workers] or [dict.fromkeys(FIGURES.values(), 0.0)]
+    pair = [sizes for name, sizes in processes.items() if not name.startswith("web")]
+    web_sizes = [sizes for name, sizes in processes.items() if name.startswith("web worker")]
+    web_sizes = web_sizes or [dict.fromkeys(FIGURES.values(), 0.0)]
     return {
         "processes": processes,
         "worker + memory jobs": {key: sum(p[key] for p in pair) for key in FIGURES.values()},
@@ -272,7 +285,12 @@ def run(chat_turns: int, database_url: str | None, help_runs: int, say: Progress
         first_reply = time.perf_counter() - started
         say(f"first reply after {first_reply:.1f} s; the conversation begins")
 
-        steps = converse(learner, chat_turns, say)
+        def after_chat() -> None:
+            if chat_turns >= JOB_TURNS:  # measured after the child has worked, not before
+                say("waiting for the memory jobs (a summary fold and a profile update)")
+                wait_for(lambda: jobs_ran(llm), ANSWER_TIMEOUT, "the memory jobs", poll=0.5)
+
+        steps = converse(learner, chat_turns, say, after_chat)
         wait_for(lambda: bool(children(web.popen.pid)), 10, "gunicorn's workers")
         group.assert_alive()
         memory = figures(web.popen.pid, worker.popen.pid)
