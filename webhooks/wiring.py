@@ -33,9 +33,7 @@ from webhooks.api import CHANNEL as API
 from webhooks.api.sender import ApiCallbackSender
 from webhooks.charts import SignedLinks
 from webhooks.telegram import CHANNEL as TELEGRAM
-from webhooks.telegram.client import TelegramClient
 from webhooks.whatsapp import CHANNEL as WHATSAPP
-from webhooks.whatsapp.sender import TwilioSender
 
 log = logging.getLogger(__name__)
 
@@ -191,6 +189,11 @@ def build(
 
 def senders(settings: Settings) -> dict[str, Sender]:
     """One sender per channel that has its outbound configuration."""
+    # The channels' SDKs are imported here, by the processes that send: the memory-jobs
+    # process builds Pam too, and python-telegram-bot alone would cost it some 17 MB.
+    from webhooks.telegram.client import TelegramClient
+    from webhooks.whatsapp.sender import TwilioSender
+
     built: dict[str, Sender] = {}
     if settings.api.token and settings.api.callback_url:
         built[API] = ApiCallbackSender(settings.api.callback_url, settings.api.token)
