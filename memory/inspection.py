@@ -9,6 +9,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 
+from memory.claims import CLAIMED, PENDING
 from memory.db import Tables
 from memory.models import InboxItem, Learner, MemoryJob, Message, OutboxItem
 from memory.records import LEARNER_TABLES
@@ -56,6 +57,16 @@ _ENTRY = select(
 )
 
 
+@dataclass(frozen=True)
+class QueueState:
+    """How much of a queue is waiting: items pending and claimed, and when the oldest of
+    them came in (None when none waits)."""
+
+    pending: int
+    claimed: int
+    oldest_at: datetime | None
+
+
 def _entry(row: Any) -> LearnerEntry:
     return LearnerEntry(
         id=row.id,
@@ -97,6 +108,22 @@ class Inspection(Tables):
                 _ENTRY.where(Learner.id > after).order_by(Learner.id).limit(limit)
             )
             return [_entry(row) for row in rows]
+
+    def queue_state(self, queue: type[InboxItem] | type[OutboxItem]) -> QueueState:
+        """The inbox's or the outbox's waiting items (read through their partial indexes of
+        unfinished items: the finished ones, however many, are not read)."""
+        arrived = InboxItem.received_at if queue is InboxItem else OutboxItem.created_at
+        unfinished = queue.status.in_((PENDING, CLAIMED))
+        with self.single.connect() as connection:
+            counts = dict(
+                connection.execute(
+                    select(queue.status, func.count()).where(unfinished).group_by(queue.status)
+                ).all()
+            )
+            oldest = connection.execute(
+                select(arrived).where(unfinished).order_by(queue.id).limit(1)
+            ).scalar_one_or_none()
+        return QueueState(int(counts.get(PENDING, 0)), int(counts.get(CLAIMED, 0)), oldest)
 
     def job_states(self, learner_id: int) -> list[dict[str, Any]]:
         """The learner's memory-job coordination rows (for operators)."""
