@@ -136,9 +136,9 @@ def exported(families: Families) -> Iterator[Metric]:
 
 
 def _order(item: tuple[tuple[str, tuple[tuple[str, str], ...]], float]) -> Any:
-    """Samples grouped by labels, a histogram's buckets by their bound (as Prometheus wants
-    them: `le` in increasing order, +Inf last)."""
+    """Samples grouped by labels, a histogram's buckets first and by their bound (as the text
+    format wants them: `le` increasing, +Inf last), then its _count and _sum."""
     (sample, labels), _ = item
     rest = tuple(pair for pair in labels if pair[0] != "le")
     bound = next((float(value) for key, value in labels if key == "le"), 0.0)
-    return rest, sample.endswith("_bucket") is False, bound, sample
+    return rest, not sample.endswith("_bucket"), bound, sample
