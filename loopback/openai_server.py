@@ -50,6 +50,31 @@ class AudioRequest:
 HEARD = "Ayer fui al mercado con mi hermana y compramos fruta."
 
 
+def verbose_transcription(text: str, seconds: float = 3.0) -> dict[str, Any]:
+    """A verbose_json transcription of speech saying `text`: OpenAI's shape (the API
+    reference's verbose_json object; openai-python types/audio/transcription_verbose.py), one
+    segment with the scores faster-whisper gives a clear voice."""
+    segment = {
+        "id": 0,
+        "seek": 0,
+        "start": 0.0,
+        "end": seconds,
+        "text": f" {text}",
+        "tokens": [50364, 10059, 50514],
+        "temperature": 0.0,
+        "avg_logprob": -0.24,
+        "compression_ratio": 1.1,
+        "no_speech_prob": 0.02,
+    }
+    return {
+        "task": "transcribe",
+        "language": "spanish",
+        "duration": seconds,
+        "text": text,
+        "segments": [segment] if text else [],
+    }
+
+
 def task_of(body: dict[str, Any]) -> str:
     """Which Pam task a chat-completions request is for: reply, summary or profile."""
     system = next((m["content"] for m in body.get("messages", []) if m["role"] == "system"), "")
@@ -193,7 +218,9 @@ class OpenAIServer(LocalServer):
             return scripted
         if request.path.endswith("/audio/speech"):
             return 200, {"Content-Type": "audio/ogg"}, sample("voice.ogg")
-        return 200, {}, json.dumps({"text": self.heard}, ensure_ascii=False).encode()
+        if request.fields.get("response_format") == "verbose_json":
+            return 200, {}, encoded(verbose_transcription(self.heard))
+        return 200, {}, encoded({"text": self.heard})
 
     def complete(self, path: str, body: dict[str, Any]) -> Answer:
         """Answer one chat-completions request."""

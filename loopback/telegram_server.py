@@ -90,6 +90,11 @@ class TelegramServer(LocalServer):
         self.downloads: list[str] = []  # the path of every file download asked for
         self.lock = threading.Lock()
         self.message_ids = 1000
+        # What getWebhookInfo reports: the URL setWebhook registered, and what a test says
+        # Telegram met delivering to it (the last error, the updates waiting).
+        self.webhook_url = ""
+        self.webhook_error: str | None = None
+        self.webhook_pending = 0
         super().__init__()
 
     def add_file(
@@ -133,6 +138,21 @@ class TelegramServer(LocalServer):
             body = {"ok": False, "error_code": 404, "description": "Not Found"}
             return 404, {}, json.dumps(body).encode()
         return 200, {"Content-Type": "application/octet-stream"}, found.data
+
+    def webhook_info(self) -> dict[str, Any]:
+        """getWebhookInfo's WebhookInfo, with the fields the Bot API documents."""
+        with self.lock:
+            info: dict[str, Any] = {
+                "url": self.webhook_url,
+                "has_custom_certificate": False,
+                "pending_update_count": self.webhook_pending,
+            }
+            if self.webhook_url:
+                info["max_connections"] = 40
+            if self.webhook_error:
+                info["last_error_date"] = int(time.time()) - 60
+                info["last_error_message"] = self.webhook_error
+        return info
 
     def fail_next(self, *failures: Failure) -> None:
         with self.lock:
@@ -219,6 +239,16 @@ class TelegramServer(LocalServer):
                 "photo": [photo | {"width": 1000, "height": 1200, "file_size": size}],
                 "caption": params.get("caption", ""),
             }
+        if method == "setWebhook":
+            with self.lock:
+                self.webhook_url = str(params.get("url") or "")
+            return True
+        if method == "deleteWebhook":
+            with self.lock:
+                self.webhook_url = ""
+            return True
+        if method == "getWebhookInfo":
+            return self.webhook_info()
         if method == "getUpdates":
             offset = int(params.get("offset") or 0)
             with self.lock:

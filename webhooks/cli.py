@@ -118,6 +118,7 @@ READS: dict[str, tuple[str, ...]] = {
     "telegram": (*WORKER, "TELEGRAM_WEBHOOK_SECRET"),
     "telegram set-webhook": (*TELEGRAM, "TELEGRAM_WEBHOOK_SECRET", "PAM_PUBLIC_URL"),
     "telegram delete-webhook": TELEGRAM,
+    "telegram status": (*TELEGRAM, "PAM_PUBLIC_URL"),
     "memory-jobs": (*DATABASE, *LLM, *MEMORY),
     "db": ("DATABASE_URL", "PAM_LOG_LEVEL"),
     "db upgrade": ("DATABASE_URL", "PAM_LOG_LEVEL"),
@@ -327,6 +328,22 @@ def delete_webhook() -> None:
     Use it to move a bot from a deployment back to development polling.
     """
     sys.exit(services.run_telegram("delete-webhook"))
+
+
+@telegram.command(
+    "status",
+    short_help="where Telegram delivers updates, and what is wrong if they do not arrive",
+    epilog=epilog("telegram status", "pam telegram status", "heroku run pam telegram status"),
+)
+def status() -> None:
+    """Ask Telegram where it delivers the bot's updates, how many wait, and its last delivery
+    error, and say what that error means for Pam (a wrong secret, a web process that is down,
+    no webhook set).
+
+    Use it when the bot is silent after a deploy. Exits with status 0 when updates reach the
+    webhook, 1 when they do not.
+    """
+    sys.exit(services.run_telegram("status"))
 
 
 @cli.command(

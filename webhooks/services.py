@@ -21,6 +21,7 @@ from webhooks.startup import SETUP_HELP, build_or_exit, fail, load_settings
 if TYPE_CHECKING:
     from bot.runtime import Pam
     from bot.worker import Worker
+    from webhooks.telegram.client import TelegramClient
 
 log = logging.getLogger("pam.services")
 # How long a thread computing in Python keeps others waiting for the GIL (Python's default
@@ -267,8 +268,8 @@ def run_serve(host: str, port: int | None) -> int:
 
 def run_telegram(action: str | None, url: str | None = None) -> int:
     """`pam telegram`: long polling (`action` None), or `set-webhook` (to `url`, else
-    $PAM_PUBLIC_URL/telegram/webhook) or `delete-webhook`; exit 2 naming only what is missing
-    or wrong, before anything is sent to Telegram."""
+    $PAM_PUBLIC_URL/telegram/webhook), `delete-webhook` or `status`; exit 2 naming only what
+    is missing or wrong, before anything is sent to Telegram."""
     from webhooks.telegram.client import TelegramClient
 
     settings = load_settings()
@@ -306,6 +307,8 @@ def run_telegram(action: str | None, url: str | None = None) -> int:
             )
     client = TelegramClient(settings.telegram.bot_token, settings.telegram.api_url)
     try:
+        if action == "status":
+            return telegram_status(client, settings)
         if url is not None:
             assert settings.telegram.webhook_secret is not None
             client.set_webhook(url, settings.telegram.webhook_secret)
@@ -319,6 +322,19 @@ def run_telegram(action: str | None, url: str | None = None) -> int:
     finally:
         client.close()
     return 0
+
+
+def telegram_status(client: TelegramClient, settings: Settings) -> int:
+    """Print what Telegram says of the bot's webhook and what to do about it; 0 when updates
+    reach the webhook, 1 when they do not."""
+    from webhooks.telegram.status import report
+
+    public = settings.web.public_url
+    expected = f"{public.rstrip('/')}/telegram/webhook" if public else None
+    lines, ok = report(client.webhook_state(), client.username(), expected)
+    for line in lines:
+        print(f"pam: {line}")
+    return 0 if ok else 1
 
 
 def poll_telegram(settings: Settings) -> int:

@@ -34,6 +34,9 @@ MESSAGES_RECEIVED = Counter(
     registry=WEB_METRICS,
 )
 
+# How often a channel's refused webhook requests are said in the log, at most.
+REFUSAL_LOG_SECONDS = 60.0
+
 
 @dataclass
 class WebContext:
@@ -47,6 +50,7 @@ class WebContext:
     on_inbound: Callable[[], None]
     _telegram: TelegramClient | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _refusals_said: dict[str, float] = field(default_factory=dict)
 
     def telegram(self) -> TelegramClient:
         """The Telegram client of this process, made on first use (only its identity is
@@ -58,6 +62,19 @@ class WebContext:
                     self.settings.telegram.bot_token, self.settings.telegram.api_url
                 )
             return self._telegram
+
+    def refused(self, channel: str, why: str, advice: str) -> None:
+        """Warn that a channel's webhook refused a request as not the platform's own, at most
+        once a minute per channel: after a changed secret every delivery is refused, and the
+        operator needs one line saying which setting to look at, not one per retry (nor a
+        full log when someone probes the route)."""
+        now = time.monotonic()
+        with self._lock:
+            last = self._refusals_said.get(channel)
+            if last is not None and now - last < REFUSAL_LOG_SECONDS:
+                return
+            self._refusals_said[channel] = now
+        log.warning("%s webhook refused a request (%s): %s", channel, why, advice)
 
     def close(self) -> None:
         """Release what this process opened (the Telegram client: connections, event loops)."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import pytest
@@ -16,20 +16,26 @@ from sqlalchemy import Engine, select
 from bot import phrases
 from bot.channels import Audio, VoiceRefused, VoiceTooLarge, VoiceUnavailable
 from bot.hearing import HEARD_MARK, SPEECH, TRANSCRIPTION
+from bot.openai_audio import OpenAITranscriber
+from bot.openai_chat import openai_client
 from bot.prompt import SPOKEN_RULE
 from bot.runtime import Pam
 from bot.settings import Settings
 from bot.tutor import ModelUnavailable, Turn
-from bot.voice import Speech, Transcript
+from bot.voice import Speech, Transcriber, Transcript
 from bot.worker import Worker
 from loopback.audio_samples import sample
+from loopback.llm_shapes import encoded
+from loopback.openai_server import Fault, OpenAIServer
 from memory.llm import Misconfigured, Outage, Unusable
 from memory.messages import VOICE, Inbound, Sent, VoiceNote
 from memory.models import Usage
 from memory.records import LEARNER, PAM, LearnerInfo
 from tests.conftest import unique_user
+from tests.error_shapes import FASTER_WHISPER_SERVER_UNKNOWN_MODEL
 from tests.fakes import FakeChatModel, reply_json
 from tests.support import RecordingSender
+from tests.transcription_shapes import NOISE
 from webhooks.wiring import build
 
 SAID = "Ayer yo es muy cansado, pero fui al cine."
@@ -124,7 +130,7 @@ def voice_pam(
     settings: Settings,
     engine: Engine,
     model: FakeChatModel,
-    transcriber: FakeTranscriber,
+    transcriber: Transcriber,
     speaker: FakeSpeaker,
     **knobs: object,
 ) -> Pam:
@@ -611,3 +617,55 @@ def test_the_worker_hears_a_note_and_sends_the_spoken_reply_after_the_text(
     assert not worker.inbox.accept(note), "a redelivered note is not heard again"
     worker.drain()
     assert len(transcriber.calls) == 1 and len(channel.voices) == 1
+
+
+# -- through the real SDK and the loopback audio API -------------------------------------------
+
+
+@pytest.fixture
+def loopback_transcriber() -> Iterator[tuple[OpenAIServer, OpenAITranscriber]]:
+    """A Whisper model's transcriber on the real openai SDK, against the loopback server."""
+    with OpenAIServer() as server, openai_client("k", server.base_url, 5.0, 0) as client:
+        yield server, OpenAITranscriber(client, "whisper-1")
+
+
+def test_noise_whisper_wrote_words_for_is_answered_as_silence(
+    settings: Settings,
+    engine: Engine,
+    fake_model: FakeChatModel,
+    speaker: FakeSpeaker,
+    fetcher: FakeFetcher,
+    loopback_transcriber: tuple[OpenAIServer, OpenAITranscriber],
+) -> None:
+    # Issue 26: Pam showed 🎙 “y” and replied to it.
+    server, transcriber = loopback_transcriber
+    pam = voice_pam(settings, engine, fake_model, transcriber, speaker)
+    user, learner = spanish_learner(pam)
+    server.answer_next(NOISE)
+
+    _answered_with(hear(pam, user, fetcher), phrases.VOICE_SILENT)
+    _kept_untranscribed(pam, learner.id, "silence")
+    assert fake_model.of("reply") == []
+    assert server.audio_requests[0].fields["response_format"] == "verbose_json"
+
+
+def test_an_unknown_transcription_model_is_the_operators_to_fix_not_the_learners(
+    settings: Settings,
+    engine: Engine,
+    fake_model: FakeChatModel,
+    speaker: FakeSpeaker,
+    fetcher: FakeFetcher,
+    loopback_transcriber: tuple[OpenAIServer, OpenAITranscriber],
+) -> None:
+    # Issue 26: a wrong model setting asked the learner to record again.
+    server, transcriber = loopback_transcriber
+    pam = voice_pam(settings, engine, fake_model, transcriber, speaker)
+    user, _ = spanish_learner(pam)
+    body = encoded(FASTER_WHISPER_SERVER_UNKNOWN_MODEL)
+    server.fail_next(Fault(status=400, body=body))
+
+    turn = hear(pam, user, fetcher)
+
+    assert turn.replies == [phrases.VOICE_FAILED["Spanish"]]
+    assert turn.replies != [phrases.VOICE_UNREADABLE["Spanish"]]
+    assert turn.problem is not None and "PAM_TRANSCRIPTION_MODEL" in turn.problem

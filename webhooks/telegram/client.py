@@ -9,6 +9,7 @@ from typing import Any
 
 from webhooks.telegram.media import VoiceDownloads
 from webhooks.telegram.sender import TelegramSender
+from webhooks.telegram.status import WebhookState
 
 # Telegram holds a long poll open for `timeout` seconds; the read may take this much longer.
 POLL_READ_MARGIN_SECONDS = 10
@@ -53,6 +54,16 @@ class TelegramClient(TelegramSender, VoiceDownloads):
 
         self._run(self.bot.set_webhook(url, secret_token=secret, allowed_updates=UPDATE_TYPES))
         self._run(self.bot.set_my_commands([BotCommand(n, d) for n, d in COMMANDS]))
+
+    def webhook_state(self) -> WebhookState:
+        """What Telegram says of the bot's webhook (getWebhookInfo)."""
+        info = self._run(self.bot.get_webhook_info())
+        return WebhookState(
+            url=str(info.url or ""),
+            pending=int(info.pending_update_count or 0),
+            last_error_at=info.last_error_date,
+            last_error=info.last_error_message,
+        )
 
     def delete_webhook(self) -> None:
         """Remove the webhook, so long polling can be used."""

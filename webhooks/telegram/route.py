@@ -49,6 +49,12 @@ def webhook() -> ResponseReturnValue:
         return jsonify(error="Not Found", detail="no such endpoint"), 404
     given = request.headers.get(SECRET_HEADER, "")
     if not hmac.compare_digest(given.encode(), secret.encode()):
+        context.refused(
+            CHANNEL,
+            "wrong or missing secret token",
+            "TELEGRAM_WEBHOOK_SECRET must be the secret `pam telegram set-webhook` registered; "
+            "run it again after changing the secret",
+        )
         return jsonify(error="Forbidden", detail="wrong or missing secret token"), 403
     payload = json_body()
     try:

@@ -12,7 +12,7 @@ from flask.typing import ResponseReturnValue
 from webhooks.web import accept, web
 from webhooks.whatsapp import CHANNEL
 from webhooks.whatsapp.payload import inbound_from_form
-from webhooks.whatsapp.signature import signed
+from webhooks.whatsapp.signature import called_base, signed
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +27,12 @@ def _guard() -> ResponseReturnValue | None:
     if request.mimetype != "application/x-www-form-urlencoded":
         return jsonify(error="Unsupported Media Type", detail="Twilio posts forms"), 415
     if not signed():
+        web().refused(
+            CHANNEL,
+            "missing or invalid X-Twilio-Signature",
+            f"checked with TWILIO_AUTH_TOKEN against {called_base()}; the signature covers "
+            "the URL Twilio calls, so set PAM_PUBLIC_URL to your app's public https URL",
+        )
         return jsonify(error="Forbidden", detail="missing or invalid X-Twilio-Signature"), 403
     return None
 

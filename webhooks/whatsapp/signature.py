@@ -20,6 +20,11 @@ def called_url() -> str:
     return f"{request.scheme}://{request.host}{path}"
 
 
+def called_base() -> str:
+    """The URL Twilio called, without its query string: what the log may name."""
+    return called_url().split("?", 1)[0]
+
+
 def signed() -> bool:
     """Whether the request carries Twilio's valid X-Twilio-Signature for the URL it called."""
     from twilio.request_validator import RequestValidator, get_signature_algorithm

@@ -652,3 +652,17 @@ def test_a_group_mention_is_recognised_and_only_it_is_removed(
     assert response.get_json() == {"status": "accepted"}
     [item] = inbox_items(engine)
     assert (item.kind, item.text) == ("text", expected)
+
+
+@sqlite_only
+def test_a_refused_secret_is_said_once_a_minute_naming_the_setting(
+    client: FlaskClient, engine: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    me = u.learner()
+    with caplog.at_level(logging.WARNING, logger="webhooks.web"):
+        for n in range(3):
+            assert post_update(client, u.text(me, f"Hola {n}"), secret="stale").status_code == 403
+    said = [r.getMessage() for r in caplog.records if "webhook refused" in r.getMessage()]
+    assert len(said) == 1, "once a minute, not once per retry"
+    assert "TELEGRAM_WEBHOOK_SECRET" in said[0] and "set-webhook" in said[0]
+    assert "stale" not in said[0] and "Hola" not in said[0]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 
@@ -617,3 +618,17 @@ def test_a_status_is_authenticated_against_the_public_url(
     assert response.status_code in (200, 204)
     [row] = outbox_items(engine)
     assert row.status == FAILED and "21211" in (row.last_error or "")
+
+
+def test_a_refused_signature_is_said_once_a_minute_with_the_url_checked(
+    client: FlaskClient, engine: Engine, woken: list[int], caplog: pytest.LogCaptureFixture
+) -> None:
+    form = text_form(new_wa_id(), "Hola")
+    with caplog.at_level(logging.WARNING, logger="webhooks.web"):
+        for _ in range(3):
+            response = post_form(client, form, path=WEBHOOK + "?token=x", signed_url=PUBLIC)
+            assert_refused(response, 403, engine, woken)
+    said = [r.getMessage() for r in caplog.records if "webhook refused" in r.getMessage()]
+    assert len(said) == 1, "once a minute, not once per retry"
+    assert "PAM_PUBLIC_URL" in said[0] and LOCAL + WEBHOOK in said[0]
+    assert "token=x" not in said[0] and "Hola" not in said[0], "no query string, no body"
