@@ -118,8 +118,9 @@ def learners() -> ResponseReturnValue:
     after = _id(after_text.strip())
     if after is None:
         return _bad("after must be the `next` cursor of an earlier page")
-    page = store.inspection.learners_after(after, limit)
-    more = len(page) == limit and bool(store.inspection.learners_after(page[-1].id, 1))
+    page = store.inspection.learners_after(after, limit + 1)  # one more: is there a next?
+    more = len(page) > limit
+    page = page[:limit]
     return jsonify(
         learners=[_entry(entry) for entry in page],
         next=str(page[-1].id) if more else None,
