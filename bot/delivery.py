@@ -17,6 +17,7 @@ from bot.channels import (
     TransientSendError,
     VoiceSender,
 )
+from memory import metrics
 from memory.charts import Charts
 from memory.claims import Claim
 from memory.heartbeat import Heartbeats
@@ -102,6 +103,7 @@ class Delivery:
                 self.outbox.deliver(claim, send)
         except PermanentSendError as exc:
             self.outbox.fail(claim, str(exc))
+            metrics.DELIVERIES_FAILED.labels(claim.channel).inc()
             log.warning(
                 "delivery failed for good outbox=%s channel=%s: %s", claim.id, claim.channel, exc
             )
@@ -113,6 +115,7 @@ class Delivery:
             log.exception("delivery crashed outbox=%s channel=%s", claim.id, claim.channel)
             self._retry(claim, f"{type(exc).__name__}: {exc}", None)
             return False
+        metrics.REPLIES_SENT.labels(claim.channel).inc()
         log.info(
             "reply delivered outbox=%s inbox=%s channel=%s send_ms=%d attempt=%d",
             claim.id,
@@ -159,6 +162,7 @@ class Delivery:
         """Try the reply again after a backoff, unless it has had all its attempts."""
         if claim.attempts >= self.max_attempts:
             self.outbox.fail(claim, f"gave up after {claim.attempts} attempts: {error}")
+            metrics.DELIVERIES_FAILED.labels(claim.channel).inc()
             log.warning("delivery gave up outbox=%s channel=%s", claim.id, claim.channel)
             return
         delay = backoff(claim.attempts, retry_after)

@@ -28,6 +28,7 @@ from bot.recall import NO_RECALL, RecallUse
 from bot.review import NO_REVIEW, Asked, Grading, Reviewing, ReviewUse
 from bot.settings import Settings
 from bot.voice import Speaker, Transcriber
+from memory import metrics
 from memory.claims import Claim
 from memory.clock import Clock, utcnow
 from memory.jobs import JobRunner
@@ -291,6 +292,7 @@ class Tutor:
             limit = self.limits.passed_before(learner.id)
             if limit is not None:
                 log.info("voice note limited learner=%s limit=%s", learner.id, limit)
+                metrics.BUDGET_REFUSALS.labels(limit).inc()
                 heard: Heard | NotHeard = NotHeard(limit, self.limits.said(limit, language))
             else:
                 try:
@@ -388,6 +390,7 @@ class Tutor:
         limit = self.limits.passed(activity)
         if limit is not None:  # the message stays in memory; the LLM is not called
             log.info("turn limited learner=%s limit=%s", learner.id, limit)
+            metrics.BUDGET_REFUSALS.labels(limit).inc()
             return Turn([self.limits.said(limit, language)], learner.id)
         asked = self.review.prepare(learner.id, context)
         try:

@@ -20,6 +20,7 @@ from bot.runtime import Pam
 from memory.backends import backend_for
 from memory.heartbeat import Heartbeats
 from memory.inbox import Inbox
+from memory.metric_snapshots import Snapshots, Snapshotter
 from memory.outbox import Outbox
 from memory.wakeup import InboxListener
 
@@ -69,6 +70,7 @@ class Worker:
         self._inbox_lanes: Lanes | None = None
         self._delivery_lanes: Lanes | None = None
         self._listener: InboxListener | None = None
+        self._metrics: Snapshotter | None = None
 
     def answer_next(self) -> bool:
         """Answer the next inbox message, if any. True if there was one."""
@@ -94,6 +96,8 @@ class Worker:
         self._inbox_lanes.start()
         self._delivery_lanes.start()
         self.retention.start()
+        # This process's counts, copied to the database for the web app's /metrics.
+        self._metrics = Snapshotter(Snapshots(self.pam.engine, self.pam.clock), "worker").start()
         # Where the database can say so (Postgres), web processes notify new messages.
         self._listener = backend_for(self.pam.engine).inbox_listener(self.wake_inbox)
         if self._listener is not None:
@@ -125,6 +129,8 @@ class Worker:
             for lanes in (self._inbox_lanes, self._delivery_lanes)
             if lanes is not None
         )
+        if self._metrics is not None:
+            self._metrics.stop()  # the last turns' counts too
         # Pruning ends after the round it may be in.
         return self.retention.join(deadline) and stopped
 

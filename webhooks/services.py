@@ -183,6 +183,8 @@ def run_memory_jobs(from_stdin: bool) -> int:
     """`pam memory-jobs`, the memory process: runs marked memory jobs (all of them at start,
     then in a sweep every RECOVER_EVERY_SECONDS), `from_stdin` (`--stdin`) also each job its
     worker hands over, until SIGTERM or the end of stdin (its worker is gone)."""
+    from memory.metric_snapshots import Snapshots, Snapshotter  # not for `pam --help`
+
     stop = stop_on_sigterm()
     settings = load_settings(needs_llm=True)
     service_logging(settings)
@@ -200,6 +202,8 @@ def run_memory_jobs(from_stdin: bool) -> int:
     requests = JobRequests(pam.runner, sys.stdin.fileno(), stop) if from_stdin else None
     if requests is not None:
         requests.start()
+    # Its counts (memory-job runs, LLM calls), copied to the database for the web's /metrics.
+    copies = Snapshotter(Snapshots(pam.engine, pam.clock), "memory-jobs").start()
     log.info("memory jobs started pid=%d nice=%s recovered=%d", os.getpid(), niceness, recovered)
     stop.wait()
     log.info("memory jobs stopping")
@@ -210,6 +214,7 @@ def run_memory_jobs(from_stdin: bool) -> int:
     if requests is not None:
         requests.close()
     finished = pam.close(max(0.0, settings.service.shutdown_wait_seconds - HAND_BACK_SECONDS))
+    copies.stop()
     log.info("memory jobs stopped")
     if not finished:
         # Its jobs were handed back; a job thread still inside an LLM call would only hold up

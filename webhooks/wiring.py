@@ -24,6 +24,7 @@ from memory import db
 from memory.clock import Clock, utcnow
 from memory.jobs import FOLD, PROFILE, Coordinator, JobRunner, Submit
 from memory.llm import ChatModel
+from memory.metrics import MeteredChatModel
 from memory.profile import learn_profile
 from memory.store import Store
 from memory.summary import fold
@@ -122,7 +123,8 @@ def build(
                 quick, settings.voice.speech_model, settings.voice.speech_voice
             )
     memory = settings.memory
-    chat_model = model
+    # Every billed call is counted for /metrics, whichever part of Pam makes it.
+    chat_model = MeteredChatModel(model)
 
     def fold_job(learner_id: int) -> None:
         for _ in range(MAX_FOLDS_PER_RUN):
@@ -158,7 +160,7 @@ def build(
     writer = TurnWriter(store, settings.service.delivery_lease_seconds, memory, clock)
     tutor = Tutor(
         store,
-        model,
+        chat_model,
         counter,
         runner,
         settings,
