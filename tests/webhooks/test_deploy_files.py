@@ -109,3 +109,11 @@ def test_the_release_phase_is_the_same_on_heroku_and_fly() -> None:
             "release",
         )
     )
+
+
+def test_on_fly_the_web_listens_where_fly_sends_requests() -> None:
+    # Fly sets no $PORT: the web's default port is fly.toml's internal_port.
+    service = fly_config()["http_service"]
+    assert isinstance(service, dict)
+    assert gunicorn_config.bind_address({}) == f"0.0.0.0:{service['internal_port']}"
+    assert service["processes"] == ["web"]
