@@ -5,18 +5,22 @@ tests/system/test_deploy_commands.py starts each command from a clean install.""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
 
 from bot.settings import Settings
 from loopback import harness
+from loopback.harness import ROOT
 from tests.helpers.deploy_files import KINDS, deploy_commands, fly_config
 from webhooks import gunicorn_config
 
 WEB = ("gunicorn", "-c", harness.WEB_CONFIG, harness.WEB_APP)
 # Fly's kill_timeout must leave the worker time to stop after its shutdown wait.
 KILL_MARGIN_SECONDS = 10
+HEROKU_KILL_SECONDS = 30
+HEROKU_MARGIN_SECONDS = 5
 
 
 def web_commands() -> Iterator[tuple[str, ...]]:
@@ -117,3 +121,10 @@ def test_on_fly_the_web_listens_where_fly_sends_requests() -> None:
     assert isinstance(service, dict)
     assert gunicorn_config.bind_address({}) == f"0.0.0.0:{service['internal_port']}"
     assert service["processes"] == ["web"]
+
+
+def test_heroku_waits_for_the_worker_within_its_30_seconds() -> None:
+    # Heroku sends SIGTERM and kills the dyno 30 s later, whatever the app asks for.
+    env = json.loads((ROOT / "app.json").read_text())["env"]
+    wait = float(env["PAM_SHUTDOWN_WAIT_SECONDS"]["value"])
+    assert wait + HEROKU_MARGIN_SECONDS <= HEROKU_KILL_SECONDS
