@@ -19,7 +19,7 @@ TOKEN = "<token>"
 QUERY = "?<query>"
 # A signed path or a query inside free text (gunicorn's error lines quote the request).
 SIGNED_IN_TEXT = re.compile("(" + "|".join(map(re.escape, SIGNED_PREFIXES)) + r")[^\s'\"?/]+")
-QUERY_IN_TEXT = re.compile(r"\?[^\s'\"]*")
+QUERY_IN_TEXT = re.compile(r"\?[^\s'\"]+")
 
 
 def redact_path(path: str) -> str:
@@ -82,10 +82,13 @@ class RedactingLogger(Logger):
         super().warning(self._clean(msg, args), **kwargs)
 
     def exception(self, msg: Any, *args: Any, **kwargs: Any) -> None:
-        """ "Error handling request <uri>" and its traceback, the URI cleaned."""
+        """gunicorn's "Error handling request <uri>" and its traceback, the URI cleaned."""
         super().exception(self._clean(msg, args), **kwargs)
 
     @staticmethod
     def _clean(msg: Any, args: tuple[Any, ...]) -> str:
-        text = str(msg) % args if args else str(msg)
+        try:
+            text = str(msg) % args if args else str(msg)
+        except (TypeError, ValueError):  # arguments that do not fit: keep them all the same
+            text = " ".join(map(str, (msg, *args)))
         return redact_text(text)

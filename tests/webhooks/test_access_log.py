@@ -109,3 +109,7 @@ def test_gunicorn_logs_neither_tokens_nor_queries_and_says_its_channels_once(
     # Said by gunicorn's master once, not by each of its two workers.
     assert log.count("channels: ") == 1
     assert "admin on (GET /admin/learners/<id>/memory" in log
+
+
+def test_a_question_mark_in_prose_is_no_query() -> None:
+    assert redact_text("Is the database up? Retrying") == "Is the database up? Retrying"
