@@ -210,3 +210,17 @@ def test_a_database_that_cannot_be_migrated_fails_the_release_before_telegram(
     assert result.exit_code == 2, result.output
     assert "cannot open the database in DATABASE_URL" in result.stderr
     assert not telegram.calls
+
+
+def test_a_public_url_telegram_would_refuse_fails_the_release_before_calling_it(
+    telegram: TelegramServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Without TELEGRAM_API_URL this would go to the real Telegram, were it not refused first.
+    monkeypatch.delenv("TELEGRAM_API_URL")
+    monkeypatch.setenv("PAM_PUBLIC_URL", "http://pam.example")
+
+    result = pam("release")
+
+    assert result.exit_code == 2, result.output
+    assert "Telegram sends webhooks over https only" in result.stderr
+    assert "(from PAM_PUBLIC_URL). Nothing was sent to Telegram." in result.stderr
