@@ -12,13 +12,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import click
-from sqlalchemy.exc import DatabaseError
 
 from bot import logs
 from bot.settings import Settings
 from memory import db
 from webhooks import services
-from webhooks.startup import build_or_exit, fail, load_settings, read_dotenv
+from webhooks.release import run_release, run_upgrade
+from webhooks.startup import build_or_exit, load_settings, read_dotenv
 
 # The log of `pam chat` in a terminal: beside its SQLite file, else in the working directory.
 CHAT_LOG = "pam-chat.log"
@@ -125,6 +125,7 @@ READS: dict[str, tuple[str, ...]] = {
     # Not a `pam` command: the web process on Heroku and Fly, gunicorn 'webhooks.app:create_app()'.
     "web": ("DATABASE_URL", "PAM_DB_POOL_SIZE", "PAM_INBOX_LEASE_SECONDS", *SENDERS, *INBOUND),
 }
+READS["release"] = (*READS["db upgrade"], *READS["telegram set-webhook"])
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 88}
 
 
@@ -376,31 +377,28 @@ def memory_jobs(from_stdin: bool) -> None:
     epilog=epilog("db", "pam db upgrade"),
 )
 def database() -> None:
-    """Database maintenance: `pam db upgrade`.
-
-    The commands that do not migrate by themselves (pam worker, pam memory-jobs and the web
-    process) need it before they start.
-    """
+    """Database maintenance: `pam db upgrade`, which the commands that do not migrate by
+    themselves (pam worker, pam memory-jobs and the web process) need before they start."""
 
 
 @database.command(short_help="apply migrations", epilog=epilog("db upgrade", "pam db upgrade"))
 def upgrade() -> None:
-    """Create the tables, or bring them up to this Pam's newest migration. Safe to run again;
-    Heroku's and Fly's release phase runs it on every deploy.
+    """Create the tables, or bring them up to this Pam's newest migration; says which it
+    applied. Safe to run again. Use it before the first `pam worker` or web process, and after
+    each upgrade of Pam (a deploy's release phase, `pam release`, does it first)."""
+    sys.exit(run_upgrade())
 
-    Use it before the first `pam worker` or web process, and after each upgrade of Pam.
+
+@cli.command(short_help="a deploy's release phase", epilog=epilog("release", "pam release"))
+def release() -> None:
+    """Migrate (as pam db upgrade), then register $PAM_PUBLIC_URL/telegram/webhook with Telegram
+    when TELEGRAM_BOT_TOKEN and PAM_PUBLIC_URL are set (as pam telegram set-webhook).
+
+    Heroku's release phase and Fly's release_command run it on every deploy. It fails the
+    deploy when the database cannot be migrated or Telegram refuses the token or the URL; when
+    Telegram does not answer it warns, and the deploy goes on.
     """
-    settings = load_settings()
-    logs.configure(settings.log_level or logs.COMMAND_LEVEL, sys.stderr)
-    try:
-        engine = db.make_engine(settings.database_url)
-        db.upgrade(engine)
-    except db.DatabaseURLError as exc:
-        fail(f"pam: {exc}")
-    except DatabaseError as exc:  # unreachable, refused, or a file that is no database
-        fail(f"pam: cannot open the database in DATABASE_URL: {exc.orig}")
-    engine.dispose()
-    print("pam: database is up to date")
+    sys.exit(run_release())
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from bot import logs
 from bot.memory_process import HAND_BACK_SECONDS, JobRequests, lower_priority
 from bot.settings import Settings
+from webhooks.channels import log_channels
 from webhooks.startup import SETUP_HELP, build_or_exit, fail, load_settings
 
 if TYPE_CHECKING:
@@ -97,51 +98,6 @@ def stop_worker(pam: Pam, worker: Worker) -> None:
     worker.close_senders()
 
 
-# Each channel of the web app: the variables that turn it on, and its route.
-CHANNELS = (
-    ("telegram", ("TELEGRAM_BOT_TOKEN", "TELEGRAM_WEBHOOK_SECRET"), "POST /telegram/webhook"),
-    (
-        "whatsapp",
-        ("TWILIO_ACCOUNT_SID", "TWILIO_AUTH_TOKEN", "TWILIO_WHATSAPP_NUMBER"),
-        "POST /whatsapp/webhook",
-    ),
-    ("http api", ("PAM_API_TOKEN", "PAM_API_CALLBACK_URL"), "POST /api/messages"),
-    ("admin", ("PAM_ADMIN_TOKEN",), "GET /admin/learners/<id>/memory and /recall?q="),
-)
-
-
-def channel_report(settings: Settings) -> list[tuple[str, bool, str]]:
-    """Each channel of the web app, whether it is on, and what it does or which variables
-    would turn it on: what `pam serve` says at start."""
-    report: list[tuple[str, bool, str]] = []
-    for name, variables, route in CHANNELS:
-        unset = [v for v in variables if not settings.value_of(v)]
-        if unset:
-            report.append((name, False, "set " + ", ".join(unset)))
-            continue
-        if name == "whatsapp":
-            route += (
-                "; signatures checked against PAM_PUBLIC_URL"
-                if settings.web.public_url
-                else "; signatures checked against the Host and X-Forwarded-* headers (set "
-                "PAM_PUBLIC_URL behind a proxy that rewrites them)"
-            )
-        report.append((name, True, route))
-    return report
-
-
-def log_channels(settings: Settings) -> None:
-    """One line per channel: on, or off and why."""
-    report = channel_report(settings)
-    for name, on, detail in report:
-        log.info("channel %s %s: %s", name, "on" if on else "off", detail)
-    if not any(on for name, on, _ in report if name != "admin"):
-        log.warning(
-            "no channel is on: nothing can reach this Pam (see README.md, Running Pam as a "
-            "service; `pam chat` needs none)"
-        )
-
-
 def webhook_url_problem(url: str, *, local_bot_api: bool) -> str | None:
     """Why Telegram would refuse `url` as a webhook, said before asking it; None if it looks
     right. A local Bot API server (TELEGRAM_API_URL) also takes http and any port."""
@@ -173,6 +129,7 @@ def run_worker() -> int:
     service_logging(settings)
     stop = stop_on_sigterm()
     pam, worker = start_worker(settings, migrate=False, replayable=True)
+    log_channels(settings, "worker", log)
     stop.wait()
     log.info("worker stopping")
     stop_worker(pam, worker)
@@ -238,7 +195,7 @@ def run_serve(host: str, port: int | None) -> int:
         fail(f"pam: --port {port} is not a TCP port (1-65535)")
     pam, worker = start_worker(settings, migrate=True)
     app = create_app(settings, engine=pam.engine, on_inbound=worker.wake_inbox)
-    log_channels(settings)
+    log_channels(settings, "serve", log)
 
     def terminate(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
@@ -349,6 +306,7 @@ def poll_telegram(settings: Settings) -> int:
     pam, worker = start_worker(settings, migrate=True)
     client = worker.senders["telegram"]
     assert isinstance(client, TelegramClient)
+    log_channels(settings, "polling", log)
     log.info("polling Telegram for updates")
     try:
         poll(

@@ -14,10 +14,8 @@ from typing import TYPE_CHECKING, NoReturn
 
 from dotenv import dotenv_values
 from pydantic import ValidationError
-from sqlalchemy.exc import DatabaseError
 
 from bot.settings import Settings
-from memory import db
 
 if TYPE_CHECKING:
     from bot.runtime import Pam
@@ -77,7 +75,11 @@ def build_or_exit(
     """Pam assembled from `settings` (with its scheduler, or its memory process), or a clear
     exit when the database cannot be used."""
     # Imported here: the web process reads its settings through this module and never builds
-    # Pam, so it need not load the composition root's clients (OpenAI, APScheduler, PTB).
+    # Pam, so it need not load the composition root's clients (OpenAI, APScheduler, PTB); nor
+    # does gunicorn's master, which reads them to say its channels, need SQLAlchemy's.
+    from sqlalchemy.exc import DatabaseError
+
+    from memory import db
     from webhooks.wiring import build
 
     try:

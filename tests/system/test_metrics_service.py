@@ -1,5 +1,5 @@
-"""GET /metrics as operators scrape it: real gunicorn with two workers (started with
-`-c python:webhooks.gunicorn_config`, multiprocess mode), a real `pam worker` with its memory
+"""GET /metrics as operators scrape it: real gunicorn with two workers (the deploy files'
+command, whose config module sets up multiprocess mode), a real `pam worker` with its memory
 process, the fake OpenAI server and the HTTP API channel's callback on 127.0.0.1. One scrape of
 the web app must count what both web workers received and what the worker, on its own
 "machine", did."""
@@ -90,8 +90,6 @@ def test_one_scrape_counts_both_web_workers_and_the_worker(
         command = gunicorn(port, workers=2, threads=2)
         # The access log names the worker process that answered each request.
         command[-1:-1] = [
-            "-c",
-            "python:webhooks.gunicorn_config",
             "--access-logformat",
             "pid=%(p)s %(m)s %(U)s %(s)s",
         ]
