@@ -47,7 +47,7 @@ CHANNELS = (
     Channel(
         "admin",
         ("PAM_ADMIN_TOKEN",),
-        "GET /admin/learners/<id>/memory and /recall?q=",
+        "/admin/learners and GET /metrics",
         web_only=True,
     ),
 )

@@ -50,7 +50,7 @@ def test_configured_channels_are_on_with_their_routes() -> None:
             "whatsapp", True, "POST /whatsapp/webhook; signatures checked against PAM_PUBLIC_URL"
         ),
         ChannelState("http api", True, "POST /api/messages"),
-        ChannelState("admin", True, "GET /admin/learners/<id>/memory and /recall?q="),
+        ChannelState("admin", True, "/admin/learners and GET /metrics"),
     ]
     no_public_url = EVERYTHING.replace(web={"public_url": None})
     assert "X-Forwarded-*" in channel_report(no_public_url, "serve")[1].detail
