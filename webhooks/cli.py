@@ -10,15 +10,19 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-from sqlalchemy.exc import DatabaseError
 
 from bot import logs
-from bot.settings import Settings
-from memory import db
-from webhooks import services
-from webhooks.startup import build_or_exit, fail, load_settings, read_dotenv
+from webhooks.startup import read_dotenv
+
+# Everything else a command needs is imported when it runs: `pam --help`, `pam db upgrade` and
+# `pam telegram set-webhook` load neither SQLAlchemy's models, pydantic, the OpenAI and
+# Telegram clients nor matplotlib, and with no bytecode cache every module loaded is compiled
+# again (tests/webhooks/test_cold_start.py checks what --help loads).
+if TYPE_CHECKING:
+    from bot.settings import Settings
 
 # The log of `pam chat` in a terminal: beside its SQLite file, else in the working directory.
 CHAT_LOG = "pam-chat.log"
@@ -181,6 +185,7 @@ def chat(user: str) -> None:
     no public URL, no worker). Memory jobs run in this process.
     """
     from bot.terminal import chat as talk  # readline and the terminal's colours: only here
+    from webhooks.startup import build_or_exit, load_settings
 
     # In the terminal the learner is the operator: no per-minute limit (scripts pipe fast).
     settings = load_settings(needs_llm=True).replace(limits={"rate_limit_per_minute": 0})
@@ -220,6 +225,8 @@ def chat_log_file(settings: Settings) -> Path | None:
     """Where `pam chat` in a terminal writes its logs: beside its SQLite file, else in the
     working directory (a log line in the middle of `you> ` would garble what is typed).
     None when neither folder can be written to: the logs stay on stderr then."""
+    from memory import db
+
     try:
         database = db.sqlite_file(settings.database_url)
     except db.DatabaseURLError:
@@ -244,6 +251,8 @@ def worker() -> None:
     run as many as you need on any number of machines: they share the work through the
     database.
     """
+    from webhooks import services
+
     sys.exit(services.run_worker())
 
 
@@ -269,6 +278,8 @@ def serve(host: str, port: int | None) -> None:
     Use it for a small deployment on one machine (SQLite is enough), or to try the webhooks
     locally. Exits with status 2 when it cannot listen on HOST:PORT.
     """
+    from webhooks import services
+
     sys.exit(services.run_serve(host, port))
 
 
@@ -292,6 +303,8 @@ def telegram(context: click.Context) -> None:
     it while a webhook is set (delete-webhook first).
     """
     if context.invoked_subcommand is None:
+        from webhooks import services
+
         sys.exit(services.run_telegram(None))
 
 
@@ -313,6 +326,8 @@ def set_webhook(url: str | None) -> None:
     deployment, after the web process is up. A URL Telegram would refuse is said before
     anything is sent (exit status 2); Telegram's own refusal exits with status 1.
     """
+    from webhooks import services
+
     sys.exit(services.run_telegram("set-webhook", url))
 
 
@@ -326,6 +341,8 @@ def delete_webhook() -> None:
 
     Use it to move a bot from a deployment back to development polling.
     """
+    from webhooks import services
+
     sys.exit(services.run_telegram("delete-webhook"))
 
 
@@ -349,6 +366,8 @@ def memory_jobs(from_stdin: bool) -> None:
     Runs at a lower CPU priority (nice +10): its Python work would otherwise slow the
     replies of the processes beside it.
     """
+    from webhooks import services
+
     sys.exit(services.run_memory_jobs(from_stdin))
 
 
@@ -373,6 +392,11 @@ def upgrade() -> None:
 
     Use it before the first `pam worker` or web process, and after each upgrade of Pam.
     """
+    from sqlalchemy.exc import DatabaseError
+
+    from memory import db
+    from webhooks.startup import fail, load_settings
+
     settings = load_settings()
     logs.configure(settings.log_level or logs.COMMAND_LEVEL, sys.stderr)
     try:
