@@ -14,11 +14,13 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 from bot.phrases import in_language
-from memory.progress import Week
+from memory.charts import Charts, StoredChart
+from memory.progress import Week, progress
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -98,6 +100,24 @@ def render(weeks: Sequence[Week]) -> bytes:
         figure.text(0.5, 0.5, NOTHING_YET, ha="center", va="center", fontsize=22, wrap=True)
     canvas.draw()
     return _small_png(canvas)
+
+
+def drawn(charts: Charts, chart: StoredChart) -> StoredChart:
+    """`chart` with its PNG: drawn now from the learner's weeks as of when it was asked for,
+    and stored, when its turn left it NOT_DRAWN. Its delivery calls this, after the turn: the
+    learner's next message is answered meanwhile."""
+    if chart.drawn:
+        return chart
+    started = time.monotonic()
+    png = render(progress(charts.engine, chart.learner_id, chart.created_at))
+    log.info(
+        "progress chart learner=%s bytes=%d render_ms=%d",
+        chart.learner_id,
+        len(png),
+        (time.monotonic() - started) * 1000,
+    )
+    charts.draw(chart.id, png)
+    return replace(chart, png=png)
 
 
 def warm() -> None:
