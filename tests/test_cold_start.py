@@ -1,7 +1,8 @@
 """Cold starts: every install leaves bytecode behind (dev.py's .venv and Pam's own source,
 Heroku's post_compile hook), so a start with PYTHONDONTWRITEBYTECODE set compiles nothing;
 `pam --help` loads none of the heavy machinery; and a worker loads the chart renderer at start,
-beside its lanes, so that the first /progress does not wait for it."""
+beside its lanes, so that the first /progress does not wait for it, while the web process never
+loads it (tests/bot/test_progress.py: the learner's next message does not wait for a chart)."""
 
 from __future__ import annotations
 
@@ -126,3 +127,19 @@ def test_a_worker_loads_the_chart_renderer_at_start(tmp_path: Path) -> None:
         wait_for(lambda: "chart renderer ready" in worker.tail(), 120, "the renderer to load")
         group.assert_alive()
     assert "render_ms=" not in worker.tail()  # loaded before, and without, any /progress
+
+
+def test_the_web_process_never_loads_the_chart_renderer(tmp_path: Path) -> None:
+    env = service_env(sqlite_url(tmp_path))
+    db_upgrade(env, tmp_path)
+    probe = (
+        "import sys\n"
+        "from webhooks.app import create_app\n"
+        "status = create_app().test_client().get('/healthz').status_code\n"
+        "print('HEALTHZ', status, sorted(m for m in ('matplotlib', 'numpy') if m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert "HEALTHZ 200 []" in done.stdout, done.stdout + done.stderr
