@@ -4,7 +4,7 @@
     python3 dev.py chat [--user NAME]   talk to Pam in the terminal (SQLite in this folder)
     python3 dev.py test [PYTEST ARGS]   run the test suite
     python3 dev.py bench NAME [ARGS]    run a benchmark: tokens, latency, faults, recall_quality,
-                                        recall_scale, progress_chart or voice (bench/)
+                                        recall_scale, progress_chart, voice or cold_start (bench/)
     python3 dev.py lock [--upgrade]     update uv.lock to pyproject.toml (--upgrade: every
                                         pin to its newest allowed version)
     python3 dev.py <pam arguments>      any other `pam` command, e.g. `db upgrade`
