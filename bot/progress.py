@@ -108,13 +108,15 @@ def drawn(charts: Charts, chart: StoredChart) -> StoredChart:
     learner's next message is answered meanwhile."""
     if chart.drawn:
         return chart
-    started = time.monotonic()
+    started, cpu = time.monotonic(), time.thread_time()
     png = render(progress(charts.engine, chart.learner_id, chart.created_at))
+    # cpu_ms: this thread's own work; render_ms above it is time spent waiting for the CPU.
     log.info(
-        "progress chart learner=%s bytes=%d render_ms=%d",
+        "progress chart learner=%s bytes=%d render_ms=%d cpu_ms=%d",
         chart.learner_id,
         len(png),
         (time.monotonic() - started) * 1000,
+        (time.thread_time() - cpu) * 1000,
     )
     charts.draw(chart.id, png)
     return replace(chart, png=png)

@@ -22,7 +22,9 @@ def test_one_round_measures_every_figure(tmp_path: Path) -> None:
         "worker_first_reply_s",
         "progress_photo_s",
         "next_reply_s",
+        "renderer_load_ms",
         "render_ms",
+        "render_cpu_ms",
     }
-    # render_ms is read from the worker's log line: NaN had it drawn no chart.
+    # The last three are read from the worker's log lines: NaN had it drawn no chart.
     assert all(math.isfinite(value) and value > 0 for value in figures.values()), figures
