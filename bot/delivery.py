@@ -17,6 +17,7 @@ from bot.channels import (
     TransientSendError,
     VoiceSender,
 )
+from bot.progress import drawn
 from memory import metrics
 from memory.charts import Charts
 from memory.claims import Claim
@@ -70,7 +71,13 @@ class Delivery:
     def held(self, held: list[Claim], replies: int) -> None:
         """Deliver what finishing a turn handed this lane; replies queued behind an older
         one instead are the delivery lanes' to send."""
-        if held:
+        if held and held[0].chart_id is not None:
+            # A chart is drawn before it is sent, which takes a while: a delivery lane does
+            # it, and this inbox lane goes back to answering messages.
+            for claim in held:
+                self.outbox.unclaim(claim)
+            self.hand_over()
+        elif held:
             self._send_in_order(held)
         elif replies:
             self.hand_over()
@@ -140,6 +147,7 @@ class Delivery:
                 return None
             log.warning("delivery outbox=%s: its chart is gone; sending the caption", claim.id)
             return lambda: sender.send(claim.chat_id, claim.text, idempotency_key=key)
+        chart = drawn(self.charts, chart)  # under the claim's lease, however slow
         url = self.links.url(chart.id, chart.nonce) if self.links is not None else None
         return lambda: sender.send_chart(
             claim.chat_id, chart.png, url, claim.text, idempotency_key=key

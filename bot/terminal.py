@@ -18,6 +18,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Protocol, TextIO
 
+from bot.progress import drawn
 from bot.tutor import Turn
 from memory.charts import Charts
 from memory.clock import Clock, utcnow
@@ -76,7 +77,7 @@ def save_chart(turn: Turn, charts: Charts, path: Path, stderr: TextIO) -> Path |
     chart = charts.find(turn.chart_id)
     if chart is None:  # forgotten meanwhile
         return None
-    return _write(chart.png, path, "the chart", stderr)
+    return _write(drawn(charts, chart).png, path, "the chart", stderr)
 
 
 def save_voice(turn: Turn, clips: VoiceClips, path: Path, stderr: TextIO) -> Path | None:

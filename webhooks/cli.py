@@ -10,15 +10,19 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from bot import logs
-from bot.settings import Settings
-from memory import db
-from webhooks import services
-from webhooks.release import run_release, run_upgrade
-from webhooks.startup import build_or_exit, load_settings, read_dotenv
+from webhooks.startup import read_dotenv
+
+# Everything else a command needs is imported when it runs: `pam --help`, `pam db upgrade` and
+# `pam telegram set-webhook` load neither SQLAlchemy's models, pydantic, the OpenAI and
+# Telegram clients nor matplotlib, and with no bytecode cache every module loaded is compiled
+# again (tests/webhooks/test_cold_start.py checks what --help loads).
+if TYPE_CHECKING:
+    from bot.settings import Settings
 
 # The log of `pam chat` in a terminal: beside its SQLite file, else in the working directory.
 CHAT_LOG = "pam-chat.log"
@@ -183,6 +187,7 @@ def chat(user: str) -> None:
     no public URL, no worker). Memory jobs run in this process.
     """
     from bot.terminal import chat as talk  # readline and the terminal's colours: only here
+    from webhooks.startup import build_or_exit, load_settings
 
     # In the terminal the learner is the operator: no per-minute limit (scripts pipe fast).
     settings = load_settings(needs_llm=True).replace(limits={"rate_limit_per_minute": 0})
@@ -222,6 +227,8 @@ def chat_log_file(settings: Settings) -> Path | None:
     """Where `pam chat` in a terminal writes its logs: beside its SQLite file, else in the
     working directory (a log line in the middle of `you> ` would garble what is typed).
     None when neither folder can be written to: the logs stay on stderr then."""
+    from memory import db
+
     try:
         database = db.sqlite_file(settings.database_url)
     except db.DatabaseURLError:
@@ -246,6 +253,8 @@ def worker() -> None:
     run as many as you need on any number of machines: they share the work through the
     database.
     """
+    from webhooks import services
+
     sys.exit(services.run_worker())
 
 
@@ -271,6 +280,8 @@ def serve(host: str, port: int | None) -> None:
     Use it for a small deployment on one machine (SQLite is enough), or to try the webhooks
     locally. Exits with status 2 when it cannot listen on HOST:PORT.
     """
+    from webhooks import services
+
     sys.exit(services.run_serve(host, port))
 
 
@@ -294,6 +305,8 @@ def telegram(context: click.Context) -> None:
     it while a webhook is set (delete-webhook first).
     """
     if context.invoked_subcommand is None:
+        from webhooks import services
+
         sys.exit(services.run_telegram(None))
 
 
@@ -315,6 +328,8 @@ def set_webhook(url: str | None) -> None:
     deployment, after the web process is up. A URL Telegram would refuse is said before
     anything is sent (exit status 2); Telegram's own refusal exits with status 1.
     """
+    from webhooks import services
+
     sys.exit(services.run_telegram("set-webhook", url))
 
 
@@ -328,6 +343,8 @@ def delete_webhook() -> None:
 
     Use it to move a bot from a deployment back to development polling.
     """
+    from webhooks import services
+
     sys.exit(services.run_telegram("delete-webhook"))
 
 
@@ -344,6 +361,8 @@ def status() -> None:
     Use it when the bot is silent after a deploy. Exits with status 0 when updates reach the
     webhook, 1 when they do not.
     """
+    from webhooks import services
+
     sys.exit(services.run_telegram("status"))
 
 
@@ -367,6 +386,8 @@ def memory_jobs(from_stdin: bool) -> None:
     Runs at a lower CPU priority (nice +10): its Python work would otherwise slow the
     replies of the processes beside it.
     """
+    from webhooks import services
+
     sys.exit(services.run_memory_jobs(from_stdin))
 
 
@@ -386,6 +407,8 @@ def upgrade() -> None:
     """Create the tables, or bring them up to this Pam's newest migration; says which it
     applied. Safe to run again. Use it before the first `pam worker` or web process, and after
     each upgrade of Pam (a deploy's release phase, `pam release`, does it first)."""
+    from webhooks.release import run_upgrade
+
     sys.exit(run_upgrade())
 
 
@@ -398,6 +421,8 @@ def release() -> None:
     deploy when the database cannot be migrated or Telegram refuses the token or the URL; when
     Telegram does not answer it warns, and the deploy goes on.
     """
+    from webhooks.release import run_release
+
     sys.exit(run_release())
 
 

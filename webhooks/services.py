@@ -67,6 +67,7 @@ def start_worker(
     """Pam with a running worker: its lanes, and its memory process (bot/memory_process.py),
     which runs the memory jobs, those asked for while no worker ran included. `replayable`:
     this process stores no inbound message itself (see `db.make_engine`)."""
+    from bot.progress import warm_in_background
     from bot.worker import Worker
     from webhooks.wiring import senders
 
@@ -75,6 +76,9 @@ def start_worker(
     worker = Worker(pam, senders(settings))
     assert pam.memory_process is not None
     worker.start(settings.service.worker_threads, settings.service.delivery_threads)
+    # matplotlib loads beside the lanes, so the first /progress finds it ready; only here:
+    # the web process and the memory-jobs child never draw a chart.
+    warm_in_background()
     pam.memory_process.start()  # after build migrated: the child expects the current schema
     log.info(
         "worker started inbox_lanes=%d delivery_lanes=%d",

@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from dotenv import dotenv_values
-from pydantic import ValidationError
 
-from bot.settings import Settings
-
+# pydantic, SQLAlchemy and the settings are imported where they are used: `pam --help` reads
+# the .env file through this module and needs none of them (each costs a start its imports).
 if TYPE_CHECKING:
     from bot.runtime import Pam
+    from bot.settings import Settings
 
 SETUP_HELP = """Pam needs a language model to talk to, and none is configured.
 
@@ -57,6 +57,10 @@ def read_dotenv(path: Path = DOTENV, environ: MutableMapping[str, str] = os.envi
 
 def load_settings(*, needs_llm: bool = False) -> Settings:
     """The settings from the environment, or a clear exit when they are unusable."""
+    from pydantic import ValidationError
+
+    from bot.settings import Settings
+
     try:
         settings = Settings()
     except ValidationError as exc:
