@@ -108,7 +108,7 @@ def test_gunicorn_logs_neither_tokens_nor_queries_and_says_its_channels_once(
     assert f"{refused} 'GET /charts/<token>?<query>'" in log
     # Said by gunicorn's master once, not by each of its two workers.
     assert log.count("channels: ") == 1
-    assert "admin on (GET /admin/learners/<id>/memory" in log
+    assert "admin on (/admin/learners and GET /metrics)" in log
 
 
 def test_a_question_mark_in_prose_is_no_query() -> None:

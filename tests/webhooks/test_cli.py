@@ -45,6 +45,7 @@ HELP_PATHS = [
     ["telegram"],
     ["telegram", "set-webhook"],
     ["telegram", "delete-webhook"],
+    ["telegram", "status"],
     ["memory-jobs"],
     ["db"],
     ["db", "upgrade"],
