@@ -95,6 +95,9 @@ class ServiceSettings(BaseSettings):
     max_send_attempts: int = Field(default=8, ge=1)
     queue_retention_hours: float = Field(default=168.0, ge=0)
     shutdown_wait_seconds: float = Field(default=60.0, ge=0)
+    # Memory jobs in a child process at a lower CPU priority (a fold never holds up a reply),
+    # or on the worker's own threads: one Python process less, for machines of 512 MB.
+    memory_process: bool = True
 
     @field_validator("queue_retention_hours")
     @classmethod

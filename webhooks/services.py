@@ -71,21 +71,38 @@ def start_worker(
     from bot.worker import Worker
     from webhooks.wiring import senders
 
-    pam = build_or_exit(settings, migrate=migrate, memory_process=True, replayable=replayable)
+    in_child = settings.service.memory_process
+    pam = build_or_exit(settings, migrate=migrate, memory_process=in_child, replayable=replayable)
     sys.setswitchinterval(GIL_SWITCH_SECONDS)
     worker = Worker(pam, senders(settings))
-    assert pam.memory_process is not None
     worker.start(settings.service.worker_threads, settings.service.delivery_threads)
     # matplotlib loads beside the lanes, so the first /progress finds it ready; only here:
     # the web process and the memory-jobs child never draw a chart.
     warm_in_background()
-    pam.memory_process.start()  # after build migrated: the child expects the current schema
+    if pam.memory_process is not None:
+        pam.memory_process.start()  # after build migrated: the child expects the current schema
+    else:  # PAM_MEMORY_PROCESS=off: the worker's own scheduler runs them, as the child would
+        assert pam.scheduler is not None
+        pam.scheduler.start()
+        sweep_memory_jobs(pam)
     log.info(
-        "worker started inbox_lanes=%d delivery_lanes=%d",
+        "worker started inbox_lanes=%d delivery_lanes=%d memory_jobs=%s",
         settings.service.worker_threads,
         settings.service.delivery_threads,
+        "child process" if in_child else "threads",
     )
     return pam, worker
+
+
+def sweep_memory_jobs(pam: Pam) -> int:
+    """Start every memory job marked in the database (those asked for while no process ran
+    them included); how many. A database away at start is no reason to stop: the scheduler's
+    sweep every RECOVER_EVERY_SECONDS runs them later."""
+    try:
+        return pam.runner.recover()
+    except Exception as exc:
+        log.warning("memory jobs could not sweep at start: %s", type(exc).__name__)
+        return 0
 
 
 def stop_worker(pam: Pam, worker: Worker) -> None:
@@ -155,11 +172,7 @@ def run_memory_jobs(from_stdin: bool) -> int:
     pam = build_or_exit(settings, migrate=False, replayable=True)
     assert pam.scheduler is not None
     pam.scheduler.start()
-    try:
-        recovered = pam.runner.recover()
-    except Exception as exc:  # the database is away: the next sweep runs them
-        log.warning("memory jobs could not sweep at start: %s", type(exc).__name__)
-        recovered = 0
+    recovered = sweep_memory_jobs(pam)
     requests = JobRequests(pam.runner, sys.stdin.fileno(), stop) if from_stdin else None
     if requests is not None:
         requests.start()
