@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import io
 
-import av
-import av.error
-
 from bot.audio import AudioInfo, UnreadableAudio, inspect
 
 OGG = "audio/ogg"
@@ -43,6 +40,11 @@ def ogg_opus(data: bytes, content_type: str | None = None) -> tuple[bytes, Audio
 
 def _convert(data: bytes) -> bytes:
     """The first audio stream of `data`, encoded as mono Opus in an Ogg container."""
+    # Imported here: FFmpeg's libraries take ~25 MB of memory, paid only by a worker whose
+    # speech server does not answer Opus (the web process and `pam chat` rarely need them).
+    import av
+    import av.error
+
     out = io.BytesIO()
     try:
         with av.open(io.BytesIO(data), "r") as source:
