@@ -28,6 +28,10 @@ from memory.wakeup import InboxListener
 
 log = logging.getLogger(__name__)
 
+# The speech lanes' poll: a part to speak is queued by this process's own turn, which wakes
+# them; the poll only finds parts a dead worker left behind (once their lease ran out).
+SPEECH_POLL_SECONDS = 2.0
+
 
 class Worker:
     """Takes inbox messages, runs tutor turns, queues and delivers the replies."""
@@ -115,7 +119,8 @@ class Worker:
         self._inbox_lanes.start()
         self._delivery_lanes.start()
         if self.voicing is not None:
-            self._speech_lanes = Lanes("speech", delivery_lanes, self.speak_next, self.poll_seconds)
+            poll = max(self.poll_seconds, SPEECH_POLL_SECONDS)
+            self._speech_lanes = Lanes("speech", delivery_lanes, self.speak_next, poll)
             self._speech_lanes.start()
         self.retention.start()
         # This process's counts, copied to the database for the web app's /metrics.
