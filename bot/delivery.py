@@ -1,6 +1,7 @@
 """Delivery: sending claimed replies through their channel's sender (a /progress chart with
 its caption where the reply carries one, a spoken reply as a voice message), and what a
-failed send becomes (a retry after a backoff, or a failure for good)."""
+failed send becomes (a retry after a backoff, or a failure for good). A reply's part to speak
+is not sent here until a speech lane has spoken it (bot/speaking.py)."""
 
 from __future__ import annotations
 
@@ -70,17 +71,23 @@ class Delivery:
 
     def held(self, held: list[Claim], replies: int) -> None:
         """Deliver what finishing a turn handed this lane; replies queued behind an older
-        one instead are the delivery lanes' to send."""
-        if held and held[0].chart_id is not None:
+        one instead are the delivery lanes' to send. A part to speak is handed to the speech
+        lanes once the texts before it are sent: the text never waits for its speech."""
+        texts = [claim for claim in held if not claim.speak]
+        if texts and texts[0].chart_id is not None:
             # A chart is drawn before it is sent, which takes a while: a delivery lane does
             # it, and this inbox lane goes back to answering messages.
-            for claim in held:
+            for claim in texts:
                 self.outbox.unclaim(claim)
             self.hand_over()
-        elif held:
-            self._send_in_order(held)
+        elif texts:
+            self._send_in_order(texts)
         elif replies:
             self.hand_over()
+        for claim in held:
+            if claim.speak:
+                self.outbox.unclaim(claim)
+                self.hand_over()
 
     def _send_in_order(self, held: list[Claim]) -> None:
         """Send the replies this lane holds, in order, without a hop to a delivery lane. Once
@@ -102,6 +109,10 @@ class Delivery:
             key = f"pam-{claim.id}"
             # A slow platform keeps the claim alive: no other lane sends it meanwhile.
             lease = self.outbox.lease.total_seconds() / 3
+            if claim.voice_id is not None and self.outbox.outdated(claim):
+                self.outbox.drop(claim, "a newer reply went first")
+                log.info("delivery outbox=%s dropped: a newer reply went first", claim.id)
+                return True
             with self.leases.beat(lease, lambda: self.outbox.renew(claim)):
                 send = self._sending(claim, sender, key)
                 if send is None:

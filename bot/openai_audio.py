@@ -14,7 +14,6 @@ from typing import Any, Literal
 
 import openai
 
-from bot.audio import UnreadableAudio, inspect
 from bot.llm_errors import Edge, ServerError, advice, classify, refuses, server_error
 from bot.logs import OnceLog
 from bot.openai_chat import openai_client, unreachable
@@ -94,10 +93,10 @@ class OpenAITranscriber:
 
 
 class OpenAISpeaker:
-    """A Speaker over `client`'s /audio/speech, with `model` and `voice`. Only OGG/Opus is
-    taken back: WhatsApp plays nothing else as a voice note, and Telegram's sendVoice shows an
-    MP3 as a voice message but not everywhere, so a server that ignores response_format="opus"
-    (answering MP3, WAV) gives an Unusable answer, not a reply that works on one channel."""
+    """A Speaker over `client`'s /audio/speech, with `model` and `voice`. OGG/Opus is asked
+    for; a server that ignores response_format="opus" (answering MP3, WAV) has its audio
+    converted by the caller (bot/speaking.py). `client`'s timeout (PAM_SPEECH_TIMEOUT) bounds
+    each call; it should not retry: a timed-out call would take as long again."""
 
     def __init__(self, client: openai.OpenAI, model: str, voice: str) -> None:
         self.client = client
@@ -114,20 +113,14 @@ class OpenAISpeaker:
                 model=self.model, voice=self.voice, input=text, response_format="opus"
             )
             data = response.content
+        except openai.APITimeoutError as exc:
+            raise self.errors.speech_timed_out(exc) from exc
         except openai.APIStatusError as exc:
             sent = {"voice": self.voice, "response_format": "opus"}
             raise self.errors.rejected(server_error(exc), sent, type(exc).__name__) from exc
         except openai.APIError as exc:
             raise self.errors.outage(exc) from exc
-        try:
-            info = inspect(data, response.response.headers.get("content-type"))
-        except UnreadableAudio as exc:
-            log.warning("Speech answer unusable: %s", exc)
-            raise Unusable(f"the speech server's answer is no audio ({exc})") from exc
-        if info.codec != "opus" or info.content_type != "audio/ogg":
-            log.warning("Speech answer unusable: %s in %s, not Opus", info.codec, info.extension)
-            raise Unusable(f"the speech server answered {info.extension} audio, not OGG/Opus")
-        return Speech(data, "audio/ogg", self.model)
+        return Speech(data, response.response.headers.get("content-type", ""), self.model)
 
 
 def audio_client(settings: VoiceSettings, llm: LLMSettings) -> openai.OpenAI:
@@ -199,6 +192,16 @@ class _Errors:
                 "is PAM_AUDIO_BASE_URL (or OPENAI_BASE_URL) right?"
             )
         return Outage(f"{type(exc).__name__}: {exc}", advice=said)
+
+    def speech_timed_out(self, exc: openai.APITimeoutError) -> LLMError:
+        """The LLMError for a speech call that got no answer within PAM_SPEECH_TIMEOUT."""
+        log.warning("Audio %s call timed out", self.task)
+        said = (
+            f"The speech server at {self.base_url()} did not answer within "
+            f"{self.client.timeout} s: on a CPU server (about 2 s per spoken second) raise "
+            "PAM_SPEECH_TIMEOUT, or lower PAM_SPEECH_MAX_CHARS."
+        )
+        return Outage(f"{type(exc).__name__}: no answer in time", advice=said)
 
     def _edge(self) -> Edge:
         """What advice about this endpoint names."""

@@ -173,6 +173,11 @@ class OpenAIServer(LocalServer):
         # The audio API's requests, kept out of `requests` and `counts` (the chat's).
         self.audio_requests: list[AudioRequest] = []
         self.heard = HEARD
+        # What speech comes back as (the OGG/Opus sample until a test says otherwise), and how
+        # long the speaker takes: up to `speech_seconds`, or until a test sets `speech_done`.
+        self.speech: tuple[bytes, str] = (sample("voice.ogg"), "audio/ogg")
+        self.speech_seconds = 0.0
+        self.speech_done = threading.Event()
         super().__init__()
 
     @property
@@ -193,6 +198,21 @@ class OpenAIServer(LocalServer):
         """Transcribe every voice note from now on as `text`."""
         self.heard = text
 
+    def speak_as(self, audio: bytes, content_type: str) -> None:
+        """Answer every speech request from now on with `audio` (a WAV-only server, say)."""
+        self.speech = (audio, content_type)
+
+    def speak_slowly(self, seconds: float) -> None:
+        """Take up to `seconds` over each speech request from now on, as a CPU speech server
+        does; a test that has seen what it waits for ends the wait early with `speech_done`."""
+        self.speech_done.clear()
+        self.speech_seconds = seconds
+
+    def speech_requests(self) -> list[AudioRequest]:
+        """The speech requests received so far (one may still be being answered)."""
+        with self.lock:
+            return [r for r in self.audio_requests if r.path.endswith("/audio/speech")]
+
     def of(self, task: str) -> list[dict[str, Any]]:
         """The recorded request bodies for `task`."""
         with self.lock:
@@ -205,7 +225,8 @@ class OpenAIServer(LocalServer):
 
     def audio(self, path: str, content_type: str, raw: bytes) -> Answer:
         """Answer one audio request: a transcription is `{"text": <what it hears>}` (OpenAI's
-        json shape), speech is the OGG/Opus voice sample."""
+        json shape), speech is the OGG/Opus voice sample (or what `speak_as` set), after
+        `speak_slowly`'s wait."""
         if path.endswith("/audio/speech"):
             request = AudioRequest(path, json.loads(raw or b"{}"))
         else:
@@ -217,7 +238,10 @@ class OpenAIServer(LocalServer):
         if scripted is not None:
             return scripted
         if request.path.endswith("/audio/speech"):
-            return 200, {"Content-Type": "audio/ogg"}, sample("voice.ogg")
+            if self.speech_seconds:
+                self.speech_done.wait(self.speech_seconds)
+            audio, content_type = self.speech
+            return 200, {"Content-Type": content_type}, audio
         if request.fields.get("response_format") == "verbose_json":
             return 200, {}, encoded(verbose_transcription(self.heard))
         return 200, {}, encoded({"text": self.heard})

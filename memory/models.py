@@ -481,6 +481,10 @@ class OutboxItem(QueueItem, Base):
     chart_id: Mapped[int | None] = mapped_column(Id)
     # A spoken reply (a VoiceClip), sent as a voice message after the reply's text.
     voice_id: Mapped[int | None] = mapped_column(Id)
+    # A part to speak: its text is the words, spoken by a speech lane (bot/speaking.py) into
+    # `voice_id` after the reply's text went out. Until it is spoken it holds no newer reply
+    # to the address back, and delivery passes it over.
+    speak: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     platform_message_id: Mapped[str | None] = mapped_column(String(100))

@@ -39,8 +39,6 @@ from webhooks.whatsapp import CHANNEL as WHATSAPP
 log = logging.getLogger(__name__)
 
 RECOVER_EVERY_SECONDS = 60
-# A reply's speech is made before its text is sent: it may hold the text this long, no more.
-SPEECH_TIMEOUT_SECONDS = 20.0
 # A job folds at most this many chunks per run (a long backlog after an outage takes several).
 MAX_FOLDS_PER_RUN = 10
 
@@ -114,13 +112,13 @@ def build(
             transcriber = transcriber or OpenAITranscriber(
                 audio, settings.voice.transcription_model
             )
-            # A spoken copy waits on the reply's path: bounded short, not retried.
-            quick = audio.with_options(
-                timeout=min(settings.voice.audio_timeout_seconds, SPEECH_TIMEOUT_SECONDS),
-                max_retries=0,
+            # A spoken copy is made after its text went out, within PAM_SPEECH_TIMEOUT; not
+            # retried: a call that timed out would take as long again.
+            speech = audio.with_options(
+                timeout=settings.voice.speech_timeout_seconds, max_retries=0
             )
             speaker = speaker or OpenAISpeaker(
-                quick, settings.voice.speech_model, settings.voice.speech_voice
+                speech, settings.voice.speech_model, settings.voice.speech_voice
             )
     memory = settings.memory
     # Every billed call is counted for /metrics, whichever part of Pam makes it.

@@ -15,8 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bot.audio import UnreadableAudio, inspect
 from bot.openai_audio import OpenAISpeaker, OpenAITranscriber, audio_client
 from bot.openai_chat import openai_client
+from bot.opus import ogg_opus
 from bot.settings import LLMSettings, VoiceSettings
 from bot.transcripts import is_silence, read_transcript, without_silence
 from loopback.audio_samples import sample
@@ -381,21 +383,49 @@ def test_speech_returns_ogg_opus(server: OpenAIServer, speaker: OpenAISpeaker) -
 @pytest.mark.parametrize(
     ("body", "content_type"),
     [
-        (sample("voice.wav"), "audio/wav"),  # a server that ignores response_format
-        (sample("voice.mp3"), "audio/mpeg"),  # plays on Telegram, not as a WhatsApp voice note
+        (sample("voice.wav"), "audio/wav"),  # servers that ignore response_format
+        (sample("voice.mp3"), "audio/mpeg"),
+    ],
+    ids=["wav", "mp3"],
+)
+def test_speech_in_another_format_is_converted_to_ogg_opus(
+    server: OpenAIServer, speaker: OpenAISpeaker, body: bytes, content_type: str
+) -> None:
+    server.fail_next(Fault(status=200, body=body, headers={"Content-Type": content_type}))
+    speech = speaker.speak("Hola", language="es")
+    assert (speech.audio, speech.content_type) == (body, content_type)  # as the server sent it
+    audio, info = ogg_opus(speech.audio, speech.content_type)
+    assert audio.startswith(b"OggS") and (info.content_type, info.codec) == ("audio/ogg", "opus")
+    assert info.seconds == pytest.approx(inspect(body, None).seconds, abs=0.1)
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type"),
+    [
         (b"", "audio/ogg"),
         (b"<html><body>Bad Gateway</body></html>", "text/html"),
         (encoded({"error": {"message": "voice not found"}}), "application/json"),
         (sample("voice.ogg")[:40], "audio/ogg"),
     ],
-    ids=["wav", "mp3", "empty", "html", "json-error", "cut"],
+    ids=["empty", "html", "json-error", "cut"],
 )
-def test_speech_that_is_not_ogg_opus_is_unusable(
+def test_speech_that_is_no_audio_cannot_be_converted(
     server: OpenAIServer, speaker: OpenAISpeaker, body: bytes, content_type: str
 ) -> None:
     server.fail_next(Fault(status=200, body=body, headers={"Content-Type": content_type}))
-    with pytest.raises(Unusable):
-        speaker.speak("Hola", language="es")
+    speech = speaker.speak("Hola", language="es")
+    with pytest.raises(UnreadableAudio):
+        ogg_opus(speech.audio, speech.content_type)
+
+
+def test_speech_that_times_out_names_the_setting(server: OpenAIServer) -> None:
+    # As wiring builds it: the speech client's own timeout, no retries.
+    slow = openai_client("sk-test", server.base_url, 0.2, 0)
+    server.fail_next(Fault(delay=1.0, status=200, body=sample("voice.ogg")))
+    with slow, pytest.raises(Outage) as raised:
+        OpenAISpeaker(slow, "kokoro", "ef_dora").speak("Hola", language="es")
+    assert "PAM_SPEECH_TIMEOUT" in (raised.value.advice or "")
+    assert len(server.audio_requests) == 1  # not retried
 
 
 def test_speech_500_after_retries_is_an_outage(

@@ -203,6 +203,7 @@ EVERY_VARIABLE = [
     ),
     ("PAM_AUDIO_API_KEY", "sk-audio", "voice.audio_api_key", "sk-audio"),
     ("PAM_AUDIO_TIMEOUT", "20", "voice.audio_timeout_seconds", 20.0),
+    ("PAM_SPEECH_TIMEOUT", "300", "voice.speech_timeout_seconds", 300.0),
     ("PAM_TRANSCRIPTION_MODEL", "whisper-1", "voice.transcription_model", "whisper-1"),
     ("PAM_SPEECH_MODEL", "tts-1", "voice.speech_model", "tts-1"),
     ("PAM_SPEECH_VOICE", "nova", "voice.speech_voice", "nova"),

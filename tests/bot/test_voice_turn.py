@@ -15,12 +15,13 @@ from sqlalchemy import Engine, select
 
 from bot import phrases
 from bot.channels import Audio, VoiceRefused, VoiceTooLarge, VoiceUnavailable
-from bot.hearing import HEARD_MARK, SPEECH, TRANSCRIPTION
+from bot.hearing import HEARD_MARK, TRANSCRIPTION
 from bot.openai_audio import OpenAITranscriber
 from bot.openai_chat import openai_client
 from bot.prompt import SPOKEN_RULE
 from bot.runtime import Pam
 from bot.settings import Settings
+from bot.speaking import SPEECH, Spoken
 from bot.tutor import ModelUnavailable, Turn
 from bot.voice import Speech, Transcriber, Transcript
 from bot.worker import Worker
@@ -544,19 +545,19 @@ def test_voice_on_speaks_the_chat_part_of_each_reply(
         ),
     )
     turn = pam.tutor.answer(user, "Ayer yo es cansado", inbox_id=next(_inbox_ids), can_speak=True)
-    assert turn.voice_id is not None
-    assert speaker.texts == ["¡Qué bien! ¿Qué película viste?"]  # corrections stay text
-    clip = pam.store.voice_clips.find(turn.voice_id)
+    # The turn only says what to speak (corrections stay text): nothing is spoken on its path.
+    assert turn.speech == "¡Qué bien! ¿Qué película viste?" and speaker.texts == []
+    spoken = pam.tutor.speak(turn)  # as `pam chat` does, once the text is shown
+    assert spoken.clip_id is not None and speaker.texts == [turn.speech]
+    clip = pam.store.voice_clips.find(spoken.clip_id)
     assert clip is not None and clip.audio.startswith(b"OggS") and clip.learner_id == learner.id
     ((purpose, tokens, _, chars),) = audio_usage(engine, learner.id)
     assert (purpose, chars) == (SPEECH, len(speaker.texts[0]))
     assert tokens == round(chars * pam.settings.voice.speech_tokens_per_char)
     # A channel that takes no voice gets none; /voice off stops it.
-    assert pam.tutor.answer(user, "Hola", inbox_id=next(_inbox_ids)).voice_id is None
+    assert pam.tutor.answer(user, "Hola", inbox_id=next(_inbox_ids)).speech is None
     assert pam.tutor.handle(user, "/voice off") == [phrases.VOICE_OFF]
-    assert (
-        pam.tutor.answer(user, "Hola", inbox_id=next(_inbox_ids), can_speak=True).voice_id is None
-    )
+    assert pam.tutor.answer(user, "Hola", inbox_id=next(_inbox_ids), can_speak=True).speech is None
     assert len(speaker.texts) == 1
 
 
@@ -565,15 +566,17 @@ def test_a_failed_speech_call_never_costs_the_text(
 ) -> None:
     user, learner = spanish_learner(pam)
     pam.store.learners.update_settings(learner.id, voice_replies=True)
-    speaker.failures.append(Unusable("a WAV, not OGG/Opus"))
+    speaker.failures.append(Unusable("the text cannot be spoken"))
     turn = pam.tutor.answer(user, "Hola", inbox_id=next(_inbox_ids), can_speak=True)
-    assert turn.voice_id is None and turn.reply is not None and turn.replies
-    assert turn.problem is None
+    assert turn.speech and turn.reply is not None and turn.replies and turn.problem is None
+    spoken = pam.tutor.speak(turn)
+    assert spoken.clip_id is None and spoken.problem is None
     # A speech server that is not there tells the operator (pam chat shows `problem`).
     advice = "set PAM_AUDIO_BASE_URL to a server with /audio/speech"
     speaker.failures.append(Misconfigured("404", advice))
     turn = pam.tutor.answer(user, "Hola", inbox_id=next(_inbox_ids), can_speak=True)
-    assert turn.voice_id is None and turn.replies and turn.problem == advice
+    assert turn.replies and turn.problem is None
+    assert pam.tutor.speak(turn) == Spoken(None, "the speech call failed (Misconfigured)", advice)
 
 
 def test_voice_usage_line(pam: Pam) -> None:
