@@ -16,8 +16,8 @@ It reports each turn's latency (Pam's own `turn … ms=` log line), the structur
 Pam settled on, the answers that were no reply (apologies), the calls that were asked again
 and why (Pam's warnings), what Pam's existing checks dropped (its "dropped" log lines, by
 what and why), replies that repeat the learner's line, corrections whose original is not in
-the learner's line, and what the profile and summary learned. These are one small model's
-figures on one machine, not a measure of tutoring quality. Writes
+the learner's message they were stored with, and what the profile and summary learned. These
+are one small model's figures on one machine, not a measure of tutoring quality. Writes
 bench/results/local_model.json and local_model.md."""
 
 from __future__ import annotations
@@ -31,8 +31,11 @@ import tempfile
 import time
 import unicodedata
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from sqlalchemy import select
 
 from bench.latency_report import percentile
 from loopback.harness import progress
@@ -48,6 +51,7 @@ from loopback.local_model import (
     settled_mode,
 )
 from memory import db
+from memory.models import Correction, Message
 from memory.records import LEARNER, PAM
 from memory.store import Store
 
@@ -76,7 +80,8 @@ TURN = re.compile(
 )
 # Pam's warnings for an answer it asked again or a call that failed (bot/openai_chat.py).
 TROUBLE = re.compile(r"LLM (\w+) (answer unusable|call refused|call failed)[^:]*:?\s*(.*)")
-DROPPED = re.compile(r"(reply correction|corrections|profile answer|\w+)[^:]*?\bdropped: (.*)")
+# What a "dropped" log line is about, by the first of these words in it.
+DROPPED = ("correction", "profile", "summary", "reply")
 
 
 def folded(text: str) -> str:
@@ -88,16 +93,25 @@ def folded(text: str) -> str:
 
 
 def drops(log: list[str]) -> dict[str, int]:
-    """Pam's "dropped" log lines counted by what was dropped and why (the reason, never the
-    content: Pam logs no content there). Turns dropped because a learner was forgotten are
-    not a check's."""
+    """Pam's "… dropped: REASON" log lines counted by what was dropped (a correction, a
+    profile field, a reply, a summary) and why; Pam logs the reason there, never the content.
+    A reply's answer is read twice (once to accept it, once to use it), so its corrections'
+    lines come twice: they count once per turn. Work dropped because its learner was
+    forgotten is no check's doing."""
     counted: Counter[str] = Counter()
+    turn = 0
+    seen: set[tuple[int, str]] = set()
     for line in log:
-        found = DROPPED.search(line)
-        if found and "forgotten" not in line:
-            what = "correction" if "correction" in found.group(1) else found.group(1)
-            reason = re.sub(r"^(field )?\S+ dropped: ", "", found.group(2))
-            counted[f"{what}: {reason}"] += 1
+        turn += " turn learner=" in line
+        head, found, reason = line.partition(" dropped: ")
+        if not found or "forgotten" in reason:
+            continue
+        what = next((w for w in DROPPED if w in head), "other")
+        said = line.split(" ", 2)[-1]  # without the time
+        if what == "correction" and (turn, said) in seen:
+            continue
+        seen.add((turn, said))
+        counted[f"{what}: {reason}"] += 1
     return dict(counted)
 
 
@@ -125,19 +139,27 @@ def stored(run: ChatRun) -> dict[str, Any]:
             for said, answer in itertools.pairwise(messages)
             if said.role == LEARNER and answer.role == PAM
         ]
-        corrections = store.ledger.corrections(learner.id, limit=1000)
+        with store.inspection.sessions() as session:
+            rows = session.execute(
+                select(
+                    Correction.original, Correction.corrected, Correction.category, Message.content
+                )
+                .join(Message, Message.id == Correction.message_id)
+                .where(Correction.learner_id == learner.id)
+                .order_by(Correction.id)
+            ).all()
         summary = store.memory.summary(learner.id)
         profile = store.memory.profile(learner.id)
         return {
             "echoes": sum(folded(said) in folded(answer) for said, answer in pairs),
             "replies_stored": len(pairs),
             "corrections": [
-                {"original": c.original, "corrected": c.corrected, "category": c.category}
-                for c in corrections
+                {"original": original, "corrected": corrected, "category": category}
+                for original, corrected, category, _ in rows
             ],
-            "corrections_not_in_any_line": sum(
-                not any(folded(c.original) in folded(said) for said, _ in pairs)
-                for c in corrections
+            # Quoting words the learner did not write in that message (issue 32).
+            "corrections_not_in_their_line": sum(
+                folded(original) not in folded(said) for original, _, _, said in rows
             ),
             "usage": {
                 purpose: {"calls": calls, "input_tokens": sent, "output_tokens": got}
@@ -206,9 +228,9 @@ def table(result: dict[str, Any]) -> str:
         ("calls asked again or failed", str(retried)),
         ("replies repeating the learner's line", str(result.get("echoes", "?"))),
         (
-            "corrections stored / original not in any line",
+            "corrections stored / original not in its line",
             f"{len(result.get('corrections', []))} / "
-            f"{result.get('corrections_not_in_any_line', '?')}",
+            f"{result.get('corrections_not_in_their_line', '?')}",
         ),
         ("dropped by Pam's checks", str(dropped)),
         (
@@ -220,28 +242,39 @@ def table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def measure(
+    base_url: str, folder: Path, asked: str, on_log: Callable[[str], None] = lambda line: None
+) -> dict[str, Any]:
+    """Run the script through `pam chat` on the server at `base_url` (PAM_STRUCTURED_OUTPUT
+    `asked`), in `folder`; the figures, with their table."""
+    knobs = {"PAM_LLM_TIMEOUT": "600", "PAM_SHUTDOWN_WAIT_SECONDS": "900"}
+    if asked != "auto":
+        knobs["PAM_STRUCTURED_OUTPUT"] = asked
+    started = time.monotonic()
+    chat = scripted_chat(
+        SCRIPT, base_url, folder, user=USER, timeout=3600, on_log=on_log, knobs=knobs
+    )
+    result = report(chat, asked, time.monotonic() - started)
+    result["table"] = table(result)
+    return result
+
+
 def run(asked: str, out: Path) -> dict[str, Any]:
     """Start the server, run the script through `pam chat`, write and return the figures."""
     local = configured()
     problem = missing(local)
     if problem:
         raise RuntimeError(problem)
-    knobs = {"PAM_LLM_TIMEOUT": "600", "PAM_SHUTDOWN_WAIT_SECONDS": "900"}
-    if asked != "auto":
-        knobs["PAM_STRUCTURED_OUTPUT"] = asked
-    with tempfile.TemporaryDirectory(prefix="pam-local-model-") as folder:
 
-        def seen(line: str) -> None:
-            if " turn learner=" in line or " WARNING " in line or " ERROR " in line:
-                progress(line.split(" ", 2)[-1][:140], "pam chat")
+    def seen(line: str) -> None:
+        if " turn learner=" in line or " WARNING " in line or " ERROR " in line:
+            progress(line.split(" ", 2)[-1][:140], "pam chat")
 
-        with llama_server(local, Path(folder)) as base_url:
-            started = time.monotonic()
-            chat = scripted_chat(
-                SCRIPT, base_url, Path(folder), user=USER, timeout=3600, on_log=seen, knobs=knobs
-            )
-            result = report(chat, asked, time.monotonic() - started)
-    result["table"] = table(result)
+    # Kept afterwards: the server's log, pam chat's output and log, and its SQLite file.
+    folder = Path(tempfile.mkdtemp(prefix="pam-local-model-"))
+    progress(f"the run's logs and database go to {folder}", "local model")
+    with llama_server(local, folder) as base_url:
+        result = measure(base_url, folder, asked, seen)
     out.mkdir(parents=True, exist_ok=True)
     (out / "local_model.json").write_text(
         json.dumps(result, ensure_ascii=False, indent=2) + "\n", encoding="utf-8"

@@ -247,7 +247,8 @@ def scripted_chat(
     )
     stdin = "".join(f"{line}\n" for line in lines).encode()
     with (folder / "pam-chat.out").open("w+b") as out:
-        process = subprocess.Popen(
+        log: list[str] = []
+        with subprocess.Popen(
             [*PAM_CMD, "chat", "--user", user],
             cwd=folder,
             env=env,
@@ -255,24 +256,22 @@ def scripted_chat(
             stdout=out,
             stderr=subprocess.PIPE,
             start_new_session=True,
-        )
-        watchdog = threading.Timer(timeout, process.kill)
-        watchdog.start()
-        try:
-            assert process.stdin is not None and process.stderr is not None
-            process.stdin.write(stdin)
-            process.stdin.close()
-            log: list[str] = []
-            for raw in process.stderr:
-                line = raw.decode(errors="replace").rstrip("\n")
-                log.append(line)
-                on_log(line)
-            returncode = process.wait()
-        finally:
-            watchdog.cancel()
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+        ) as process:  # closes the pipes, waits for the process
+            watchdog = threading.Timer(timeout, process.kill)
+            watchdog.start()
+            try:
+                assert process.stdin is not None and process.stderr is not None
+                process.stdin.write(stdin)
+                process.stdin.close()
+                for raw in process.stderr:
+                    line = raw.decode(errors="replace").rstrip("\n")
+                    log.append(line)
+                    on_log(line)
+                returncode = process.wait()
+            finally:
+                watchdog.cancel()
+                if process.poll() is None:
+                    process.kill()
         out.seek(0)
         stdout = out.read().decode(errors="replace")
     (folder / "pam-chat.log").write_text("\n".join(log) + "\n", encoding="utf-8")
