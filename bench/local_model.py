@@ -73,8 +73,14 @@ LINES = [
     "Estoy nerviosa porque la familia de Javier habla muy rápida.",  # rápida → rápido
     "Gracias por practicar conmigo, me ayudas mucho.",  # (none)
 ]
-SCRIPT = ["/language Spanish English", "/level A2", *LINES, "/profile"]
-FIRST_LINE = 2  # SCRIPT index of LINES[0]
+FIRST_LINE = 2  # the script's index of its first learner line
+
+
+def script(lines: int) -> list[str]:
+    """What `pam chat` is given: the settings, the first `lines` learner lines, /profile."""
+    return ["/language Spanish English", "/level A2", *LINES[:lines], "/profile"]
+
+
 TURN = re.compile(
     r" turn learner=\S+ prompt_tokens=(\S+) output_tokens=(\S+) calls=(\d+) .*ms=(\d+)"
 )
@@ -174,13 +180,13 @@ def stored(run: ChatRun) -> dict[str, Any]:
         engine.dispose()
 
 
-def report(run: ChatRun, asked: str, seconds: float) -> dict[str, Any]:
-    """The figures of one run."""
+def report(run: ChatRun, asked: str, seconds: float, lines: int) -> dict[str, Any]:
+    """The figures of one run of `lines` learner lines."""
     turns = [TURN.search(line) for line in run.log]
     found = [t for t in turns if t]
     ms = [float(t.group(4)) for t in found]
     answers = run.answers()
-    replies = answers[FIRST_LINE : FIRST_LINE + len(LINES)]
+    replies = answers[FIRST_LINE : FIRST_LINE + lines]
     return {
         "model": MODEL_ALIAS,
         "server": "llama-cpp-python 0.3.36, n_ctx 4096, 2 threads",
@@ -188,7 +194,7 @@ def report(run: ChatRun, asked: str, seconds: float) -> dict[str, Any]:
         "structured_output_used": settled_mode(run.log, asked),
         "exit_status": run.returncode,
         "seconds": round(seconds),
-        "learner_lines": len(LINES),
+        "learner_lines": lines,
         "turns_logged": len(found),
         "latency_ms": {
             "p50": percentile(ms, 0.5),
@@ -199,10 +205,10 @@ def report(run: ChatRun, asked: str, seconds: float) -> dict[str, Any]:
         "output_tokens_per_turn": [
             int(t.group(2)) if t.group(2).isdigit() else None for t in found
         ],
-        "no_reply": sum(not is_reply(a) for a in replies) + len(LINES) - len(replies),
+        "no_reply": sum(not is_reply(a) for a in replies) + lines - len(replies),
         "asked_again_or_failed": troubles(run.log),
         "dropped_by_checks": drops(run.log),
-        "profile_command_said": answers[-1] if len(answers) == len(SCRIPT) else None,
+        "profile_command_said": answers[-1] if len(answers) == lines + 3 else None,
         "replies": replies,
         **stored(run),
     }
@@ -243,23 +249,28 @@ def table(result: dict[str, Any]) -> str:
 
 
 def measure(
-    base_url: str, folder: Path, asked: str, on_log: Callable[[str], None] = lambda line: None
+    base_url: str,
+    folder: Path,
+    asked: str,
+    on_log: Callable[[str], None] = lambda line: None,
+    lines: int = len(LINES),
 ) -> dict[str, Any]:
-    """Run the script through `pam chat` on the server at `base_url` (PAM_STRUCTURED_OUTPUT
-    `asked`), in `folder`; the figures, with their table."""
+    """Run the script with its first `lines` learner lines through `pam chat` on the server
+    at `base_url` (PAM_STRUCTURED_OUTPUT `asked`), in `folder`; the figures, with their
+    table."""
     knobs = {"PAM_LLM_TIMEOUT": "600", "PAM_SHUTDOWN_WAIT_SECONDS": "900"}
     if asked != "auto":
         knobs["PAM_STRUCTURED_OUTPUT"] = asked
     started = time.monotonic()
     chat = scripted_chat(
-        SCRIPT, base_url, folder, user=USER, timeout=3600, on_log=on_log, knobs=knobs
+        script(lines), base_url, folder, user=USER, timeout=3600, on_log=on_log, knobs=knobs
     )
-    result = report(chat, asked, time.monotonic() - started)
+    result = report(chat, asked, time.monotonic() - started, lines)
     result["table"] = table(result)
     return result
 
 
-def run(asked: str, out: Path) -> dict[str, Any]:
+def run(asked: str, out: Path, lines: int = len(LINES)) -> dict[str, Any]:
     """Start the server, run the script through `pam chat`, write and return the figures."""
     local = configured()
     problem = missing(local)
@@ -274,7 +285,7 @@ def run(asked: str, out: Path) -> dict[str, Any]:
     folder = Path(tempfile.mkdtemp(prefix="pam-local-model-"))
     progress(f"the run's logs and database go to {folder}", "local model")
     with llama_server(local, folder) as base_url:
-        result = measure(base_url, folder, asked, seen)
+        result = measure(base_url, folder, asked, seen, lines)
     out.mkdir(parents=True, exist_ok=True)
     (out / "local_model.json").write_text(
         json.dumps(result, ensure_ascii=False, indent=2) + "\n", encoding="utf-8"
@@ -296,13 +307,21 @@ def main(argv: list[str] | None = None) -> int:
         choices=["auto", "json_schema", "json_object", "off"],
         help="PAM_STRUCTURED_OUTPUT for the run (default: Pam's own, auto)",
     )
+    parser.add_argument(
+        "--lines",
+        type=int,
+        default=len(LINES),
+        choices=range(1, len(LINES) + 1),
+        metavar=f"1-{len(LINES)}",
+        help=f"learner lines to send (default: all {len(LINES)})",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS, help="where the results go")
     args = parser.parse_args(argv)
     if args.setup:
         set_up(configured())
         return 0
     try:
-        result = run(args.structured_output, args.out)
+        result = run(args.structured_output, args.out, args.lines)
     except (OSError, RuntimeError, AssertionError) as exc:
         print(f"the local-model benchmark could not run: {exc}", file=sys.stderr)
         return 2

