@@ -3,7 +3,7 @@ OpenAI-compatible server (0.3.36, unmodified) on Qwen2.5-Coder 1.5B Instruct (Q4
 threads — driven as an operator tries a model out: `pam chat` with learner lines on stdin.
 
     python3 dev.py bench local_model --setup     # once: the server's venv and the model
-    python3 dev.py bench local_model             # the run (about 10-20 minutes on 2 cores)
+    python3 dev.py bench local_model             # the run (15-40 minutes on 2 shared cores)
     python3 dev.py bench local_model --structured-output json_object
 
 The set-up lives outside Pam's venv (~/.cache/pam-local, or PAM_LOCAL_LLM_PYTHON and
@@ -32,12 +32,14 @@ import time
 import unicodedata
 from collections import Counter
 from collections.abc import Callable
+from difflib import SequenceMatcher
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import select
 
 from bench.latency_report import percentile
+from bot.corrections import chat_part
 from loopback.harness import progress
 from loopback.local_model import (
     MODEL_ALIAS,
@@ -88,6 +90,7 @@ TURN = re.compile(
 TROUBLE = re.compile(r"LLM (\w+) (answer unusable|call refused|call failed)[^:]*:?\s*(.*)")
 # What a "dropped" log line is about, by the first of these words in it.
 DROPPED = ("correction", "profile", "summary", "reply")
+ECHO_LIKENESS = 0.8
 
 
 def folded(text: str) -> str:
@@ -96,6 +99,13 @@ def folded(text: str) -> str:
     bare = unicodedata.normalize("NFKD", text.lower())
     bare = "".join(c for c in bare if not unicodedata.combining(c))
     return " ".join(re.sub(r"[^\w\s]", " ", bare).split())
+
+
+def echoes(said: str, reply: str) -> bool:
+    """Whether `reply` (without its correction lines) repeats the learner's line `said`: holds
+    it, or reads nearly the same (80% alike, accents, case and punctuation aside)."""
+    line, answer = folded(said), folded(reply)
+    return line in answer or SequenceMatcher(None, line, answer).ratio() >= ECHO_LIKENESS
 
 
 def drops(log: list[str]) -> dict[str, int]:
@@ -157,7 +167,7 @@ def stored(run: ChatRun) -> dict[str, Any]:
         summary = store.memory.summary(learner.id)
         profile = store.memory.profile(learner.id)
         return {
-            "echoes": sum(folded(said) in folded(answer) for said, answer in pairs),
+            "echoes": sum(echoes(said, chat_part(answer)) for said, answer in pairs),
             "replies_stored": len(pairs),
             "corrections": [
                 {"original": original, "corrected": corrected, "category": category}

@@ -15,6 +15,7 @@ import pytest
 
 from bench import local_model
 from bench.local_model import LINES, drops, measure, script, troubles
+from bot.corrections import chat_part
 from loopback.local_model import is_reply, settled_mode
 from loopback.openai_server import OpenAIServer, default_answer
 
@@ -103,6 +104,16 @@ def test_log_lines_are_read_as_pam_writes_them() -> None:
     assert settled_mode(log, "auto") == "json_object"
     assert settled_mode(log[:2], "auto") == "json_schema"
     assert settled_mode([], "off") == "off"
+
+
+def test_an_echo_is_a_reply_that_repeats_the_line_not_a_correction_quoting_it() -> None:
+    line = "En el hospital hay mucho trabajo, muchas personas están enfermos."
+    near = "En el hospital, hay mucha trabajo y muchas personas están enfermas."
+    corrected = f"¡Qué duro!\n\n✏️ {line} → enfermas"
+    assert local_model.echoes(line, line)
+    assert local_model.echoes(line, near)
+    assert not local_model.echoes(line, "¡Qué duro! ¿Trabajas de noche también?")
+    assert not local_model.echoes(line, chat_part(corrected))
 
 
 def test_an_apology_is_no_reply() -> None:
