@@ -96,11 +96,6 @@ def assert_every_line_answered(run: ChatRun) -> None:
     assert stored == said, "what Pam printed is what it stored"
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="needs the errors branch's step-down: llama-cpp-python answers json_schema with "
-    "HTTP 500, which Pam on this branch counts as an outage",
-)
 def test_at_pams_default_settings_every_line_gets_a_reply_and_the_mode_is_logged(
     base_url: str, tmp_path: Path
 ) -> None:
