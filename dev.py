@@ -4,8 +4,9 @@
     python3 dev.py chat [--user NAME]   talk to Pam in the terminal (SQLite in this folder)
     python3 dev.py test [PYTEST ARGS]   run the test suite
     python3 dev.py bench NAME [ARGS]    run a benchmark: tokens, latency, faults, recall_quality,
-                                        recall_scale, progress_chart, voice, memory or
-                                        cold_start (bench/)
+                                        recall_scale, progress_chart, voice, memory,
+                                        cold_start or local_model (bench/; local_model
+                                        needs `--setup` once)
     python3 dev.py lock [--upgrade]     update uv.lock to pyproject.toml (--upgrade: every
                                         pin to its newest allowed version)
     python3 dev.py <pam arguments>      any other `pam` command, e.g. `db upgrade`
