@@ -775,8 +775,11 @@ def operator_lines(stderr: str) -> list[str]:
         ),
         pytest.param(
             Fault(status=404, body=NO_SUCH_MODEL),
-            "has no model 'gpt-4o-mini' (404): check PAM_MODEL and PAM_MEMORY_MODEL (on "
-            "Ollama, `ollama pull` it first).",
+            # The server's own words ride along (bot/llm_errors.py): where a model is named
+            # by a heuristic, they show what the server meant.
+            "has no model 'gpt-4o-mini' (404: model_not_found The model `gpt-4o-mini` does "
+            "not exist or you do not have access to it.): check PAM_MODEL and PAM_MEMORY_MODEL "
+            "(on Ollama, `ollama pull` it first).",
             id="unknown-model",
         ),
     ],
