@@ -93,6 +93,16 @@ def _find(ref: str) -> LearnerEntry | None:
     return store.inspection.learner_at(stored_address(ref))
 
 
+def _learner_or_refusal(ref: str) -> LearnerEntry | ResponseReturnValue:
+    """The learner `ref` names, or the answer when it names none: 400 for an address that
+    is none, 404 for nobody."""
+    try:
+        found = _find(ref)
+    except BadAddress as exc:
+        return _bad(str(exc))
+    return found if found is not None else _no_learner()
+
+
 @blueprint.get("/learners")
 def learners() -> ResponseReturnValue:
     """`?address=`: the learner at that channel address (404 if none). Otherwise a page of
@@ -130,11 +140,10 @@ def learners() -> ResponseReturnValue:
 @blueprint.get("/learners/<ref>")
 def learner(ref: str) -> ResponseReturnValue:
     """One learner, by id or channel address, as the list shows them."""
-    try:
-        found = _find(ref)
-    except BadAddress as exc:
-        return _bad(str(exc))
-    return jsonify(learner=_entry(found)) if found is not None else _no_learner()
+    found = _learner_or_refusal(ref)
+    if not isinstance(found, LearnerEntry):
+        return found
+    return jsonify(learner=_entry(found))
 
 
 @blueprint.get("/learners/<ref>/memory")
@@ -142,12 +151,9 @@ def memory(ref: str) -> ResponseReturnValue:
     """Everything Pam keeps about one learner: window (a voice note's with its length),
     summary, profile, corrections, usage (audio's seconds and characters too), and the state
     of their memory jobs."""
-    try:
-        found = _find(ref)
-    except BadAddress as exc:
-        return _bad(str(exc))
-    if found is None:
-        return _no_learner()
+    found = _learner_or_refusal(ref)
+    if not isinstance(found, LearnerEntry):
+        return found
     learner_id = found.id
     store = Store(web().engine)
     try:
@@ -220,12 +226,9 @@ def recall(ref: str) -> ResponseReturnValue:
     if len(query) > MAX_QUERY_CHARS:
         detail = f"q is too long: at most {MAX_QUERY_CHARS} characters"
         return jsonify(error="Bad Request", detail=detail), 400
-    try:
-        found = _find(ref)
-    except BadAddress as exc:
-        return _bad(str(exc))
-    if found is None:
-        return _no_learner()
+    found = _learner_or_refusal(ref)
+    if not isinstance(found, LearnerEntry):
+        return found
     learner_id = found.id
     snippets = Store(web().engine).recall.search(learner_id, query)
     # The query and the snippets are the learner's words: counted here, never logged.
@@ -249,12 +252,9 @@ def recall(ref: str) -> ResponseReturnValue:
 @blueprint.post("/learners/<ref>/forget")
 def forget(ref: str) -> ResponseReturnValue:
     """Erase every row about the learner, as /forget does."""
-    try:
-        found = _find(ref)
-    except BadAddress as exc:
-        return _bad(str(exc))
-    if found is None:
-        return _no_learner()
+    found = _learner_or_refusal(ref)
+    if not isinstance(found, LearnerEntry):
+        return found
     learner_id = found.id
     Store(web().engine).learners.forget(learner_id)
     log.info("learner forgotten by an operator learner=%s", learner_id)
