@@ -393,6 +393,8 @@ class Tutor:
         try:
             completion, recalled = self.asking.ask(learner.id, text, context, stored.id, asked)
             answer = corrections.parse_answer(completion.text)
+            # Only what the learner really wrote this turn is corrected (and so drilled).
+            answer = corrections.checked(answer, text, learner.id)
             if spoken is not None:  # the transcriber wrote the spelling, not the learner
                 answer = replace(answer, corrections=spoken_corrections(answer.corrections))
         except LLMError as exc:

@@ -289,12 +289,29 @@ def test_llm_error_without_a_language_apologises_in_english(
     assert pam.tutor.handle(unique_user(), "Hello") == [phrases.APOLOGIES["English"]]
 
 
+TOPICS = (
+    "¿Qué tal el trabajo?",
+    "¡Me encanta el mar!",
+    "¿Tienes hermanos?",
+    "Hoy hace mucho sol aquí.",
+    "¿Cocinas a menudo?",
+    "Ayer vi una película genial.",
+    "¿Qué música escuchas?",
+    "Mi gato duerme todo el día.",
+    "¿Adónde viajas este verano?",
+    "El café de aquí es buenísimo.",
+    "¿Lees algún libro ahora?",
+    "Mañana voy al mercado.",
+)
+
+
 def test_the_prompt_holds_the_system_prompt_and_every_unfolded_message(
     pam: Pam, fake_model: FakeChatModel
 ) -> None:
     user = unique_user()
     for i in range(12):
-        fake_model.queue("reply", reply_json(f"Respuesta número {i}"))
+        # Replies that differ: one that says the previous one again is no reply.
+        fake_model.queue("reply", reply_json(f"Respuesta {i}: {TOPICS[i]}"))
         pam.tutor.handle(user, f"Mensaje número {i}")
     info = learner_of(pam, user)
     assert pam.store.memory.summary(info.id).watermark == 0  # nothing folded at the default trigger
