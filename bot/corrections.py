@@ -175,8 +175,10 @@ def _category(value: Any, noted: list[str]) -> str:
     name = re.sub(r"[\s_]+", "-", text.strip().casefold())
     if name in CATEGORIES:
         return name
-    named = [c for c in CATEGORIES if re.search(rf"(?<![\w-]){c}(?![\w-])", name)]
-    if "|" in name or len(named) > 1:
+    lowered = text.casefold()
+    named = [c for c in CATEGORIES if re.search(rf"\b{c.replace('-', '[ _-]?')}\b", lowered)]
+    listed = len(named) > 2 or (len(named) == 2 and re.search(r"[,/]|\bor\b", lowered))
+    if "|" in name or listed:
         noted.append("category")
         return "other"
     words = name.replace("-", " ")

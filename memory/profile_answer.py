@@ -88,8 +88,9 @@ def _level(value: Any) -> str | None:
         return None
     if not isinstance(value, str):
         raise _Dropped("not a CEFR level")
-    if len({(m.group(1) + m.group(2)).upper() for m in _CEFR.finditer(value)}) > 1:
-        # The format's list ("A1", "A2", … or "A1|A2|B1"), copied: no estimate at all.
+    codes = {(m.group(1) + m.group(2)).upper() for m in _CEFR.finditer(value)}
+    if len(codes) > 2 or (len(codes) == 2 and "|" in value):
+        # The format's list ("A1", "A2", … or "A1|A2"), copied: no estimate ("A2-B1" is one).
         dropped("profile_fact", "placeholder", None)
         raise _Dropped("the format's list of levels")
     code = _CEFR.search(value)

@@ -24,12 +24,12 @@ SETTINGS = {
 # model's reading of how and why they chat, and "recurring_mistakes" are led by their review
 # patterns: none of them quotes the learner.
 FACT_FIELDS = ("who", "interests", "misc")
-_PIECES = re.compile(r"[,;/|()]|\bor\b")
+_PIECES = re.compile(r"[,;:/|()]|\bor\b")
 _FORMAT_LINE = re.compile(r'^- "(\w+)"(?:, "\w+")*: (.+)$', re.MULTILINE)
 
 
 def _pieces(text: str) -> list[str]:
-    """The parts of `text` between commas, slashes, bars, brackets and "or", folded."""
+    """The parts of `text` between commas, colons, slashes, bars, brackets and "or", folded."""
     return [p for p in (fold(part) for part in _PIECES.split(text)) if p]
 
 
@@ -40,8 +40,7 @@ def format_pieces() -> frozenset[str]:
     writes as values."""
     pieces: set[str] = {"string", "strings", "short strings", "null", "none", "unknown"}
     for match in _FORMAT_LINE.finditer(template("profile").template):
-        for part in match.group(2).split(":"):
-            pieces.update(_pieces(part))
+        pieces.update(_pieces(match.group(2)))
     return frozenset(pieces)
 
 

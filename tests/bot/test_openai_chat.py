@@ -862,13 +862,14 @@ def test_when_the_llm_fails_the_learner_gets_an_apology_and_the_message_stays(
     assert "reply" not in store.ledger.usage(learner.id)
 
     # Once the LLM is back, the unanswered message is still part of the conversation.
-    answers = live_pam.tutor.handle(user, "¿Estás ahí?")
+    # (With the server's "yo es" mistake in it: a correction quotes the latest message.)
+    answers = live_pam.tutor.handle(user, "¿Estás ahí? Yo es aquí.")
 
     assert answers == [shown_reply(2)]
     last = server.of("reply")[-1]
     assert last["messages"][1:] == [
         {"role": "user", "content": "Ayer yo es muy cansada"},
-        {"role": "user", "content": "¿Estás ahí?"},
+        {"role": "user", "content": "¿Estás ahí? Yo es aquí."},
     ]
 
 
