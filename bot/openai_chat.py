@@ -324,7 +324,10 @@ class OpenAIChatModel:
             )
         elif still_working(exc):
             advice = self.retrying.timeout_advice()
-        return _outage(f"{type(exc).__name__}: {exc}", billed, advice)
+        error = _outage(f"{type(exc).__name__}: {exc}", billed, advice)
+        if isinstance(error, Outage) and still_working(exc):
+            error.retry_after = self.retrying.timeout  # not before the server may be done
+        return error
 
     def _base_url(self) -> str:
         """The API base URL, as the operator wrote it in OPENAI_BASE_URL."""

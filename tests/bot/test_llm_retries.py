@@ -11,12 +11,18 @@ from collections.abc import Iterator
 import openai
 import pytest
 
+from bot.backoff import backoff
 from bot.llm_retries import MAX_RETRY_AFTER, Retrying
 from bot.openai_chat import OpenAIChatModel, openai_client
+from bot.runtime import Pam
 from bot.settings import Settings
+from bot.tutor import ModelUnavailable
 from loopback.openai_server import Fault, OpenAIServer, default_answer
 from memory.llm import Completion, Outage
 from memory.tokens import TokenCounter
+from tests.conftest import unique_user
+from tests.fakes import FakeChatModel
+from webhooks.wiring import build
 
 PROMPT = [
     {"role": "system", "content": "# Task: reply\nYou are Pam."},
@@ -145,3 +151,33 @@ def test_the_sdk_itself_never_retries(server: OpenAIServer, counter: TokenCounte
     assert complete(chat).text == default_answer("reply", {}, 3)
     assert len(server.requests) == 3  # two retries of Pam's, none of the SDK's own on top
     assert isinstance(client, openai.OpenAI)
+
+
+def test_a_timed_out_turn_is_tried_again_only_after_the_timeout(
+    server: OpenAIServer, counter: TokenCounter, waits: list[float]
+) -> None:
+    server.fail_next(Fault(status=200, delay=1.0))
+
+    with pytest.raises(Outage) as caught:
+        complete(model(server.base_url, counter, waits, timeout=0.3))
+
+    assert caught.value.retry_after == 0.3  # the turn waits at least as long as the server may
+
+
+def test_the_tutor_hands_the_wait_to_the_worker(pam_with_fake: tuple[Pam, FakeChatModel]) -> None:
+    pam, fake = pam_with_fake
+    fake.queue("reply", Outage("APITimeoutError: Request timed out.", retry_after=120.0))
+
+    with pytest.raises(ModelUnavailable) as caught:
+        pam.tutor.answer(unique_user(), "Hola, ¿qué tal el trabajo hoy?", can_retry=True)
+
+    assert caught.value.retry_after == 120.0
+    assert backoff(1, caught.value.retry_after) >= 120.0
+
+
+@pytest.fixture
+def pam_with_fake(database_url: str) -> Iterator[tuple[Pam, FakeChatModel]]:
+    fake = FakeChatModel()
+    pam = build(Settings(database_url=database_url), model=fake, submit=lambda work: work())
+    yield pam, fake
+    pam.close(0)
