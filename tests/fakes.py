@@ -51,7 +51,7 @@ def default_reply(messages: Sequence[ChatMessage]) -> str:
     return reply_json(second if said.startswith(first) else first)
 
 
-ENDINGS = ("¡Genial!", "¿Y luego qué pasó después?")
+ENDINGS = ("¡Genial! ¿Y qué más hiciste hoy?", "¿Y luego qué pasó después? Cuéntame.")
 
 
 def fresh_ending(messages: Sequence[ChatMessage]) -> str:
