@@ -1,5 +1,5 @@
 # Pam's image: `fly deploy` builds it (fly.toml), and any container platform can run it. The
-# web (gunicorn), `pam worker` and the release command `pam db upgrade` all run from it; fly.toml
+# web (gunicorn), `pam worker` and the release command `pam release` all run from it; fly.toml
 # names them in [processes]. Dependencies come from uv.lock only, with their hashes checked.
 #
 #   docker build -t pam .
@@ -39,7 +39,7 @@ USER 10001:10001
 # The default SQLite file (pam.db) lands here, writable by the pam user.
 WORKDIR /home/pam
 EXPOSE 8080
-# $PORT where the platform sets one (Render, Cloud Run, Railway), else 8080 (fly.toml's
-# internal_port); exec, so that gunicorn itself gets the platform's SIGTERM. gunicorn trusts
-# no proxy's headers itself (its default trusts loopback's): the app does, by PAM_PROXY_HOPS.
-CMD ["sh", "-c", "exec gunicorn --bind \"0.0.0.0:${PORT:-8080}\" --forwarded-allow-ips= --workers \"${WEB_CONCURRENCY:-2}\" --threads 4 --timeout 30 --access-logfile - 'webhooks.app:create_app()'"]
+# The web, configured in webhooks/gunicorn_config.py: $PORT where the platform sets one (Render,
+# Cloud Run, Railway), else 8080 (fly.toml's internal_port), $WEB_CONCURRENCY workers, access
+# logs without tokens or queries. Exec form: gunicorn itself gets the platform's SIGTERM.
+CMD ["gunicorn", "-c", "python:webhooks.gunicorn_config", "webhooks.app:create_app()"]

@@ -4,7 +4,8 @@
     python3 dev.py chat [--user NAME]   talk to Pam in the terminal (SQLite in this folder)
     python3 dev.py test [PYTEST ARGS]   run the test suite
     python3 dev.py bench NAME [ARGS]    run a benchmark: tokens, latency, faults, recall_quality,
-                                        recall_scale, progress_chart or voice (bench/)
+                                        recall_scale, progress_chart, voice, memory or
+                                        cold_start (bench/)
     python3 dev.py lock [--upgrade]     update uv.lock to pyproject.toml (--upgrade: every
                                         pin to its newest allowed version)
     python3 dev.py <pam arguments>      any other `pam` command, e.g. `db upgrade`
@@ -31,6 +32,14 @@ UV = BIN / ("uv.exe" if os.name == "nt" else "uv")
 # The uv that installs from uv.lock (the Dockerfile uses the same one).
 UV_VERSION = "0.13.9"
 SHARED_TIKTOKEN = ROOT.parent / "shared" / "tiktoken-cache"
+# How .venv is installed from uv.lock. --locked: fail instead of resolving anew when uv.lock no
+# longer matches pyproject.toml; --inexact: leave what else is in .venv (uv itself, pip) alone;
+# --compile-bytecode: every installed module's .pyc now, as the Dockerfile's UV_COMPILE_BYTECODE
+# does: with PYTHONDONTWRITEBYTECODE set (containers, CI) Python would otherwise compile them
+# all again on every start (`pam --help` took seconds of CPU, each test's `pam` subprocess too).
+SYNC = ("sync", "--locked", "--extra", "dev", "--inexact", "--compile-bytecode", "--quiet")
+# Pam's own packages, installed editable (so not compiled by uv): compiled by compile_source().
+SOURCE = ("bot", "memory", "webhooks", "prompts", "loopback", "bench", "tests")
 
 
 def ensure_uv() -> None:
@@ -60,15 +69,15 @@ def uv_environ() -> dict[str, str]:
 def ensure_environment() -> None:
     """Create .venv and install Pam with its test tools from uv.lock, unless up to date."""
     inputs = (ROOT / "pyproject.toml").read_bytes() + (ROOT / "uv.lock").read_bytes()
+    # The install's options too: a .venv installed without one of them is installed again.
+    inputs += " ".join(SYNC).encode()
     wanted = hashlib.sha256(inputs).hexdigest()
     if PYTHON.exists() and STAMP.exists() and STAMP.read_text() == wanted:
         return
     if PYTHON.exists():
         print("Updating Pam's dependencies in .venv...", file=sys.stderr)
     ensure_uv()
-    # --locked: fail instead of resolving anew when uv.lock no longer matches pyproject.toml;
-    # --inexact: leave what else is in .venv (uv itself, pip) alone.
-    sync = [str(UV), "sync", "--locked", "--extra", "dev", "--inexact", "--quiet"]
+    sync = [str(UV), *SYNC]
     if subprocess.call(sync, cwd=ROOT, env=uv_environ()) != 0:
         sys.exit(
             "Installing Pam's dependencies from uv.lock failed; see uv's output above. If it "
@@ -76,6 +85,15 @@ def ensure_environment() -> None:
             "`python3 dev.py lock` and commit uv.lock."
         )
     STAMP.write_text(wanted)
+
+
+def compile_source() -> None:
+    """Compile Pam's own modules to .pyc (in their __pycache__/, which git ignores) where they
+    changed since: uv compiles what it installs, but Pam itself is installed editable, its
+    source read from this folder. A no-op when nothing changed (a stat per file)."""
+    folders = [str(ROOT / name) for name in SOURCE if (ROOT / name).is_dir()]
+    # -q: quiet unless a file does not compile; that file's error then shows when it is run.
+    subprocess.call([str(PYTHON), "-m", "compileall", "-q", *folders], stdout=subprocess.DEVNULL)
 
 
 def lock(args: list[str]) -> int:
@@ -98,6 +116,7 @@ def main(argv: list[str]) -> int:
     if argv[0] == "lock":
         return lock(argv[1:])
     ensure_environment()
+    compile_source()
     env = dict(os.environ)
     if "TIKTOKEN_CACHE_DIR" not in env and SHARED_TIKTOKEN.is_dir():
         env["TIKTOKEN_CACHE_DIR"] = str(SHARED_TIKTOKEN)

@@ -10,34 +10,12 @@ from typing import Any
 
 from bench.token_report import CACHE_MIN_TOKENS, STRATEGIES, prefixes
 from bench.token_runs import Series
+from memory.prices import PRICES, PRICES_SOURCE, Price
 
 # OpenAI bills a cache hit in steps of this many tokens past the first 1,024.
 CACHE_STEP_TOKENS = 128
 # A learner who writes 20 messages a day.
 MONTH_MESSAGES = 600
-PRICES_SOURCE = (
-    "OpenAI API pricing (platform.openai.com/docs/pricing), standard tier, USD per 1M tokens, "
-    "as published on 2025-06-03"
-)
-
-
-@dataclass(frozen=True)
-class Price:
-    """One model's published price, dollars per 1M tokens."""
-
-    model: str
-    input: float
-    cached_input: float
-    output: float
-
-
-PRICES = (
-    Price("gpt-4o-mini", 0.15, 0.075, 0.60),
-    Price("gpt-4.1-mini", 0.40, 0.10, 1.60),
-    Price("gpt-4.1-nano", 0.10, 0.025, 0.40),
-    Price("gpt-4.1", 2.00, 0.50, 8.00),
-    Price("gpt-4o", 2.50, 1.25, 10.00),
-)
 
 
 def cached_tokens(prefix: int) -> int:

@@ -59,7 +59,7 @@ from loopback.audio_samples import sample
 from loopback.openai_server import HEARD, OpenAIServer
 from loopback.telegram_server import TOKEN, TelegramServer
 from loopback.twilio_server import MediaCDN, TwilioServer
-from memory import db
+from memory import db, prices
 from memory.config import MemoryConfig
 from memory.messages import VOICE, Inbound, Sent, VoiceNote
 from memory.models import Base, Usage, VoiceClip
@@ -78,19 +78,18 @@ CHAT_MODEL = "gpt-4o-mini"
 # Memory jobs off: a fold or profile call inside a turn would be timed as the turn's.
 NO_MEMORY_JOBS = MemoryConfig(summary_trigger_tokens=100_000_000, profile_every=100_000_000)
 
-# List prices, USD, from OpenAI's pricing page (platform.openai.com/docs/pricing) as of 2026;
-# an operator should check them before budgeting. gpt-4o-mini-tts is billed by text input and
-# audio output tokens, which comes to about $0.015 per minute of speech.
-TRANSCRIPTION_PER_MINUTE = 0.003  # gpt-4o-mini-transcribe
-SPEECH_PER_MINUTE = 0.015  # gpt-4o-mini-tts, ≈
-INPUT_PER_MILLION = 0.15  # gpt-4o-mini input tokens
-OUTPUT_PER_MILLION = 0.60  # gpt-4o-mini output tokens
+# List prices: memory/prices.py, the one table (the estimated-dollars metric reads it too).
+TRANSCRIPTION_PER_MINUTE = prices.TRANSCRIPTION_PER_MINUTE["gpt-4o-mini-transcribe"]
+SPEECH_PER_MINUTE = prices.SPEECH_PER_MINUTE["gpt-4o-mini-tts"]  # ≈
+_MINI = next(price for price in prices.PRICES if price.model == CHAT_MODEL)
+INPUT_PER_MILLION = _MINI.input  # gpt-4o-mini input tokens
+OUTPUT_PER_MILLION = _MINI.output  # gpt-4o-mini output tokens
 # Realistic sizes for the cost part (the sample note is ~2 s, the fake's reply one sentence):
 NOTE_SECONDS = (20.0, 60.0)
 # A chat reply of two or three sentences, as the reply prompt asks for (the spoken part: the
 # corrections stay text), spoken at about 150 words a minute.
 SPOKEN_REPLY_CHARS = 250
-SPEECH_CHARS_PER_SECOND = 15.0
+SPEECH_CHARS_PER_SECOND = prices.SPEECH_CHARS_PER_SECOND
 
 Progress = Callable[[str], None]
 

@@ -15,6 +15,7 @@ from bot.channels import Sender, VoiceFetcher, VoiceSender
 from bot.delivery import Delivery, ms_since
 from bot.splitting import split_message
 from bot.tutor import ModelUnavailable, Turn, Tutor, store_reply
+from memory import metrics
 from memory.claims import Claim
 from memory.clock import Clock
 from memory.heartbeat import Heartbeats
@@ -116,6 +117,7 @@ class Answering:
             log.warning("turn discarded inbox=%s: the claim was lost (lease expired)", claim.id)
             return True
         _log_answered(claim, turn, len(parts), started, self.clock)
+        metrics.TURN_SECONDS.labels(claim.channel).observe(time.monotonic() - started)
         self.delivery.held(written.held, len(parts))
         self.tutor.start_jobs(turn, written.due)  # after the reply: it never waits for them
         return True

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -17,16 +15,15 @@ from bot.languages import (
     languages_of,
     normalize_level,
 )
-from bot.progress import render, summary
+from bot.progress import summary
 from bot.review import Reviewing
+from memory.charts import NOT_DRAWN
 from memory.clock import Clock, utcnow
 from memory.profile import FIELDS, document
 from memory.profile_facts import settled
 from memory.progress import progress
 from memory.records import LearnerInfo
 from memory.store import Store
-
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -195,19 +192,13 @@ class Commands:
 
     def progress(self, learner: LearnerInfo, command: Command) -> CommandAnswer:
         """/progress: the chart of the learner's last weeks, stored for delivery, and its
-        two-line summary in the target language as the caption."""
+        two-line summary in the target language as the caption. The chart is drawn where it
+        is delivered (bot/progress.py, drawn), after this turn: drawing takes a while (a
+        fresh process loads matplotlib), and the learner's next message must not wait."""
         now = self.clock()
         weeks = progress(self.store.charts.engine, learner.id, now)
         caption = summary(weeks, learner.target_language, now)
-        started = time.monotonic()
-        png = render(weeks)
-        log.info(
-            "progress chart learner=%s bytes=%d render_ms=%d",
-            learner.id,
-            len(png),
-            (time.monotonic() - started) * 1000,
-        )
-        chart_id, _ = self.store.charts.save(learner.id, png, caption)
+        chart_id, _ = self.store.charts.save(learner.id, NOT_DRAWN, caption)
         return CommandAnswer(caption, chart_id)
 
     def voice(self, learner: LearnerInfo, command: Command) -> str:

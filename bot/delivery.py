@@ -1,6 +1,7 @@
 """Delivery: sending claimed replies through their channel's sender (a /progress chart with
 its caption where the reply carries one, a spoken reply as a voice message), and what a
-failed send becomes (a retry after a backoff, or a failure for good)."""
+failed send becomes (a retry after a backoff, or a failure for good). A reply's part to speak
+is not sent here until a speech lane has spoken it (bot/speaking.py)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from bot.channels import (
     TransientSendError,
     VoiceSender,
 )
+from bot.progress import drawn
+from memory import metrics
 from memory.charts import Charts
 from memory.claims import Claim
 from memory.heartbeat import Heartbeats
@@ -68,11 +71,23 @@ class Delivery:
 
     def held(self, held: list[Claim], replies: int) -> None:
         """Deliver what finishing a turn handed this lane; replies queued behind an older
-        one instead are the delivery lanes' to send."""
-        if held:
-            self._send_in_order(held)
+        one instead are the delivery lanes' to send. A part to speak is handed to the speech
+        lanes once the texts before it are sent: the text never waits for its speech."""
+        texts = [claim for claim in held if not claim.speak]
+        if texts and texts[0].chart_id is not None:
+            # A chart is drawn before it is sent, which takes a while: a delivery lane does
+            # it, and this inbox lane goes back to answering messages.
+            for claim in texts:
+                self.outbox.unclaim(claim)
+            self.hand_over()
+        elif texts:
+            self._send_in_order(texts)
         elif replies:
             self.hand_over()
+        for claim in held:
+            if claim.speak:
+                self.outbox.unclaim(claim)
+                self.hand_over()
 
     def _send_in_order(self, held: list[Claim]) -> None:
         """Send the replies this lane holds, in order, without a hop to a delivery lane. Once
@@ -94,6 +109,10 @@ class Delivery:
             key = f"pam-{claim.id}"
             # A slow platform keeps the claim alive: no other lane sends it meanwhile.
             lease = self.outbox.lease.total_seconds() / 3
+            if claim.voice_id is not None and self.outbox.outdated(claim):
+                self.outbox.drop(claim, "a newer reply went first")
+                log.info("delivery outbox=%s dropped: a newer reply went first", claim.id)
+                return True
             with self.leases.beat(lease, lambda: self.outbox.renew(claim)):
                 send = self._sending(claim, sender, key)
                 if send is None:
@@ -102,6 +121,7 @@ class Delivery:
                 self.outbox.deliver(claim, send)
         except PermanentSendError as exc:
             self.outbox.fail(claim, str(exc))
+            metrics.DELIVERIES_FAILED.labels(claim.channel).inc()
             log.warning(
                 "delivery failed for good outbox=%s channel=%s: %s", claim.id, claim.channel, exc
             )
@@ -113,6 +133,7 @@ class Delivery:
             log.exception("delivery crashed outbox=%s channel=%s", claim.id, claim.channel)
             self._retry(claim, f"{type(exc).__name__}: {exc}", None)
             return False
+        metrics.REPLIES_SENT.labels(claim.channel).inc()
         log.info(
             "reply delivered outbox=%s inbox=%s channel=%s send_ms=%d attempt=%d",
             claim.id,
@@ -137,6 +158,7 @@ class Delivery:
                 return None
             log.warning("delivery outbox=%s: its chart is gone; sending the caption", claim.id)
             return lambda: sender.send(claim.chat_id, claim.text, idempotency_key=key)
+        chart = drawn(self.charts, chart)  # under the claim's lease, however slow
         url = self.links.url(chart.id, chart.nonce) if self.links is not None else None
         return lambda: sender.send_chart(
             claim.chat_id, chart.png, url, claim.text, idempotency_key=key
@@ -159,6 +181,7 @@ class Delivery:
         """Try the reply again after a backoff, unless it has had all its attempts."""
         if claim.attempts >= self.max_attempts:
             self.outbox.fail(claim, f"gave up after {claim.attempts} attempts: {error}")
+            metrics.DELIVERIES_FAILED.labels(claim.channel).inc()
             log.warning("delivery gave up outbox=%s channel=%s", claim.id, claim.channel)
             return
         delay = backoff(claim.attempts, retry_after)

@@ -1,16 +1,16 @@
 """The voice side of a turn: hearing a voice note (download it through its channel, check what
-it is, transcribe it) and speaking a reply (the speech model's audio, stored for delivery).
+it is, transcribe it). Speaking a reply is not the turn's: bot/speaking.py does it after the
+text went out.
 
-Both run in the worker, on the turn's lane. What can go wrong is expected: a note too long or
+It runs in the worker, on the turn's lane. What can go wrong is expected: a note too long or
 too big, a file that does not play, a video without sound, silence, an audio server that is
 down. Each ends in a friendly word in the learner's target language (`NotHeard`), or — for an
 outage the turn may still retry — in `HearingUnavailable`, which sends the message back to the
-inbox. A failed speech call only costs the spoken copy of a reply: the text goes out anyway."""
+inbox."""
 
 from __future__ import annotations
 
 import logging
-import re
 import time
 import unicodedata
 from collections.abc import Sequence
@@ -21,17 +21,15 @@ from bot.audio import NoSound, UnreadableAudio, UnsupportedAudio, inspect
 from bot.channels import VoiceFetcher, VoiceRefused, VoiceTooLarge, VoiceUnavailable
 from bot.languages import iso_code
 from bot.settings import VoiceSettings
-from bot.voice import Speaker, Transcriber
+from bot.voice import Transcriber
 from memory.ledger import Ledger
 from memory.llm import LLMError, Misconfigured, Outage
 from memory.messages import VoiceNote, clean_text
 from memory.records import CorrectionRecord
-from memory.voice_clips import VoiceClips
 
 log = logging.getLogger(__name__)
 
 TRANSCRIPTION = "transcription"
-SPEECH = "speech"
 HEARD_MARK = "🎙"
 HEARD_CHARS = 160  # the "🎙 …" line shows at most this much of the transcript
 # What a voice note Pam could not transcribe is kept as, in the conversation: the summary and
@@ -221,65 +219,6 @@ class Hearing:
         log.warning("voice note not transcribed learner=%s: %s", learner_id, type(exc).__name__)
         said = _said(phrases.VOICE_UNREADABLE, language)
         return NotHeard("the transcription failed", said, seconds)
-
-
-class Speaking:
-    """Spoken replies out: the chat part of a reply spoken by `speaker` (None: no speech),
-    stored in `clips` for delivery, the characters spoken recorded in `ledger`."""
-
-    def __init__(
-        self, speaker: Speaker | None, settings: VoiceSettings, ledger: Ledger, clips: VoiceClips
-    ) -> None:
-        self.speaker = speaker if settings.voice_notes else None
-        self.settings = settings
-        self.ledger = ledger
-        self.clips = clips
-
-    def speak(
-        self, learner_id: int, text: str, language: str | None
-    ) -> tuple[int | None, str | None]:
-        """The stored voice clip of `text` spoken, or None when there is none (no speaker, or
-        the speech call failed: logged, and the reply goes as text alone); and what an
-        operator should know when the speech server is misconfigured or unreachable (shown
-        by `pam chat`). Raises LearnerGone when the learner was forgotten meanwhile."""
-        text = _speakable(text, self.settings.speech_max_chars)
-        if self.speaker is None or not text:
-            return None, None
-        started = time.monotonic()
-        try:
-            speech = self.speaker.speak(text, language=iso_code(language))
-        except LLMError as exc:
-            log.warning(
-                "reply not spoken learner=%s: %s%s",
-                learner_id,
-                type(exc).__name__,
-                f" — {exc.advice}" if exc.advice else "",
-            )
-            return None, exc.advice
-        tokens = round(len(text) * self.settings.speech_tokens_per_char)
-        self.ledger.record_audio(learner_id, speech.model, SPEECH, tokens, chars=len(text))
-        clip_id, _ = self.clips.save(learner_id, speech.audio, speech.content_type)
-        log.info(
-            "reply spoken learner=%s chars=%d bytes=%d ms=%d",
-            learner_id,
-            len(text),
-            len(speech.audio),
-            (time.monotonic() - started) * 1000,
-        )
-        return clip_id, None
-
-
-_SENTENCE_END = re.compile(r"(?<=[.!?…])\s")
-
-
-def _speakable(text: str, limit: int) -> str:
-    """`text` to speak: at most `limit` characters, cut after a sentence where one ends."""
-    text = " ".join(text.split())
-    if len(text) <= limit:
-        return text
-    cut = text[:limit]
-    ends = [match.start() for match in _SENTENCE_END.finditer(cut)]
-    return cut[: ends[-1]] if ends else cut.rsplit(" ", 1)[0]
 
 
 def _said(texts: dict[str, str], language: str | None) -> str:

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from bot.llm_errors import REFUSAL_STATUSES, ServerError, refuses
 from memory.llm import JsonSchema, Purpose, Tool
 
 StructuredOutput = Literal["auto", "json_schema", "json_object", "off"]
@@ -36,7 +37,11 @@ TEMPERATURE: dict[Purpose, float] = {"reply": 0.7, "summary": 0.2, "profile": 0.
 OTHER_NAME = {"max_tokens": "max_completion_tokens", "max_completion_tokens": "max_tokens"}
 OPTIONAL = {"temperature", "reasoning_effort", *OTHER_NAME}
 _UNSUPPORTED_PARAMETER = re.compile(r"unsupported (?:parameter|value):\s*['\"`](\w+)", re.I)
-_NOT_SUPPORTED = re.compile(r"not supported|unsupported|does not support|not allowed", re.I)
+# FastAPI servers word an unknown parameter as pydantic's extra_forbidden ("Extra inputs are
+# not permitted"), where their models forbid extra fields.
+_NOT_SUPPORTED = re.compile(
+    r"not supported|unsupported|does not support|not allowed|not permitted|extra_forbidden", re.I
+)
 STRUCTURED_WORDS = re.compile(r"response_format|json_schema|json_object|structured output", re.I)
 # What a server that takes no tools says, asked with them: vLLM without
 # --enable-auto-tool-choice ('"auto" tool choice requires --enable-auto-tool-choice and
@@ -45,7 +50,14 @@ STRUCTURED_WORDS = re.compile(r"response_format|json_schema|json_object|structur
 # OpenRouter ("No endpoints found that support tool use", 404).
 TOOL_WORDS = re.compile(r"\btools?\b|tool[ _-]?choice|tool[ _-]use|function[ _-]?call", re.I)
 TOOL_PARAMS = ("tools", "tool_choice")
-TOOLS_REFUSED_STATUSES = (400, 404, 422, 500, 501)
+
+
+def refuses_structured(error: ServerError, sent: Mapping[str, Any]) -> bool:
+    """Whether `error` says the server cannot do the structured-output mode `sent` asked for."""
+    return (
+        refuses(error, sent, ("response_format",), {"response_format": STRUCTURED_WORDS})
+        is not None
+    )
 
 
 def is_reasoning_model(model: str) -> bool:
@@ -138,15 +150,11 @@ class ModelQuirks:
         with self._lock:
             return not self._of(model).no_tools
 
-    def refuses_tools(
-        self, model: str, sent: Mapping[str, Any], status: int, param: str | None, message: str
-    ) -> bool:
-        """Whether an error for a request with parameters `sent` says the server takes no
-        tools for `model`; if so, later requests are not offered any (learned once per model
-        and process)."""
-        if "tools" not in sent or status not in TOOLS_REFUSED_STATUSES:
-            return False
-        if param not in TOOL_PARAMS and not TOOL_WORDS.search(message):
+    def refuses_tools(self, model: str, sent: Mapping[str, Any], error: ServerError) -> bool:
+        """Whether `error`, for a request with parameters `sent`, says the server takes no
+        tools for `model` (in a 4xx or a 5xx); if so, later requests are not offered any
+        (learned once per model and process)."""
+        if "tools" not in sent or refuses(error, sent, TOOL_PARAMS, {"tools": TOOL_WORDS}) is None:
             return False
         with self._lock:
             self._of(model).no_tools = True
@@ -169,33 +177,32 @@ class ModelQuirks:
         with self._lock:
             return self._of(model).template_opens
 
-    def learn(
-        self, model: str, sent: Mapping[str, Any], param: str | None, message: str
-    ) -> str | None:
-        """What a 400 for a request with parameters `sent` teaches: the parameter `model`
-        refuses, or that it cannot do the structured-output mode asked. Returns what changed
-        (for the log), or None if the 400 is about something else. Once learned, later
-        requests no longer send it, so a refusal costs one 400 per model and process."""
-        refused = self._refused_parameter(sent, param, message)
+    def learn(self, model: str, sent: Mapping[str, Any], error: ServerError) -> str | None:
+        """What `error`, for a request with parameters `sent`, teaches: the parameter `model`
+        refuses, or that it cannot do the structured-output mode asked, whatever the status
+        that carried it (FastAPI servers refuse with a 500). Returns what changed (for the
+        log), or None if the error is about something else. Once learned, later requests no
+        longer send it, so a refusal costs one error per model and process."""
+        refused = self._refused_parameter(sent, error)
         if refused is not None:
             with self._lock:
                 self._of(model).refused.add(refused)
             other = OTHER_NAME.get(refused)
             return f"refuses {refused}" + (f"; sending {other}" if other else "; leaving it out")
-        if "response_format" in sent and (
-            param == "response_format" or STRUCTURED_WORDS.search(message)
-        ):
+        if refuses_structured(error, sent):
             return self._step_down(model, sent["response_format"]["type"])
         return None
 
-    def _refused_parameter(
-        self, sent: Mapping[str, Any], param: str | None, message: str
-    ) -> str | None:
-        """The optional parameter the 400 refuses, from its `param` or else its message."""
-        if not _NOT_SUPPORTED.search(message):
+    def _refused_parameter(self, sent: Mapping[str, Any], error: ServerError) -> str | None:
+        """The optional parameter `error` refuses, from its `param`, a validation error's
+        location or else its message."""
+        message = error.message
+        if error.status not in REFUSAL_STATUSES:
+            return None
+        if not _NOT_SUPPORTED.search(f"{error.type or ''} {message}"):
             return None  # e.g. "max_tokens is too large": a value to fix, not a parameter
         named = _UNSUPPORTED_PARAMETER.search(message)
-        for name in (param, named.group(1) if named else None):
+        for name in (error.param, *error.fields, named.group(1) if named else None):
             if name in OPTIONAL and name in sent:
                 return name
         for name in sorted(OPTIONAL & set(sent)):

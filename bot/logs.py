@@ -40,8 +40,9 @@ def _configure(level: Level, handler: logging.Handler) -> None:
 
 
 class OnceLog:
-    """Logs each cause at ERROR once per process: a misconfiguration that every message meets
-    (a rejected key, a missing endpoint) is said the first time, not each time."""
+    """Logs each cause once per process: a misconfiguration that every message meets (a
+    rejected key, a missing endpoint, at ERROR) or a lesson learned from a server (a refused
+    parameter, at WARNING) is said the first time, not each time."""
 
     def __init__(self, logger: logging.Logger) -> None:
         self.logger = logger
@@ -49,9 +50,18 @@ class OnceLog:
         self._lock = threading.Lock()
 
     def error(self, cause: str, message: str, *args: object) -> None:
-        """Log `message` unless `cause` was logged before."""
+        """Log `message` at ERROR unless `cause` was logged before."""
+        if self._first(cause):
+            self.logger.error(message, *args)
+
+    def warning(self, cause: str, message: str, *args: object) -> None:
+        """Log `message` at WARNING unless `cause` was logged before."""
+        if self._first(cause):
+            self.logger.warning(message, *args)
+
+    def _first(self, cause: str) -> bool:
         with self._lock:
             if cause in self._said:
-                return
+                return False
             self._said.add(cause)
-        self.logger.error(message, *args)
+            return True

@@ -14,9 +14,26 @@ from typing import Any
 
 import openai
 
-from bot.llm_answers import Reading, complete_json_object, error_words, filtered_categories
+from bot.llm_answers import Reading, complete_json_object, filtered_categories
 from bot.llm_answers import read_answer as read
-from bot.llm_requests import STRUCTURED_WORDS, Effort, ModelQuirks, StructuredOutput
+from bot.llm_errors import (
+    Edge,
+    ServerError,
+    Verdict,
+    advice,
+    classify,
+    failed_generation,
+    flagged_reasons,
+    refuses,
+    server_error,
+)
+from bot.llm_requests import (
+    OPTIONAL,
+    Effort,
+    ModelQuirks,
+    StructuredOutput,
+    refuses_structured,
+)
 from bot.llm_retries import CONNECT_SECONDS, Retrying, still_working
 from bot.logs import OnceLog
 from memory.llm import (
@@ -94,12 +111,11 @@ class OpenAIChatModel:
         tools: Sequence[Tool] | None = None,
     ) -> Completion:
         """Answer `messages`; see ChatModel. Unusable 200s (`accept` rejecting one too) are
-        asked again, at most
-        MAX_UNUSABLE_CALLS calls in all; an answer cut off by the cap before it holds any
-        text (or the whole JSON asked for) once more with twice the room. An answer with
-        tool calls is returned as it is when `tools` were offered; a model that calls a tool
-        it was not offered, and writes nothing else, is unusable at once (asked the same, it
-        would call it again)."""
+        asked again, at most MAX_UNUSABLE_CALLS calls in all; an answer cut off by the cap
+        before it holds any text (or the whole JSON asked for) once more with twice the room.
+        An answer with tool calls is returned as it is when `tools` were offered; a model
+        that calls a tool it was not offered, and writes nothing else, is unusable at once
+        (asked the same, it would call it again)."""
         billed: list[Usage] = []
         room, adaptations = 1, 0
         while True:
@@ -108,25 +124,20 @@ class OpenAIChatModel:
             params = self.quirks.params(model, purpose, max_tokens, schema, room=room, tools=tools)
             try:
                 body = self._post(messages, model, params)
-            except openai.BadRequestError as exc:
-                self._raise_if_tools_refused(exc, model, params, billed)
-                failed = _failed_generation(exc)
+            except openai.APIStatusError as exc:
+                error = server_error(exc)
+                self._raise_if_tools_refused(error, model, params, billed)
+                failed = _failed_generation(error)
                 if failed is None:
-                    learned = self._learned(model, params, exc)
+                    learned = self._learned(model, params, error)
                     if learned is not None and adaptations < MAX_ADAPTATIONS:
                         adaptations += 1
-                        log.warning(
-                            "LLM model %s %s (learned once per process; the server said: %s)",
-                            model,
-                            learned,
-                            error_words(exc.body),
-                        )
+                        self._tell_learned(model, learned, error)
                         continue
-                    raise self._rejected(exc, model, purpose, tuple(billed), params) from exc
+                    raise self._rejected(
+                        error, model, purpose, tuple(billed), params, type(exc).__name__
+                    ) from exc
                 reading = failed
-            except openai.APIStatusError as exc:
-                self._raise_if_tools_refused(exc, model, params, billed)
-                raise self._rejected(exc, model, purpose, tuple(billed)) from exc
             except openai.APIError as exc:  # no answer at all: unreachable, timed out
                 raise self._outage(exc, purpose, tuple(billed)) from exc
             # A 200 whose body is not JSON (an HTML error page), or nested past what the
@@ -215,101 +226,116 @@ class OpenAIChatModel:
         wants_json = schema is not None or json_begun
         return not reading.text or (wants_json and not complete_json_object(reading.text))
 
-    def _learned(
-        self, model: str, params: Mapping[str, Any], exc: openai.APIStatusError
-    ) -> str | None:
-        """What a 400 teaches about `model` (a refused parameter, an unsupported
+    def _learned(self, model: str, params: Mapping[str, Any], error: ServerError) -> str | None:
+        """What an error teaches about `model` (a refused parameter, an unsupported
         structured-output mode), or None."""
-        if exc.code in ("content_filter", "invalid_prompt"):
+        if error.code in ("content_filter", "invalid_prompt"):
             return None
-        return self.quirks.learn(model, params, exc.param, _message(exc))
+        return self.quirks.learn(model, params, error)
+
+    def _tell_learned(self, model: str, learned: str, error: ServerError) -> None:
+        """Tell the operator, once per process and lesson, what the server refused and what
+        Pam does now (and which setting would pin it)."""
+        pin = ""
+        if learned.startswith("cannot do"):
+            pin = f"; PAM_STRUCTURED_OUTPUT={self.quirks.mode(model)} starts there"
+        elif "reasoning_effort" in learned:
+            pin = "; PAM_REASONING_EFFORT=off sends none"
+        self._once.warning(
+            f"learned {model} {learned}",
+            "LLM model %s at %s %s (learned once per process%s; the server said (%s): %s)",
+            model,
+            self._base_url(),
+            learned,
+            pin,
+            error.status,
+            error.words,
+        )
 
     def _raise_if_tools_refused(
         self,
-        exc: openai.APIStatusError,
+        error: ServerError,
         model: str,
         params: Mapping[str, Any],
         billed: list[Usage],
     ) -> None:
-        """Raise ToolsRefused when `exc` says the server takes no tools for `model` (learned
+        """Raise ToolsRefused when `error` says the server takes no tools for `model` (learned
         for the rest of the process)."""
-        if not self.quirks.refuses_tools(model, params, exc.status_code, exc.param, _message(exc)):
+        if not self.quirks.refuses_tools(model, params, error):
             return
-        log.warning(
-            "LLM model %s takes no tools (learned once per process; the server said: %s)",
+        self._once.warning(
+            f"no tools {model}",
+            "LLM model %s at %s takes no tools: Pam answers without offering them (learned "
+            "once per process; the server said (%s): %s)",
             model,
-            error_words(exc.body),
+            self._base_url(),
+            error.status,
+            error.words,
         )
-        raise ToolsRefused(f"{model} takes no tools ({exc.status_code})", tuple(billed)) from exc
+        raise ToolsRefused(f"{model} takes no tools ({error.status})", tuple(billed))
 
     def _rejected(
         self,
-        exc: openai.APIStatusError,
+        error: ServerError,
         model: str,
         purpose: Purpose,
         billed: tuple[Usage, ...],
-        sent: Mapping[str, Any] | None = None,
+        sent: Mapping[str, Any],
+        name: str,
     ) -> LLMError:
-        """The LLMError for an HTTP error the SDK gave up on or never retries; `sent`: the
-        parameters of a request that got a 400."""
-        status, words = exc.status_code, error_words(exc.body)
-        if exc.code == "invalid_prompt":
+        """The LLMError for an HTTP error the SDK gave up on, never retries, or that taught
+        nothing more; `sent`: the parameters of the request; `name`: the SDK's for the error."""
+        status, words = error.status, error.words
+        if error.code == "invalid_prompt":
             # OpenAI's reasoning models answer a prompt their safety check flagged with a 400:
             # a refusal, to be answered as one, not a configuration to fix or to try again.
             log.warning("LLM %s call refused (%s): invalid_prompt", purpose, status)
             return Refused("the provider flagged the prompt", "invalid_prompt", billed)
-        flagged = _flagged(exc)
-        if exc.code == "content_filter" or flagged is not None:
-            categories = filtered_categories(exc.body) or flagged or []
+        flagged = flagged_reasons(error)
+        if error.code == "content_filter" or flagged is not None:
+            categories = filtered_categories(error.body) or flagged or []
             reason = "content_filter" + (f" ({', '.join(categories)})" if categories else "")
             log.warning("LLM %s call refused (%s): %s", purpose, status, reason)
             return Refused(f"the provider filtered the prompt ({reason})", reason, billed)
-        if (
-            (status == 429 and exc.code != "insufficient_quota")
-            or status >= 500
-            or status in (408, 409)
-        ):
-            log.warning("LLM %s call failed: %s %s", purpose, status, type(exc).__name__)
-            return _outage(f"{type(exc).__name__} ({status})", billed)
-        if sent is not None and "response_format" in sent and STRUCTURED_WORDS.search(words):
+        structured = refuses_structured(error, sent)
+        refused = structured or refuses(error, sent, sorted(OPTIONAL)) is not None
+        verdict = classify(error, refused=refused)
+        if verdict.kind == "outage":
+            # Not the server's words: a 5xx may echo the request, and so the learner's.
+            log.warning("LLM %s call failed: %s %s", purpose, status, name)
+            return _outage(f"{name} ({status})", billed)
+        if structured:
             mode = sent["response_format"]["type"]
-            advice = (
+            said = (
                 f"The LLM server at {self._base_url()} does not take structured output in "
-                f"{mode} mode for {model!r}: set PAM_STRUCTURED_OUTPUT=auto (or off)."
+                f"{mode} mode for {model!r} ({status}: {words}): set PAM_STRUCTURED_OUTPUT=auto "
+                "(or off)."
             )
         else:
-            advice = self._advice(status, exc.code, words, model)
+            said = self._advice(error, verdict, model)
         self._once.error(
-            f"{status} {model}", "LLM %s call rejected (%s): %s", purpose, status, advice
+            f"{status} {model} {verdict.cause}",
+            "LLM %s call rejected (%s): %s",
+            purpose,
+            status,
+            said,
         )
         # OpenAI's 401 message quotes part of the key: it stays out of messages and logs.
-        said = "" if status == 401 else f": {words}"
-        return Misconfigured(f"{type(exc).__name__} ({status}){said}", advice, billed)
+        quoted = "" if status == 401 else f": {words}"
+        return Misconfigured(f"{name} ({status}){quoted}", said, billed)
 
-    def _advice(self, status: int, code: str | None, words: str, model: str) -> str:
+    def _advice(self, error: ServerError, verdict: Verdict, model: str) -> str:
         """What an operator should do about a rejection, naming the URL or model, never the key."""
-        base = self._base_url()
-        if status == 401:
-            return f"The LLM server at {base} rejected the API key (401): check OPENAI_API_KEY."
-        if status == 402 or code == "insufficient_quota":
-            return f"The LLM account at {base} has no credit or quota left ({status}): top it up."
-        if status == 403:
-            return (
-                f"The LLM server at {base} refused access to model {model!r} (403): check the "
-                "key's permissions and that the model is available to the account."
-            )
-        lowered = words.lower()
-        if code == "model_not_found" or ("model" in lowered and _says_not_found(lowered)):
-            return (
-                f"The LLM server at {base} has no model {model!r} ({status}): check PAM_MODEL "
-                "and PAM_MEMORY_MODEL (on Ollama, `ollama pull` it first)."
-            )
-        if status == 404:
-            return (
-                f"{base} answered 404 for chat completions: OPENAI_BASE_URL should be the "
-                "OpenAI-compatible API's base, usually ending in /v1."
-            )
-        return f"The LLM server at {base} rejected the request for {model!r} ({status}): {words}"
+        edge = Edge(
+            "LLM server",
+            self._base_url(),
+            model,
+            key_settings="OPENAI_API_KEY",
+            model_settings="PAM_MODEL and PAM_MEMORY_MODEL (on Ollama, `ollama pull` it first)",
+            missing="OPENAI_BASE_URL should be the OpenAI-compatible API's base, usually ending "
+            "in /v1.",
+        )
+        return advice(verdict, error, edge)
 
     def _outage(
         self, exc: openai.APIError, purpose: Purpose, billed: tuple[Usage, ...]
@@ -362,43 +388,15 @@ def _outage(message: str, billed: tuple[Usage, ...], advice: str | None = None) 
     return Outage(message, billed, advice=advice)
 
 
-def _failed_generation(exc: openai.APIStatusError) -> Reading | None:
+def _failed_generation(error: ServerError) -> Reading | None:
     """Groq's 400 for JSON mode output that failed its validation, as what it is: an unusable
     answer the model wrote (and is counted for), asked again like any other; None for any
-    other 400."""
-    if exc.code != "json_validate_failed":
+    other error."""
+    written = failed_generation(error)
+    if written is None:
         return None
-    body = exc.body
-    written = body.get("failed_generation") if isinstance(body, dict) else None
-    return Reading(
-        "unusable",
-        reason="json_validate_failed (the server found the JSON invalid)",
-        spent_text=written if isinstance(written, str) else "",
-    )
-
-
-def _message(exc: openai.APIStatusError) -> str:
-    """A provider's error message, wherever the server put it."""
-    body = exc.body
-    if isinstance(body, dict) and isinstance(body.get("message"), str):
-        return body["message"]
-    return body if isinstance(body, str) else exc.message
-
-
-def _flagged(exc: openai.APIStatusError) -> list[str] | None:
-    """The reasons of OpenRouter's 403 for input its moderation flagged (`metadata.reasons`),
-    None for any other error."""
-    body = exc.body
-    metadata = body.get("metadata") if isinstance(body, dict) else None
-    if exc.status_code != 403 or not isinstance(metadata, dict) or "flagged_input" not in metadata:
-        return None
-    reasons = metadata.get("reasons")
-    return [str(r) for r in reasons] if isinstance(reasons, list) else []
-
-
-def _says_not_found(text: str) -> bool:
-    """Whether an error message says something does not exist."""
-    return "not found" in text or "not exist" in text
+    reason = "json_validate_failed (the server found the JSON invalid)"
+    return Reading("unusable", reason=reason, spent_text=written)
 
 
 def openai_client(

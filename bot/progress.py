@@ -1,23 +1,32 @@
 """The /progress chart and its two-line summary: three panels (corrections per week by
 category, review items learned versus due, active days) drawn with matplotlib's object API on
 the Agg canvas — no pyplot, no global state, safe on any lane's thread — sized for a phone
-and saved as a small palette PNG. matplotlib is imported on the first chart only: a worker
-that never draws one never pays for it."""
+and saved as a small palette PNG. matplotlib is imported on the first chart only, or by
+`warm_in_background` when a worker starts: the web process and the memory jobs never load it,
+and a worker's first /progress does not wait for matplotlib, numpy and Pillow to load and the
+font list to be built (seconds on a small machine, more without a bytecode cache)."""
 
 from __future__ import annotations
 
 import io
+import logging
+import threading
+import time
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 from bot.phrases import in_language
-from memory.progress import Week
+from memory.charts import Charts, StoredChart
+from memory.progress import Week, progress
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+log = logging.getLogger(__name__)
 
 WIDTH_IN, HEIGHT_IN, DPI = 10, 12, 100  # 1000 × 1200 px: readable on a phone, held upright
 PALETTE_COLOURS = 64  # a palette PNG: a chart has few colours, and antialiasing needs some
@@ -91,6 +100,47 @@ def render(weeks: Sequence[Week]) -> bytes:
         figure.text(0.5, 0.5, NOTHING_YET, ha="center", va="center", fontsize=22, wrap=True)
     canvas.draw()
     return _small_png(canvas)
+
+
+def drawn(charts: Charts, chart: StoredChart) -> StoredChart:
+    """`chart` with its PNG: drawn now from the learner's weeks as of when it was asked for,
+    and stored, when its turn left it NOT_DRAWN. Its delivery calls this, after the turn: the
+    learner's next message is answered meanwhile."""
+    if chart.drawn:
+        return chart
+    started, cpu = time.monotonic(), time.thread_time()
+    png = render(progress(charts.engine, chart.learner_id, chart.created_at))
+    # cpu_ms: this thread's own work; render_ms above it is time spent waiting for the CPU.
+    log.info(
+        "progress chart learner=%s bytes=%d render_ms=%d cpu_ms=%d",
+        chart.learner_id,
+        len(png),
+        (time.monotonic() - started) * 1000,
+        (time.thread_time() - cpu) * 1000,
+    )
+    charts.draw(chart.id, png)
+    return replace(chart, png=png)
+
+
+def warm() -> None:
+    """Load everything a chart needs by drawing one nobody sees (matplotlib's Agg canvas, its
+    font list, Pillow's PNG writer); logs how long it took. A failure is logged, never raised:
+    the learner's /progress would then load it, as before."""
+    started = time.monotonic()
+    try:
+        render(())
+    except Exception:
+        log.exception("chart renderer failed to load; the first /progress loads it")
+        return
+    log.info("chart renderer ready load_ms=%d", (time.monotonic() - started) * 1000)
+
+
+def warm_in_background() -> threading.Thread:
+    """Start `warm` on a thread of its own (a worker starts it with its lanes, so the first
+    /progress finds the renderer loaded); the thread."""
+    thread = threading.Thread(target=warm, name="pam-charts-warm", daemon=True)
+    thread.start()
+    return thread
 
 
 def _corrections(axes: Axes, weeks: Sequence[Week]) -> None:

@@ -98,6 +98,9 @@ class ServiceSettings(BaseSettings):
     max_send_attempts: int = Field(default=8, ge=1)
     queue_retention_hours: float = Field(default=168.0, ge=0)
     shutdown_wait_seconds: float = Field(default=60.0, ge=0)
+    # Memory jobs in a child process at a lower CPU priority (a fold never holds up a reply),
+    # or on the worker's own threads: one Python process less, for machines of 512 MB.
+    memory_process: bool = True
 
     @field_validator("queue_retention_hours")
     @classmethod
@@ -164,7 +167,13 @@ class VoiceSettings(BaseSettings):
     # Unset: the chat model's (OPENAI_BASE_URL, OPENAI_API_KEY).
     audio_base_url: str | None = None
     audio_api_key: str | None = None
+    # A transcription's limit (the turn waits for it).
     audio_timeout_seconds: float = Field(default=60.0, gt=0, validation_alias="PAM_AUDIO_TIMEOUT")
+    # A spoken copy's limit: it is made after the text went out, so it may take a CPU speech
+    # server's time (about 2 s per spoken second: 120 s speaks ~900 characters).
+    speech_timeout_seconds: float = Field(
+        default=120.0, gt=0, le=3600, validation_alias="PAM_SPEECH_TIMEOUT"
+    )
     transcription_model: str = "gpt-4o-mini-transcribe"
     speech_model: str = "gpt-4o-mini-tts"
     speech_voice: str = "coral"

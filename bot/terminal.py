@@ -18,6 +18,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Protocol, TextIO
 
+from bot.progress import drawn
+from bot.speaking import Spoken
 from bot.tutor import Turn
 from memory.charts import Charts
 from memory.clock import Clock, utcnow
@@ -49,8 +51,12 @@ class Turns(Protocol):
         *,
         can_speak: bool = False,
     ) -> Turn:
-        """Answer one line from the learner, the reply stored (spoken too, if `can_speak` and
-        they asked for it)."""
+        """Answer one line from the learner, the reply stored (with the words to speak, if
+        `can_speak` and they asked for it)."""
+        ...
+
+    def speak(self, turn: Turn) -> Spoken:
+        """The turn's spoken copy, made now (after its text was shown)."""
         ...
 
     def start_jobs(self, turn: Turn) -> None:
@@ -76,12 +82,12 @@ def save_chart(turn: Turn, charts: Charts, path: Path, stderr: TextIO) -> Path |
     chart = charts.find(turn.chart_id)
     if chart is None:  # forgotten meanwhile
         return None
-    return _write(chart.png, path, "the chart", stderr)
+    return _write(drawn(charts, chart).png, path, "the chart", stderr)
 
 
-def save_voice(turn: Turn, clips: VoiceClips, path: Path, stderr: TextIO) -> Path | None:
-    """Write the turn's spoken reply (if any) to `path`; the path written, or None."""
-    clip = clips.find(turn.voice_id) if turn.voice_id is not None else None
+def save_voice(spoken: Spoken, clips: VoiceClips, path: Path, stderr: TextIO) -> Path | None:
+    """Write a spoken reply (if there is one) to `path`; the path written, or None."""
+    clip = clips.find(spoken.clip_id) if spoken.clip_id is not None else None
     if clip is None:
         return None
     return _write(clip.audio, path, "the spoken reply", stderr)
@@ -251,15 +257,18 @@ def chat(
                 path = chart_file(chart_dir or Path(), user, clock)
                 if (saved := save_chart(turn, charts, path, stderr)) is not None:
                     print(f"{name} {CHART}{saved}\n", file=stdout, flush=True)
-            if clips is not None and turn.voice_id is not None:
+            problem = turn.problem
+            if clips is not None and turn.speech is not None:  # spoken after the text shows
+                spoken = tutor.speak(turn)
+                problem = problem or spoken.problem
                 path = chart_file(chart_dir or Path(), user, clock, "voice")
-                if (saved := save_voice(turn, clips, path, stderr)) is not None:
+                if (saved := save_voice(spoken, clips, path, stderr)) is not None:
                     print(f"{name} {VOICE}{saved}\n", file=stdout, flush=True)
             tutor.start_jobs(turn)
-            if turn.problem and turn.problem != said_problem:
+            if problem and problem != said_problem:
                 # Said once per cause, not after every message that meets it.
-                print(f"pam: {turn.problem}", file=stderr, flush=True)
-            said_problem = turn.problem
+                print(f"pam: {problem}", file=stderr, flush=True)
+            said_problem = problem
             if editing is not None and text.strip().lower() == FORGET:
                 editing.forget()
     finally:

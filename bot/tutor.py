@@ -19,7 +19,6 @@ from bot.hearing import (
     Hearing,
     HearingUnavailable,
     NotHeard,
-    Speaking,
     heard_line,
     spoken_corrections,
 )
@@ -27,7 +26,9 @@ from bot.limits import Limits
 from bot.recall import NO_RECALL, RecallUse
 from bot.review import NO_REVIEW, Asked, Grading, Reviewing, ReviewUse
 from bot.settings import Settings
+from bot.speaking import Speaking, Spoken
 from bot.voice import Speaker, Transcriber
+from memory import metrics
 from memory.claims import Claim
 from memory.clock import Clock, utcnow
 from memory.jobs import JobRunner
@@ -81,8 +82,9 @@ class Turn:
     grading: Grading | None = None
     # A /progress chart (stored, by id) sent with the first reply as its caption.
     chart_id: int | None = None
-    # The reply spoken (a stored voice clip), sent as a voice message after its text.
-    voice_id: int | None = None
+    # The words of the reply's spoken copy (/voice on): queued after its text as a part to
+    # speak, made and sent by a speech lane once the text went out (bot/speaking.py).
+    speech: str | None = None
 
 
 @dataclass(frozen=True)
@@ -107,9 +109,7 @@ def store_reply(
     texts, `split` into the parts a channel sends."""
     parts = split(turn.replies)
     try:
-        written = writer.write(
-            claim, parts, turn.reply, chart_id=turn.chart_id, voice_id=turn.voice_id
-        )
+        written = writer.write(claim, parts, turn.reply, chart_id=turn.chart_id, speech=turn.speech)
     except LearnerGone:  # /forget won a race with this turn: say nothing, keep nothing
         log.info("turn for learner %s dropped: forgotten mid-turn", turn.learner_id)
         return Stored([], writer.write(claim, []), own=False)
@@ -297,6 +297,7 @@ class Tutor:
             limit = self.limits.passed_before(learner.id)
             if limit is not None:
                 log.info("voice note limited learner=%s limit=%s", learner.id, limit)
+                metrics.BUDGET_REFUSALS.labels(limit).inc()
                 heard: Heard | NotHeard = NotHeard(limit, self.limits.said(limit, language))
             else:
                 try:
@@ -351,6 +352,17 @@ class Tutor:
             )
         return Turn([heard.said], learner.id, problem=heard.problem)
 
+    def speak(self, turn: Turn) -> Spoken:
+        """The spoken copy of `turn`'s reply, made now: for the terminal, which shows the text
+        first and has no outbox (elsewhere a speech lane makes it, bot/speaking.py)."""
+        if turn.speech is None or turn.learner_id is None:
+            return Spoken(None, "nothing to speak")
+        try:
+            learner = self.store.learners.get_learner(turn.learner_id)
+            return self.speaking.speak(learner.id, turn.speech, learner.target_language)
+        except LearnerGone:
+            return Spoken(None, "forgotten")
+
     def start_jobs(self, turn: Turn, due: tuple[str, ...] = ()) -> None:
         """Write the review grades of `turn` (off the reply's path: its reply is stored, and
         sent where a channel sends it) and start the memory jobs it made due, and `due`
@@ -394,6 +406,7 @@ class Tutor:
         limit = self.limits.passed(activity)
         if limit is not None:  # the message stays in memory; the LLM is not called
             log.info("turn limited learner=%s limit=%s", learner.id, limit)
+            metrics.BUDGET_REFUSALS.labels(limit).inc()
             return Turn([self.limits.said(limit, language)], learner.id)
         asked = self.review.prepare(learner.id, context)
         try:
@@ -421,9 +434,9 @@ class Tutor:
         shown = corrections.render(answer)
         if note:
             shown = f"{note}\n\n{shown}"
-        voice_id = problem = None
-        if can_speak and context.learner.voice_replies:
-            voice_id, problem = self.speaking.speak(learner.id, answer.reply, language)
+        # Spoken after the text went out, never before (bot/speaking.py).
+        speech = self.speaking.words(answer.reply) if can_speak else None
+        speech = speech if context.learner.voice_replies else None
         reviewed = self._review_use(asked)
         log.info(
             "turn learner=%s prompt_tokens=%s output_tokens=%s calls=%d corrections=%s "
@@ -458,8 +471,7 @@ class Tutor:
             recall=recalled,
             review=reviewed,
             grading=grading,
-            voice_id=voice_id,
-            problem=problem,
+            speech=speech,
         )
 
     def _review_use(self, asked: Asked | None) -> ReviewUse:

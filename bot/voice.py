@@ -32,8 +32,9 @@ class Transcriber(Protocol):
 
 @dataclass(frozen=True)
 class Speech:
-    """A reply spoken: OGG/Opus audio (what Telegram's sendVoice and WhatsApp's voice notes
-    take), its type, and the model that spoke it."""
+    """A reply spoken: the audio as the speech server sent it (asked for OGG/Opus, what
+    Telegram's sendVoice and WhatsApp's voice notes take; bot/opus.py converts anything else),
+    the type it declared ("" if none), and the model that spoke it."""
 
     audio: bytes
     content_type: str

@@ -1,6 +1,7 @@
 """`pam worker`: answers the durable inbox and delivers the outbox. A few inbox lanes and
 delivery lanes (bot/lanes.py: threads that drain their queue, then wait for a wake-up or the
-next poll) run `Answering` (bot/answering.py) and `Delivery` (bot/delivery.py); the memory
+next poll) run `Answering` (bot/answering.py) and `Delivery` (bot/delivery.py), and as many
+speech lanes as delivery lanes speak replies after their text went out (bot/speaking.py); the memory
 jobs run in its memory process (bot/memory_process.py). Each worker also prunes finished
 queue items past the retention window (bot/retention.py). Any number of workers share one
 database."""
@@ -17,13 +18,19 @@ from bot.delivery import Delivery
 from bot.lanes import Lanes
 from bot.retention import Retention
 from bot.runtime import Pam
+from bot.speaking import Voicing
 from memory.backends import backend_for
 from memory.heartbeat import Heartbeats
 from memory.inbox import Inbox
-from memory.outbox import Outbox
+from memory.metric_snapshots import Snapshots, Snapshotter
+from memory.outbox import Outbox, SpeechParts
 from memory.wakeup import InboxListener
 
 log = logging.getLogger(__name__)
+
+# The speech lanes' poll: a part to speak is queued by this process's own turn, which wakes
+# them; the poll only finds parts a dead worker left behind (once their lease ran out).
+SPEECH_POLL_SECONDS = 2.0
 
 
 class Worker:
@@ -66,9 +73,23 @@ class Worker:
             leases,
             pam.clock,
         )
+        # Replies spoken after their text (None: no speech server, nothing to speak).
+        self.voicing = None
+        if pam.tutor.speaking.enabled:
+            parts = SpeechParts(pam.engine, settings.service.delivery_lease_seconds, pam.clock)
+            self.voicing = Voicing(
+                parts,
+                pam.tutor.speaking,
+                pam.store.learners,
+                leases,
+                settings.service.max_send_attempts,
+                hand_over=lambda: self.wake(deliveries_only=True),
+            )
         self._inbox_lanes: Lanes | None = None
         self._delivery_lanes: Lanes | None = None
+        self._speech_lanes: Lanes | None = None
         self._listener: InboxListener | None = None
+        self._metrics: Snapshotter | None = None
 
     def answer_next(self) -> bool:
         """Answer the next inbox message, if any. True if there was one."""
@@ -78,10 +99,14 @@ class Worker:
         """Deliver the next queued reply, if any. True if there was one."""
         return self.delivery.next()
 
+    def speak_next(self) -> bool:
+        """Speak the next reply waiting to be spoken, if any. True if there was one."""
+        return self.voicing is not None and self.voicing.next()
+
     def drain(self) -> int:
-        """Answer and deliver until both queues are empty right now (tests, `pam serve`)."""
+        """Answer, deliver and speak until the queues are empty right now (tests, `pam serve`)."""
         done = 0
-        while self.answer_next() or self.deliver_next():
+        while self.answer_next() or self.deliver_next() or self.speak_next():
             done += 1
         return done
 
@@ -93,7 +118,13 @@ class Worker:
         )
         self._inbox_lanes.start()
         self._delivery_lanes.start()
+        if self.voicing is not None:
+            poll = max(self.poll_seconds, SPEECH_POLL_SECONDS)
+            self._speech_lanes = Lanes("speech", delivery_lanes, self.speak_next, poll)
+            self._speech_lanes.start()
         self.retention.start()
+        # This process's counts, copied to the database for the web app's /metrics.
+        self._metrics = Snapshotter(Snapshots(self.pam.engine, self.pam.clock), "worker").start()
         # Where the database can say so (Postgres), web processes notify new messages.
         self._listener = backend_for(self.pam.engine).inbox_listener(self.wake_inbox)
         if self._listener is not None:
@@ -103,6 +134,8 @@ class Worker:
         """Run idle lanes now instead of at their next poll (new work arrived in-process)."""
         if self._delivery_lanes is not None:
             self._delivery_lanes.wake()
+        if self._speech_lanes is not None:
+            self._speech_lanes.wake()
         if self._inbox_lanes is not None and not deliveries_only:
             self._inbox_lanes.wake()
 
@@ -122,9 +155,11 @@ class Worker:
         deadline = time.monotonic() + wait_seconds
         stopped = all(
             lanes.stop(deadline)
-            for lanes in (self._inbox_lanes, self._delivery_lanes)
+            for lanes in (self._inbox_lanes, self._delivery_lanes, self._speech_lanes)
             if lanes is not None
         )
+        if self._metrics is not None:
+            self._metrics.stop()  # the last turns' counts too
         # Pruning ends after the round it may be in.
         return self.retention.join(deadline) and stopped
 

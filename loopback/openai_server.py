@@ -50,6 +50,31 @@ class AudioRequest:
 HEARD = "Ayer fui al mercado con mi hermana y compramos fruta."
 
 
+def verbose_transcription(text: str, seconds: float = 3.0) -> dict[str, Any]:
+    """A verbose_json transcription of speech saying `text`: OpenAI's shape (the API
+    reference's verbose_json object; openai-python types/audio/transcription_verbose.py), one
+    segment with the scores faster-whisper gives a clear voice."""
+    segment = {
+        "id": 0,
+        "seek": 0,
+        "start": 0.0,
+        "end": seconds,
+        "text": f" {text}",
+        "tokens": [50364, 10059, 50514],
+        "temperature": 0.0,
+        "avg_logprob": -0.24,
+        "compression_ratio": 1.1,
+        "no_speech_prob": 0.02,
+    }
+    return {
+        "task": "transcribe",
+        "language": "spanish",
+        "duration": seconds,
+        "text": text,
+        "segments": [segment] if text else [],
+    }
+
+
 def task_of(body: dict[str, Any]) -> str:
     """Which Pam task a chat-completions request is for: reply, summary or profile."""
     system = next((m["content"] for m in body.get("messages", []) if m["role"] == "system"), "")
@@ -165,6 +190,11 @@ class OpenAIServer(LocalServer):
         # The audio API's requests, kept out of `requests` and `counts` (the chat's).
         self.audio_requests: list[AudioRequest] = []
         self.heard = HEARD
+        # What speech comes back as (the OGG/Opus sample until a test says otherwise), and how
+        # long the speaker takes: up to `speech_seconds`, or until a test sets `speech_done`.
+        self.speech: tuple[bytes, str] = (sample("voice.ogg"), "audio/ogg")
+        self.speech_seconds = 0.0
+        self.speech_done = threading.Event()
         super().__init__()
 
     @property
@@ -185,6 +215,21 @@ class OpenAIServer(LocalServer):
         """Transcribe every voice note from now on as `text`."""
         self.heard = text
 
+    def speak_as(self, audio: bytes, content_type: str) -> None:
+        """Answer every speech request from now on with `audio` (a WAV-only server, say)."""
+        self.speech = (audio, content_type)
+
+    def speak_slowly(self, seconds: float) -> None:
+        """Take up to `seconds` over each speech request from now on, as a CPU speech server
+        does; a test that has seen what it waits for ends the wait early with `speech_done`."""
+        self.speech_done.clear()
+        self.speech_seconds = seconds
+
+    def speech_requests(self) -> list[AudioRequest]:
+        """The speech requests received so far (one may still be being answered)."""
+        with self.lock:
+            return [r for r in self.audio_requests if r.path.endswith("/audio/speech")]
+
     def of(self, task: str) -> list[dict[str, Any]]:
         """The recorded request bodies for `task`."""
         with self.lock:
@@ -197,7 +242,8 @@ class OpenAIServer(LocalServer):
 
     def audio(self, path: str, content_type: str, raw: bytes) -> Answer:
         """Answer one audio request: a transcription is `{"text": <what it hears>}` (OpenAI's
-        json shape), speech is the OGG/Opus voice sample."""
+        json shape), speech is the OGG/Opus voice sample (or what `speak_as` set), after
+        `speak_slowly`'s wait."""
         if path.endswith("/audio/speech"):
             request = AudioRequest(path, json.loads(raw or b"{}"))
         else:
@@ -209,8 +255,13 @@ class OpenAIServer(LocalServer):
         if scripted is not None:
             return scripted
         if request.path.endswith("/audio/speech"):
-            return 200, {"Content-Type": "audio/ogg"}, sample("voice.ogg")
-        return 200, {}, json.dumps({"text": self.heard}, ensure_ascii=False).encode()
+            if self.speech_seconds:
+                self.speech_done.wait(self.speech_seconds)
+            audio, content_type = self.speech
+            return 200, {"Content-Type": content_type}, audio
+        if request.fields.get("response_format") == "verbose_json":
+            return 200, {}, encoded(verbose_transcription(self.heard))
+        return 200, {}, encoded({"text": self.heard})
 
     def complete(self, path: str, body: dict[str, Any]) -> Answer:
         """Answer one chat-completions request."""

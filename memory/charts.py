@@ -9,7 +9,7 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import delete, insert, select
+from sqlalchemy import delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from memory.db import Tables
@@ -17,16 +17,26 @@ from memory.models import Chart, ServiceKey, VoiceClip
 from memory.records import LearnerGone
 
 LINK_KEY = "chart-links"  # the ServiceKey row of the links' signing key
+# The PNG of a chart saved by its turn and not drawn yet: /progress leaves the drawing to its
+# delivery (bot/progress.py, drawn), so the learner's next message never waits for it.
+NOT_DRAWN = b""
 
 
 @dataclass(frozen=True)
 class StoredChart:
-    """A chart as delivery needs it: whose it is, the PNG, and the nonce its link names."""
+    """A chart as delivery needs it: whose it is, the PNG (NOT_DRAWN until it is drawn), the
+    nonce its link names, and when it was asked for (the moment it shows)."""
 
     id: int
     learner_id: int
     nonce: str
     png: bytes
+    created_at: datetime
+
+    @property
+    def drawn(self) -> bool:
+        """Whether the PNG is there (drawn), or still to be drawn from the learner's data."""
+        return self.png != NOT_DRAWN
 
 
 class Linked(Tables):
@@ -73,19 +83,31 @@ class Charts(Linked):
         chart = self.find(chart_id)
         if chart is None or not secrets.compare_digest(chart.nonce.encode(), nonce.encode()):
             return None
+        if not chart.drawn:  # no link names it before its delivery drew it; kept safe anyway
+            return None
         return chart.png, chart.learner_id
+
+    def draw(self, chart_id: int, png: bytes) -> None:
+        """Store the PNG drawn for a chart saved NOT_DRAWN (a chart gone meanwhile stays gone;
+        one drawn twice, by a retried delivery, keeps the first)."""
+        with self.single.begin() as connection:
+            connection.execute(
+                update(Chart).where(Chart.id == chart_id, Chart.png == NOT_DRAWN).values(png=png)
+            )
 
     def find(self, chart_id: int) -> StoredChart | None:
         """The chart with `chart_id`, for delivering it; None when it is gone."""
         with self.single.connect() as connection:
             row = connection.execute(
-                select(Chart.id, Chart.learner_id, Chart.nonce, Chart.png).where(
+                select(Chart.id, Chart.learner_id, Chart.nonce, Chart.png, Chart.created_at).where(
                     Chart.id == chart_id
                 )
             ).first()
         if row is None:
             return None
-        return StoredChart(int(row.id), int(row.learner_id), row.nonce, bytes(row.png))
+        return StoredChart(
+            int(row.id), int(row.learner_id), row.nonce, bytes(row.png), row.created_at
+        )
 
     def signing_key(self, configured: str | None) -> str:
         """The key chart links are signed with: `configured` (PAM_LINK_SECRET) when set, else

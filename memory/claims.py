@@ -49,6 +49,8 @@ class Claim:
     chart_id: int | None = None
     # An outbox claim: a spoken reply (a voice clip) to send as a voice message.
     voice_id: int | None = None
+    # An outbox claim: a part to speak (its text is the words), not sent until it is spoken.
+    speak: bool = False
 
 
 def held(model: Any) -> Any:
@@ -78,6 +80,11 @@ def unlinked_if_forgotten(model: Any) -> dict[str, Any]:
     if model is InboxItem:
         values["display_name"] = case((known, InboxItem.display_name), else_=None)
     return values
+
+
+def unspoken(item: Any) -> Any:
+    """An outbox part to speak whose speech is not made yet: it holds no newer reply back."""
+    return and_(item.speak, item.voice_id.is_(None))
 
 
 def claimable(model: Any, now: Any) -> Any:
@@ -116,15 +123,16 @@ class Finishing:
     `deliver_lease` the replies are queued already claimed by the caller for that long, so it
     can send them at once instead of handing them to a delivery lane (not when an older reply
     to the address was still undelivered at the claim: replies go out in order). `chart_id`:
-    a /progress chart, queued with the first reply (its caption); `voice_id`: a spoken reply,
-    queued with the last one (the writer adds an empty part for it, after the texts)."""
+    a /progress chart, queued with the first reply (its caption); `speak`: the last reply is
+    the words of the reply's spoken copy (the writer adds it after the texts), a part to speak
+    before it is sent."""
 
     claim: Claim
     now: datetime
     failed: bool = False
     deliver_lease: timedelta | None = None
     chart_id: int | None = None
-    voice_id: int | None = None
+    speak: bool = False
 
     @property
     def token(self) -> str | None:
@@ -153,7 +161,7 @@ class Finishing:
             "out_created_at": now,
             "out_available_at": now,
             "out_chart_id": self.chart_id,
-            "out_voice_id": self.voice_id,
+            "out_speak": self.speak,
             "out_last_seq": len(replies) - 1,
         }
         return values | {"seqs": list(range(len(replies))), "texts": list(replies)}
@@ -167,7 +175,7 @@ class Finishing:
         rows = [
             {name: values[f"out_{name}"] for name in (*SAME_FOR_EVERY_REPLY, *TIMES_OF_A_REPLY)}
             | {"inbox_id": self.claim.id, "seq": seq, "text": text}
-            | {"chart_id": self.chart_of(seq), "voice_id": self.voice_of(seq, len(replies))}
+            | {"chart_id": self.chart_of(seq), "speak": self.speaks(seq, len(replies))}
             for seq, text in enumerate(replies)
         ]
         return list(connection.execute(QUEUE_REPLIES, rows).scalars()) if rows else []
@@ -192,7 +200,7 @@ class Finishing:
                 text=text,
                 inbox_id=claim.id,
                 chart_id=self.chart_of(seq),
-                voice_id=self.voice_of(seq, len(replies)),
+                speak=self.speaks(seq, len(replies)),
             )
             for seq, (id, text) in enumerate(zip(ids, replies, strict=True))
         ]
@@ -201,6 +209,6 @@ class Finishing:
         """The chart queued with the reply at `seq`: the first one carries it."""
         return self.chart_id if seq == 0 else None
 
-    def voice_of(self, seq: int, replies: int) -> int | None:
-        """The spoken reply queued with the reply at `seq` of `replies`: the last carries it."""
-        return self.voice_id if seq == replies - 1 else None
+    def speaks(self, seq: int, replies: int) -> bool:
+        """Whether the reply at `seq` of `replies` is a part to speak: the last, if any."""
+        return self.speak and seq == replies - 1

@@ -3,6 +3,7 @@ statements do differently is in memory/backends/)."""
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import time
 from pathlib import Path
@@ -161,9 +162,35 @@ def alembic_config(engine: Engine) -> Config:
     return config
 
 
-def upgrade(engine: Engine, revision: str = "head") -> None:
-    """Apply migrations up to `revision` (default: the newest)."""
-    command.upgrade(alembic_config(engine), revision)
+def upgrade(engine: Engine, revision: str = "head") -> list[str]:
+    """Apply migrations up to `revision` (default: the newest); returns those applied, oldest
+    first, each as its id and title ("0007 voice"), so that a caller can say what it did."""
+    config = alembic_config(engine)
+    before = schema_revision(engine)
+    command.upgrade(config, revision)
+    after = schema_revision(engine)
+    if after is None or after == before:
+        return []
+    scripts = ScriptDirectory.from_config(config)
+    # From `after` down to, not including, `before` (None: from the first migration).
+    applied = scripts.iterate_revisions(after, before)
+    return [migration_name(script.revision, script.doc) for script in reversed(list(applied))]
+
+
+def migration_name(revision: str, doc: str | None) -> str:
+    """A migration as an operator reads it: its id and its docstring's headline, up to the
+    first colon, comma or parenthesis ("0007 voice")."""
+    headline = re.split(r"[:,(\n]", (doc or "").strip(), maxsplit=1)[0].strip()
+    return f"{revision} {headline}".strip()
+
+
+def current_migration(engine: Engine) -> str | None:
+    """The migration the database is at, as `migration_name` says it (None: no tables)."""
+    current = schema_revision(engine)
+    if current is None:
+        return None
+    script = ScriptDirectory.from_config(alembic_config(engine)).get_revision(current)
+    return migration_name(current, script.doc if script is not None else None)
 
 
 def downgrade(engine: Engine, revision: str) -> None:

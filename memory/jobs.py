@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import Engine, and_, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
-from memory import db
+from memory import db, metrics
 from memory.backends import backend_for
 from memory.clock import utcnow
 from memory.heartbeat import Heartbeat
@@ -298,7 +298,9 @@ class JobRunner:
                     type(exc).__name__,
                 )
                 self.coordinator.fail(learner_id, kind, token, f"{type(exc).__name__}: {exc}")
+                metrics.count_job(kind, failed=True)
                 return
+            metrics.count_job(kind, failed=False)
             if self.coordinator.finish(learner_id, kind, token) is not Finish.AGAIN:
                 return
 

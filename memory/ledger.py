@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 from sqlalchemy import exists, func, insert, literal, select
 from sqlalchemy.exc import IntegrityError
 
+from memory import metrics
 from memory.clock import Clock
 from memory.db import Tables
 from memory.models import Correction, Learner, Usage
@@ -78,6 +79,7 @@ class Ledger(Tables):
         """Record one audio call: the seconds heard (a transcription) or the characters spoken
         (speech), and the `tokens` they count as toward the budgets — unless the learner has
         been forgotten meanwhile."""
+        metrics.count_audio(purpose, model, tokens, seconds=seconds, chars=chars)
         call = _Call(model[:100], tokens, 0)
         billed_by = {"audio_seconds": float(seconds), "speech_chars": chars}
         with contextlib.suppress(IntegrityError), self.single.begin() as connection:

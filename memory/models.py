@@ -481,6 +481,24 @@ class OutboxItem(QueueItem, Base):
     chart_id: Mapped[int | None] = mapped_column(Id)
     # A spoken reply (a VoiceClip), sent as a voice message after the reply's text.
     voice_id: Mapped[int | None] = mapped_column(Id)
+    # A part to speak: its text is the words, spoken by a speech lane (bot/speaking.py) into
+    # `voice_id` after the reply's text went out. Until it is spoken it holds no newer reply
+    # to the address back, and delivery passes it over.
+    speak: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     platform_message_id: Mapped[str | None] = mapped_column(String(100))
+
+
+class MetricSnapshot(Base):
+    """One process's worker-side metrics (memory/metrics.py), as it last copied them: what a
+    scrape of the web app adds up across machines (memory/metric_snapshots.py). The values
+    are absolute, so a sum over instances only grows; an instance long gone is folded into
+    the row "retired". No learner's data: labels are channels, purposes, models, kinds."""
+
+    __tablename__ = "metric_snapshots"
+
+    instance: Mapped[str] = mapped_column(String(100), primary_key=True)
+    role: Mapped[str] = mapped_column(String(20))  # "worker", "memory-jobs", "retired", …
+    samples: Mapped[str] = mapped_column(Text)  # JSON: family → type, help, samples
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)

@@ -1,16 +1,29 @@
 """The outbox: replies waiting to be delivered, in order per address, and the record of what
-was sent."""
+was sent. A reply's spoken copy is a part of its own, queued after its texts with the words to
+speak: `SpeechParts` hands it to a speech lane, which speaks it and gives it back to delivery
+(`spoken`), or drops it (`drop`) — when it failed, or when it is `outdated`: a newer reply to
+the address was queued before it went out. Until it is spoken it holds no newer reply back."""
 
 from __future__ import annotations
 
 import logging
 import time
 from collections.abc import Callable
+from typing import Any
 
-from sqlalchemy import bindparam, update
+from sqlalchemy import bindparam, exists, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
-from memory.claims import FAILED, PENDING, SENT, Claim, held, held_params, unlinked_if_forgotten
+from memory.claims import (
+    FAILED,
+    PENDING,
+    SENT,
+    Claim,
+    held,
+    held_params,
+    unlinked_if_forgotten,
+    unspoken,
+)
 from memory.messages import Sent
 from memory.models import OutboxItem, UTCDateTime
 from memory.queue import Queue
@@ -34,9 +47,32 @@ _SENT = (
 
 
 class Outbox(Queue):
-    """Replies waiting to be delivered, in order per address."""
+    """Replies waiting to be delivered, in order per address; parts still to speak are passed
+    over (`SpeechParts` takes them)."""
 
     model = OutboxItem
+
+    def takes(self, item: Any) -> Any:
+        """Every unfinished reply but the parts still to speak."""
+        return ~unspoken(item)
+
+    def holds_back(self, older: Any) -> Any:
+        """An older reply holds a newer one back unless it is a part still to speak: a slow
+        speech server never keeps the learner's next reply waiting."""
+        return ~unspoken(older)
+
+    def outdated(self, claim: Claim) -> bool:
+        """Whether a newer reply to the claim's address has been queued since (a spoken copy
+        that would now arrive after it is dropped)."""
+        newer = exists().where(OutboxItem.address == claim.address, OutboxItem.id > claim.id)
+        with self.single.connect() as connection:
+            return bool(connection.execute(select(newer)).scalar())
+
+    def drop(self, claim: Claim, why: str) -> bool:
+        """Give up a spoken copy that will not be sent (`why`); its text went before it."""
+        return self._release(
+            claim, finished=True, status=FAILED, text="", last_error=f"not spoken: {why}"[:300]
+        )
 
     def deliver(self, claim: Claim, send: Callable[[], Sent]) -> None:
         """Send a claimed reply and record it as sent, in one round trip after the send.
@@ -105,3 +141,21 @@ class Outbox(Queue):
                 .values(status=FAILED, last_error=error[:300])
             )
         return bool(result.rowcount)
+
+
+class SpeechParts(Outbox):
+    """The outbox's parts still to speak, claimed by the speech lanes in the order they were
+    queued, each whatever its address's other replies are doing: speaking one never waits
+    for, nor holds up, a delivery."""
+
+    in_order = False
+
+    def takes(self, item: Any) -> Any:
+        """Only the parts still to speak."""
+        return unspoken(item)
+
+    def spoken(self, claim: Claim, voice_id: int) -> bool:
+        """Hand a part, now spoken into the clip `voice_id`, to delivery: pending again, to be
+        sent in its address's order after the texts before it, with its attempts for the
+        send. False when the claim is gone (/forget removed the part meanwhile)."""
+        return self._release(claim, status=PENDING, voice_id=voice_id, text="", attempts=0)

@@ -20,6 +20,7 @@ from sqlalchemy import (
     func,
     literal_column,
     select,
+    true,
     type_coerce,
     update,
 )
@@ -39,6 +40,7 @@ from memory.claims import (
     held,
     held_params,
     unlinked_if_forgotten,
+    unspoken,
 )
 from memory.clock import Clock, utcnow
 from memory.messages import VoiceNote
@@ -89,27 +91,38 @@ class Queue:
         self.clock = clock  # leases and availability run on it: tests move it forward
         self._claim = self._claim_statement()
 
+    # Whether an item waits for the older unfinished items of its address (`holds_back`).
+    in_order = True
+
+    def takes(self, item: Any) -> Any:
+        """Which unfinished items this queue's claims take: all of them."""
+        return true()
+
+    def holds_back(self, older: Any) -> Any:
+        """Which older unfinished items of an address hold a newer one back: all of them."""
+        return true()
+
     def next_item_query(self, now: Any) -> Any:
         """The query for the id of the next claimable item as of `now`: the oldest unfinished
         item whose address has no older unfinished one. It reads only the partial indexes
         over unfinished items, however many finished ones have piled up."""
         item: Any = aliased(self.model, name="candidate")
         older: Any = aliased(self.model, name="older")
-        query = (
-            select(item.id)
-            .where(
-                item.status.in_(UNFINISHED),  # lets the database use the partial index
-                claimable(item, now),
+        query = select(item.id).where(
+            item.status.in_(UNFINISHED),  # lets the database use the partial index
+            claimable(item, now),
+            self.takes(item),
+        )
+        if self.in_order:
+            query = query.where(
                 ~exists().where(
                     older.address == item.address,
                     older.id < item.id,
                     older.status.in_(UNFINISHED),
-                ),
+                    self.holds_back(older),
+                )
             )
-            .order_by(item.id)
-            .limit(1)
-        )
-        return self.backend.lock_next(query, item)
+        return self.backend.lock_next(query.order_by(item.id).limit(1), item)
 
     def _claim_statement(self) -> Any:
         """One statement that takes the next item and returns a Claim's fields, by name: built
@@ -125,7 +138,9 @@ class Queue:
             # a bare `address` in the subquery would be the outbox's own.
             claimed_address: Any = literal_column(f"{InboxItem.__tablename__}.address")
             waiting = exists().where(
-                OutboxItem.address == claimed_address, OutboxItem.status.in_(UNFINISHED)
+                OutboxItem.address == claimed_address,
+                OutboxItem.status.in_(UNFINISHED),
+                ~unspoken(OutboxItem),  # a slow spoken copy holds no newer reply back
             )
             columns += [
                 InboxItem.id.label("inbox_id"),
@@ -140,6 +155,7 @@ class Queue:
             ]
         else:
             columns += [OutboxItem.inbox_id, OutboxItem.chart_id, OutboxItem.voice_id]
+            columns += [OutboxItem.speak]
         return (
             update(model)
             # Compare-and-set on top of the row lock: SQLite has no SKIP LOCKED.

@@ -11,8 +11,9 @@ import re
 import threading
 import unicodedata
 
-import langcodes
 import snowballstemmer
+
+from memory.language_names import english_name, language_of
 
 # A query longer than this many searchable words is cut: its first ones are kept. A learner's
 # question has a handful; this bounds what a pasted essay or a model's long query can cost.
@@ -140,13 +141,8 @@ def _english_name(language: str) -> str | None:
         return None
     if key.casefold() in _SNOWBALL or key.casefold() in PG_CONFIGS:
         return key.casefold()
-    try:
-        tag = langcodes.Language.get(key) if langcodes.tag_is_valid(key) else None
-        if tag is None or not tag.is_valid() or not tag.language:
-            tag = langcodes.find(key)
-        name = tag.language_name("en")
-    except (LookupError, ValueError):
-        return None
+    tag = language_of(key)
+    name = english_name("languages", tag.language or "") if tag else None
     return name.casefold() if name else None
 
 

@@ -26,6 +26,16 @@ def approximate_tokens(text: str) -> int:
     return count
 
 
+def _drop_pickling_copy(encoding: object) -> None:
+    """Free the Python copy of an encoding's ranks (o200k: 200,000 entries, some 26 MB in
+    every process that counts tokens: the worker and its memory-jobs child). tiktoken encodes
+    with the ranks its Rust core copied at construction and keeps the dict only to pickle the
+    encoding, which Pam never does; tests/memory/test_tokens.py checks counts still hold."""
+    ranks = getattr(encoding, "_mergeable_ranks", None)
+    if isinstance(ranks, dict):
+        ranks.clear()
+
+
 class TokenCounter:
     """Counts tokens for one model's encoding; loads it lazily and never raises."""
 
@@ -61,6 +71,7 @@ class TokenCounter:
                 import tiktoken
 
                 encoding = tiktoken.get_encoding(self.encoding_name)
+                _drop_pickling_copy(encoding)
                 self._encode = lambda text: encoding.encode(text, disallowed_special=())
             except Exception as exc:  # no network, no cache, broken file: never crash
                 self._approximate = True

@@ -78,21 +78,20 @@ class TurnWriter:
         *,
         failed: bool = False,
         chart_id: int | None = None,
-        voice_id: int | None = None,
+        speech: str | None = None,
     ) -> Written:
         """Store `reply` (if any) and finish `claim` (if any) with `parts` queued for delivery,
         the first ones held by the caller to send at once, in one transaction; `failed`: the
         message was given up; `chart_id`: a /progress chart queued with the first part;
-        `voice_id`: a spoken reply, queued after the parts as a part of its own. With no claim
-        (the terminal) it only stores. Raises LearnerGone if the learner was forgotten
-        meanwhile."""
+        `speech`: the words of the reply's spoken copy, queued after the parts as a part to
+        speak (a speech lane makes and sends it, after the texts). With no claim (the terminal)
+        it only stores. Raises LearnerGone if the learner was forgotten meanwhile."""
         finishing = None
         if claim is not None:
-            finishing = Finishing(
-                claim, self.clock(), failed, self.deliver_lease, chart_id, voice_id
-            )
-            if voice_id is not None:
-                parts = [*parts, ""]  # the voice message: no text of its own
+            speak = bool(speech and parts)  # spoken after the texts, never without them
+            finishing = Finishing(claim, self.clock(), failed, self.deliver_lease, chart_id, speak)
+            if speech and parts:
+                parts = [*parts, speech]
         if reply is None:
             if finishing is None:
                 return Written([])

@@ -1,6 +1,7 @@
-"""Operator endpoints: inspect a learner's memory, search it as recall would, or erase it.
-Bearer PAM_ADMIN_TOKEN, compared in constant time; while the token is unset the endpoints do
-not exist (404)."""
+"""Operator endpoints: find a learner by channel address or list them a page at a time;
+inspect a learner's memory, search it as recall would, or erase it. A learner is named in a
+path by id or by address (`/admin/learners/telegram:777001/memory`). Bearer PAM_ADMIN_TOKEN,
+compared in constant time; while the token is unset the endpoints do not exist (404)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ from typing import Any
 from flask import Blueprint, jsonify, request
 from flask.typing import ResponseReturnValue
 
+from memory.inspection import MAX_ID, LearnerEntry
 from memory.profile import document
 from memory.records import LearnerGone
 from memory.store import Store
+from webhooks.addresses import BadAddress, stored_address
 from webhooks.web import web
 
 log = logging.getLogger(__name__)
@@ -22,6 +25,10 @@ log = logging.getLogger(__name__)
 # The longest `q` the recall search takes, in characters: a learner's question is a line; a
 # longer one is a mistake (or an attempt to make the search do a lot of work).
 MAX_QUERY_CHARS = 500
+# A page of the learners' list: this many unless `limit` says otherwise, and never more than
+# the maximum (each row reads the learner's newest message).
+PAGE_SIZE = 50
+MAX_PAGE_SIZE = 500
 
 blueprint = Blueprint("admin", __name__, url_prefix="/admin")
 
@@ -44,17 +51,110 @@ def authenticate() -> ResponseReturnValue | None:
     return None
 
 
-@blueprint.get("/learners/<int:learner_id>/memory")
-def memory(learner_id: int) -> ResponseReturnValue:
+def _bad(detail: str) -> ResponseReturnValue:
+    return jsonify(error="Bad Request", detail=detail), 400
+
+
+def _no_learner() -> ResponseReturnValue:
+    return jsonify(error="Not Found", detail="no such learner"), 404
+
+
+def _entry(entry: LearnerEntry) -> dict[str, Any]:
+    """One learner as the directory shows them: no words of theirs, only who and when."""
+    return {
+        "id": entry.id,
+        "address": entry.address,
+        "display_name": entry.display_name,
+        "created_at": _iso(entry.created_at),
+        "last_message_at": _iso(entry.last_message_at),
+        "settings": {
+            "target_language": entry.target_language,
+            "native_language": entry.native_language,
+            "level": entry.level,
+            "voice_replies": entry.voice_replies,
+        },
+    }
+
+
+def _id(text: str) -> int | None:
+    """`text` as a learner id (plain decimal digits, at most MAX_ID), else None."""
+    if not (text.isascii() and text.isdigit()) or len(text) > len(str(MAX_ID)):
+        return None
+    number = int(text)
+    return number if number <= MAX_ID else None
+
+
+def _find(ref: str) -> LearnerEntry | None:
+    """The learner `ref` names in a path: an id, or a channel address. Raises BadAddress."""
+    store = Store(web().engine)
+    if ref.isascii() and ref.isdigit():  # an id; never a bare phone number in a path
+        learner_id = _id(ref)
+        return store.inspection.learner_by_id(learner_id) if learner_id is not None else None
+    return store.inspection.learner_at(stored_address(ref))
+
+
+@blueprint.get("/learners")
+def learners() -> ResponseReturnValue:
+    """`?address=`: the learner at that channel address (404 if none). Otherwise a page of
+    learners by id: `?limit=` (1–500, default 50) after the cursor `?after=` (the `next` of
+    the page before); `next` is null on the last page."""
+    store = Store(web().engine)
+    if "address" in request.args:
+        try:
+            address = stored_address(request.args["address"])
+        except BadAddress as exc:
+            return _bad(str(exc))
+        found = store.inspection.learner_at(address)
+        if found is None:
+            return _no_learner()
+        # The address is the learner's own identifier, not their words: logged as an id is.
+        log.info("learner looked up by an operator learner=%s", found.id)
+        return jsonify(learner=_entry(found))
+    limit_text = request.args.get("limit", str(PAGE_SIZE))
+    limit = _id(limit_text.strip())
+    if limit is None or not 1 <= limit <= MAX_PAGE_SIZE:
+        return _bad(f"limit must be a whole number from 1 to {MAX_PAGE_SIZE}")
+    after_text = request.args.get("after", "0")
+    after = _id(after_text.strip())
+    if after is None:
+        return _bad("after must be the `next` cursor of an earlier page")
+    page = store.inspection.learners_after(after, limit + 1)  # one more: is there a next?
+    more = len(page) > limit
+    page = page[:limit]
+    return jsonify(
+        learners=[_entry(entry) for entry in page],
+        next=str(page[-1].id) if more else None,
+    )
+
+
+@blueprint.get("/learners/<ref>")
+def learner(ref: str) -> ResponseReturnValue:
+    """One learner, by id or channel address, as the list shows them."""
+    try:
+        found = _find(ref)
+    except BadAddress as exc:
+        return _bad(str(exc))
+    return jsonify(learner=_entry(found)) if found is not None else _no_learner()
+
+
+@blueprint.get("/learners/<ref>/memory")
+def memory(ref: str) -> ResponseReturnValue:
     """Everything Pam keeps about one learner: window (a voice note's with its length),
     summary, profile, corrections, usage (audio's seconds and characters too), and the state
     of their memory jobs."""
+    try:
+        found = _find(ref)
+    except BadAddress as exc:
+        return _bad(str(exc))
+    if found is None:
+        return _no_learner()
+    learner_id = found.id
     store = Store(web().engine)
     try:
         learner = store.learners.get_learner(learner_id)
         context = store.conversation.context(learner_id)
-    except LearnerGone:
-        return jsonify(error="Not Found", detail="no such learner"), 404
+    except LearnerGone:  # forgotten since it was found
+        return _no_learner()
     summary = context.summary
     return jsonify(
         learner={
@@ -110,8 +210,8 @@ def _usage(store: Store, learner_id: int) -> dict[str, dict[str, Any]]:
     return usage
 
 
-@blueprint.get("/learners/<int:learner_id>/recall")
-def recall(learner_id: int) -> ResponseReturnValue:
+@blueprint.get("/learners/<ref>/recall")
+def recall(ref: str) -> ResponseReturnValue:
     """What a recall for this learner would return for `?q=`: their snippets (kind, role,
     text, when said, score), best first; only their own rows are ever searched."""
     query = request.args.get("q", "")
@@ -120,12 +220,14 @@ def recall(learner_id: int) -> ResponseReturnValue:
     if len(query) > MAX_QUERY_CHARS:
         detail = f"q is too long: at most {MAX_QUERY_CHARS} characters"
         return jsonify(error="Bad Request", detail=detail), 400
-    store = Store(web().engine)
     try:
-        store.learners.get_learner(learner_id)
-    except LearnerGone:
-        return jsonify(error="Not Found", detail="no such learner"), 404
-    snippets = store.recall.search(learner_id, query)
+        found = _find(ref)
+    except BadAddress as exc:
+        return _bad(str(exc))
+    if found is None:
+        return _no_learner()
+    learner_id = found.id
+    snippets = Store(web().engine).recall.search(learner_id, query)
     # The query and the snippets are the learner's words: counted here, never logged.
     log.info("recall searched by an operator learner=%s snippets=%d", learner_id, len(snippets))
     return jsonify(
@@ -144,14 +246,16 @@ def recall(learner_id: int) -> ResponseReturnValue:
     )
 
 
-@blueprint.post("/learners/<int:learner_id>/forget")
-def forget(learner_id: int) -> ResponseReturnValue:
+@blueprint.post("/learners/<ref>/forget")
+def forget(ref: str) -> ResponseReturnValue:
     """Erase every row about the learner, as /forget does."""
-    store = Store(web().engine)
     try:
-        store.learners.get_learner(learner_id)
-    except LearnerGone:
-        return jsonify(error="Not Found", detail="no such learner"), 404
-    store.learners.forget(learner_id)
+        found = _find(ref)
+    except BadAddress as exc:
+        return _bad(str(exc))
+    if found is None:
+        return _no_learner()
+    learner_id = found.id
+    Store(web().engine).learners.forget(learner_id)
     log.info("learner forgotten by an operator learner=%s", learner_id)
     return jsonify(status="forgotten", learner=learner_id), 200

@@ -21,7 +21,7 @@ from memory import db
 from memory.charts import Charts
 from memory.inbox import Inbox
 from memory.outbox import Outbox
-from webhooks import admin, charts, health
+from webhooks import admin, charts, health, metrics
 from webhooks.api import route as api
 from webhooks.startup import load_settings, read_dotenv
 from webhooks.telegram import route as telegram
@@ -106,6 +106,7 @@ def create_app(
     app.register_blueprint(whatsapp.blueprint)
     app.register_blueprint(admin.blueprint)
     app.register_blueprint(charts.blueprint)
+    app.register_blueprint(metrics.blueprint)
 
     @app.errorhandler(HTTPException)
     def http_error(error: HTTPException) -> ResponseReturnValue:

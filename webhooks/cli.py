@@ -10,15 +10,19 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-from sqlalchemy.exc import DatabaseError
 
 from bot import logs
-from bot.settings import Settings
-from memory import db
-from webhooks import services
-from webhooks.startup import build_or_exit, fail, load_settings, read_dotenv
+from webhooks.startup import read_dotenv
+
+# Everything else a command needs is imported when it runs: `pam --help`, `pam db upgrade` and
+# `pam telegram set-webhook` load neither SQLAlchemy's models, pydantic, the OpenAI and
+# Telegram clients nor matplotlib, and with no bytecode cache every module loaded is compiled
+# again (tests/webhooks/test_cold_start.py checks what --help loads).
+if TYPE_CHECKING:
+    from bot.settings import Settings
 
 # The log of `pam chat` in a terminal: beside its SQLite file, else in the working directory.
 CHAT_LOG = "pam-chat.log"
@@ -58,6 +62,7 @@ VOICE = (
     "PAM_AUDIO_BASE_URL",
     "PAM_AUDIO_API_KEY",
     "PAM_AUDIO_TIMEOUT",
+    "PAM_SPEECH_TIMEOUT",
     "PAM_TRANSCRIPTION_MODEL",
     "PAM_SPEECH_MODEL",
     "PAM_SPEECH_VOICE",
@@ -76,6 +81,7 @@ LANES = (
     "PAM_MAX_TURN_ATTEMPTS",
     "PAM_MAX_SEND_ATTEMPTS",
     "PAM_QUEUE_RETENTION_HOURS",
+    "PAM_MEMORY_PROCESS",
 )
 TELEGRAM = ("TELEGRAM_BOT_TOKEN", "TELEGRAM_API_URL")
 SENDERS = (
@@ -125,6 +131,7 @@ READS: dict[str, tuple[str, ...]] = {
     # Not a `pam` command: the web process on Heroku and Fly, gunicorn 'webhooks.app:create_app()'.
     "web": ("DATABASE_URL", "PAM_DB_POOL_SIZE", "PAM_INBOX_LEASE_SECONDS", *SENDERS, *INBOUND),
 }
+READS["release"] = (*READS["db upgrade"], *READS["telegram set-webhook"])
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 88}
 
 
@@ -182,6 +189,7 @@ def chat(user: str) -> None:
     no public URL, no worker). Memory jobs run in this process.
     """
     from bot.terminal import chat as talk  # readline and the terminal's colours: only here
+    from webhooks.startup import build_or_exit, load_settings
 
     # In the terminal the learner is the operator: no per-minute limit (scripts pipe fast).
     settings = load_settings(needs_llm=True).replace(limits={"rate_limit_per_minute": 0})
@@ -221,6 +229,8 @@ def chat_log_file(settings: Settings) -> Path | None:
     """Where `pam chat` in a terminal writes its logs: beside its SQLite file, else in the
     working directory (a log line in the middle of `you> ` would garble what is typed).
     None when neither folder can be written to: the logs stay on stderr then."""
+    from memory import db
+
     try:
         database = db.sqlite_file(settings.database_url)
     except db.DatabaseURLError:
@@ -245,6 +255,8 @@ def worker() -> None:
     run as many as you need on any number of machines: they share the work through the
     database.
     """
+    from webhooks import services
+
     sys.exit(services.run_worker())
 
 
@@ -270,6 +282,8 @@ def serve(host: str, port: int | None) -> None:
     Use it for a small deployment on one machine (SQLite is enough), or to try the webhooks
     locally. Exits with status 2 when it cannot listen on HOST:PORT.
     """
+    from webhooks import services
+
     sys.exit(services.run_serve(host, port))
 
 
@@ -293,6 +307,8 @@ def telegram(context: click.Context) -> None:
     it while a webhook is set (delete-webhook first).
     """
     if context.invoked_subcommand is None:
+        from webhooks import services
+
         sys.exit(services.run_telegram(None))
 
 
@@ -314,6 +330,8 @@ def set_webhook(url: str | None) -> None:
     deployment, after the web process is up. A URL Telegram would refuse is said before
     anything is sent (exit status 2); Telegram's own refusal exits with status 1.
     """
+    from webhooks import services
+
     sys.exit(services.run_telegram("set-webhook", url))
 
 
@@ -327,6 +345,8 @@ def delete_webhook() -> None:
 
     Use it to move a bot from a deployment back to development polling.
     """
+    from webhooks import services
+
     sys.exit(services.run_telegram("delete-webhook"))
 
 
@@ -343,6 +363,8 @@ def status() -> None:
     Use it when the bot is silent after a deploy. Exits with status 0 when updates reach the
     webhook, 1 when they do not.
     """
+    from webhooks import services
+
     sys.exit(services.run_telegram("status"))
 
 
@@ -366,6 +388,8 @@ def memory_jobs(from_stdin: bool) -> None:
     Runs at a lower CPU priority (nice +10): its Python work would otherwise slow the
     replies of the processes beside it.
     """
+    from webhooks import services
+
     sys.exit(services.run_memory_jobs(from_stdin))
 
 
@@ -376,31 +400,32 @@ def memory_jobs(from_stdin: bool) -> None:
     epilog=epilog("db", "pam db upgrade"),
 )
 def database() -> None:
-    """Database maintenance: `pam db upgrade`.
-
-    The commands that do not migrate by themselves (pam worker, pam memory-jobs and the web
-    process) need it before they start.
-    """
+    """Database maintenance: `pam db upgrade`, which the commands that do not migrate by
+    themselves (pam worker, pam memory-jobs and the web process) need before they start."""
 
 
 @database.command(short_help="apply migrations", epilog=epilog("db upgrade", "pam db upgrade"))
 def upgrade() -> None:
-    """Create the tables, or bring them up to this Pam's newest migration. Safe to run again;
-    Heroku's and Fly's release phase runs it on every deploy.
+    """Create the tables, or bring them up to this Pam's newest migration; says which it
+    applied. Safe to run again. Use it before the first `pam worker` or web process, and after
+    each upgrade of Pam (a deploy's release phase, `pam release`, does it first)."""
+    from webhooks.release import run_upgrade
 
-    Use it before the first `pam worker` or web process, and after each upgrade of Pam.
+    sys.exit(run_upgrade())
+
+
+@cli.command(short_help="a deploy's release phase", epilog=epilog("release", "pam release"))
+def release() -> None:
+    """Migrate (as pam db upgrade), then register $PAM_PUBLIC_URL/telegram/webhook with Telegram
+    when TELEGRAM_BOT_TOKEN and PAM_PUBLIC_URL are set (as pam telegram set-webhook).
+
+    Heroku's release phase and Fly's release_command run it on every deploy. It fails the
+    deploy when the database cannot be migrated or Telegram refuses the token or the URL; when
+    Telegram does not answer it warns, and the deploy goes on.
     """
-    settings = load_settings()
-    logs.configure(settings.log_level or logs.COMMAND_LEVEL, sys.stderr)
-    try:
-        engine = db.make_engine(settings.database_url)
-        db.upgrade(engine)
-    except db.DatabaseURLError as exc:
-        fail(f"pam: {exc}")
-    except DatabaseError as exc:  # unreachable, refused, or a file that is no database
-        fail(f"pam: cannot open the database in DATABASE_URL: {exc.orig}")
-    engine.dispose()
-    print("pam: database is up to date")
+    from webhooks.release import run_release
+
+    sys.exit(run_release())
 
 
 def main(argv: Sequence[str] | None = None) -> None:

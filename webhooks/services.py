@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from bot import logs
 from bot.memory_process import HAND_BACK_SECONDS, JobRequests, lower_priority
 from bot.settings import Settings
+from webhooks.channels import log_channels
 from webhooks.startup import SETUP_HELP, build_or_exit, fail, load_settings
 
 if TYPE_CHECKING:
@@ -66,21 +67,42 @@ def start_worker(
     """Pam with a running worker: its lanes, and its memory process (bot/memory_process.py),
     which runs the memory jobs, those asked for while no worker ran included. `replayable`:
     this process stores no inbound message itself (see `db.make_engine`)."""
+    from bot.progress import warm_in_background
     from bot.worker import Worker
     from webhooks.wiring import senders
 
-    pam = build_or_exit(settings, migrate=migrate, memory_process=True, replayable=replayable)
+    in_child = settings.service.memory_process
+    pam = build_or_exit(settings, migrate=migrate, memory_process=in_child, replayable=replayable)
     sys.setswitchinterval(GIL_SWITCH_SECONDS)
     worker = Worker(pam, senders(settings))
-    assert pam.memory_process is not None
     worker.start(settings.service.worker_threads, settings.service.delivery_threads)
-    pam.memory_process.start()  # after build migrated: the child expects the current schema
+    # matplotlib loads beside the lanes, so the first /progress finds it ready; only here:
+    # the web process and the memory-jobs child never draw a chart.
+    warm_in_background()
+    if pam.memory_process is not None:
+        pam.memory_process.start()  # after build migrated: the child expects the current schema
+    else:  # PAM_MEMORY_PROCESS=off: the worker's own scheduler runs them, as the child would
+        assert pam.scheduler is not None
+        pam.scheduler.start()
+        sweep_memory_jobs(pam)
     log.info(
-        "worker started inbox_lanes=%d delivery_lanes=%d",
+        "worker started inbox_lanes=%d delivery_lanes=%d memory_jobs=%s",
         settings.service.worker_threads,
         settings.service.delivery_threads,
+        "child process" if in_child else "threads",
     )
     return pam, worker
+
+
+def sweep_memory_jobs(pam: Pam) -> int:
+    """Start every memory job marked in the database (those asked for while no process ran
+    them included); how many. A database away at start is no reason to stop: the scheduler's
+    sweep every RECOVER_EVERY_SECONDS runs them later."""
+    try:
+        return pam.runner.recover()
+    except Exception as exc:
+        log.warning("memory jobs could not sweep at start: %s", type(exc).__name__)
+        return 0
 
 
 def stop_worker(pam: Pam, worker: Worker) -> None:
@@ -95,51 +117,6 @@ def stop_worker(pam: Pam, worker: Worker) -> None:
         log.warning("stopped with a turn unfinished; its message is answered after the lease")
     pam.close(max(0.0, deadline - time.monotonic()))
     worker.close_senders()
-
-
-# Each channel of the web app: the variables that turn it on, and its route.
-CHANNELS = (
-    ("telegram", ("TELEGRAM_BOT_TOKEN", "TELEGRAM_WEBHOOK_SECRET"), "POST /telegram/webhook"),
-    (
-        "whatsapp",
-        ("TWILIO_ACCOUNT_SID", "TWILIO_AUTH_TOKEN", "TWILIO_WHATSAPP_NUMBER"),
-        "POST /whatsapp/webhook",
-    ),
-    ("http api", ("PAM_API_TOKEN", "PAM_API_CALLBACK_URL"), "POST /api/messages"),
-    ("admin", ("PAM_ADMIN_TOKEN",), "GET /admin/learners/<id>/memory and /recall?q="),
-)
-
-
-def channel_report(settings: Settings) -> list[tuple[str, bool, str]]:
-    """Each channel of the web app, whether it is on, and what it does or which variables
-    would turn it on: what `pam serve` says at start."""
-    report: list[tuple[str, bool, str]] = []
-    for name, variables, route in CHANNELS:
-        unset = [v for v in variables if not settings.value_of(v)]
-        if unset:
-            report.append((name, False, "set " + ", ".join(unset)))
-            continue
-        if name == "whatsapp":
-            route += (
-                "; signatures checked against PAM_PUBLIC_URL"
-                if settings.web.public_url
-                else "; signatures checked against the Host and X-Forwarded-* headers (set "
-                "PAM_PUBLIC_URL behind a proxy that rewrites them)"
-            )
-        report.append((name, True, route))
-    return report
-
-
-def log_channels(settings: Settings) -> None:
-    """One line per channel: on, or off and why."""
-    report = channel_report(settings)
-    for name, on, detail in report:
-        log.info("channel %s %s: %s", name, "on" if on else "off", detail)
-    if not any(on for name, on, _ in report if name != "admin"):
-        log.warning(
-            "no channel is on: nothing can reach this Pam (see README.md, Running Pam as a "
-            "service; `pam chat` needs none)"
-        )
 
 
 def webhook_url_problem(url: str, *, local_bot_api: bool) -> str | None:
@@ -173,6 +150,7 @@ def run_worker() -> int:
     service_logging(settings)
     stop = stop_on_sigterm()
     pam, worker = start_worker(settings, migrate=False, replayable=True)
+    log_channels(settings, "worker", log)
     stop.wait()
     log.info("worker stopping")
     stop_worker(pam, worker)
@@ -183,6 +161,8 @@ def run_memory_jobs(from_stdin: bool) -> int:
     """`pam memory-jobs`, the memory process: runs marked memory jobs (all of them at start,
     then in a sweep every RECOVER_EVERY_SECONDS), `from_stdin` (`--stdin`) also each job its
     worker hands over, until SIGTERM or the end of stdin (its worker is gone)."""
+    from memory.metric_snapshots import Snapshots, Snapshotter  # not for `pam --help`
+
     stop = stop_on_sigterm()
     settings = load_settings(needs_llm=True)
     service_logging(settings)
@@ -192,14 +172,12 @@ def run_memory_jobs(from_stdin: bool) -> int:
     pam = build_or_exit(settings, migrate=False, replayable=True)
     assert pam.scheduler is not None
     pam.scheduler.start()
-    try:
-        recovered = pam.runner.recover()
-    except Exception as exc:  # the database is away: the next sweep runs them
-        log.warning("memory jobs could not sweep at start: %s", type(exc).__name__)
-        recovered = 0
+    recovered = sweep_memory_jobs(pam)
     requests = JobRequests(pam.runner, sys.stdin.fileno(), stop) if from_stdin else None
     if requests is not None:
         requests.start()
+    # Its counts (memory-job runs, LLM calls), copied to the database for the web's /metrics.
+    copies = Snapshotter(Snapshots(pam.engine, pam.clock), "memory-jobs").start()
     log.info("memory jobs started pid=%d nice=%s recovered=%d", os.getpid(), niceness, recovered)
     stop.wait()
     log.info("memory jobs stopping")
@@ -210,6 +188,7 @@ def run_memory_jobs(from_stdin: bool) -> int:
     if requests is not None:
         requests.close()
     finished = pam.close(max(0.0, settings.service.shutdown_wait_seconds - HAND_BACK_SECONDS))
+    copies.stop()
     log.info("memory jobs stopped")
     if not finished:
         # Its jobs were handed back; a job thread still inside an LLM call would only hold up
@@ -233,7 +212,7 @@ def run_serve(host: str, port: int | None) -> int:
         fail(f"pam: --port {port} is not a TCP port (1-65535)")
     pam, worker = start_worker(settings, migrate=True)
     app = create_app(settings, engine=pam.engine, on_inbound=worker.wake_inbox)
-    log_channels(settings)
+    log_channels(settings, "serve", log)
 
     def terminate(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
@@ -344,6 +323,7 @@ def poll_telegram(settings: Settings) -> int:
     pam, worker = start_worker(settings, migrate=True)
     client = worker.senders["telegram"]
     assert isinstance(client, TelegramClient)
+    log_channels(settings, "polling", log)
     log.info("polling Telegram for updates")
     try:
         poll(

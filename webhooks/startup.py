@@ -13,14 +13,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from dotenv import dotenv_values
-from pydantic import ValidationError
-from sqlalchemy.exc import DatabaseError
 
-from bot.settings import Settings
-from memory import db
-
+# pydantic, SQLAlchemy and the settings are imported where they are used: `pam --help` reads
+# the .env file through this module and needs none of them (each costs a start its imports).
 if TYPE_CHECKING:
     from bot.runtime import Pam
+    from bot.settings import Settings
 
 SETUP_HELP = """Pam needs a language model to talk to, and none is configured.
 
@@ -59,6 +57,10 @@ def read_dotenv(path: Path = DOTENV, environ: MutableMapping[str, str] = os.envi
 
 def load_settings(*, needs_llm: bool = False) -> Settings:
     """The settings from the environment, or a clear exit when they are unusable."""
+    from pydantic import ValidationError
+
+    from bot.settings import Settings
+
     try:
         settings = Settings()
     except ValidationError as exc:
@@ -77,7 +79,11 @@ def build_or_exit(
     """Pam assembled from `settings` (with its scheduler, or its memory process), or a clear
     exit when the database cannot be used."""
     # Imported here: the web process reads its settings through this module and never builds
-    # Pam, so it need not load the composition root's clients (OpenAI, APScheduler, PTB).
+    # Pam, so it need not load the composition root's clients (OpenAI, APScheduler, PTB); nor
+    # does gunicorn's master, which reads them to say its channels, need SQLAlchemy's.
+    from sqlalchemy.exc import DatabaseError
+
+    from memory import db
     from webhooks.wiring import build
 
     try:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flask import Flask, current_app, request
+from prometheus_client import CollectorRegistry, Counter
 from sqlalchemy import Engine
 from werkzeug.middleware.proxy_fix import ProxyFix
 
@@ -21,6 +22,17 @@ from memory.outbox import Outbox
 from webhooks.telegram.client import TelegramClient
 
 log = logging.getLogger(__name__)
+
+# The web processes' own metrics (GET /metrics: webhooks/metrics.py). Under gunicorn
+# (PROMETHEUS_MULTIPROC_DIR set before prometheus_client is imported) their values live in the
+# workers' shared directory; otherwise in this registry.
+WEB_METRICS = CollectorRegistry()
+MESSAGES_RECEIVED = Counter(
+    "pam_messages_received",
+    "Messages received from a channel and stored in the inbox (redeliveries not counted).",
+    ["channel"],
+    registry=WEB_METRICS,
+)
 
 # How often a channel's refused webhook requests are said in the log, at most.
 REFUSAL_LOG_SECONDS = 60.0
@@ -93,6 +105,7 @@ def accept(inbound: Inbound, started: float) -> bool:
     context = web()
     new = context.inbox.accept(inbound)
     if new:
+        MESSAGES_RECEIVED.labels(inbound.channel).inc()
         context.on_inbound()
     log.info(
         "inbound %s channel=%s kind=%s ms=%d",

@@ -24,6 +24,7 @@ from memory import db
 from memory.clock import Clock, utcnow
 from memory.jobs import FOLD, PROFILE, Coordinator, JobRunner, Submit
 from memory.llm import ChatModel
+from memory.metrics import MeteredChatModel
 from memory.profile import learn_profile
 from memory.store import Store
 from memory.summary import fold
@@ -33,15 +34,11 @@ from webhooks.api import CHANNEL as API
 from webhooks.api.sender import ApiCallbackSender
 from webhooks.charts import SignedLinks
 from webhooks.telegram import CHANNEL as TELEGRAM
-from webhooks.telegram.client import TelegramClient
 from webhooks.whatsapp import CHANNEL as WHATSAPP
-from webhooks.whatsapp.sender import TwilioSender
 
 log = logging.getLogger(__name__)
 
 RECOVER_EVERY_SECONDS = 60
-# A reply's speech is made before its text is sent: it may hold the text this long, no more.
-SPEECH_TIMEOUT_SECONDS = 20.0
 # A job folds at most this many chunks per run (a long backlog after an outage takes several).
 MAX_FOLDS_PER_RUN = 10
 
@@ -115,16 +112,17 @@ def build(
             transcriber = transcriber or OpenAITranscriber(
                 audio, settings.voice.transcription_model
             )
-            # A spoken copy waits on the reply's path: bounded short, not retried.
-            quick = audio.with_options(
-                timeout=min(settings.voice.audio_timeout_seconds, SPEECH_TIMEOUT_SECONDS),
-                max_retries=0,
+            # A spoken copy is made after its text went out, within PAM_SPEECH_TIMEOUT; not
+            # retried: a call that timed out would take as long again.
+            speech = audio.with_options(
+                timeout=settings.voice.speech_timeout_seconds, max_retries=0
             )
             speaker = speaker or OpenAISpeaker(
-                quick, settings.voice.speech_model, settings.voice.speech_voice
+                speech, settings.voice.speech_model, settings.voice.speech_voice
             )
     memory = settings.memory
-    chat_model = model
+    # Every billed call is counted for /metrics, whichever part of Pam makes it.
+    chat_model = MeteredChatModel(model)
 
     def fold_job(learner_id: int) -> None:
         for _ in range(MAX_FOLDS_PER_RUN):
@@ -160,7 +158,7 @@ def build(
     writer = TurnWriter(store, settings.service.delivery_lease_seconds, memory, clock)
     tutor = Tutor(
         store,
-        model,
+        chat_model,
         counter,
         runner,
         settings,
@@ -191,6 +189,11 @@ def build(
 
 def senders(settings: Settings) -> dict[str, Sender]:
     """One sender per channel that has its outbound configuration."""
+    # The channels' SDKs are imported here, by the processes that send: the memory-jobs
+    # process builds Pam too, and python-telegram-bot alone would cost it some 17 MB.
+    from webhooks.telegram.client import TelegramClient
+    from webhooks.whatsapp.sender import TwilioSender
+
     built: dict[str, Sender] = {}
     if settings.api.token and settings.api.callback_url:
         built[API] = ApiCallbackSender(settings.api.callback_url, settings.api.token)

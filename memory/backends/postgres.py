@@ -12,12 +12,14 @@ from typing import Any
 from sqlalchemy import (
     ARRAY,
     BigInteger,
+    Boolean,
     Connection,
     Float,
     Integer,
     Row,
     Text,
     TextClause,
+    and_,
     bindparam,
     case,
     func,
@@ -127,7 +129,7 @@ def _finish_and_queue_ctes() -> tuple[Any, Any]:
     """`FINISH` and the replies' INSERT as two CTEs, "finished" (the inbox item's id, no row
     if the claim was lost) and "queued" (id and seq of each reply queued, only if the claim
     was held). The replies' seq and text come as two arrays; every other column is the same
-    for all of them but the chart (the first one's) and the spoken reply (the last one's).
+    for all of them but the chart (the first one's) and the part to speak (the last one).
     Their parameters are `Finishing.values`."""
     finished = FINISH.returning(InboxItem.id).cte("finished")
     replies = (
@@ -143,11 +145,12 @@ def _finish_and_queue_ctes() -> tuple[Any, Any]:
     columns += [bindparam(f"out_{name}", type_=UTCDateTime()) for name in TIMES_OF_A_REPLY]
     # A /progress chart goes with the first reply, its caption.
     columns.append(case((replies.c.seq == 0, bindparam("out_chart_id", type_=BigInteger))))
-    # A spoken reply goes with the last, the empty part the writer added for it.
+    # The words to speak are the last part, the one the writer added for them.
     last = bindparam("out_last_seq", type_=Integer)
-    columns.append(case((replies.c.seq == last, bindparam("out_voice_id", type_=BigInteger))))
+    speak = bindparam("out_speak", type_=Boolean)
+    columns.append(and_(replies.c.seq == last, speak))
     names = ["inbox_id", "seq", "text", *SAME_FOR_EVERY_REPLY, *TIMES_OF_A_REPLY, "chart_id"]
-    names.append("voice_id")
+    names.append("speak")
     rows = select(finished.c.id, replies.c.seq, replies.c.text, *columns).select_from(
         finished.join(replies, true())
     )

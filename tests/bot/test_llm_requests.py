@@ -7,6 +7,7 @@ import threading
 
 import pytest
 
+from bot.llm_errors import read_error
 from bot.llm_requests import REASONING_ROOM, THINKING_ROOM, ModelQuirks, is_reasoning_model
 from loopback.llm_shapes import OPENAI_REFUSES_MAX_TOKENS, openai_refuses_temperature
 from tests import llm_shapes as shapes
@@ -19,14 +20,10 @@ def quirks(structured: str = "auto") -> ModelQuirks:
 
 
 def learn(
-    q: ModelQuirks, model: str, sent: dict[str, object], error: dict[str, object]
+    q: ModelQuirks, model: str, sent: dict[str, object], error: object, status: int = 400
 ) -> str | None:
-    """Teach `q` what OpenAI-style `error` (the body's "error" object) says about `sent`."""
-    body = error.get("error", error)
-    assert isinstance(body, dict | str)
-    if isinstance(body, str):
-        return q.learn(model, sent, None, body)
-    return q.learn(model, sent, body.get("param"), str(body.get("message")))
+    """Teach `q` what error body `error`, answered with `status`, says about `sent`."""
+    return q.learn(model, sent, read_error(status, error))
 
 
 @pytest.mark.parametrize(
@@ -161,7 +158,8 @@ def test_other_400s_teach_nothing(message: str) -> None:
     q = quirks()
     sent = q.params("gpt-4o-mini", "reply", 700, SCHEMA)
 
-    assert q.learn("gpt-4o-mini", sent, "max_tokens", message) is None
+    error = {"error": {"message": message, "param": "max_tokens"}}
+    assert learn(q, "gpt-4o-mini", sent, error) is None
     assert q.params("gpt-4o-mini", "reply", 700, SCHEMA) == sent
 
 

@@ -74,6 +74,20 @@ def parent_of(pid: int) -> int:
     return int(stat[stat.rindex(")") + 2 :].split()[1])
 
 
+def children_of(pid: int) -> list[int]:
+    """The live processes whose parent is `pid`."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        fields = text[text.rindex(")") + 2 :].split()
+        if int(fields[1]) == pid and fields[0] not in "ZX":
+            found.append(int(stat.parent.name))
+    return found
+
+
 @pytest.fixture
 def supervised() -> Iterator[list[MemoryProcess]]:
     """MemoryProcesses to stop after the test, whatever happened."""
@@ -419,6 +433,27 @@ def test_jobs_marked_while_no_memory_process_ran_are_run_when_a_worker_starts(
         stops_cleanly(worker, group=True)  # the child gets SIGTERM twice: its own, the worker's
         assert gone(child)
         assert pids(worker, r"memory process pid=(\d+) stopped status=0") == [child]
+
+
+@pytest.mark.slow
+def test_with_memory_process_off_the_worker_runs_its_memory_jobs_itself(
+    tmp_path: Path, engine: Engine, env: dict[str, str], marked: tuple[Store, str]
+) -> None:
+    # PAM_MEMORY_PROCESS=off, the deploy files' setting for 512 MB machines: no child; the
+    # worker's own scheduler runs the jobs marked before it started and those its turns ask for.
+    store, external_id = marked
+    user = f"noa-{uuid.uuid4().hex[:6]}"
+    with processes(tmp_path) as group:
+        worker = group.start("worker", [*PAM_CMD, "worker"], dict(env, PAM_MEMORY_PROCESS="off"))
+        wait_learned(store, external_id, "the marked fold and profile update")
+        for text in TEXTS:
+            send(engine, user, text)
+        wait_learned(store, f"api:{user}", "a fold and a profile update asked for by turns")
+        log = worker.log.read_text()
+        assert "memory_jobs=threads" in log
+        assert "memory jobs started" not in log and "memory process" not in log
+        assert not children_of(worker.popen.pid), "no child process"
+        stops_cleanly(worker, group=True)
 
 
 @pytest.mark.slow

@@ -12,20 +12,28 @@ from typing import Any
 
 import openai
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from bot.openai_audio import (
-    OpenAISpeaker,
-    OpenAITranscriber,
-    audio_client,
-    read_transcript,
-    without_silence,
-)
+from bot.audio import UnreadableAudio, inspect
+from bot.openai_audio import OpenAISpeaker, OpenAITranscriber, audio_client
 from bot.openai_chat import openai_client
+from bot.opus import ogg_opus
 from bot.settings import LLMSettings, VoiceSettings
+from bot.transcripts import is_silence, read_transcript, without_silence
 from loopback.audio_samples import sample
 from loopback.llm_shapes import encoded
 from loopback.openai_server import HEARD, Fault, OpenAIServer
 from memory.llm import Misconfigured, Outage, Unusable
+from tests import error_shapes as errors
+from tests.transcription_shapes import (
+    MUSIC,
+    NOISE,
+    NOISE_OUTRO,
+    SPEECH_THEN_SILENCE,
+    segment,
+    verbose,
+)
 
 SAID = "Ayer yo es muy cansado porque trabajé mucho."
 # Tells the SDK to retry after 20 ms instead of its 0.5 s backoff: keeps retry tests quick.
@@ -375,21 +383,49 @@ def test_speech_returns_ogg_opus(server: OpenAIServer, speaker: OpenAISpeaker) -
 @pytest.mark.parametrize(
     ("body", "content_type"),
     [
-        (sample("voice.wav"), "audio/wav"),  # a server that ignores response_format
-        (sample("voice.mp3"), "audio/mpeg"),  # plays on Telegram, not as a WhatsApp voice note
+        (sample("voice.wav"), "audio/wav"),  # servers that ignore response_format
+        (sample("voice.mp3"), "audio/mpeg"),
+    ],
+    ids=["wav", "mp3"],
+)
+def test_speech_in_another_format_is_converted_to_ogg_opus(
+    server: OpenAIServer, speaker: OpenAISpeaker, body: bytes, content_type: str
+) -> None:
+    server.fail_next(Fault(status=200, body=body, headers={"Content-Type": content_type}))
+    speech = speaker.speak("Hola", language="es")
+    assert (speech.audio, speech.content_type) == (body, content_type)  # as the server sent it
+    audio, info = ogg_opus(speech.audio, speech.content_type)
+    assert audio.startswith(b"OggS") and (info.content_type, info.codec) == ("audio/ogg", "opus")
+    assert info.seconds == pytest.approx(inspect(body, None).seconds, abs=0.1)
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type"),
+    [
         (b"", "audio/ogg"),
         (b"<html><body>Bad Gateway</body></html>", "text/html"),
         (encoded({"error": {"message": "voice not found"}}), "application/json"),
         (sample("voice.ogg")[:40], "audio/ogg"),
     ],
-    ids=["wav", "mp3", "empty", "html", "json-error", "cut"],
+    ids=["empty", "html", "json-error", "cut"],
 )
-def test_speech_that_is_not_ogg_opus_is_unusable(
+def test_speech_that_is_no_audio_cannot_be_converted(
     server: OpenAIServer, speaker: OpenAISpeaker, body: bytes, content_type: str
 ) -> None:
     server.fail_next(Fault(status=200, body=body, headers={"Content-Type": content_type}))
-    with pytest.raises(Unusable):
-        speaker.speak("Hola", language="es")
+    speech = speaker.speak("Hola", language="es")
+    with pytest.raises(UnreadableAudio):
+        ogg_opus(speech.audio, speech.content_type)
+
+
+def test_speech_that_times_out_names_the_setting(server: OpenAIServer) -> None:
+    # As wiring builds it: the speech client's own timeout, no retries.
+    slow = openai_client("sk-test", server.base_url, 0.2, 0)
+    server.fail_next(Fault(delay=1.0, status=200, body=sample("voice.ogg")))
+    with slow, pytest.raises(Outage) as raised:
+        OpenAISpeaker(slow, "kokoro", "ef_dora").speak("Hola", language="es")
+    assert "PAM_SPEECH_TIMEOUT" in (raised.value.advice or "")
+    assert len(server.audio_requests) == 1  # not retried
 
 
 def test_speech_500_after_retries_is_an_outage(
@@ -459,3 +495,211 @@ def test_an_audio_key_alone_is_used_on_the_chat_server() -> None:
     llm = LLMSettings(api_key="sk-chat")
     with audio_client(VoiceSettings(audio_api_key="sk-audio"), llm) as client:
         assert client.api_key == "sk-audio"
+
+
+# -- what a server's error says (tests/error_shapes.py names each source) ----------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "setting"),
+    [
+        pytest.param(encoded(errors.FASTKOKORO_NO_SUCH_VOICE), "PAM_SPEECH_VOICE", id="fastkokoro"),
+        pytest.param(
+            encoded(errors.KOKORO_FASTAPI_NO_SUCH_VOICE), "PAM_SPEECH_VOICE", id="kokoro-fastapi"
+        ),
+        pytest.param(
+            encoded(errors.FASTKOKORO_UNSUPPORTED_MODEL), "PAM_SPEECH_MODEL", id="fastkokoro-model"
+        ),
+        pytest.param(
+            encoded(errors.KOKORO_FASTAPI_UNSUPPORTED_MODEL),
+            "PAM_SPEECH_MODEL",
+            id="kokoro-fastapi-model",
+        ),
+    ],
+)
+def test_a_speech_servers_wrong_voice_or_model_is_advice_told_once(
+    server: OpenAIServer,
+    speaker: OpenAISpeaker,
+    caplog: pytest.LogCaptureFixture,
+    body: bytes,
+    setting: str,
+) -> None:
+    server.fail_next(*[Fault(status=400, body=body)] * 2)
+
+    with pytest.raises(Misconfigured) as raised:
+        speaker.speak("Hola", language="es")
+    with pytest.raises(Misconfigured):
+        speaker.speak("Hola", language="es")
+
+    assert setting in raised.value.advice and server.base_url in raised.value.advice
+    assert len(server.audio_requests) == 2  # a 400 is not retried
+    told = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert [r.getMessage() for r in told] == [
+        f"Audio speech call rejected (400): {raised.value.advice}"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("status", "body"),
+    [
+        pytest.param(400, encoded(errors.FASTER_WHISPER_SERVER_UNKNOWN_MODEL), id="detail-object"),
+        pytest.param(400, errors.UNKNOWN_MODEL_TEXT, id="plain-text"),
+        pytest.param(500, errors.UNKNOWN_MODEL_TEXT, id="plain-text-500"),
+    ],
+)
+def test_a_transcription_servers_unknown_model_is_advice_not_a_bad_file(
+    server: OpenAIServer, transcriber: OpenAITranscriber, status: int, body: bytes
+) -> None:
+    # Issue 26: the learner was asked to record again, the operator told nothing.
+    server.fail_next(*[Fault(status=status, body=body, headers=FAST_RETRY)] * 3)
+
+    with pytest.raises(Misconfigured) as raised:
+        transcribe(transcriber)
+    assert "PAM_TRANSCRIPTION_MODEL" in raised.value.advice
+    assert "unknown model: whisper-1" in raised.value.advice
+
+
+def test_a_speech_servers_500_without_a_refusal_is_an_outage(
+    server: OpenAIServer, speaker: OpenAISpeaker
+) -> None:
+    body = encoded(errors.KOKORO_FASTAPI_PROCESSING_ERROR)
+    server.fail_next(*[Fault(status=500, body=body, headers=FAST_RETRY)] * 3)
+
+    with pytest.raises(Outage):
+        speaker.speak("Hola", language="es")
+
+
+def test_a_speech_server_without_opus_is_advice(
+    server: OpenAIServer, speaker: OpenAISpeaker
+) -> None:
+    server.fail_next(Fault(status=422, body=encoded(errors.FASTAPI_NO_OPUS)))
+
+    with pytest.raises(Misconfigured) as raised:
+        speaker.speak("Hola", language="es")
+    assert "response_format=opus" in raised.value.advice
+    assert "Input should be 'mp3' or 'wav' (response_format)" in raised.value.advice
+
+
+# -- verbose_json and silence -------------------------------------------------------------------
+
+
+@pytest.fixture
+def whisper(client: openai.OpenAI) -> OpenAITranscriber:
+    """A transcriber of a Whisper model: asked for verbose_json."""
+    return OpenAITranscriber(client, "whisper-1")
+
+
+def test_a_whisper_model_is_asked_for_verbose_json(
+    server: OpenAIServer, whisper: OpenAITranscriber
+) -> None:
+    server.hear(SAID)
+
+    assert transcribe(whisper) == SAID
+    assert server.audio_requests[0].fields["response_format"] == "verbose_json"
+
+
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        pytest.param(errors.VLLM_NO_VERBOSE_JSON, id="vllm"),
+        pytest.param(errors.VLLM_ONLY_TEXT_OR_JSON, id="vllm-0.8"),
+        pytest.param(errors.OPENAI_NO_VERBOSE_JSON, id="openai"),
+    ],
+)
+def test_a_server_without_verbose_json_is_asked_for_json_learned_once(
+    server: OpenAIServer,
+    whisper: OpenAITranscriber,
+    caplog: pytest.LogCaptureFixture,
+    refusal: dict[str, Any],
+) -> None:
+    server.hear(SAID)
+    server.fail_next(Fault(status=400, body=encoded(refusal)))
+
+    assert transcribe(whisper) == SAID
+    assert transcribe(whisper) == SAID
+
+    formats = [r.fields["response_format"] for r in server.audio_requests]
+    assert formats == ["verbose_json", "json", "json"]
+    [told] = [r for r in caplog.records if "verbose_json" in r.getMessage()]
+    assert told.levelno == logging.WARNING and server.base_url in told.getMessage()
+
+
+def test_a_refusal_of_something_else_is_not_taken_for_one_of_verbose_json(
+    server: OpenAIServer, whisper: OpenAITranscriber
+) -> None:
+    error = {"error": {"message": "Invalid file format.", "param": "file"}}
+    server.fail_next(Fault(status=400, body=encoded(error)))
+
+    with pytest.raises(Unusable):
+        transcribe(whisper)
+    transcribe(whisper)
+    assert [r.fields["response_format"] for r in server.audio_requests] == ["verbose_json"] * 2
+
+
+@pytest.mark.parametrize(
+    ("answer", "heard"),
+    [
+        pytest.param(NOISE, "", id="noise"),
+        pytest.param(NOISE_OUTRO, "", id="noise-known-sentence"),
+        pytest.param(MUSIC, "", id="music"),
+        pytest.param(SPEECH_THEN_SILENCE, SAID, id="speech-then-silence"),
+        pytest.param(verbose(segment(f" {SAID}")), SAID, id="speech"),
+        pytest.param(
+            verbose(segment(" Y luego fuimos al cine.", no_speech_prob=0.7, avg_logprob=-0.4)),
+            "Y luego fuimos al cine.",
+            id="quiet-but-sure",  # Whisper keeps it too: the log-probability is high enough
+        ),
+    ],
+)
+def test_segments_whisper_marks_as_silence_are_dropped(
+    server: OpenAIServer, whisper: OpenAITranscriber, answer: dict[str, Any], heard: str
+) -> None:
+    server.answer_next(answer)
+
+    assert transcribe(whisper) == heard
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["y", " Y.", "Thanks for watching!", "Subtítulos realizados por la comunidad de Amara.org"],
+)
+def test_known_sentences_of_silence_are_silence(text: str) -> None:
+    assert without_silence(text) == ""
+
+
+def test_a_sentence_that_only_contains_one_of_them_is_speech() -> None:
+    said = "Y luego dije: thanks for watching!"
+    assert without_silence(said) == said
+
+
+SCORE = st.none() | st.floats() | st.integers() | st.text(max_size=6) | st.booleans()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    segments=st.lists(
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "text": st.text(max_size=20) | st.none(),
+                "no_speech_prob": SCORE,
+                "avg_logprob": SCORE,
+                "compression_ratio": SCORE,
+                "temperature": SCORE,
+            },
+        ),
+        max_size=5,
+    ),
+    text=st.text(max_size=20) | st.none(),
+)
+def test_any_verbose_answer_is_read_without_failing(
+    segments: list[dict[str, Any]], text: str | None
+) -> None:
+    # A server's answer is untrusted input: read, never raised on; the words it keeps are
+    # the answer's own.
+    body = encoded({"text": text, "segments": segments})
+
+    heard = read_transcript(body, "application/json")
+
+    spoken = "".join(s.get("text") or "" for s in segments if not is_silence(s))
+    assert heard in (None, text, spoken)

@@ -34,6 +34,7 @@ from memory.llm import (
 )
 from memory.records import LEARNER, PAM, CorrectionRecord
 from memory.tokens import TokenCounter
+from tests import error_shapes as errors
 from tests import llm_shapes as shapes
 from tests.conftest import unique_user
 from tests.llm_shapes import REASONING, REPLY
@@ -318,15 +319,18 @@ def test_an_unknown_model_learns_what_it_refuses_once_per_process(
     assert "max_tokens" not in accepted and "temperature" not in accepted
     assert first.billed == ()  # a 400 is not billed
     learned = [r.getMessage() for r in caplog.records if "learned" in r.getMessage()]
+    at = openai_reasoning_server.base_url
     assert learned == [
-        "LLM model my-reasoning-deployment refuses max_tokens; sending max_completion_tokens "
-        "(learned once per process; the server said: unsupported_parameter Unsupported "
-        "parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' "
-        "instead.)",
-        "LLM model my-reasoning-deployment refuses temperature; leaving it out (learned once "
-        "per process; the server said: unsupported_value Unsupported value: 'temperature' "
-        "does not support 0.7 with this model. Only the default (1) value is supported.)",
+        f"LLM model my-reasoning-deployment at {at} refuses max_tokens; sending "
+        "max_completion_tokens (learned once per process; the server said (400): "
+        "unsupported_parameter Unsupported parameter: 'max_tokens' is not supported with this "
+        "model. Use 'max_completion_tokens' instead.)",
+        f"LLM model my-reasoning-deployment at {at} refuses temperature; leaving it out "
+        "(learned once per process; the server said (400): unsupported_value Unsupported "
+        "value: 'temperature' does not support 0.7 with this model. Only the default (1) "
+        "value is supported.)",
     ]
+    assert all(r.levelno == logging.WARNING for r in caplog.records if "learned" in r.message)
 
     second = complete(model, "summary", name="my-reasoning-deployment")
 
@@ -434,6 +438,126 @@ def test_a_pinned_mode_the_server_refuses_tells_the_operator(make_model: ModelFa
             complete(model, schema=SCHEMA)
         assert len(server.requests) == 1
     assert "PAM_STRUCTURED_OUTPUT" in caught.value.advice
+
+
+def refuse_like_llama_cpp_python(body: dict[str, Any]) -> Answer | None:
+    """llama-cpp-python's server: json_schema fails its request validation, which
+    llama_cpp/server/errors.py wraps into an OpenAI-style 500 (tests/error_shapes.py)."""
+    if body.get("response_format", {}).get("type") == "json_schema":
+        return 500, FAST_RETRY, encoded(errors.LLAMA_CPP_PYTHON_NO_JSON_SCHEMA)
+    return None
+
+
+def test_a_refusal_in_a_500_steps_down_once_and_tells_the_operator_once(
+    make_model: ModelFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Issue 26: every learner message got an apology, the operator nothing.
+    caplog.set_level(logging.WARNING)
+    with OpenAIServer(reject=refuse_like_llama_cpp_python) as server:
+        model = make_model(base_url=server.base_url, max_retries=2)
+
+        first = complete(model, schema=SCHEMA)
+        second = complete(model, "profile", schema=SCHEMA)
+        third = complete(model, "summary", schema=SCHEMA)
+
+        modes = [r.get("response_format", {}).get("type") for r in server.requests]
+    # The SDK retries a 500 on its own (twice here); then one step down, for good.
+    assert modes == ["json_schema"] * 3 + ["json_object"] * 3
+    assert [first.text, second.text, third.text] == [
+        default_answer("reply", {}, n) for n in (4, 5, 6)
+    ]
+    [told] = [r for r in caplog.records if r.levelno >= logging.WARNING and "learned" in r.message]
+    assert told.levelno == logging.WARNING
+    assert server.base_url in told.message
+    assert "cannot do json_schema; asking in json_object mode" in told.message
+    assert "PAM_STRUCTURED_OUTPUT=json_object" in told.message
+    assert "Input should be 'text' or 'json_object' (response_format.type)" in told.message
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+def test_a_llama_cpp_python_server_answers_the_learner_through_the_runtime(
+    database_url: str,
+) -> None:
+    # Issue 26: every learner message got "Perdona, ahora mismo estoy un poco espeso".
+    with OpenAIServer(reject=refuse_like_llama_cpp_python) as server:
+        settings = Settings(
+            database_url=database_url,
+            llm={"base_url": server.base_url, "api_key": "k", "max_retries": 0},
+        )
+        pam = build(settings, submit=lambda work: work())
+        try:
+            user = unique_user("lena")
+            first = pam.tutor.handle(user, "Hola, yo es Lena")
+            second = pam.tutor.handle(user, "Trabajo en un hospital")
+        finally:
+            pam.close(0)
+        modes = [r.get("response_format", {}).get("type") for r in server.of("reply")]
+
+    assert first == [shown_reply(2)] and second == [shown_reply(3)]
+    assert modes == ["json_schema", "json_object", "json_object"]
+
+
+def test_a_500_without_a_refusal_is_still_an_outage_and_teaches_nothing(
+    server: OpenAIServer, make_model: ModelFactory
+) -> None:
+    body = encoded(errors.LLAMA_CPP_PYTHON_DECODE_FAILED)
+    server.fail_next(*[Fault(status=500, headers=FAST_RETRY, body=body)] * 3)
+    model = make_model(max_retries=2)
+
+    with pytest.raises(Outage):
+        complete(model, schema=SCHEMA)
+    complete(model, schema=SCHEMA)
+
+    modes = [r["response_format"]["type"] for r in server.requests]
+    assert modes == ["json_schema"] * 4  # no step down, and no loop of them
+
+
+def test_a_pinned_mode_refused_in_a_500_is_advice_not_an_outage(
+    make_model: ModelFactory,
+) -> None:
+    with OpenAIServer(reject=refuse_like_llama_cpp_python) as server:
+        model = make_model(base_url=server.base_url, structured_output="json_schema")
+
+        with pytest.raises(Misconfigured) as caught:
+            complete(model, schema=SCHEMA)
+        assert len(server.requests) == 1
+    assert "PAM_STRUCTURED_OUTPUT" in caught.value.advice
+
+
+def test_a_parameter_refused_by_a_fastapi_validation_error_is_learned(
+    make_model: ModelFactory,
+) -> None:
+    def reject(body: dict[str, Any]) -> Answer | None:
+        if "max_completion_tokens" in body:
+            return 422, {}, encoded(errors.FASTAPI_EXTRA_MAX_COMPLETION_TOKENS)
+        return None
+
+    with OpenAIServer(reject=reject) as server:
+        model = make_model(base_url=server.base_url)
+        complete(model, name="o4-mini")
+        complete(model, name="o4-mini")
+        sent = [("max_completion_tokens" in r, "max_tokens" in r) for r in server.requests]
+    assert sent == [(True, False), (False, True), (False, True)]
+
+
+@pytest.mark.parametrize(
+    ("status", "body"),
+    [
+        pytest.param(400, errors.LLAMA_CPP_PYTHON_NO_SUCH_MODEL, id="llama-cpp-python"),
+        pytest.param(404, shapes.VLLM_NO_SUCH_MODEL, id="vllm"),
+        pytest.param(404, shapes.OLLAMA_NO_SUCH_MODEL, id="ollama"),
+        pytest.param(500, {"detail": "unknown model: gpt-4o-mini"}, id="fastapi-500"),
+    ],
+)
+def test_a_wrong_model_name_is_advice_naming_the_settings_whatever_the_status(
+    server: OpenAIServer, make_model: ModelFactory, status: int, body: dict[str, Any]
+) -> None:
+    server.fail_next(Fault(status=status, body=encoded(body)))
+
+    with pytest.raises(Misconfigured) as caught:
+        complete(make_model(), schema=SCHEMA)
+    assert len(server.requests) == 1
+    assert "PAM_MODEL" in caught.value.advice and "gpt-4o-mini" in caught.value.advice
 
 
 def test_structured_output_off_sends_no_response_format(

@@ -24,6 +24,7 @@ from loopback.openai_server import (
 )
 from memory.llm import ChatMessage, Completion, Misconfigured, ToolCall, ToolsRefused, Unusable
 from memory.tokens import TokenCounter
+from tests.error_shapes import OLLAMA_NO_TOOLS
 
 MODEL = "qwen2.5-7b-instruct"
 PROMPT: list[ChatMessage] = [
@@ -149,10 +150,7 @@ LLAMA_CPP = {
 SHAPES = {"openai": OPENAI, "ollama": OLLAMA, "vllm": VLLM, "llama.cpp": LLAMA_CPP}
 
 # What servers that take no tools answer a request offering them.
-# Ollama, for a model whose template has no tools (server/routes.go): 400.
-OLLAMA_NO_TOOLS = {
-    "error": {"message": "registry.ollama.ai/library/gemma:2b does not support tools"}
-}
+# Ollama's, for a model whose template has no tools: tests/error_shapes.py.
 # llama.cpp started without --jinja (tools/server/utils.hpp): a 500 server_error.
 LLAMA_CPP_NO_JINJA = {
     "error": {"code": 500, "message": "tools param requires --jinja flag", "type": "server_error"}

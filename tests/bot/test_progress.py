@@ -1,11 +1,14 @@
 """/progress: the chart as a real PNG for an empty and a busy learner, its summary in the
 target language, and the chart's way through the worker — stored, queued with its caption,
 claimed, and sent by the channel's `send_chart` with its signed link (or the caption alone
-where the channel has no images, the chart is gone, or the learner was forgotten)."""
+where the channel has no images, the chart is gone, or the learner was forgotten). The chart
+is drawn by its delivery, after the turn: the learner's next message is answered meanwhile."""
 
 from __future__ import annotations
 
 import io
+import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 
@@ -13,6 +16,7 @@ import pytest
 from PIL import Image
 from sqlalchemy import Engine
 
+import bot.progress
 from bot import phrases
 from bot.channels import TransientSendError
 from bot.progress import HEIGHT_IN, WIDTH_IN, render, summary
@@ -24,7 +28,7 @@ from memory.progress import Week
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel
 from tests.helpers.queues import make_available_now, outbox_rows
-from tests.support import RecordingSender, inbound
+from tests.support import WAIT, RecordingSender, inbound
 from webhooks.charts import SignedLinks
 from webhooks.wiring import build
 
@@ -138,6 +142,11 @@ def pam_on(settings: Settings, engine: Engine, fake: FakeChatModel, public: str 
     )
 
 
+def token_of(url: str) -> str:
+    """The signed token in a chart's link."""
+    return url.removeprefix(f"{PUBLIC}/charts/").removesuffix(".png")
+
+
 def ask_progress(worker: Worker, user: str) -> None:
     assert worker.inbox.accept(inbound(user, "/progress", channel=CHANNEL))
 
@@ -160,7 +169,7 @@ def test_progress_sends_the_chart_with_its_summary_and_signed_link(
     assert fake_model.calls == []  # a command: no model call
     (row,) = outbox_rows(engine, user)
     assert row.status == "sent" and row.chart_id is not None
-    token = call.url.removeprefix(f"{PUBLIC}/charts/").removesuffix(".png")
+    token = token_of(call.url)
     assert isinstance(pam.links, SignedLinks)
     chart_id, nonce, _ = pam.links.read(token)
     assert chart_id == row.chart_id
@@ -210,7 +219,16 @@ def test_a_retried_chart_goes_through_the_delivery_lanes_and_a_pruned_one_as_its
     pam = worker.pam
     make_available_now(engine)
     worker.drain()
-    assert len(sender.charts) == 2 and sender.charts[0] == sender.charts[1]
+    first, again = sender.charts
+    assert (again.png, again.caption, again.idempotency_key) == (
+        first.png,
+        first.caption,
+        first.idempotency_key,
+    )
+    # The same chart's link (its id and nonce), signed anew: a second later, its token differs.
+    assert isinstance(pam.links, SignedLinks)
+    assert first.url is not None and again.url is not None
+    assert pam.links.read(token_of(again.url))[:2] == pam.links.read(token_of(first.url))[:2]
     assert sender.calls == []
 
     # Once more, with the chart pruned before the retry: the caption goes alone.
@@ -238,3 +256,44 @@ def test_a_chart_of_a_learner_forgotten_before_its_send_sends_nothing(
     assert worker.delivery.send(claim)
     assert len(sender.charts) == 1 and sender.calls == []  # only the first, failed, try
     assert outbox_rows(engine, user) == []
+
+
+def test_the_learners_next_message_is_answered_while_their_chart_is_drawn(
+    settings: Settings,
+    engine: Engine,
+    fake_model: FakeChatModel,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    drawing, finish = threading.Event(), threading.Event()
+
+    def slow_render(weeks: Sequence[Week]) -> bytes:
+        """The renderer of a fresh process on a small machine: as slow as the test wants."""
+        drawing.set()
+        assert finish.wait(WAIT)
+        return render(weeks)
+
+    monkeypatch.setattr(bot.progress, "render", slow_render)
+    sender = ChartSender()
+    worker = Worker(pam_on(settings, engine, fake_model, PUBLIC), {CHANNEL: sender})
+    user = unique_user()
+    ask_progress(worker, user)
+    assert worker.inbox.accept(inbound(user, "Ayer fui a la playa", channel=CHANNEL))
+
+    assert worker.answer_next()  # the /progress turn ends without drawing
+    assert not drawing.is_set()
+    lane = threading.Thread(target=worker.deliver_next)  # a delivery lane draws the chart...
+    lane.start()
+    assert drawing.wait(WAIT)
+    assert worker.answer_next()  # ...while the learner's next message is answered
+    assert "Ayer fui a la playa" in str(fake_model.calls[-1])
+    assert sender.charts == [] and sender.calls == []  # its reply waits behind the chart
+
+    finish.set()
+    lane.join(WAIT)
+    assert not lane.is_alive()
+    assert len(sender.charts) == 1 and sender.calls == []
+    opened(sender.charts[0].png)
+    worker.drain()
+    (reply,) = sender.calls  # then the reply, in order
+    assert [r.status for r in outbox_rows(engine, user)] == ["sent", "sent"]
+    assert reply.text

@@ -174,6 +174,7 @@ EVERY_VARIABLE = [
     ("PAM_MAX_TURN_ATTEMPTS", "2", "service.max_turn_attempts", 2),
     ("PAM_MAX_SEND_ATTEMPTS", "3", "service.max_send_attempts", 3),
     ("PAM_QUEUE_RETENTION_HOURS", "48", "service.queue_retention_hours", 48.0),
+    ("PAM_MEMORY_PROCESS", "off", "service.memory_process", False),
     ("TELEGRAM_BOT_TOKEN", "123:abc", "telegram.bot_token", "123:abc"),
     ("TELEGRAM_WEBHOOK_SECRET", "s3cret_-", "telegram.webhook_secret", "s3cret_-"),
     (
@@ -202,6 +203,7 @@ EVERY_VARIABLE = [
     ),
     ("PAM_AUDIO_API_KEY", "sk-audio", "voice.audio_api_key", "sk-audio"),
     ("PAM_AUDIO_TIMEOUT", "20", "voice.audio_timeout_seconds", 20.0),
+    ("PAM_SPEECH_TIMEOUT", "300", "voice.speech_timeout_seconds", 300.0),
     ("PAM_TRANSCRIPTION_MODEL", "whisper-1", "voice.transcription_model", "whisper-1"),
     ("PAM_SPEECH_MODEL", "tts-1", "voice.speech_model", "tts-1"),
     ("PAM_SPEECH_VOICE", "nova", "voice.speech_voice", "nova"),

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import pytest
@@ -15,21 +15,28 @@ from sqlalchemy import Engine, select
 
 from bot import phrases
 from bot.channels import Audio, VoiceRefused, VoiceTooLarge, VoiceUnavailable
-from bot.hearing import HEARD_MARK, SPEECH, TRANSCRIPTION
+from bot.hearing import HEARD_MARK, TRANSCRIPTION
+from bot.openai_audio import OpenAITranscriber
+from bot.openai_chat import openai_client
 from bot.prompt import SPOKEN_RULE
 from bot.runtime import Pam
 from bot.settings import Settings
+from bot.speaking import SPEECH, Spoken
 from bot.tutor import ModelUnavailable, Turn
-from bot.voice import Speech, Transcript
+from bot.voice import Speech, Transcriber, Transcript
 from bot.worker import Worker
 from loopback.audio_samples import sample
+from loopback.llm_shapes import encoded
+from loopback.openai_server import Fault, OpenAIServer
 from memory.llm import Misconfigured, Outage, Unusable
 from memory.messages import VOICE, Inbound, Sent, VoiceNote
 from memory.models import Usage
 from memory.records import LEARNER, PAM, LearnerInfo
 from tests.conftest import unique_user
+from tests.error_shapes import FASTER_WHISPER_SERVER_UNKNOWN_MODEL
 from tests.fakes import FakeChatModel, reply_json
 from tests.support import RecordingSender
+from tests.transcription_shapes import NOISE
 from webhooks.wiring import build
 
 SAID = "Ayer yo es muy cansado, pero fui al cine."
@@ -124,7 +131,7 @@ def voice_pam(
     settings: Settings,
     engine: Engine,
     model: FakeChatModel,
-    transcriber: FakeTranscriber,
+    transcriber: Transcriber,
     speaker: FakeSpeaker,
     **knobs: object,
 ) -> Pam:
@@ -538,19 +545,19 @@ def test_voice_on_speaks_the_chat_part_of_each_reply(
         ),
     )
     turn = pam.tutor.answer(user, "Ayer yo es cansado", inbox_id=next(_inbox_ids), can_speak=True)
-    assert turn.voice_id is not None
-    assert speaker.texts == ["¡Qué bien! ¿Qué película viste?"]  # corrections stay text
-    clip = pam.store.voice_clips.find(turn.voice_id)
+    # The turn only says what to speak (corrections stay text): nothing is spoken on its path.
+    assert turn.speech == "¡Qué bien! ¿Qué película viste?" and speaker.texts == []
+    spoken = pam.tutor.speak(turn)  # as `pam chat` does, once the text is shown
+    assert spoken.clip_id is not None and speaker.texts == [turn.speech]
+    clip = pam.store.voice_clips.find(spoken.clip_id)
     assert clip is not None and clip.audio.startswith(b"OggS") and clip.learner_id == learner.id
     ((purpose, tokens, _, chars),) = audio_usage(engine, learner.id)
     assert (purpose, chars) == (SPEECH, len(speaker.texts[0]))
     assert tokens == round(chars * pam.settings.voice.speech_tokens_per_char)
     # A channel that takes no voice gets none; /voice off stops it.
-    assert pam.tutor.answer(user, "Hola", inbox_id=next(_inbox_ids)).voice_id is None
+    assert pam.tutor.answer(user, "Hola", inbox_id=next(_inbox_ids)).speech is None
     assert pam.tutor.handle(user, "/voice off") == [phrases.VOICE_OFF]
-    assert (
-        pam.tutor.answer(user, "Hola", inbox_id=next(_inbox_ids), can_speak=True).voice_id is None
-    )
+    assert pam.tutor.answer(user, "Hola", inbox_id=next(_inbox_ids), can_speak=True).speech is None
     assert len(speaker.texts) == 1
 
 
@@ -559,15 +566,17 @@ def test_a_failed_speech_call_never_costs_the_text(
 ) -> None:
     user, learner = spanish_learner(pam)
     pam.store.learners.update_settings(learner.id, voice_replies=True)
-    speaker.failures.append(Unusable("a WAV, not OGG/Opus"))
+    speaker.failures.append(Unusable("the text cannot be spoken"))
     turn = pam.tutor.answer(user, "Hola", inbox_id=next(_inbox_ids), can_speak=True)
-    assert turn.voice_id is None and turn.reply is not None and turn.replies
-    assert turn.problem is None
+    assert turn.speech and turn.reply is not None and turn.replies and turn.problem is None
+    spoken = pam.tutor.speak(turn)
+    assert spoken.clip_id is None and spoken.problem is None
     # A speech server that is not there tells the operator (pam chat shows `problem`).
     advice = "set PAM_AUDIO_BASE_URL to a server with /audio/speech"
     speaker.failures.append(Misconfigured("404", advice))
     turn = pam.tutor.answer(user, "Hola", inbox_id=next(_inbox_ids), can_speak=True)
-    assert turn.voice_id is None and turn.replies and turn.problem == advice
+    assert turn.replies and turn.problem is None
+    assert pam.tutor.speak(turn) == Spoken(None, "the speech call failed (Misconfigured)", advice)
 
 
 def test_voice_usage_line(pam: Pam) -> None:
@@ -611,3 +620,55 @@ def test_the_worker_hears_a_note_and_sends_the_spoken_reply_after_the_text(
     assert not worker.inbox.accept(note), "a redelivered note is not heard again"
     worker.drain()
     assert len(transcriber.calls) == 1 and len(channel.voices) == 1
+
+
+# -- through the real SDK and the loopback audio API -------------------------------------------
+
+
+@pytest.fixture
+def loopback_transcriber() -> Iterator[tuple[OpenAIServer, OpenAITranscriber]]:
+    """A Whisper model's transcriber on the real openai SDK, against the loopback server."""
+    with OpenAIServer() as server, openai_client("k", server.base_url, 5.0, 0) as client:
+        yield server, OpenAITranscriber(client, "whisper-1")
+
+
+def test_noise_whisper_wrote_words_for_is_answered_as_silence(
+    settings: Settings,
+    engine: Engine,
+    fake_model: FakeChatModel,
+    speaker: FakeSpeaker,
+    fetcher: FakeFetcher,
+    loopback_transcriber: tuple[OpenAIServer, OpenAITranscriber],
+) -> None:
+    # Issue 26: Pam showed 🎙 “y” and replied to it.
+    server, transcriber = loopback_transcriber
+    pam = voice_pam(settings, engine, fake_model, transcriber, speaker)
+    user, learner = spanish_learner(pam)
+    server.answer_next(NOISE)
+
+    _answered_with(hear(pam, user, fetcher), phrases.VOICE_SILENT)
+    _kept_untranscribed(pam, learner.id, "silence")
+    assert fake_model.of("reply") == []
+    assert server.audio_requests[0].fields["response_format"] == "verbose_json"
+
+
+def test_an_unknown_transcription_model_is_the_operators_to_fix_not_the_learners(
+    settings: Settings,
+    engine: Engine,
+    fake_model: FakeChatModel,
+    speaker: FakeSpeaker,
+    fetcher: FakeFetcher,
+    loopback_transcriber: tuple[OpenAIServer, OpenAITranscriber],
+) -> None:
+    # Issue 26: a wrong model setting asked the learner to record again.
+    server, transcriber = loopback_transcriber
+    pam = voice_pam(settings, engine, fake_model, transcriber, speaker)
+    user, _ = spanish_learner(pam)
+    body = encoded(FASTER_WHISPER_SERVER_UNKNOWN_MODEL)
+    server.fail_next(Fault(status=400, body=body))
+
+    turn = hear(pam, user, fetcher)
+
+    assert turn.replies == [phrases.VOICE_FAILED["Spanish"]]
+    assert turn.replies != [phrases.VOICE_UNREADABLE["Spanish"]]
+    assert turn.problem is not None and "PAM_TRANSCRIPTION_MODEL" in turn.problem

@@ -63,6 +63,17 @@ def test_counts_are_tiktoken_counts(model: str, text: str) -> None:
     assert not counter.approximate
 
 
+def test_counts_hold_once_the_encodings_python_copy_of_its_ranks_is_freed() -> None:
+    """The counter frees the 200,000-entry dict tiktoken keeps only to pickle an encoding;
+    counts come from tiktoken's Rust core, as before: o200k's own counts of SAMPLES."""
+    counter = TokenCounter("gpt-4o-mini")
+
+    counts = [counter.count(text) for text in SAMPLES]
+
+    assert counts == [15, 13, 11, 13, 13, 15]
+    assert not tiktoken.get_encoding("o200k_base")._mergeable_ranks
+
+
 def test_empty_text_counts_zero(counter: TokenCounter) -> None:
     assert counter.count("") == 0
     assert counter.count_message("") == MESSAGE_OVERHEAD

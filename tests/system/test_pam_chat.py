@@ -248,7 +248,8 @@ def test_db_upgrade_creates_the_schema_on_a_fresh_sqlite_file(tmp_path: Path) ->
 
     assert first.returncode == 0, first.stderr.decode()
     assert again.returncode == 0, again.stderr.decode()
-    assert b"up to date" in first.stdout
+    assert b"pam: applied " in first.stdout
+    assert b"pam: database is up to date (at " in again.stdout
     engine = db.make_engine(f"sqlite:///{path}")
     try:
         tables = set(inspect(engine).get_table_names())

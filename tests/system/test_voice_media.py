@@ -4,7 +4,9 @@ then a redirect to an unauthenticated CDN) and the fake OpenAI-compatible server
 endpoints. A voice note on each channel is transcribed and answered, its transcript is the
 reply prompt's learner message; after /voice on the next reply arrives as an OGG voice message
 on Telegram and as media on WhatsApp, which the web process serves from its signed link. The
-Twilio credentials never reach the CDN, and a media URL on a foreign host is never fetched."""
+Twilio credentials never reach the CDN, and a media URL on a foreign host is never fetched.
+With a slow speech server the text arrives first and the voice message after it; a WAV-only
+speech server's reply arrives as OGG/Opus."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import pytest
 import requests
 
 from bot import phrases
+from bot.audio import inspect
 from loopback.audio_samples import sample
 from loopback.harness import (
     wait_for,
@@ -161,4 +164,53 @@ def test_voice_notes_on_telegram_and_whatsapp_are_heard_answered_and_spoken_back
         token = link.removeprefix(f"{base}/voice/").removesuffix(".ogg")
         assert requests.get(f"{base}/charts/{token}.png", timeout=10).status_code == 403
         assert requests.get(f"{base}/voice/{forged(token)}.ogg", timeout=10).status_code == 403
+        group.assert_alive()
+
+
+def test_the_text_goes_out_first_and_its_voice_follows_from_a_slow_or_wav_only_server(
+    tmp_path: Path, database: str
+) -> None:
+    with (
+        OpenAIServer() as llm,
+        TelegramServer() as telegram,
+        MediaCDN() as cdn,
+        TwilioServer(cdn) as twilio,
+        channel_services(tmp_path, database, llm, telegram, twilio, SECRET) as running,
+    ):
+        base, group = running.base, running.group
+        lena = updates.learner("Lena")
+        _telegram(base, updates.command(lena, "/language Spanish English"))
+        _telegram(base, updates.command(lena, "/voice on"))
+        wait_for(lambda: len(telegram.sent_texts(lena["id"])) == 2, WAIT, "the commands' answers")
+
+        # A CPU speech server: 30 s for a reply. The text arrives while it is still speaking
+        # (the test ends the wait once it has seen that, instead of sleeping through it).
+        llm.speak_slowly(30.0)
+        try:
+            _telegram(base, updates.text(lena, "Ayer fui al mercado"))
+            wait_for(lambda: len(telegram.sent_texts(lena["id"])) == 3, WAIT, "the text reply")
+            wait_for(lambda: len(llm.speech_requests()) == 1, WAIT, "the speech request")
+            assert telegram.of("sendVoice") == []
+        finally:
+            llm.speech_done.set()
+        wait_for(lambda: len(telegram.of("sendVoice")) == 1, WAIT, "the voice after the text")
+        methods = [c.method for c in telegram.calls if c.method in ("sendMessage", "sendVoice")]
+        assert methods == ["sendMessage"] * 3 + ["sendVoice"]
+        (spoken,) = telegram.of("sendVoice")
+        assert str(spoken.params["chat_id"]) == str(lena["id"])
+        assert spoken.params["voice"] == sample("voice.ogg")
+        (asked,) = llm.speech_requests()
+        assert asked.fields["input"] and asked.fields["response_format"] == "opus"
+
+        # A speech server that answers WAV whatever it is asked: the voice arrives as OGG/Opus.
+        llm.speak_slowly(0.0)
+        llm.speak_as(sample("voice.wav"), "audio/wav")
+        _telegram(base, updates.text(lena, "Hoy estoy cansada"))
+        wait_for(lambda: len(telegram.of("sendVoice")) == 2, WAIT, "the WAV reply's voice")
+        methods = [c.method for c in telegram.calls if c.method in ("sendMessage", "sendVoice")]
+        assert methods[-2:] == ["sendMessage", "sendVoice"]
+        converted = telegram.of("sendVoice")[1].params["voice"]
+        info = inspect(converted, None)
+        assert (info.content_type, info.codec) == ("audio/ogg", "opus")
+        assert info.seconds == pytest.approx(inspect(sample("voice.wav"), None).seconds, abs=0.1)
         group.assert_alive()

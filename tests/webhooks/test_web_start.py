@@ -1,4 +1,4 @@
-"""The production web process (real gunicorn, `webhooks.app:create_app()`) on a database that was
+"""The production web process (real gunicorn, the Procfile's web command) on a database that was
 never migrated, or with a setting it cannot use: one clear line saying what to do, and
 gunicorn stops instead of booting worker after worker."""
 
@@ -7,12 +7,12 @@ from __future__ import annotations
 import os
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from loopback.harness import ROOT, free_port
+from loopback.harness import gunicorn as web_command
 
 pytestmark = pytest.mark.slow
 
@@ -23,18 +23,9 @@ def gunicorn(database_url: str, cwd: Path, **knobs: str) -> subprocess.Completed
     """Run the Procfile's web command on `database_url` (and `knobs`) until it stops by
     itself."""
     env = dict(os.environ, DATABASE_URL=database_url, PYTHONPATH=str(ROOT), **knobs)
-    command = [
-        sys.executable,
-        "-m",
-        "gunicorn",
-        "--bind",
-        f"127.0.0.1:{free_port()}",
-        # One worker: with several failing at once, gunicorn itself may print a traceback of
-        # its HaltServer as it stops (and exit 1); it stops all the same.
-        "--workers",
-        "1",
-        "webhooks.app:create_app()",
-    ]
+    # One worker: with several failing at once, gunicorn itself may print a traceback of its
+    # HaltServer as it stops (and exit 1); it stops all the same.
+    command = web_command(free_port(), workers=1)
     return subprocess.run(
         command, cwd=cwd, env=env, capture_output=True, text=True, timeout=TIMEOUT, check=False
     )

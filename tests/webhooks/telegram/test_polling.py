@@ -436,6 +436,8 @@ def test_polling_end_to_end_answers_each_message_once_in_order(
                 process.wait()
 
     assert code == 0, log.read_text()
+    # Said once at start: polling needs no webhook secret.
+    assert log.read_text().count("channels: telegram on (polling getUpdates);") == 1
     sent = telegram_server.sent_texts(chat)
     assert len(sent) == 4, sent
     for n, reply in enumerate(sent[:3], start=1):
