@@ -488,12 +488,13 @@ def test_a_llama_cpp_python_server_answers_the_learner_through_the_runtime(
         try:
             user = unique_user("lena")
             first = pam.tutor.handle(user, "Hola, yo es Lena")
-            second = pam.tutor.handle(user, "Trabajo en un hospital")
+            # (With the server's "yo es" mistake: a correction quotes the latest message.)
+            second = pam.tutor.handle(user, "Trabajo en un hospital, yo es enfermera")
         finally:
             pam.close(0)
         modes = [r.get("response_format", {}).get("type") for r in server.of("reply")]
 
-    assert first == [shown_reply(2)] and second == [shown_reply(3)]
+    assert first == [shown_reply(2)] and second == [shown_reply(3, after=first[0])]
     assert modes == ["json_schema", "json_object", "json_object"]
 
 
@@ -925,9 +926,11 @@ def live_pam(database_url: str, server: OpenAIServer) -> Iterator[Pam]:
     pam.close(0)
 
 
-def shown_reply(count: int) -> str:
-    """What the learner sees for the server's `count`-th reply: reply plus correction lines."""
-    return render(parse_answer(default_answer("reply", {}, count)))
+def shown_reply(count: int, after: str = "") -> str:
+    """What the learner sees for the server's `count`-th reply: reply plus correction lines;
+    `after`: Pam's previous reply, whose ending the server's does not repeat."""
+    said = {"messages": [{"role": "assistant", "content": after}]} if after else {}
+    return render(parse_answer(default_answer("reply", said, count)))
 
 
 def test_a_tutor_turn_through_the_real_sdk(live_pam: Pam, server: OpenAIServer) -> None:
