@@ -23,6 +23,7 @@ from memory.config import MemoryConfig
 from memory.llm import ChatMessage
 from memory.profile import PROFILE_MAX_TOKENS
 from memory.records import Context, LearnerInfo, ProfileState, StoredMessage, SummaryState
+from memory.summary import SUMMARY_ROOM
 from memory.tokens import TokenCounter
 from webhooks.wiring import build
 
@@ -183,7 +184,9 @@ def memory_calls_bounded(run: PamRun) -> tuple[bool, str]:
     """Whether every summary and profile call used the memory model and a bounded output."""
     memory = [c for c in run.calls if c.purpose != "reply"]
     wrong_model = [c for c in memory if c.model != MEMORY_MODEL]
-    limits = {"summary": run.memory.summary_max_tokens, "profile": PROFILE_MAX_TOKENS}
+    # The summary request leaves room above the cap to end its sentence (memory/summary.py).
+    summary_limit = int(run.memory.summary_max_tokens * SUMMARY_ROOM)
+    limits = {"summary": summary_limit, "profile": PROFILE_MAX_TOKENS}
     unbounded = [c for c in memory if c.max_tokens > limits[c.purpose]]
     ok = bool(memory) and not wrong_model and not unbounded
     detail = (

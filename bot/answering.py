@@ -175,8 +175,9 @@ class Answering:
         return True
 
     def _defer(self, claim: Claim, exc: ModelUnavailable) -> None:
-        """The LLM failed: the message goes back to the inbox, to be tried after a backoff."""
-        delay = backoff(claim.attempts)
+        """The LLM failed: the message goes back to the inbox, to be tried after a backoff
+        (never before a server that timed out may be done with the request)."""
+        delay = backoff(claim.attempts, exc.retry_after)
         self.inbox.retry_later(claim, delay, f"LLM unavailable: {exc}")
         log.warning(
             "turn deferred inbox=%s channel=%s: the LLM failed; retry_in=%.1fs attempt=%d",

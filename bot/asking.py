@@ -18,6 +18,7 @@ from bot.review import Asked
 from bot.settings import Settings
 from memory.clock import Clock, utcnow
 from memory.llm import (
+    Accept,
     ChatMessage,
     ChatModel,
     Completion,
@@ -25,13 +26,34 @@ from memory.llm import (
     Tool,
     ToolCall,
     ToolsRefused,
+    Unusable,
     Usage,
 )
 from memory.recall import Searcher, Snippet
-from memory.records import Context
+from memory.records import LEARNER, Context
 from memory.tokens import TokenCounter
 
 log = logging.getLogger(__name__)
+
+
+def _previous_reply(context: Context) -> str:
+    """What Pam said last before the learner's new message, without its correction lines:
+    "" when it has said nothing yet (in the prompt's messages)."""
+    earlier = context.messages[:-1] if context.messages else []
+    said = next((m.content for m in reversed(earlier) if m.role != LEARNER), "")
+    return corrections.chat_part(said)
+
+
+def _checked(
+    completion: Completion, used: RecallUse, accept: Accept
+) -> tuple[Completion, RecallUse]:
+    """`completion` and `used` as they are, unless the completion is an answer cut off at the
+    cap that the client returned without asking `accept` (it salvages what arrived) and
+    `accept` turns it down: then Unusable, billed, so that an echo is never Pam's reply."""
+    problem = accept(completion.text) if completion.truncated else None
+    if problem is not None:
+        raise Unusable(problem, completion.calls)
+    return completion, used
 
 
 def _known(context: Context, current_id: int) -> str:
@@ -77,14 +99,21 @@ class Asking:
         to the prompt and to the answer's schema (bot.review), on every request."""
         mode = self.memory.recall if self.searcher is not None else "off"
         earlier: tuple[Usage, ...] = ()
+        previous = _previous_reply(context)
+
+        def accept(answer: str) -> str | None:
+            # JSON with no chat message in it, or an echo, is asked for again (unusable).
+            return corrections.answer_problem(answer, text, previous, learner_id)
+
         if mode == "tool":
             prompt = self._prompt(context, review, tool=True)
             try:
-                first = self._complete(prompt, review, tools=[recall.RECALL_TOOL])
+                first = self._complete(prompt, review, accept, tools=[recall.RECALL_TOOL])
             except ToolsRefused as exc:
                 earlier, mode = exc.billed, "auto"
             else:
-                return self._after_tools(first, prompt, learner_id, text, review)
+                asked = self._after_tools(first, prompt, learner_id, text, review, accept)
+                return _checked(*asked, accept)
         lines, used = "", NO_RECALL
         if mode == "auto" and recall.wants_recall(text, _known(context, stored_id)):
             lines, count = self._recall(learner_id, text)
@@ -92,7 +121,7 @@ class Asking:
                 "auto", count, self.counter.count(recall.section(lines)) if count else 0
             )
         prompt = self._prompt(context, review, recall.section(lines) if lines else "")
-        return self._again(prompt, review, earlier), used
+        return _checked(self._again(prompt, review, accept, earlier), used, accept)
 
     def _after_tools(
         self,
@@ -101,6 +130,7 @@ class Asking:
         learner_id: int,
         text: str,
         review: Asked | None,
+        accept: Accept,
     ) -> tuple[Completion, RecallUse]:
         """The reply after an answer to a request that offered the recall tool. No tool
         called: that answer. A recall call (the first, if several; anything it wrote beside
@@ -121,16 +151,16 @@ class Asking:
                 min(1, len(calls)),
             )
         if not calls:
-            if first.text and corrections.reply_problem(first.text) is None:
+            if first.text and accept(first.text) is None:
                 return replace(first, tool_calls=()), NO_RECALL
-            return self._again(prompt, review, first.calls), NO_RECALL
+            return self._again(prompt, review, accept, first.calls), NO_RECALL
         query = recall.tool_query(calls[0]) or text
         lines, count = self._recall(learner_id, query)
         # The call as it was run: arguments the model garbled are not sent back to it.
         ran = ToolCall(calls[0].id, recall.TOOL_NAME, json.dumps({"query": query}))
         asked = [*prompt, *recall.tool_exchange(ran, lines)]
         tokens = self.counter.count(recall.section(lines)) if count else 0
-        return self._again(asked, review, first.calls), RecallUse("tool", count, tokens)
+        return self._again(asked, review, accept, first.calls), RecallUse("tool", count, tokens)
 
     def _recall(self, learner_id: int, query: str) -> tuple[str, int]:
         """What a search of `learner_id`'s past for `query` found, as the section's lines
@@ -163,6 +193,7 @@ class Asking:
         self,
         messages: Sequence[ChatMessage],
         review: Asked | None,
+        accept: Accept,
         tools: Sequence[Tool] | None = None,
     ) -> Completion:
         """One reply completion, in the schema with `review`'s report when it asks for one;
@@ -174,18 +205,21 @@ class Asking:
             max_tokens=self.settings.llm.reply_max_tokens,
             purpose="reply",
             schema=corrections.reply_schema(review.schema) if review else corrections.REPLY_SCHEMA,
-            # JSON with no chat message in it is asked for again, like any unusable answer.
-            accept=corrections.reply_problem,
+            accept=accept,
             **offered,
         )
 
     def _again(
-        self, messages: Sequence[ChatMessage], review: Asked | None, earlier: tuple[Usage, ...]
+        self,
+        messages: Sequence[ChatMessage],
+        review: Asked | None,
+        accept: Accept,
+        earlier: tuple[Usage, ...],
     ) -> Completion:
         """A reply completion without tools, the calls `earlier` billed before it counted
         with it (or with the failure)."""
         try:
-            completion = self._complete(messages, review)
+            completion = self._complete(messages, review, accept)
         except LLMError as exc:
             exc.billed = (*earlier, *exc.billed)
             raise

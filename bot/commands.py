@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from bot import phrases
@@ -20,6 +20,7 @@ from bot.review import Reviewing
 from memory.charts import NOT_DRAWN
 from memory.clock import Clock, utcnow
 from memory.profile import FIELDS, document
+from memory.profile_facts import settled
 from memory.progress import progress
 from memory.records import LearnerInfo
 from memory.store import Store
@@ -216,7 +217,8 @@ class Commands:
         summary = self.store.memory.summary(learner.id)
         unfolded, _ = self.store.conversation.unfolded_tokens(learner.id)
         corrections = self.store.ledger.corrections(learner.id, limit=5)
-        doc = document(profile)
+        # A learned language or level beside the one the learner set: theirs is shown alone.
+        doc = document(replace(profile, data=settled(profile.data, learner)))
         lines = ["Here's what I know about you:", "", _settings_line(learner, profile.data)]
         lines.append(_voice_line(learner))
         learned = [

@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 import logging
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from memory.grounding import dropped, echoes, quoted_in
 from memory.llm import JsonSchema
 from memory.model_output import (
     final_object,
@@ -38,10 +39,13 @@ EXPLANATION_CHARS = 300
 RULE_CHARS = 200  # the column's size
 # reply.txt's example of a rule: a model that echoes it named none.
 RULE_PLACEHOLDER = "stable English name of the pattern"
+# reply.txt's placeholder of a category lists them all ("grammar|vocabulary|…"): a category
+# naming two or more, or written with a bar, is the format copied, not a category.
+CATEGORY_LIST = "|".join(CATEGORIES)
 # Keys models use for the chat message, "reply" first (the one Pam asks for).
 REPLY_KEYS = ("reply", "message", "response", "answer", "text", "content")
 # The reply.txt format's own example text: a model that echoes the format has not answered.
-PLACEHOLDERS = ("chat message", "...")
+PLACEHOLDERS = ("chat message", "...", "…")
 _FIELD_KEYS = {
     "original": ("original", "wrong", "mistake", "error", "incorrect", "before"),
     "corrected": ("corrected", "correction", "correct", "fixed", "after"),
@@ -118,6 +122,9 @@ class TutorAnswer:
     reply: str
     corrections: list[CorrectionRecord] = field(default_factory=list)
     rest: dict[str, Any] = field(default_factory=dict)
+    # The corrections' fields that held the format's placeholder, one entry each ("category",
+    # "rule", "explanation"): dropped, and logged once the answer is taken (`checked`).
+    placeholders: tuple[str, ...] = ()
 
 
 def _reply_text(value: Any) -> str | None:
@@ -159,15 +166,21 @@ def _salvaged_reply(text: str) -> str | None:
     return None
 
 
-def _category(value: Any) -> str:
-    """One of CATEGORIES: "GRAMMAR", "Word Order" and "Verb conjugation" are read; anything
-    else is "other"."""
+def _category(value: Any, noted: list[str]) -> str:
+    """One of CATEGORIES: "GRAMMAR", "Word Order" and "Verb conjugation" are read; the
+    format's list copied ("grammar|vocabulary|…") and anything else is "other"."""
     text = text_of(value, " ")
     if not text:
         return "other"
     name = re.sub(r"[\s_]+", "-", text.strip().casefold())
     if name in CATEGORIES:
         return name
+    lowered = text.casefold()
+    named = [c for c in CATEGORIES if re.search(rf"\b{c.replace('-', '[ _-]?')}\b", lowered)]
+    listed = len(named) > 2 or (len(named) == 2 and re.search(r"[,/]|\bor\b", lowered))
+    if "|" in name or listed:
+        noted.append("category")
+        return "other"
     words = name.replace("-", " ")
     for category, keywords in _CATEGORY_WORDS:
         if any(k in words for k in keywords):
@@ -183,9 +196,9 @@ def _field(item: dict[str, Any], name: str) -> Any:
     return None
 
 
-def _correction(item: Any) -> CorrectionRecord:
+def _correction(item: Any, noted: list[str]) -> CorrectionRecord:
     """One correction read leniently; raises ValueError (the reason, never content) for one
-    that cannot be."""
+    that cannot be. The fields that held the format's placeholder are noted in `noted`."""
     if not isinstance(item, dict):
         raise ValueError("not an object")
     original = text_of(_field(item, "original"), " ")
@@ -199,23 +212,36 @@ def _correction(item: Any) -> CorrectionRecord:
     return CorrectionRecord(
         original=original[:QUOTE_CHARS],
         corrected=corrected[:QUOTE_CHARS],
-        explanation=(text_of(_field(item, "explanation"), " ") or "")[:EXPLANATION_CHARS],
-        category=_category(_field(item, "category")),
-        rule=_rule(_field(item, "rule")),
+        explanation=_explanation(_field(item, "explanation"), noted),
+        category=_category(_field(item, "category"), noted),
+        rule=_rule(_field(item, "rule"), noted),
     )
 
 
-def _rule(value: Any) -> str:
+def _explanation(value: Any, noted: list[str]) -> str:
+    """The one-line why, capped: "" for the format's placeholder ("...")."""
+    text = (text_of(value, " ") or "").strip()
+    if text.casefold() in PLACEHOLDERS:
+        noted.append("explanation")
+        return ""
+    return text[:EXPLANATION_CHARS]
+
+
+def _rule(value: Any, noted: list[str]) -> str:
     """The pattern's name on one line, capped: "" when the model named none (or gave
     something that is no text)."""
     text = " ".join((text_of(value, "; ") or "").split())
-    return "" if text.casefold() in (RULE_PLACEHOLDER.casefold(), "...") else text[:RULE_CHARS]
+    if text.casefold() in (RULE_PLACEHOLDER.casefold(), "...", "…"):
+        noted.append("rule")
+        return ""
+    return text[:RULE_CHARS]
 
 
-def read_corrections(raw: Any) -> list[CorrectionRecord]:
+def read_corrections(raw: Any, noted: list[str] | None = None) -> list[CorrectionRecord]:
     """The corrections in an answer's "corrections" value, read one by one: a single object
     stands for a list of one, lists inside it are flattened, unreadable items and repeats are
-    dropped (logged with the reason, never the content), at most MAX_CORRECTIONS kept."""
+    dropped (logged with the reason, never the content), at most MAX_CORRECTIONS kept. Fields
+    that held the format's placeholder are noted in `noted`."""
     if raw is None:
         return []
     if isinstance(raw, dict):
@@ -227,7 +253,7 @@ def read_corrections(raw: Any) -> list[CorrectionRecord]:
     seen: set[tuple[str, str]] = set()
     for number, item in enumerate(flat_items(raw), 1):
         try:
-            correction = _correction(item)
+            correction = _correction(item, noted if noted is not None else [])
         except ValueError as exc:
             log.info("reply correction %s dropped: %s", number, exc)
             continue
@@ -274,7 +300,8 @@ def parse_answer(text: str) -> TutorAnswer:
                 for k, v in holder.items()
                 if key_name(k) not in (*REPLY_KEYS, "corrections")
             }
-            return TutorAnswer(reply, read_corrections(raw), rest)
+            noted: list[str] = []
+            return TutorAnswer(reply, read_corrections(raw, noted), rest, tuple(noted))
     # Broken JSON (unescaped quotes): salvage the reply field if it is there.
     reply = _salvaged_reply(text)
     if reply is not None:
@@ -296,6 +323,64 @@ def reply_problem(text: str) -> str | None:
     except NoReply as exc:
         return str(exc)
     return None
+
+
+def answer_problem(text: str, message: str, previous: str, learner: int | None) -> str | None:
+    """Why an answer is no reply to send for the learner's `message` (Pam's `previous` reply
+    before it, "" for none), or None: `reply_problem`, or a reply that says their message or
+    Pam's previous reply back (an echo, once stored, primes the model to echo again). For the
+    LLM edge, which asks again within its budget; each one turned down is logged."""
+    problem = reply_problem(text)
+    reason = "no_reply"
+    if problem is None:
+        reply = parse_answer(text).reply
+        if echoes(reply, message):
+            problem, reason = "the reply repeats the learner's message", "echo_learner"
+        elif previous and echoes(reply, previous):
+            problem, reason = "the reply repeats Pam's previous reply", "echo_pam"
+    if problem is not None:
+        dropped("reply", reason, learner)
+    return problem
+
+
+def _bare(text: str) -> str:
+    """`text` with its spacing collapsed and the punctuation around it left out."""
+    return re.sub(r"^[\W_]+|[\W_]+$", "", " ".join(text.split()))
+
+
+def checked(answer: TutorAnswer, message: str, learner: int | None) -> TutorAnswer:
+    """`answer` as it is kept: its corrections `grounded` in the learner's `message`, and the
+    placeholders dropped from them logged (once, here: the answer is parsed more than once)."""
+    for kind in answer.placeholders:
+        dropped(kind, "placeholder", learner)
+    return replace(answer, corrections=grounded(answer.corrections, message, learner))
+
+
+def grounded(
+    found: list[CorrectionRecord], message: str, learner: int | None
+) -> list[CorrectionRecord]:
+    """The corrections of the learner's latest `message` that are really of it: the original
+    is quoted from it (compared loosely, a few edits allowed: memory.grounding.quoted_in) and
+    differs from the corrected form by more than spacing and the punctuation around it. A
+    correction from an earlier turn, of words the learner never wrote, or of a sentence they
+    already wrote right (only the corrected form is in the message) is dropped, logged with
+    the reason, never the content."""
+    kept = []
+    for correction in found:
+        reason = None
+        if _bare(correction.original) == _bare(correction.corrected):
+            reason = "unchanged"
+        else:
+            where = quoted_in(correction.original, message)
+            if where is None:
+                reason = "not_in_message"
+            elif where and quoted_in(correction.corrected, message) == 0:
+                reason = "already_right"
+        if reason is None:
+            kept.append(correction)
+        else:
+            dropped("correction", reason, learner)
+    return kept
 
 
 def render(answer: TutorAnswer) -> str:

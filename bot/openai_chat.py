@@ -1,8 +1,8 @@
 """The ChatModel over the openai SDK: OpenAI itself or any compatible server (Ollama, vLLM,
-llama.cpp, LM Studio, OpenRouter, Groq, Azure, DeepSeek). The SDK retries what it sees as
-errors (connection errors, timeouts, 429, 5xx) with backoff, honouring Retry-After; this
-module asks again for what it cannot see (a 200 that is no answer), within a fixed budget,
-adapts the request to what each model accepts, and turns the rest into LLMError kinds."""
+llama.cpp, LM Studio, OpenRouter, Groq, Azure, DeepSeek). Failed requests are sent again with
+backoff (bot.llm_retries: never one the server may still be working on); this module asks
+again for what the SDK cannot see (a 200 that is no answer), within a fixed budget, adapts
+the request to what each model accepts, and turns the rest into LLMError kinds."""
 
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ from bot.llm_requests import (
     StructuredOutput,
     refuses_structured,
 )
+from bot.llm_retries import CONNECT_SECONDS, Retrying, still_working
 from bot.logs import OnceLog
 from memory.llm import (
     Accept,
@@ -91,6 +92,12 @@ class OpenAIChatModel:
         )
         self.sleep = sleep
         self._once = OnceLog(log)
+        # Pam decides what is sent again (bot.llm_retries), not the SDK: never a request the
+        # server may still be working on.
+        timeout = client.timeout
+        read = timeout.read if isinstance(timeout, openai.Timeout) else timeout
+        self.retrying = Retrying(client.max_retries, read, self._base_url(), sleep=sleep)
+        self._sender = client.with_options(max_retries=0)
 
     def complete(
         self,
@@ -191,8 +198,10 @@ class OpenAIChatModel:
         # know (reasoning, content arrays, in-body errors) arrive as sent. The messages and
         # parameters go into the body as they are: the SDK walks typed arguments against its
         # schema on every call (2.4 ms for a 13-message prompt, a sixth of a whole turn).
-        raw = self.client.chat.completions.with_raw_response.create(
-            model=model, messages=[], extra_body={"messages": list(messages), **params}
+        raw = self.retrying.send(
+            lambda: self._sender.chat.completions.with_raw_response.create(
+                model=model, messages=[], extra_body={"messages": list(messages), **params}
+            )
         )
         return raw.http_response.json()
 
@@ -339,7 +348,12 @@ class OpenAIChatModel:
                 f"Pam cannot reach the LLM server at {self._base_url()}: is it running, "
                 "and is OPENAI_BASE_URL right?"
             )
-        return _outage(f"{type(exc).__name__}: {exc}", billed, advice)
+        elif still_working(exc):
+            advice = self.retrying.timeout_advice()
+        error = _outage(f"{type(exc).__name__}: {exc}", billed, advice)
+        if isinstance(error, Outage) and still_working(exc):
+            error.retry_after = self.retrying.timeout  # not before the server may be done
+        return error
 
     def _base_url(self) -> str:
         """The API base URL, as the operator wrote it in OPENAI_BASE_URL."""
@@ -393,6 +407,9 @@ def openai_client(
         # Local servers (Ollama, LM Studio) ignore the key but the SDK insists on one.
         api_key=api_key or "not-needed",
         base_url=base_url or None,
-        timeout=timeout,
+        # A connection is made quickly or not at all: a long timeout is for the answer.
+        timeout=openai.Timeout(timeout, connect=CONNECT_SECONDS)
+        if timeout > CONNECT_SECONDS
+        else timeout,
         max_retries=max_retries,
     )

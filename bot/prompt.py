@@ -10,6 +10,7 @@ from bot.llm_answers import has_reasoning_markup, strip_reasoning
 from bot.review import Asked
 from memory.llm import ChatMessage
 from memory.profile import MAX_PROFILE_CHARS
+from memory.profile_facts import settled
 from memory.records import LEARNER, Context
 from prompts import as_data, render
 
@@ -43,7 +44,8 @@ def reply_prompt(
     recalled conversation as data: a turn without recall costs not one token more. `review`:
     what review adds (bot.review: due items or a /review exercise, their rule and report);
     without it the prompt has none of it."""
-    learner, profile = context.learner, context.profile.data
+    # What the learner set is said once, in the settings lines: not again as learned.
+    learner, profile = context.learner, settled(context.profile.data, context.learner)
     # The settings lines sit outside the data sections: learned languages stand there only
     # as a language's canonical name (see languages_of).
     target, native, level = languages_of(

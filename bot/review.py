@@ -16,6 +16,7 @@ from typing import Any
 
 from bot.corrections import strict_object
 from memory.clock import Clock, utcnow
+from memory.grounding import overlap
 from memory.model_output import flat_items, key_name, scalar_text
 from memory.recall_terms import plain
 from memory.records import LEARNER, Context, CorrectionRecord, LearnerGone
@@ -33,6 +34,8 @@ FIELD_CHARS = 120  # an item's original, corrected form and rule, each, in a pro
 SHOWN_CHARS = 200  # the learner's words, each, in an exercise
 KINDS = ("fix", "gap")  # a session alternates them, "fix" first
 REPORT_VALUES = 10  # labels read from one field of a report, at most
+# An answer with at least this share of its words from the exercise is an attempt at it.
+ATTEMPT_SHARE = 0.5
 
 # What a prompt with due items adds after its data section — at the very end, so that the
 # stable start of the prompt stays the same (providers cache it) — and to the answer's
@@ -316,13 +319,30 @@ def _accepted(exercise: Exercise) -> set[str]:
     return accepted - {""}
 
 
+def _attempted(answer: str, exercise: Exercise) -> bool:
+    """Whether `answer` is an attempt at `exercise` by Pam's own comparison: most of its
+    words are the exercise's (its sentence, hint or expected form), or nearly so ("bueno"
+    for "buen"). A message about something else is not."""
+    return overlap(answer, (exercise.prompt, exercise.expected)) >= ATTEMPT_SHARE
+
+
 def exercise_result(rest: dict[str, Any], answer: str, exercise: Exercise) -> bool | None:
     """Whether the learner's `answer` to `exercise` is right: True when it is the expected
     form (case, accents and punctuation aside), whatever the model says; else the answer's
-    "exercise" verdict, read leniently ("Right", true, {"result": "wrong"}). None: not an
-    answer ("none", or no verdict that can be read)."""
+    "exercise" verdict, read leniently ("Right", true, {"result": "wrong"}); else — no
+    verdict, "none", or the format's list copied — Pam's own comparison: an attempt at the
+    exercise that is not the expected form is wrong. None: a message about something else."""
     if folded(answer) in _accepted(exercise):
         return True
+    verdict = _verdict(rest)
+    if verdict is not None:
+        return verdict
+    return False if _attempted(answer, exercise) else None
+
+
+def _verdict(rest: dict[str, Any]) -> bool | None:
+    """The answer's "exercise" verdict: True (right), False (wrong), None (none, or none that
+    can be read)."""
     raw: Any = next((rest[k] for k in _EXERCISE_KEYS if k in rest), None)
     if isinstance(raw, dict):
         fields = {key_name(k): v for k, v in raw.items()}

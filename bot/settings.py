@@ -48,7 +48,10 @@ class LLMSettings(BaseSettings):
     api_key: str | None = Field(default=None, validation_alias="OPENAI_API_KEY")
     base_url: str | None = Field(default=None, validation_alias="OPENAI_BASE_URL")
     model: str = DEFAULT_MODEL
-    timeout_seconds: float = Field(default=30.0, gt=0, validation_alias="PAM_LLM_TIMEOUT")
+    # Seconds to wait for an answer. Long enough for a small local model on a CPU (a reply
+    # there takes up to a minute); a request that times out is not sent again at once
+    # (bot/llm_retries.py), and a server slower than half of it is told to the operator once.
+    timeout_seconds: float = Field(default=120.0, gt=0, validation_alias="PAM_LLM_TIMEOUT")
     max_retries: int = Field(default=3, ge=0, le=10, validation_alias="PAM_LLM_MAX_RETRIES")
     reply_max_tokens: int = Field(default=700, gt=0)
     # auto: JSON schema where the provider has it, else JSON mode, else the prompt's word,

@@ -130,7 +130,13 @@ def _unless_forgotten(learner_id: int, turn: Callable[[], Turn]) -> Turn:
 
 class ModelUnavailable(Exception):
     """The LLM failed this turn (after the client's own retries) and the caller said it can
-    try the turn again later: nothing was answered, the learner's message is kept."""
+    try the turn again later: nothing was answered, the learner's message is kept.
+    `retry_after`: seconds to wait at least before that (a server that timed out may still
+    be working on the request), None for the caller's own backoff."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class Tutor:
@@ -406,6 +412,8 @@ class Tutor:
         try:
             completion, recalled = self.asking.ask(learner.id, text, context, stored.id, asked)
             answer = corrections.parse_answer(completion.text)
+            # Only what the learner really wrote this turn is corrected (and so drilled).
+            answer = corrections.checked(answer, text, learner.id)
             if spoken is not None:  # the transcriber wrote the spelling, not the learner
                 answer = replace(answer, corrections=spoken_corrections(answer.corrections))
         except LLMError as exc:
@@ -484,7 +492,8 @@ class Tutor:
         # budget of them on the same message, so the message ends here.
         retryable = isinstance(exc, Misconfigured | Outage) and not exc.billed
         if can_retry and retryable:
-            raise ModelUnavailable(str(exc)) from exc
+            wait = exc.retry_after if isinstance(exc, Outage) else None
+            raise ModelUnavailable(str(exc), wait) from exc
         if isinstance(exc, Refused):
             log.warning("turn refused learner=%s reason=%s", learner_id, exc.reason)
             said = phrases.in_language(phrases.REFUSED, language)

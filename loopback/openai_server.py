@@ -82,12 +82,29 @@ def task_of(body: dict[str, Any]) -> str:
     return match.group(1) if match else "unknown"
 
 
+REPLY_ENDINGS = (
+    "¡qué interesante! ¿Y luego qué hiciste?",
+    "¡no me digas! Cuéntame más, ¿cómo fue?",
+)
+
+
 def default_answer(task: str, body: dict[str, Any], count: int) -> str:
     """Deterministic content per task."""
     if task == "reply":
+        # Never Pam's previous reply again, as a real model would not (Pam takes a repeat for
+        # no reply): the other ending after this one.
+        said = next(
+            (
+                m.get("content") or ""
+                for m in reversed(body.get("messages", []))
+                if m.get("role") == "assistant"
+            ),
+            "",
+        )
+        ending = REPLY_ENDINGS[1] if REPLY_ENDINGS[0] in said else REPLY_ENDINGS[0]
         return json.dumps(
             {
-                "reply": f"Respuesta {count}: ¡qué interesante! ¿Y luego qué hiciste?",
+                "reply": f"Respuesta {count}: {ending}",
                 "corrections": [
                     {
                         "original": "yo es",

@@ -97,13 +97,21 @@ class LLMError(Exception):
 class Outage(LLMError):
     """The provider was unreachable, timed out, rate-limited or failed (5xx): worth trying
     the whole turn again later, with backoff. `advice`: set when an operator should look
-    (the base URL cannot be reached at all), naming the URL."""
+    (the base URL cannot be reached at all), naming the URL. `retry_after`: seconds the turn
+    should wait at least before it is tried again (a server that timed out may still be
+    working on the request for that long), None for the usual backoff."""
 
     def __init__(
-        self, message: str, billed: tuple[Usage, ...] = (), *, advice: str | None = None
+        self,
+        message: str,
+        billed: tuple[Usage, ...] = (),
+        *,
+        advice: str | None = None,
+        retry_after: float | None = None,
     ) -> None:
         super().__init__(message, billed)
         self.advice = advice
+        self.retry_after = retry_after
 
 
 class Unusable(LLMError):

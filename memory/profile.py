@@ -21,6 +21,7 @@ from memory.profile_answer import (
     InvalidProfile,
     parse_profile_answer,
 )
+from memory.profile_facts import grounded, settled
 from memory.records import LEARNER, ProfileState, StoredMessage
 from memory.review import PatternCount
 from memory.store import Store
@@ -200,8 +201,11 @@ def learn_profile(learner_id: int, *, store: Store, model: ChatModel, config: Me
         _pass_failing_batch(store, learner_id, state, new, config)
         raise
     if data is not None:
+        # Only what the learner said and did not set is kept (memory.profile_facts).
+        learner = store.learners.get_learner(learner_id)
+        data = grounded(data, state.data, [m.content for m in batch], learner)
         # Keys the answer leaves out keep their old values: a terse model cannot wipe facts.
-        data = {**state.data, **data}
+        data = settled({**state.data, **data}, learner) if data else None
     data = _with_patterns(store, learner_id, state.data, data)
     written = store.memory.save_profile(learner_id, state.version, data, new[-1].id, len(new))
     if not written:

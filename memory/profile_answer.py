@@ -10,6 +10,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from memory.grounding import dropped
 from memory.model_output import (
     final_object,
     flat_items,
@@ -87,6 +88,11 @@ def _level(value: Any) -> str | None:
         return None
     if not isinstance(value, str):
         raise _Dropped("not a CEFR level")
+    codes = {(m.group(1) + m.group(2)).upper() for m in _CEFR.finditer(value)}
+    if len(codes) > 2 or (len(codes) == 2 and "|" in value):
+        # The format's list ("A1", "A2", … or "A1|A2"), copied: no estimate ("A2-B1" is one).
+        dropped("profile_fact", "placeholder", None)
+        raise _Dropped("the format's list of levels")
     code = _CEFR.search(value)
     if code:
         return f"{code.group(1)}{code.group(2)}".upper()

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memory.config import MemoryConfig
+from memory.grounding import sentence_end
 from memory.llm import ChatModel, LLMError
 from memory.records import LEARNER, StoredMessage
 from memory.store import Store
@@ -15,6 +16,10 @@ from prompts import as_data, render
 
 log = logging.getLogger(__name__)
 
+# The summary request's output cap, over the summary's own: room for a model that writes past
+# the words it was asked for to reach the end of its sentence, instead of being cut mid-word
+# (whatever passes the summary's cap is trimmed to a whole sentence here).
+SUMMARY_ROOM = 1.5
 # One fold reads at most this many tokens of conversation; a longer backlog (after an outage)
 # is folded over several runs, oldest first, so one prompt never grows without bound.
 MAX_FOLD_INPUT_TOKENS = 8000
@@ -65,6 +70,17 @@ def transcript(messages: Sequence[StoredMessage]) -> str:
     return "\n".join(f"{'Learner' if m.role == LEARNER else 'Pam'}: {m.content}" for m in messages)
 
 
+def fitted(text: str, truncated: bool, counter: TokenCounter, cap: int) -> str:
+    """The summary to keep of the model's answer `text`: as it is when it ended by itself
+    within `cap` tokens; else (cut off at the output cap, or longer than `cap`) cut to `cap`
+    and trimmed to its last full sentence, so it never ends mid-word."""
+    text = text.strip()
+    if not truncated and counter.count(text) <= cap:
+        return text
+    log.info("summary answer over its cap (cut off: %s): kept to its last full sentence", truncated)
+    return sentence_end(counter.truncate(text, cap))
+
+
 def fold(
     learner_id: int,
     *,
@@ -91,7 +107,7 @@ def fold(
         completion = model.complete(
             prompt,  # type: ignore[arg-type]
             model=config.memory_model,
-            max_tokens=config.summary_max_tokens,
+            max_tokens=int(config.summary_max_tokens * SUMMARY_ROOM),
             purpose="summary",
         )
     except LLMError as exc:
@@ -99,7 +115,11 @@ def fold(
         store.ledger.record_calls(learner_id, "summary", exc.billed)
         raise
     store.ledger.record_calls(learner_id, "summary", completion.calls)
-    text = counter.truncate(completion.text.strip(), config.summary_max_tokens)
+    text = fitted(completion.text, completion.truncated, counter, config.summary_max_tokens)
+    if not text:
+        # Not even a whole word to keep: the old summary stays, the fold is tried again later.
+        log.warning("fold for learner %s discarded: no whole sentence in the answer", learner_id)
+        return False
     written = store.memory.save_summary(
         learner_id,
         state.version,

@@ -37,6 +37,32 @@ def reply_json(
     return json.dumps(answer, ensure_ascii=False)
 
 
+# The fake's own replies: the first, unless Pam said it last — a reply that repeats Pam's
+# previous one is no reply (bot.corrections.answer_problem), so a default never does.
+DEFAULT_REPLIES = ("¡Qué bien! ¿Y qué más hiciste?", "¡Genial! Cuéntame, ¿cómo te fue el día?")
+
+
+def default_reply(messages: Sequence[ChatMessage]) -> str:
+    """The default tutor answer: DEFAULT_REPLIES' first, or its second after the first."""
+    said = next(
+        (m.get("content") or "" for m in reversed(messages) if m["role"] == "assistant"), ""
+    )
+    first, second = DEFAULT_REPLIES
+    return reply_json(second if said.startswith(first) else first)
+
+
+ENDINGS = ("¡Genial! ¿Y qué más hiciste hoy?", "¿Y luego qué pasó después? Cuéntame.")
+
+
+def fresh_ending(messages: Sequence[ChatMessage]) -> str:
+    """An ending for a fake reply that Pam's previous reply in `messages` does not have: a
+    fake that answers alike every turn would repeat itself, and a repeat is no reply."""
+    said = next(
+        (m.get("content") or "" for m in reversed(messages) if m["role"] == "assistant"), ""
+    )
+    return ENDINGS[1] if said.endswith(ENDINGS[0]) else ENDINGS[0]
+
+
 @dataclass
 class Call:
     """One recorded call to the fake model."""
@@ -63,7 +89,7 @@ class FakeChatModel:
     queues: dict[str, deque[Answer]] = field(default_factory=dict)
     defaults: dict[str, Answer] = field(
         default_factory=lambda: {
-            "reply": reply_json("¡Qué bien! ¿Y qué más hiciste?"),
+            "reply": default_reply,
             "summary": "The learner chatted about their week.",
             "profile": '{"no_change": true}',
         }

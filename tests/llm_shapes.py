@@ -441,6 +441,38 @@ def mistral(content: str = REPLY) -> dict[str, Any]:
     }
 
 
+# -- llama-cpp-python's server --------------------------------------------------------------
+# The chat completion llama_cpp/llama_chat_format.py builds (_convert_text_completion_to_chat):
+# id "chat" + the completion's "cmpl-<uuid>", the model as the server names it (the GGUF path
+# or --model_alias), `logprobs` null, `usage` always present, finish_reason "length" where the
+# output cap stopped it. No reasoning fields, no system_fingerprint.
+QWEN_CODER = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+
+
+def llama_cpp_python(
+    content: str, finish: str = "stop", prompt_tokens: int = 1180, completion_tokens: int = 96
+) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-5f0c2c1e-8f7a-4d7e-9b1e-2b7f3c9d0a41",
+        "object": "chat.completion",
+        "created": 1764640000,
+        "model": QWEN_CODER,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "logprobs": None,
+                "finish_reason": finish,
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }
+
+
 def answers() -> dict[str, dict[str, Any]]:
     """Every server's answer with REPLY as the answer, after whatever reasoning it shows and
     wherever it puts it: fresh bodies, by a name for test ids."""

@@ -256,7 +256,8 @@ def test_forget_erases_every_row_and_confirms(pam: Pam, fake_model: FakeChatMode
     user, other = unique_user("forget"), unique_user("keep")
     for who in (user, other):
         ask(pam, who, "/language Spanish English")
-        for text in ("Hola, yo es Lena", "Yo tiene un perro", "Me gusta el jazz"):
+        # Each message has the mistake its correction quotes (else it is dropped).
+        for text in ("Hola, yo es Lena", "Yo es enfermera", "Y yo es de Berlín"):
             fake_model.queue(
                 "reply",
                 '{"reply": "¡Qué bien!", "corrections": '

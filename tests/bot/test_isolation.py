@@ -16,7 +16,7 @@ from bot.settings import Settings
 from memory.llm import ChatMessage
 from memory.records import LEARNER
 from tests.conftest import unique_user
-from tests.fakes import FakeChatModel, reply_json
+from tests.fakes import FakeChatModel, fresh_ending, reply_json
 from webhooks.wiring import build
 
 LEARNERS = 6
@@ -36,7 +36,8 @@ def echoing_model(markers: Sequence[str]) -> FakeChatModel:
         return found_in("\n".join(m["content"] for m in messages), markers)
 
     def reply(messages: Sequence[ChatMessage]) -> str:
-        return reply_json("¡Qué interesante! Eco: " + " ".join(seen(messages)))
+        found = " ".join(seen(messages))
+        return reply_json(f"¡Qué interesante! Eco: {found} {fresh_ending(messages)}")
 
     def summary(messages: Sequence[ChatMessage]) -> str:
         return "The learner talked about " + " ".join(seen(messages))

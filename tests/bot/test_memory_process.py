@@ -234,7 +234,8 @@ def test_the_child_starts_nothing_once_closed(store: Store, engine: Engine) -> N
 # -- real processes -------------------------------------------------------------------------
 
 TEXTS = [
-    "Hola Pam, yo es enfermera en Bremen y me gusta mucho cocinar paella.",
+    # Lena in Berlin: the loopback server's profile answer says so, and a fact needs her words.
+    "Hola Pam, yo es Lena, enfermera en Berlin, y me gusta mucho cocinar paella.",
     "Ayer fui al mercado con mi hermana y compramos tomates y pimientos.",
     "El fin de semana yo es en la playa con amigos del trabajo.",
     "Mañana quiero aprender a jugar al ajedrez con mi vecino.",

@@ -33,7 +33,7 @@ from memory.messages import Sent
 from memory.models import InboxItem, OutboxItem
 from memory.records import LEARNER, PAM
 from tests.conftest import unique_user
-from tests.fakes import FakeChatModel, failing, reply_json
+from tests.fakes import ENDINGS, FakeChatModel, failing, fresh_ending, reply_json
 from tests.helpers.queues import make_available_now, outbox_rows
 from tests.support import (
     API_TOKEN,
@@ -52,9 +52,17 @@ from webhooks.wiring import build, senders
 CHANNEL = "test"
 
 
+def reply_to(text: str, turn: int = 0) -> str:
+    """The fake's reply to `text`, its learner's `turn`-th (0 first): the message it answers,
+    so that each reply tells which message it was for, and an ending that is not the one of
+    the learner's previous reply (a reply that only says the learner's message or Pam's last
+    reply back is no reply)."""
+    return f"re: {text} {ENDINGS[turn % 2]}"
+
+
 def echo(messages: Sequence[ChatMessage]) -> str:
     """A reply naming the message it answers, so order and pairing can be checked."""
-    return reply_json(f"re: {messages[-1]['content']}")
+    return reply_json(f"re: {messages[-1]['content']} {fresh_ending(messages)}")
 
 
 @pytest.fixture
@@ -115,9 +123,9 @@ def test_every_message_gets_one_reply_in_order_per_learner(
 
     for user in users:
         texts = [f"{user} mensaje {k}" for k in range(4)]
-        assert sender.texts_to(chat_of(user)) == [f"re: {t}" for t in texts]
+        assert sender.texts_to(chat_of(user)) == [reply_to(t, n) for n, t in enumerate(texts)]
         assert conversation(pam, user) == [
-            pair for t in texts for pair in ((LEARNER, t), (PAM, f"re: {t}"))
+            pair for n, t in enumerate(texts) for pair in ((LEARNER, t), (PAM, reply_to(t, n)))
         ]
     assert len(sender.calls) == 12
     assert len(fake_model.of("reply")) == 12
@@ -136,7 +144,7 @@ def test_a_duplicate_delivery_is_answered_once(
     worker.drain()
     assert not worker.inbox.accept(message), "still recognised after it was answered"
     worker.drain()
-    assert sender.texts_to(chat_of(user)) == ["re: Hola, yo es Lena"]
+    assert sender.texts_to(chat_of(user)) == [reply_to("Hola, yo es Lena")]
     assert len(fake_model.of("reply")) == 1
 
 
@@ -183,7 +191,7 @@ def test_two_workers_on_two_engines_answer_each_message_once_in_order(
     assert len(sender.calls) == 20
     assert len(fake_model.of("reply")) == 20
     for user, texts in expected.items():
-        assert sender.texts_to(chat_of(user)) == [f"re: {t}" for t in texts]
+        assert sender.texts_to(chat_of(user)) == [reply_to(t, n) for n, t in enumerate(texts)]
 
 
 def test_an_llm_failure_is_retried_from_the_inbox_and_answered_for_real(
@@ -203,10 +211,10 @@ def test_an_llm_failure_is_retried_from_the_inbox_and_answered_for_real(
 
     make_available_now(engine, InboxItem)
     worker.drain()
-    assert sender.texts_to(chat_of(user)) == ["re: Hola"]
+    assert sender.texts_to(chat_of(user)) == [reply_to("Hola")]
     assert conversation(pam, user) == [
         (LEARNER, "Hola"),
-        (PAM, "re: Hola"),
+        (PAM, reply_to("Hola")),
     ], "the retried turn stored the learner's message once"
 
 
@@ -242,7 +250,7 @@ def test_a_turn_that_crashed_mid_way_is_answered_once_without_a_second_llm_call(
     crashed = worker.inbox.claim_next()
     assert crashed is not None
     replies = pam.tutor.handle(user, crashed.text, inbox_id=crashed.id)
-    assert replies == ["re: Ayer yo va al cine"]
+    assert replies == [reply_to("Ayer yo va al cine")]
     assert len(fake_model.of("reply")) == 1
 
     # Its lease expires; another worker picks the message up again.
@@ -357,7 +365,7 @@ def test_a_slow_turn_keeps_its_claim_alive_and_is_answered_once(
         assert slow.finish() is True
         other_engine.dispose()
     first.drain()
-    assert sender.texts_to(chat_of(user)) == ["re: una pregunta difícil"]
+    assert sender.texts_to(chat_of(user)) == [reply_to("una pregunta difícil")]
     assert len(fake_model.of("reply")) == 1
     [item] = inbox_rows(engine, user)
     assert (item.status, item.attempts) == (DONE, 1)
@@ -383,7 +391,7 @@ def test_a_message_that_keeps_crashing_its_worker_is_failed_with_an_apology(
     [poison, following] = inbox_rows_by_id(engine, ids)
     assert (poison.status, poison.attempts, poison.text) == (FAILED, 3, "")
     worker.drain()
-    assert sender.texts_to(chat_of(user)) == [phrases.apology(None), "re: the next one"]
+    assert sender.texts_to(chat_of(user)) == [phrases.apology(None), reply_to("the next one")]
     assert [c.text.splitlines()[-1] for c in fake_model.of("reply")] == ["the next one"]
     assert following.status == PENDING
 
@@ -412,12 +420,12 @@ def test_an_exception_in_a_turn_is_retried_later_and_not_lost(
 
     make_available_now(engine, InboxItem)
     worker.drain()
-    assert sender.texts_to(chat_of(user)) == ["re: uno", "re: dos"]
+    assert sender.texts_to(chat_of(user)) == [reply_to("uno"), reply_to("dos", 1)]
     assert conversation(pam, user) == [
         (LEARNER, "uno"),
-        (PAM, "re: uno"),
+        (PAM, reply_to("uno")),
         (LEARNER, "dos"),
-        (PAM, "re: dos"),
+        (PAM, reply_to("dos", 1)),
     ], "the retried turn stored the learner's message once"
     assert len(fake_model.of("reply")) == 3
 
@@ -446,7 +454,7 @@ def test_a_reply_is_sent_by_the_turn_that_made_it(
 
     assert worker.answer_next()
 
-    assert sender.texts_to(chat_of(user)) == ["re: uno"]
+    assert sender.texts_to(chat_of(user)) == [reply_to("uno")]
     [row] = outbox_rows(engine, user)
     assert (row.status, row.attempts, row.text) == (SENT, 1, "")
     assert row.platform_message_id == f"p-pam-{row.id}"
@@ -463,7 +471,7 @@ def test_another_learners_undelivered_reply_does_not_hold_this_one_back(
 
     assert worker.answer_next()
 
-    assert sender.texts_to(chat_of(user)) == ["re: dos"], "sent by the turn, not queued"
+    assert sender.texts_to(chat_of(user)) == [reply_to("dos")], "sent by the turn, not queued"
     assert [r.status for r in outbox_rows(engine, waiting)] == [PENDING]
 
 
@@ -507,7 +515,7 @@ def test_a_reply_waits_behind_an_older_undelivered_one(
     assert sender.calls == [], "dos must not overtake uno"
     assert [(r.status, r.attempts) for r in outbox_rows(engine, user)] == [(PENDING, 0)] * 2
     worker.drain()
-    assert sender.texts_to(chat_of(user)) == ["re: uno", "re: dos"]
+    assert sender.texts_to(chat_of(user)) == [reply_to("uno"), reply_to("dos", 1)]
 
 
 def test_a_failed_send_in_the_turn_leaves_the_rest_to_the_lanes_in_order(
@@ -551,7 +559,9 @@ def test_replies_held_by_a_worker_that_died_are_delivered_after_their_lease(
 
     outlive(clock, worker.outbox.lease)
     assert worker.deliver_next()
-    assert [(d.text, d.idempotency_key) for d in sender.calls] == [("re: uno", f"pam-{held[0].id}")]
+    assert [(d.text, d.idempotency_key) for d in sender.calls] == [
+        (reply_to("uno"), f"pam-{held[0].id}")
+    ]
     assert not worker.outbox.mark_sent(held[0], None), "the dead worker's claim is void"
 
 
@@ -572,12 +582,12 @@ def test_a_transient_send_error_is_retried_after_the_platforms_retry_after(
         "429 Too Many Requests",
     )
     assert first.available_at >= before + timedelta(seconds=30)
-    assert first.text == "re: uno"
+    assert first.text == reply_to("uno")
     assert not worker.deliver_next(), "nothing is due, and dos must not overtake uno"
 
     make_available_now(engine, OutboxItem)
     worker.drain()
-    assert sender.texts_to(chat_of(user)) == ["re: uno", "re: uno", "re: dos"]
+    assert sender.texts_to(chat_of(user)) == [reply_to("uno"), reply_to("uno"), reply_to("dos", 1)]
     keys = [d.idempotency_key for d in sender.calls]
     assert keys[0] == keys[1] != keys[2], "a retry reuses the idempotency key"
     assert [r.status for r in outbox_rows(engine, user)] == [SENT, SENT]
@@ -600,7 +610,7 @@ def test_a_permanent_send_error_fails_the_reply_without_retrying(
     assert second.status == SENT
     make_available_now(engine, OutboxItem)
     assert not worker.deliver_next()
-    assert sender.texts_to(chat_of(user)) == ["re: uno", "re: dos"]
+    assert sender.texts_to(chat_of(user)) == [reply_to("uno"), reply_to("dos", 1)]
 
 
 def test_a_crashing_sender_is_retried(pam: Pam, sender: RecordingSender, engine: Engine) -> None:
@@ -649,7 +659,9 @@ def test_a_delivery_whose_worker_died_is_sent_again_with_the_same_key(
     assert dead is not None
     outlive(clock, worker.outbox.lease)
     assert worker.deliver_next()
-    assert [(d.text, d.idempotency_key) for d in sender.calls] == [("re: uno", f"pam-{dead.id}")]
+    assert [(d.text, d.idempotency_key) for d in sender.calls] == [
+        (reply_to("uno"), f"pam-{dead.id}")
+    ]
     assert not worker.outbox.mark_sent(dead, None)
     assert [r.status for r in outbox_rows(engine, user)] == [SENT]
 
@@ -687,7 +699,7 @@ def test_a_send_outliving_its_first_lease_is_not_sent_twice(
         gate.release.set()
         assert sending.finish() is True
         other_engine.dispose()
-    assert [d.text for d in sender.calls] == ["re: uno"], "sent once"
+    assert [d.text for d in sender.calls] == [reply_to("uno")], "sent once"
     assert [r.status for r in outbox_rows(engine, user)] == [SENT]
 
 
@@ -719,7 +731,7 @@ def test_forget_through_the_queue_erases_everything_and_still_confirms(
     worker.drain()
 
     assert sender.texts_to(chat_of(user))[-1] == phrases.FORGOTTEN
-    assert "re: a reply to this is still undelivered" not in sender.texts_to(chat_of(user))
+    assert reply_to("a reply to this is still undelivered") not in sender.texts_to(chat_of(user))
     rows = pam.store.inspection.rows_about(learner.id, user)
     assert rows == dict.fromkeys(rows, 0)  # the /forget and its confirmation name nobody now
     [kept_in] = inbox_rows_by_id(engine, [forget_id])
@@ -748,11 +760,11 @@ def test_a_message_sent_after_forget_is_still_answered(
     worker.inbox.accept(inbound(user, "Hola otra vez"))
     worker.drain()
     assert sender.texts_to(chat_of(user)) == [
-        "re: Hola, soy Lena",
+        reply_to("Hola, soy Lena"),
         phrases.FORGOTTEN,
-        "re: Hola otra vez",
+        reply_to("Hola otra vez"),
     ]
-    assert conversation(pam, user) == [(LEARNER, "Hola otra vez"), (PAM, "re: Hola otra vez")]
+    assert conversation(pam, user) == [(LEARNER, "Hola otra vez"), (PAM, reply_to("Hola otra vez"))]
 
 
 # -- the API channel's callback sender, against a real HTTP server ---------------------------
@@ -936,9 +948,9 @@ def test_web_to_worker_to_callback(
 
     bodies = [verify(r) for r in callback.received]
     assert [(b["user"], b["text"]) for b in bodies] == [
-        (user, "re: Hola"),
-        (user, "re: Hola"),
-        (user, "re: Yo es Lena"),
+        (user, reply_to("Hola")),
+        (user, reply_to("Hola")),
+        (user, reply_to("Yo es Lena", 1)),
     ]
     assert bodies[0]["id"] == bodies[1]["id"] != bodies[2]["id"]
     assert [r.headers["Idempotency-Key"] for r in callback.received] == [b["id"] for b in bodies]

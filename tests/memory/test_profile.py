@@ -401,7 +401,7 @@ def test_a_valid_answer_is_stored_with_watermark_and_meta(
     store: Store, fake_model: FakeChatModel
 ) -> None:
     learner = store.learners.learner(unique_user())
-    ids = _chat(store, learner.id, [f"Me llamo Lena, mensaje {n}" for n in range(5)])
+    ids = _chat(store, learner.id, [f"Me llamo Lena, juego chess, mensaje {n}" for n in range(5)])
     store.ledger.add_corrections(
         learner.id, ids[0], [CorrectionRecord("yo es", "yo soy", "", "verb")]
     )
@@ -427,7 +427,7 @@ def test_a_valid_answer_is_stored_with_watermark_and_meta(
         PROFILE_MAX_TOKENS,
     )
     for n in range(5):
-        assert f"Me llamo Lena, mensaje {n}" in call.text
+        assert f"Me llamo Lena, juego chess, mensaje {n}" in call.text
     assert "PAM-ONLY" not in call.text  # only the learner's own words
     # Recurring mistakes come from review's patterns, not from the model reading corrections.
     assert "yo es → yo soy" not in call.text
@@ -443,11 +443,12 @@ def test_a_new_profile_document_has_empty_meta(store: Store) -> None:
 
 def test_a_later_answer_merges_with_the_old_keys(store: Store, fake_model: FakeChatModel) -> None:
     learner = store.learners.learner(unique_user())
-    _chat(store, learner.id, ["soy enfermera"] * 5)
+    _chat(store, learner.id, ["soy Lena, enfermera, y juego al ajedrez"] * 5)
+    # Each fact with the learner's word in brackets, as profile.txt asks (else it is dropped).
     fake_model.queue(
         "profile",
-        '{"who": "Lena, nurse", "interests": ["chess"]}',
-        '{"interests": ["chess", "hiking"], "focus": "travel"}',
+        '{"who": "Lena, nurse (enfermera)", "interests": ["chess (ajedrez)"]}',
+        '{"interests": ["chess (ajedrez)", "hiking (caminar)"], "focus": "travel"}',
     )
     assert _learn(store, fake_model, learner.id)
     first = store.memory.profile(learner.id)
@@ -457,15 +458,15 @@ def test_a_later_answer_merges_with_the_old_keys(store: Store, fake_model: FakeC
 
     state = store.memory.profile(learner.id)
     assert state.data == {
-        "who": "Lena, nurse",
-        "interests": ["chess", "hiking"],
+        "who": "Lena, nurse (enfermera)",
+        "interests": ["chess (ajedrez)", "hiking (caminar)"],
         "focus": "travel",
     }
     assert state.watermark == ids[-1]
     assert state.messages_processed == 10
     assert state.version == first.version + 1
     assert "Lena, nurse" in fake_model.calls[1].text  # the current profile is in the prompt
-    assert "soy enfermera" not in fake_model.calls[1].text  # read messages are not re-read
+    assert "soy Lena, enfermera" not in fake_model.calls[1].text  # read messages: not re-read
 
 
 def test_no_change_advances_the_watermark_and_keeps_the_data(
@@ -507,7 +508,9 @@ def test_an_invalid_answer_keeps_data_and_watermark(
 
 
 def _distinct(letter: str, count: int, length: int) -> list[str]:
-    return [f"{letter}{n}" + letter * (length - 2) for n in range(count)]
+    """`count` distinct items `length` long, each starting with "Lena" (a word the learner
+    wrote in these tests: a fact needs one)."""
+    return [f"Lena{letter}{n}" + letter * (length - 6) for n in range(count)]
 
 
 def test_a_merge_over_the_size_cap_keeps_the_fields_that_fit(
@@ -515,7 +518,7 @@ def test_a_merge_over_the_size_cap_keeps_the_fields_that_fit(
 ) -> None:
     learner = store.learners.learner(unique_user())
     _chat(store, learner.id, ["hola, soy Lena"] * 5)
-    big = {"who": "w" * 300, "style": "s" * 300, "interests": _distinct("i", 10, 120)}
+    big = {"who": "Lena " + "w" * 295, "style": "s" * 300, "interests": _distinct("i", 10, 120)}
     answer = {"misc": _distinct("m", 10, 120), "recurring_mistakes": _distinct("r", 10, 110)}
     fake_model.queue("profile", json.dumps(big), json.dumps(answer))
     assert _learn(store, fake_model, learner.id)
@@ -536,7 +539,7 @@ def test_an_answer_of_which_nothing_fits_keeps_the_old_profile(
     learner = store.learners.learner(unique_user())
     _chat(store, learner.id, ["hola, soy Lena"] * 5)
     big = {
-        "who": "w" * 300,
+        "who": "Lena " + "w" * 295,
         "style": "s" * 300,
         "interests": _distinct("i", 10, 120),
         "misc": _distinct("m", 10, 120),
@@ -609,13 +612,20 @@ def test_one_malformed_field_still_updates_the_others(
     fake_model.queue("profile", '{"who": "Lena", "level": "A2"}')
     assert _learn(store, fake_model, learner.id)
     ids = _chat(store, learner.id, ["me gusta caminar y cocinar"] * 5)
-    fake_model.queue("profile", '{"interests": "hiking, cooking", "level": "Z9", "admin": true}')
+    fake_model.queue(
+        "profile",
+        '{"interests": "hiking (caminar), cooking (cocinar)", "level": "Z9", "admin": true}',
+    )
 
     with caplog.at_level(logging.INFO):
         assert _learn(store, fake_model, learner.id)
 
     state = store.memory.profile(learner.id)
-    assert state.data == {"who": "Lena", "level": "A2", "interests": ["hiking", "cooking"]}
+    assert state.data == {
+        "who": "Lena",
+        "level": "A2",
+        "interests": ["hiking (caminar)", "cooking (cocinar)"],
+    }
     assert state.watermark == ids[-1]
     lines = [r.getMessage() for r in caplog.records]
     assert f"profile answer learner={learner.id}: field level dropped: not a CEFR level" in lines
@@ -719,7 +729,7 @@ def test_a_batch_that_keeps_failing_is_passed_after_three_attempts(
     assert "batch 0" not in caplog.text
 
     # The next batch is a prompt of its own, not the old backlog plus it.
-    ids = _chat(store, learner.id, [f"new msg {n}" for n in range(5)])
+    ids = _chat(store, learner.id, [f"new msg {n} about chess" for n in range(5)])
     fake_model.queue("profile", '{"interests": "chess"}')
     assert learn_profile(learner.id, store=store, model=fake_model, config=config)
     last = fake_model.of("profile")[-1]
@@ -777,7 +787,8 @@ def _loose_profile_answer(messages: Sequence[ChatMessage]) -> str:
     """A model that answers the profile the way the format Pam's design started from has
     it: every list one comma-separated string, the level with words around it."""
     prompt = "\n".join(m["content"] for m in messages)
-    found = [en for es, en in HOBBIES.items() if es in prompt or en in prompt]
+    # Each with the learner's own word, as profile.txt asks: a fact without it is dropped.
+    found = [f"{en} ({es})" for es, en in HOBBIES.items() if es in prompt or en in prompt]
     return json.dumps(
         {
             "who": "Lena, a nurse from Bremen",
@@ -807,7 +818,7 @@ def test_31_self_describing_turns_teach_the_profile_and_profile_shows_it(
 
     shown = pam.tutor.handle(user, "/profile")[0]
     assert "I haven't learned anything about you yet" not in shown
-    expected = ", ".join(HOBBIES.values())
+    expected = ", ".join(f"{en} ({es})" for es, en in HOBBIES.items())
     assert f"• Interests: {expected}" in shown
     assert "• Level (my estimate): B1" in shown
     assert "• Mistakes you often make: ser vs estar, gender of nouns in -ma" in shown
@@ -816,7 +827,7 @@ def test_31_self_describing_turns_teach_the_profile_and_profile_shows_it(
     info = pam.store.learners.find_learner(user)
     assert info is not None
     state = pam.store.memory.profile(info.id)
-    assert state.data["interests"] == list(HOBBIES.values())
+    assert state.data["interests"] == [f"{en} ({es})" for es, en in HOBBIES.items()]
     # One profile call per 5 messages, each reading only its own 5: no growing backlog.
     calls = fake_model.of("profile")
     assert len(calls) == 6
@@ -825,7 +836,10 @@ def test_31_self_describing_turns_teach_the_profile_and_profile_shows_it(
         assert new.count("\n- ") == 5
     # The learned profile reaches the later reply prompts.
     last_reply = fake_model.of("reply")[-1]
-    assert '"interests": ["hiking", "cooking"' in last_reply.messages[0]["content"]
+    assert (
+        '"interests": ["hiking (senderismo)", "cooking (cocinar)"'
+        in last_reply.messages[0]["content"]
+    )
 
 
 # -- through the real openai SDK, against recorded server shapes ---------------------------
@@ -870,7 +884,15 @@ def test_a_profile_is_learned_through_the_sdk_from_recorded_answers(
     store: Store, counter: TokenCounter, body: dict[str, object], expected: dict[str, object]
 ) -> None:
     learner = store.learners.learner(unique_user())
-    ids = _chat(store, learner.id, ["Me gusta el ajedrez"] * 5)
+    # A learner who writes the words they lack in English: every fact below is theirs.
+    said = [
+        "Soy software engineer y vivo con mi partner, de Valencia.",
+        "Me gusta el hiking y el cooking, y el chess y el go.",
+        "Tengo una job interview en Madrid next month.",
+        "Mi brother studies medicine.",
+        "Hasta luego.",
+    ]
+    ids = _chat(store, learner.id, said)
     with OpenAIServer() as server:
         server.answer_next(body)
         client = openai_client("test-key", server.base_url, timeout=10, max_retries=0)
@@ -1025,7 +1047,7 @@ def test_a_no_change_answer_still_brings_the_patterns_up_to_date(
 ) -> None:
     learner = store.learners.learner(unique_user())
     _mistake(store, learner.id, "ser → estar for location", "soy en casa", "estoy en casa")
-    _chat(store, learner.id, ["hoy trabajé mucho en el hospital"] * 5)
+    _chat(store, learner.id, ["soy Lena, hoy trabajé mucho en el hospital"] * 5)
     fake_model.queue("profile", '{"who": "Lena", "recurring_mistakes": ["accents"]}')
     assert _learn(store, fake_model, learner.id)
     for _ in range(2):

@@ -26,7 +26,14 @@ from memory.llm import (
 )
 from memory.records import LEARNER, PAM, LearnerGone, StoredMessage
 from memory.store import Store
-from memory.summary import MAX_FOLD_INPUT_TOKENS, fold, fold_due, plan_fold, transcript
+from memory.summary import (
+    MAX_FOLD_INPUT_TOKENS,
+    SUMMARY_ROOM,
+    fold,
+    fold_due,
+    plan_fold,
+    transcript,
+)
 from memory.tokens import TokenCounter
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel, failing
@@ -133,7 +140,10 @@ def test_fold_folds_all_but_the_window_into_the_summary(
     (call,) = fake_model.calls
     assert call.purpose == "summary"
     assert call.model == "memory-model-x"
-    assert call.max_tokens == CONFIG.summary_max_tokens
+    # Room above the cap, so that the answer can end its sentence (issue 32).
+    assert (
+        call.max_tokens == int(CONFIG.summary_max_tokens * SUMMARY_ROOM) > CONFIG.summary_max_tokens
+    )
     assert _folded_marks(call.text) == list(range(15))
     assert "Learner: m000 text" in call.text
     assert "Pam: m001 text" in call.text
@@ -178,6 +188,7 @@ def test_summary_is_capped_in_tokens(
     state = store.memory.summary(learner.id)
     assert 0 < state.tokens <= CONFIG.summary_max_tokens
     assert counter.count(state.text) == state.tokens
+    assert state.text.endswith("work.")  # trimmed to its last full sentence
 
 
 def test_conversation_cannot_close_the_data_section(

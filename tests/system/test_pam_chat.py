@@ -85,8 +85,9 @@ FACTS = [
     ("Lena", "who", "Lena, a nurse from Berlin"),
     ("alemán", "native_language", "German"),
     ("español", "target_language", "Spanish"),
-    ("cocinar", "interests", "cooking"),
-    ("escalar", "interests", "climbing"),
+    # With the learner's own word, as profile.txt asks: a fact without one is dropped.
+    ("cocinar", "interests", "cooking (cocinar)"),
+    ("escalar", "interests", "climbing (escalar)"),
     ("Valencia", "misc", "plans a summer trip to Valencia"),
 ]
 LIST_KEYS = {"interests", "misc"}
@@ -94,7 +95,7 @@ EVERYTHING_LEARNED = {
     "who": "Lena, a nurse from Berlin",
     "native_language": "German",
     "target_language": "Spanish",
-    "interests": ["cooking", "climbing"],
+    "interests": ["cooking (cocinar)", "climbing (escalar)"],
     "misc": ["plans a summer trip to Valencia"],
 }
 # What Pam adds to every profile it writes: the learner's mistake patterns (the server's reply
@@ -463,7 +464,7 @@ def test_profile_and_forget_in_the_terminal(
     assert process.returncode == 0
     shown, forgotten, empty = answers(stdout)
     assert "• Who you are: Lena, a nurse from Berlin" in shown
-    assert "• Interests: cooking" in shown
+    assert "• Interests: cooking (cocinar)" in shown
     assert "• Native language: German" in shown
     assert "(learned from 5 of your messages" in shown
     assert "✏️ yo es → yo soy" in shown

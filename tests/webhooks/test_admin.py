@@ -104,7 +104,7 @@ def test_memory_shows_window_summary_profile_corrections_usage_and_jobs(
             ],
         ),
     )
-    fake_model.queue("profile", json.dumps({"who": "Lena, a nurse"}))
+    fake_model.queue("profile", json.dumps({"who": "Lena, mensaje"}))  # the learner's words
     for n in range(5):
         pam.tutor.handle(user, f"yo es Lena, mensaje {n}")
     learner = pam.store.learners.find_learner(user)
@@ -121,7 +121,7 @@ def test_memory_shows_window_summary_profile_corrections_usage_and_jobs(
         f"yo es Lena, mensaje {n}" for n in range(5)
     ]
     assert body["summary"]["folds"] == 0
-    assert body["profile"]["who"] == "Lena, a nurse"
+    assert body["profile"]["who"] == "Lena, mensaje"
     assert body["profile"]["_meta"]["messages_processed"] == 5
     assert body["corrections"][0] == {
         "original": "yo es",

@@ -384,7 +384,8 @@ def test_a_migrated_group_gets_the_reply_at_its_new_chat_id(
     group, new_group = -random.randint(10**6, 10**9), -100123
     answer = reply_json("¡Hola a todos!", [CORRECTION])
     fake_model.queue("reply", answer)
-    address = accept(worker, group, "@PamTestBot hola", user=new_chat())
+    # The correction quotes the message ("yo es"): else it is dropped.
+    address = accept(worker, group, "@PamTestBot hola, yo es Lena", user=new_chat())
     telegram_server.fail_next(
         Failure(
             "sendMessage",

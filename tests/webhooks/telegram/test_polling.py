@@ -401,7 +401,8 @@ def test_polling_end_to_end_answers_each_message_once_in_order(
 ) -> None:
     lena = u.learner()
     chat = lena["id"]
-    texts = ["Hola Pam, yo es Lena", "Ayer fui al mercado", "Mañana yo es en Madrid"]
+    # Each with the server's "yo es" mistake: a correction quotes the latest message.
+    texts = ["Hola Pam, yo es Lena", "Ayer yo es en el mercado", "Mañana yo es en Madrid"]
     first, second, third = (u.text(lena, t) for t in texts)
     voice = u.voice(lena)
     # The voice note is downloaded from the fake and transcribed by the fake audio API.
