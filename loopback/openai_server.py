@@ -102,17 +102,30 @@ def default_answer(task: str, body: dict[str, Any], count: int) -> str:
             "",
         )
         ending = REPLY_ENDINGS[1] if REPLY_ENDINGS[0] in said else REPLY_ENDINGS[0]
+        # Like a real model, it corrects only what the learner's latest message holds (Pam
+        # keeps no correction of words the message lacks); a request without one (a test's
+        # own) gets the correction, as before.
+        wrote = next(
+            (
+                m.get("content")
+                for m in reversed(body.get("messages", []))
+                if m.get("role") == "user"
+            ),
+            None,
+        )
+        mistaken = not isinstance(wrote, str) or "yo es" in wrote.lower()
+        corrections = [
+            {
+                "original": "yo es",
+                "corrected": "yo soy",
+                "explanation": "'ser' in first person is 'soy'",
+                "category": "conjugation",
+            }
+        ]
         return json.dumps(
             {
                 "reply": f"Respuesta {count}: {ending}",
-                "corrections": [
-                    {
-                        "original": "yo es",
-                        "corrected": "yo soy",
-                        "explanation": "'ser' in first person is 'soy'",
-                        "category": "conjugation",
-                    }
-                ],
+                "corrections": corrections if mistaken else [],
             },
             ensure_ascii=False,
         )

@@ -147,9 +147,22 @@ def answer(task: str, body: dict[str, Any], count: int) -> str:
     return json.dumps(learned, ensure_ascii=False) if learned else '{"no_change": true}'
 
 
-def shown_reply(count: int) -> str:
-    """What Pam prints and stores for the server's `count`-th reply (corrections included)."""
-    return render(parse_answer(default_answer("reply", {}, count)))
+def shown_reply(count: int, line: str | None = None, after: str = "") -> str:
+    """What Pam prints and stores for the server's `count`-th reply (corrections included):
+    to the learner's `line` (the server corrects "yo es" only where it is), after Pam's
+    previous reply `after` (whose ending the server does not repeat)."""
+    messages = [{"role": "assistant", "content": after}] if after else []
+    if line is not None:
+        messages.append({"role": "user", "content": line})
+    return render(parse_answer(default_answer("reply", {"messages": messages}, count)))
+
+
+def shown_replies(lines: list[str], first: int = 1, after: str = "") -> list[str]:
+    """What Pam prints for `lines`, answered in turn by the server's `first`-th reply on."""
+    shown: list[str] = []
+    for count, line in enumerate(lines, start=first):
+        shown.append(shown_reply(count, line, shown[-1] if shown else after))
+    return shown
 
 
 def pam_env(tmp_path: Path, server: OpenAIServer | None, **knobs: str) -> dict[str, str]:
@@ -300,7 +313,8 @@ def test_a_scripted_40_message_session_folds_learns_and_keeps_the_window(
     process, stdout = chat(LINES, cwd=tmp_path, env=env)
 
     assert process.returncode == 0, process.stderr.decode()
-    assert answers(stdout) == [shown_reply(i) for i in range(1, 41)]
+    replies = shown_replies(LINES)
+    assert answers(stdout) == replies
     assert b"tiktoken could not load" not in process.stderr
 
     # -- the database afterwards ----------------------------------------------------------
@@ -311,14 +325,18 @@ def test_a_scripted_40_message_session_folds_learns_and_keeps_the_window(
     assert len(conversation) == 80
     assert [(m.role, m.content) for m in conversation] == [
         pair
-        for i, line in enumerate(LINES, start=1)
-        for pair in ((LEARNER, line), (PAM, shown_reply(i)))
+        for line, reply in zip(LINES, replies, strict=True)
+        for pair in ((LEARNER, line), (PAM, reply))
     ]
     counter = TokenCounter("gpt-4o-mini")
     assert [m.tokens for m in conversation] == [
         counter.count_message(m.content) for m in conversation
     ], "token counts come from tiktoken (TIKTOKEN_CACHE_DIR reached the subprocess)"
-    assert len(store.ledger.corrections(learner.id, limit=100)) == 40
+    # One correction for each line that holds the mistake the server corrects (issue 32:
+    # none is kept for a message without the words it quotes).
+    mistaken = [line for line in LINES if "yo es" in line.lower()]
+    assert mistaken
+    assert len(store.ledger.corrections(learner.id, limit=100)) == len(mistaken)
 
     summaries = server.of("summary")
     profiles = server.of("profile")
@@ -546,7 +564,6 @@ def test_invalid_utf8_and_control_characters_do_not_crash(
 
     assert process.returncode == 0, process.stderr.decode(errors="replace")
     assert b"Traceback" not in process.stderr
-    assert answers(process.stdout.decode()) == [shown_reply(i) for i in range(1, 4)]
     learner = open_store.learners.find_learner(EXTERNAL_ID)
     assert learner is not None
     said = [m.content for m in open_store.conversation.messages(learner.id, role=LEARNER)]
@@ -554,6 +571,7 @@ def test_invalid_utf8_and_control_characters_do_not_crash(
     assert said[0].startswith("Hola, soy Lena y estudio espa\ufffdol")
     assert "\x00" not in said[1] and "\x1b" not in said[1]
     assert said[2].endswith("😀 ok")
+    assert answers(process.stdout.decode()) == shown_replies(said)
     for text in said:
         text.encode("utf-8")  # no lone surrogates reached the database
 
@@ -577,7 +595,7 @@ def test_an_llm_failure_gets_an_apology_and_the_chat_goes_on(
     process, stdout = chat(LINES[:3], cwd=tmp_path, env=env)
 
     assert process.returncode == 0
-    second, third = shown_reply(len(faults) + 1), shown_reply(len(faults) + 2)
+    second, third = shown_replies(LINES[1:3], first=len(faults) + 1)
     assert answers(stdout) == [phrases.APOLOGIES["English"], second, third]
     learner = open_store.learners.find_learner(EXTERNAL_ID)
     assert learner is not None
