@@ -108,21 +108,29 @@ def echoes(said: str, reply: str) -> bool:
     return line in answer or SequenceMatcher(None, line, answer).ratio() >= ECHO_LIKENESS
 
 
+# memory/grounding.py's one line per dropped thing: "dropped <kind> reason=<reason> …".
+GROUNDING = re.compile(r"\bdropped (\w+) reason=(\w+)")
+
+
 def drops(log: list[str]) -> dict[str, int]:
-    """Pam's "… dropped: REASON" log lines counted by what was dropped (a correction, a
-    profile field, a reply, a summary) and why; Pam logs the reason there, never the content.
-    A reply's answer is read twice (once to accept it, once to use it), so its corrections'
-    lines come twice: they count once per turn. Work dropped because its learner was
-    forgotten is no check's doing."""
+    """What Pam's checks dropped, by what (a correction, a profile fact, a reply, a summary)
+    and why: memory/grounding.py's "dropped <kind> reason=<reason>" lines, and the older
+    "… dropped: REASON" lines; Pam logs the reason, never the content. A reply's answer may be
+    read twice (once to accept it, once to use it), so a correction's line can come twice: it
+    counts once per turn. Work dropped because its learner was forgotten is no check's doing."""
     counted: Counter[str] = Counter()
     turn = 0
     seen: set[tuple[int, str]] = set()
     for line in log:
         turn += " turn learner=" in line
-        head, found, reason = line.partition(" dropped: ")
-        if not found or "forgotten" in reason:
-            continue
-        what = next((w for w in DROPPED if w in head), "other")
+        grounded = GROUNDING.search(line)
+        if grounded:
+            what, reason = grounded.groups()
+        else:
+            head, found, reason = line.partition(" dropped: ")
+            if not found or "forgotten" in reason:
+                continue
+            what = next((w for w in DROPPED if w in head), "other")
         said = line.split(" ", 2)[-1]  # without the time
         if what == "correction" and (turn, said) in seen:
             continue

@@ -23,20 +23,28 @@ pytestmark = pytest.mark.slow
 
 
 def reply(body: dict[str, Any], count: int) -> str:
-    """The fake's replies: the first echoes the learner's line (with a fair correction), the
-    second corrects a word the learner never wrote and carries a correction that is no object
-    (which Pam drops), the rest are plain and long."""
+    """The fake's replies: the first echoes the learner's line (which Pam takes for no reply
+    and asks again), the second carries a fair correction, one of a word the learner never
+    wrote and one that is no object (Pam keeps the first only), the rest are plain and long."""
     said = body["messages"][-1]["content"]
     if count == 1:
-        fair = {"original": "yo es", "corrected": "yo soy", "category": "conjugation"}
-        return json.dumps({"reply": said, "corrections": [fair]}, ensure_ascii=False)
+        return json.dumps({"reply": said, "corrections": []}, ensure_ascii=False)
     if count == 2:
+        fair = {"original": "yo es", "corrected": "yo soy", "category": "conjugation"}
         invented = {"original": "ruidosa", "corrected": "ruidoso", "category": "agreement"}
-        return json.dumps({"reply": "¡Qué bien!", "corrections": [invented, "ruidosa"]})
-    # As long as a small model's replies are, so the conversation passes the fold threshold.
-    chatty = f"Respuesta {count}: ¡qué interesante! Cuéntame más: ¿qué hiciste después, con quién "
-    chatty += "estabas, qué comisteis y qué tal lo pasasteis? Yo el fin de semana fui a la playa."
-    return json.dumps({"reply": chatty, "corrections": []}, ensure_ascii=False)
+        answer = {"reply": "¡Qué bien!", "corrections": [fair, invented, "ruidosa"]}
+        return json.dumps(answer, ensure_ascii=False)
+    # As long as a small model's replies are, so the conversation passes the fold threshold;
+    # never its previous reply again (Pam would take that for no reply).
+    return json.dumps({"reply": CHATTY[count % 2], "corrections": []}, ensure_ascii=False)
+
+
+CHATTY = (
+    "¡Qué interesante! Cuéntame más: ¿qué hiciste después, con quién estabas, qué comisteis y "
+    "qué tal lo pasasteis? Yo el fin de semana fui a la playa con unos amigos.",
+    "¡No me digas! A mí también me pasa a veces. ¿Y cómo te sentiste luego? Seguro que tu "
+    "familia estaba contenta; la mía siempre quiere saber todo lo que hago en el trabajo.",
+)
 
 
 def answer(task: str, body: dict[str, Any], count: int) -> str:
@@ -60,20 +68,25 @@ def test_every_line_is_a_turn_with_a_reply_in_the_mode_asked(
     assert result["structured_output_used"] == "json_object"
     formats = {json.dumps(body.get("response_format")) for body in server.of("reply")}
     assert formats == {'{"type": "json_object"}'}
-    assert result["calls_per_turn"] == [1] * len(LINES)
-    assert result["asked_again_or_failed"] == {}
+    assert result["calls_per_turn"] == [2] + [1] * (len(LINES) - 1)  # the echo, asked again
+    assert result["asked_again_or_failed"] == {
+        "reply answer unusable: the reply repeats the learner's message": 1
+    }
     latency = result["latency_ms"]
     assert 0 < latency["p50"] <= latency["p95"] <= latency["max"]
 
 
-def test_echoes_invented_corrections_and_drops_are_counted(
+def test_an_echo_an_invented_correction_and_drops_are_counted(
     found: tuple[dict[str, Any], OpenAIServer],
 ) -> None:
     result, _ = found
-    assert result["echoes"] == 1
-    assert [c["original"] for c in result["corrections"]] == ["yo es", "ruidosa"]
-    assert result["corrections_not_in_their_line"] == 1
-    assert result["dropped_by_checks"] == {"correction: not an object": 1}
+    assert result["echoes"] == 0  # the echo was asked again, never shown
+    assert [c["original"] for c in result["corrections"]] == ["yo es"]
+    assert result["corrections_not_in_their_line"] == 0
+    dropped = result["dropped_by_checks"]
+    assert dropped["reply: echo_learner"] == 1
+    assert dropped["correction: not_in_message"] == 1  # "ruidosa"
+    assert dropped["correction: not an object"] == 1
 
 
 def test_what_memory_learned_is_reported(found: tuple[dict[str, Any], OpenAIServer]) -> None:
@@ -81,7 +94,7 @@ def test_what_memory_learned_is_reported(found: tuple[dict[str, Any], OpenAIServ
     assert result["profile"]["who"] == "Lena, a nurse from Berlin"
     assert result["summary"].startswith("Summary #")
     assert result["folds"] == len(server.of("summary")) >= 1
-    assert result["usage"]["reply"]["calls"] == len(LINES)
+    assert result["usage"]["reply"]["calls"] == len(LINES) + 1
     assert "Lena, a nurse from Berlin" in result["profile_command_said"]
     assert script(len(LINES))[-1] == "/profile"
     assert "| structured output | json_object (asked: json_object) |" in result["table"]
@@ -94,12 +107,20 @@ def test_log_lines_are_read_as_pam_writes_them() -> None:
         "2026-12-02 04:00:00,000 INFO memory.profile_answer profile answer learner=1: field "
         "interests dropped: not a list",
         "2026-12-02 04:00:00,000 INFO bot.tutor turn for learner 1 dropped: forgotten mid-turn",
+        "2026-12-02 04:00:02,000 INFO memory.grounding dropped correction "
+        "reason=not_in_message learner=1",
+        "2026-12-02 04:00:03,000 INFO memory.grounding dropped reply reason=echo_learner learner=1",
         "2026-12-02 04:00:00,000 WARNING bot.openai_chat LLM reply call failed: 500 "
         "InternalServerError",
         "2026-12-02 04:00:00,000 WARNING bot.openai_chat LLM model m cannot do json_schema; "
         "asking in json_object mode (learned once per process; the server said: …)",
     ]
-    assert drops(log) == {"correction: no original": 1, "profile: not a list": 1}
+    assert drops(log) == {
+        "correction: no original": 1,
+        "profile: not a list": 1,
+        "correction: not_in_message": 1,
+        "reply: echo_learner": 1,
+    }
     assert troubles(log) == {"reply call failed: 500 InternalServerError": 1}
     assert settled_mode(log, "auto") == "json_object"
     assert settled_mode(log[:2], "auto") == "json_schema"
