@@ -29,13 +29,24 @@ CORRECTION = {
 }
 
 
-def reply_answer(marker: str) -> str:
-    """The fake tutor's answer to the message carrying `marker`: it echoes the marker."""
+# Two ways to answer, by the message's number: a learner's next message gets the other one.
+# Like a real model, the fake never says its previous reply again (Pam takes a repeat of it
+# for no reply), and corrects "yo es" only where the learner wrote it (Pam keeps no
+# correction of words the message lacks).
+REPLIES = (
+    "¡Qué bien! Te leo ({marker}). ¿Y luego qué hiciste?",
+    "Ah, ya veo ({marker}): cuéntame más, ¿con quién estabas y cómo te fue el resto del día?",
+)
+
+
+def reply_answer(marker: str, wrote: str = "yo es") -> str:
+    """The fake tutor's answer to the learner's message `wrote`, which carries `marker`: it
+    echoes the marker."""
+    found = re.search(r"-M(\d+)$", marker)
+    number = int(found.group(1)) if found else 0
+    corrections = [CORRECTION] if CORRECTION["original"] in wrote.lower() else []
     return json.dumps(
-        {
-            "reply": f"¡Qué bien! Te leo ({marker}). ¿Y luego qué hiciste?",
-            "corrections": [CORRECTION],
-        },
+        {"reply": REPLIES[number % 2].format(marker=marker), "corrections": corrections},
         ensure_ascii=False,
     )
 
@@ -68,7 +79,7 @@ def echo_answer(task: str, body: dict[str, Any], count: int) -> str:
         messages = body.get("messages", [])
         last = next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
         match = MARKER.search(last)
-        return reply_answer(match.group(0) if match else "no-marker")
+        return reply_answer(match.group(0) if match else "no-marker", last)
     if task == "summary":
         return summary_answer(body)
     return default_answer(task, body, count)

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from memory.grounding import dropped, echoes, quoted_in
+from memory.grounding import dropped, echoes, quoted_in, written_in
 from memory.llm import JsonSchema
 from memory.model_output import (
     final_object,
@@ -374,7 +374,8 @@ def grounded(
             where = quoted_in(correction.original, message)
             if where is None:
                 reason = "not_in_message"
-            elif where and quoted_in(correction.corrected, message) == 0:
+            elif where and written_in(correction.corrected, message):
+                # Accents count here: "esta → está" corrects a missing accent.
                 reason = "already_right"
         if reason is None:
             kept.append(correction)

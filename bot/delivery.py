@@ -158,7 +158,17 @@ class Delivery:
                 return None
             log.warning("delivery outbox=%s: its chart is gone; sending the caption", claim.id)
             return lambda: sender.send(claim.chat_id, claim.text, idempotency_key=key)
-        chart = drawn(self.charts, chart)  # under the claim's lease, however slow
+        try:
+            chart = drawn(self.charts, chart)  # under the claim's lease, however slow
+        except Exception:
+            # A chart that cannot be drawn now would not be on a retry either, and a retry
+            # holds up every newer reply to the learner: the caption goes alone.
+            log.exception("delivery outbox=%s: its chart could not be drawn", claim.id)
+            chart = None
+        if not self.outbox.renew(claim):  # the learner was forgotten while it was drawn
+            return None
+        if chart is None:
+            return lambda: sender.send(claim.chat_id, claim.text, idempotency_key=key)
         url = self.links.url(chart.id, chart.nonce) if self.links is not None else None
         return lambda: sender.send_chart(
             claim.chat_id, chart.png, url, claim.text, idempotency_key=key

@@ -158,13 +158,17 @@ class Worker:
             for lanes in (self._inbox_lanes, self._delivery_lanes, self._speech_lanes)
             if lanes is not None
         )
-        if self._metrics is not None:
-            self._metrics.stop()  # the last turns' counts too
         # Pruning ends after the round it may be in.
         return self.retention.join(deadline) and stopped
 
     def close_senders(self) -> None:
-        """Close senders that hold connections or threads (after the lanes stopped)."""
+        """Close senders that hold connections or threads (after the lanes stopped), and copy
+        this process's counts to the database a last time: the last turns' and, after Pam
+        closed, the last memory jobs' (run on this process's threads with
+        PAM_MEMORY_PROCESS=off)."""
+        if self._metrics is not None:
+            self._metrics.stop()
+            self._metrics = None
         for sender in self.senders.values():
             close = getattr(sender, "close", None)
             if close is not None:

@@ -41,16 +41,23 @@ FILLER = frozenset(
 _KEPT = "LN"  # letters and numbers; every other character (punctuation, symbols) is a space
 
 
-def fold(text: str) -> str:
-    """`text` compared loosely: casefolded, accents removed, punctuation and symbols as
-    spaces, spaces collapsed ("¿Dónde  ESTÁ?" → "donde esta")."""
+def fold(text: str, *, accents: bool = False) -> str:
+    """`text` compared loosely: casefolded, accents removed (kept with `accents`),
+    punctuation and symbols as spaces, spaces collapsed ("¿Dónde  ESTÁ?" → "donde esta")."""
     decomposed = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", text).casefold())
     kept = (
-        ch if unicodedata.category(ch)[0] in _KEPT else " "
+        ch if unicodedata.category(ch)[0] in _KEPT or unicodedata.combining(ch) else " "
         for ch in decomposed
-        if not unicodedata.combining(ch)
+        if accents or not unicodedata.combining(ch)
     )
-    return " ".join("".join(kept).split())
+    return unicodedata.normalize("NFC", " ".join("".join(kept).split()))
+
+
+def written_in(phrase: str, text: str) -> bool:
+    """Whether `phrase` stands in `text` as written, accents and all (case, punctuation and
+    spacing aside): "está" is not in "esta"."""
+    wanted = fold(phrase, accents=True)
+    return bool(wanted) and f" {wanted} " in f" {fold(text, accents=True)} "
 
 
 def allowed_edits(length: int) -> int:

@@ -115,8 +115,15 @@ def stop_worker(pam: Pam, worker: Worker) -> None:
         pam.memory_process.terminate()
     if not worker.stop(pam.settings.service.shutdown_wait_seconds):
         log.warning("stopped with a turn unfinished; its message is answered after the lease")
-    pam.close(max(0.0, deadline - time.monotonic()))
+    finished = pam.close(max(0.0, deadline - time.monotonic()))
     worker.close_senders()
+    if not finished and pam.memory_process is None:
+        # Memory jobs on this process's threads (PAM_MEMORY_PROCESS=off) were handed back to
+        # the database; a job thread still inside an LLM call would hold up the interpreter's
+        # exit (APScheduler's pool joins its threads) past the platform's kill, and go on
+        # writing a job another worker may take up. Leave now, as `pam memory-jobs` does.
+        logging.shutdown()
+        os._exit(0)
 
 
 def webhook_url_problem(url: str, *, local_bot_api: bool) -> str | None:

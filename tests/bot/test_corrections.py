@@ -19,6 +19,7 @@ from bot.corrections import (
     NoReply,
     TutorAnswer,
     chat_part,
+    grounded,
     parse_answer,
     render,
 )
@@ -438,3 +439,13 @@ def test_chat_part_keeps_a_message_that_only_mentions_the_pencil() -> None:
     text = "Mira este emoji:\n\n✏️ es un lápiz\n¿Te gusta?"
     assert chat_part(text) == text
     assert chat_part("Hola 👋") == "Hola 👋"
+
+
+def test_a_missing_accent_corrected_from_a_near_quote_is_kept() -> None:
+    # The model quotes the original a letter off and adds the accent the learner left out:
+    # the corrected form is not in the message as written, so the correction stands.
+    message = "Yo esta muy cansada hoy"
+    correction = CorrectionRecord(
+        "Yo esta muy cansado hoy", "Yo está muy cansada hoy", "", "spelling"
+    )
+    assert grounded([correction], message, None) == [correction]

@@ -23,7 +23,7 @@ from sqlalchemy import Engine, func, select
 from bot.memory_process import JobRequests, MemoryProcess
 from loopback.harness import PAM_CMD, Process, Processes, db_upgrade, processes, service_env
 from loopback.local_server import Answer, LocalServer
-from loopback.openai_server import OpenAIServer
+from loopback.openai_server import Fault, OpenAIServer
 from memory.inbox import Inbox
 from memory.jobs import FOLD, PROFILE, Coordinator, JobRunner
 from memory.models import MemoryJob
@@ -52,6 +52,9 @@ signal.signal(signal.SIGTERM, signal.SIG_IGN)
 open(sys.argv[1], "w").close()
 time.sleep(600)
 """
+
+
+STUCK = 40.0  # seconds a scripted LLM call takes to answer
 
 
 def gone(pid: int) -> bool:
@@ -455,6 +458,29 @@ def test_with_memory_process_off_the_worker_runs_its_memory_jobs_itself(
         assert "memory jobs started" not in log and "memory process" not in log
         assert not children_of(worker.popen.pid), "no child process"
         stops_cleanly(worker, group=True)
+
+
+@pytest.mark.slow
+def test_with_memory_process_off_a_job_stuck_in_a_call_does_not_hold_up_the_exit(
+    tmp_path: Path,
+    engine: Engine,
+    env: dict[str, str],
+    llm: OpenAIServer,
+    marked: tuple[Store, str],
+) -> None:
+    # The marked jobs' first calls take STUCK seconds; SIGTERM must end the worker within its
+    # shutdown wait (2 s here), the jobs handed back for the next start, not after the calls.
+    _, external_id = marked
+    llm.fail_next(Fault(status=200, delay=STUCK), Fault(status=200, delay=STUCK))
+    knobs = {"PAM_MEMORY_PROCESS": "off", "PAM_SHUTDOWN_WAIT_SECONDS": "2"}
+    with processes(tmp_path) as group:
+        worker = group.start("worker", [*PAM_CMD, "worker"], dict(env, **knobs))
+        wait_until(lambda: jobs_running(engine, external_id), "a memory job to start")
+        os.killpg(worker.popen.pid, signal.SIGTERM)
+        code = worker.popen.wait(timeout=STUCK - 10)  # long before the stuck calls return
+        assert code == 0, worker.tail()
+        assert "Traceback" not in worker.log.read_text(errors="replace")
+    assert not jobs_running(engine, external_id), "handed back for the next start"
 
 
 @pytest.mark.slow

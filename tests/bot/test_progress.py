@@ -297,3 +297,53 @@ def test_the_learners_next_message_is_answered_while_their_chart_is_drawn(
     (reply,) = sender.calls  # then the reply, in order
     assert [r.status for r in outbox_rows(engine, user)] == ["sent", "sent"]
     assert reply.text
+
+
+def test_a_chart_that_cannot_be_drawn_sends_its_caption_at_once(
+    settings: Settings,
+    engine: Engine,
+    fake_model: FakeChatModel,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A failure that would repeat on every retry must not hold up the learner's replies.
+    def broken_render(weeks: Sequence[Week]) -> bytes:
+        raise ValueError("a shape of data the chart cannot draw")
+
+    monkeypatch.setattr(bot.progress, "render", broken_render)
+    sender = ChartSender()
+    worker = Worker(pam_on(settings, engine, fake_model, PUBLIC), {CHANNEL: sender})
+    user = unique_user()
+    ask_progress(worker, user)
+    assert worker.inbox.accept(inbound(user, "Ayer fui a la playa", channel=CHANNEL))
+
+    worker.drain()
+
+    assert sender.charts == []
+    caption, reply = sender.calls
+    assert caption.text and reply.text
+    assert [r.status for r in outbox_rows(engine, user)] == ["sent", "sent"]
+
+
+def test_a_learner_forgotten_while_their_chart_is_drawn_gets_nothing(
+    settings: Settings,
+    engine: Engine,
+    fake_model: FakeChatModel,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pam = pam_on(settings, engine, fake_model, PUBLIC)
+    user = unique_user()
+
+    def forgetting_render(weeks: Sequence[Week]) -> bytes:
+        """/forget arrives while the chart is drawn."""
+        pam.store.learners.forget(pam.store.learners.learner(user).id)
+        return render(weeks)
+
+    monkeypatch.setattr(bot.progress, "render", forgetting_render)
+    sender = ChartSender()
+    worker = Worker(pam, {CHANNEL: sender})
+    ask_progress(worker, user)
+
+    worker.drain()
+
+    assert sender.charts == [] and sender.calls == []
+    assert outbox_rows(engine, user) == []

@@ -20,6 +20,7 @@ from memory.grounding import (
     quoted_in,
     sentence_end,
     supported,
+    written_in,
 )
 
 # Words of a learner's message, and words that never occur in one (a disjoint alphabet).
@@ -179,3 +180,8 @@ def test_a_drop_is_logged_with_a_reason_word_never_the_content(
     with caplog.at_level(logging.INFO, logger="memory.grounding"):
         dropped("correction", "not_in_message", 7)
     assert caplog.messages == ["dropped correction reason=not_in_message learner=7"]
+
+
+def test_an_accent_is_part_of_what_was_written() -> None:
+    assert written_in("está", "Yo está muy cansada") and not written_in("está", "yo esta aqui")
+    assert written_in("Yo ESTÁ", "yo está, muy cansada")

@@ -27,6 +27,7 @@ import pytest
 import requests
 from sqlalchemy import Engine, select
 
+from bench.fault_servers import reply_answer
 from bot import phrases
 from bot.corrections import parse_answer, render
 from loopback.harness import (
@@ -59,12 +60,6 @@ TOKEN = "test-api-token"
 MARKER = re.compile(r"\b[LS]\d{2}-M\d{2}\b")
 SLOW = "SLOW"  # a message containing this makes the fake LLM think for SLOW_SECONDS
 SLOW_SECONDS = 2.0
-CORRECTION = {
-    "original": "yo es",
-    "corrected": "yo soy",
-    "explanation": "'ser' in first person is 'soy'",
-    "category": "conjugation",
-}
 TEMPLATES = [
     "Hola Pam, yo es muy contento hoy. ({marker})",
     "Ayer fui al mercado y compré tomates. ({marker})",
@@ -77,20 +72,11 @@ TEMPLATES = [
 # -- the fake LLM: echoes the marker of the learner's message, so replies map to messages ----
 
 
-def answer_json(marker: str) -> str:
-    """The fake tutor's answer to the message carrying `marker`."""
-    return json.dumps(
-        {
-            "reply": f"¡Qué bien! Te leo ({marker}). ¿Y luego qué hiciste?",
-            "corrections": [CORRECTION],
-        },
-        ensure_ascii=False,
-    )
-
-
-def shown(marker: str) -> str:
-    """What Pam sends and stores for the message carrying `marker`: reply plus correction line."""
-    return render(parse_answer(answer_json(marker)))
+def shown(marker: str, text: str) -> str:
+    """What Pam sends and stores for the message `text` carrying `marker`: reply plus
+    correction line (bench.fault_servers.reply_answer: the fake corrects "yo es" where the
+    message has it, and answers a learner's next message in other words)."""
+    return render(parse_answer(reply_answer(marker, text)))
 
 
 def echo_answer(task: str, body: dict[str, Any], count: int) -> str:
@@ -102,7 +88,7 @@ def echo_answer(task: str, body: dict[str, Any], count: int) -> str:
     last = next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
     time.sleep(SLOW_SECONDS if SLOW in last else random.uniform(0.02, 0.08))
     match = MARKER.search(last)
-    return answer_json(match.group(0) if match else "no-marker")
+    return reply_answer(match.group(0) if match else "no-marker", last)
 
 
 @pytest.fixture
@@ -328,7 +314,7 @@ def assert_delivered_once_in_order(
     assert not missing, f"unanswered: {missing}"
     assert set(per_marker) == expected, f"replies to unknown messages: {set(per_marker) - expected}"
     for user, messages in sent.items():
-        assert callback.texts(user) == [shown(m.marker) for m in messages], (
+        assert callback.texts(user) == [shown(m.marker, m.text) for m in messages], (
             f"{user}'s replies are out of order or wrong: "
             f"{[d.marker for d in deliveries if d.user == user]}"
         )
@@ -340,7 +326,9 @@ def assert_memory_holds(store: Store, user: str, messages: list[Message]) -> Non
     learner = store.learners.find_learner(f"api:{user}")
     assert learner is not None, f"no learner for {user}"
     stored = [(m.role, m.content) for m in store.conversation.messages(learner.id)]
-    expected = [turn for m in messages for turn in ((LEARNER, m.text), (PAM, shown(m.marker)))]
+    expected = [
+        turn for m in messages for turn in ((LEARNER, m.text), (PAM, shown(m.marker, m.text)))
+    ]
     assert stored == expected, f"{user}'s memory differs from what was said"
 
 
@@ -545,7 +533,7 @@ def expected_reply(message: Message) -> str | re.Pattern[str]:
         return phrases.FORGOTTEN
     if message.text == "/profile":
         return PROFILE_REPLY
-    return shown(message.marker)
+    return shown(message.marker, message.text)
 
 
 def replies_match(texts: list[str], messages: list[Message]) -> bool:
@@ -680,8 +668,8 @@ def test_message_sent_right_after_forget_is_answered(
             )
             time.sleep(0.3)
             texts = callback.texts("kai")
-            assert texts[:2] == [shown(kai[0].marker), phrases.FORGOTTEN], texts
-            assert texts[2:] == [shown(kai[1].marker)], (
+            assert texts[:2] == [shown(kai[0].marker, kai[0].text), phrases.FORGOTTEN], texts
+            assert texts[2:] == [shown(kai[1].marker, kai[1].text)], (
                 f"the message sent right after /forget got no answer: {texts[2:]}; its inbox "
                 f"row: {inbox_rows(engine, [kai[1].id])} (gone means /forget erased it)"
             )
