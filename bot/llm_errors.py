@@ -24,6 +24,7 @@ MESSAGE_CHARS = 300
 # 408, 409 and the gateways' 502-504 never are: they say "later", whatever else they say.
 REFUSAL_STATUSES = frozenset({400, 404, 405, 415, 422, 500, 501})
 TRANSIENT_STATUSES = frozenset({408, 409, 429})
+GATEWAY_STATUSES = frozenset({502, 503, 504})
 
 # FastAPI validation errors as str(RequestValidationError) writes them, the way
 # llama_cpp/server/errors.py puts them into its 500's message: a list of dict reprs, each with
@@ -171,7 +172,9 @@ def classify(error: ServerError, refused: bool = False) -> Verdict:
         return Verdict("misconfigured", "key")
     if status == 402 or "insufficient_quota" in text:
         return Verdict("misconfigured", "quota")
-    if status not in TRANSIENT_STATUSES:
+    # A gateway's 502-504 and the transient statuses say "later", whatever else they say
+    # ("the model is not available right now"): only the others name a wrong setting.
+    if status not in TRANSIENT_STATUSES and status not in GATEWAY_STATUSES:
         if error.names("model") or _NO_SUCH_MODEL.search(text):
             return Verdict("misconfigured", "model")
         if error.names("voice") or _NO_SUCH_VOICE.search(text):

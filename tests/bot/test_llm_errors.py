@@ -188,6 +188,12 @@ def test_a_field_not_sent_is_never_refused() -> None:
         pytest.param(500, errors.LLAMA_CPP_PYTHON_DECODE_FAILED["error"], Verdict("outage")),
         pytest.param(500, errors.KOKORO_FASTAPI_PROCESSING_ERROR, Verdict("outage")),
         pytest.param(503, b"<html>Service Unavailable</html>", Verdict("outage")),
+        # A gateway's "later", though it names the model: an outage, never a wrong setting.
+        pytest.param(
+            503,
+            {"error": {"message": "The model gpt-4o is not available right now, please retry"}},
+            Verdict("outage"),
+        ),
         pytest.param(429, {"error": {"message": "Rate limit reached"}}, Verdict("outage")),
         pytest.param(400, shapes.GROQ_NO_JSON_SCHEMA["error"], Verdict("rejected")),
         pytest.param(400, errors.VLLM_NO_VERBOSE_JSON, Verdict("rejected")),
