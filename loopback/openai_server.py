@@ -93,11 +93,13 @@ def default_answer(task: str, body: dict[str, Any], count: int) -> str:
     if task == "reply":
         # Never Pam's previous reply again, as a real model would not (Pam takes a repeat for
         # no reply): the other ending after this one.
-        said = next(
+        said = next(  # Pam's previous reply: not a tool call's empty assistant message
             (
-                m.get("content") or ""
+                m["content"]
                 for m in reversed(body.get("messages", []))
                 if m.get("role") == "assistant"
+                and isinstance(m.get("content"), str)
+                and m["content"]
             ),
             "",
         )

@@ -13,7 +13,7 @@ from bot.worker import Worker
 from memory.inbox import Inbox
 from memory.llm import ChatMessage
 from tests.conftest import unique_user
-from tests.fakes import FakeChatModel, reply_json
+from tests.fakes import ENDINGS, FakeChatModel, fresh_ending, reply_json
 from tests.support import API_TOKEN, WAIT, RecordingSender, wait_until
 from webhooks.api.payload import recipient
 from webhooks.app import create_app
@@ -30,7 +30,13 @@ class StalledReplies:
     def __call__(self, messages: Sequence[ChatMessage]) -> str:
         self.called.set()
         assert self.release.wait(WAIT), "the test never released the model"
-        return reply_json(f"re: {messages[-1]['content']}")
+        return reply_json(answer_to(messages[-1]["content"], fresh_ending(messages)))
+
+
+def answer_to(text: str, ending: str) -> str:
+    """The reply to the learner's `text`: it names the message's last word (which message it
+    answers) and not the whole message, which Pam would take for an echo."""
+    return f"Te leo: {text.split()[-1]} {ending}"
 
 
 def test_the_webhook_acknowledges_while_the_llm_is_stalled(
@@ -73,7 +79,9 @@ def test_the_webhook_acknowledges_while_the_llm_is_stalled(
         worker.stop(5)
         pam.close(5)
 
-    assert [d.text for d in sender.calls] == [f"re: {t}" for t in texts]
+    assert [d.text for d in sender.calls] == [
+        answer_to(t, ENDINGS[n % 2]) for n, t in enumerate(texts)
+    ]
     # Each reply goes to the user, naming the request it answers.
     assert [recipient(d.chat_id) for d in sender.calls] == [(user, f"{user}-{n}") for n in range(3)]
     assert len(model.of("reply")) == 3

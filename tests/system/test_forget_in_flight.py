@@ -30,7 +30,7 @@ from memory.records import (
     SummaryState,
 )
 from tests.conftest import unique_user
-from tests.fakes import FakeChatModel, Gate, reply_json
+from tests.fakes import ENDINGS, FakeChatModel, Gate, fresh_ending, reply_json
 from tests.support import WAIT, RecordingSender, inbound
 from webhooks.app import create_app
 from webhooks.wiring import build
@@ -68,10 +68,19 @@ class JobThreads:
 def corrected(messages: Sequence[ChatMessage]) -> str:
     """A reply with one correction quoting the learner's message, so corrections name it too."""
     text = messages[-1]["content"]
+    # Pam's reply names the message's own last word (its secret), so /forget must erase
+    # Pam's replies too; not the whole message, which Pam would take for an echo, and in
+    # other words than its previous reply.
     return reply_json(
-        f"re: {text}",
+        f"Anoto {text.split()[-1]}. {fresh_ending(messages)}",
         [{"original": text, "corrected": f"{text} (bien)", "category": "grammar"}],
     )
+
+
+def reply_to(text: str, n: int) -> str:
+    """What `corrected` answers to a learner's `n`-th message `text` (from 0): the endings
+    take turns."""
+    return f"Anoto {text.split()[-1]}. {ENDINGS[n % 2]}"
 
 
 @dataclass
@@ -266,7 +275,7 @@ def assert_forgotten_everywhere(scene: Scene, before: Kept) -> None:
     new = after.messages[len(before.messages) :]
     assert [(m.role, m.content.split("\n", 1)[0]) for m in new] == [
         (LEARNER, scene.bystander_texts[3]),
-        (PAM, f"re: {scene.bystander_texts[3]}"),
+        (PAM, reply_to(scene.bystander_texts[3], 3)),
     ]
     last = scene.bystander_texts[3]
     assert after.corrections == [
@@ -276,7 +285,7 @@ def assert_forgotten_everywhere(scene: Scene, before: Kept) -> None:
     assert after.jobs == before.jobs
     bystander_heard = scene.sender.texts_to(scene.chat_id(scene.bystander))
     assert [t.split("\n", 1)[0] for t in bystander_heard] == [
-        f"re: {t}" for t in scene.bystander_texts
+        reply_to(t, n) for n, t in enumerate(scene.bystander_texts)
     ]
 
 

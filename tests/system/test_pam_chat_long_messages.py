@@ -66,10 +66,11 @@ def long_lines(count: int = 40) -> list[str]:
 LINES = long_lines()
 
 # The profile as models write it when they follow the older, looser profile formats: lists as
-# comma-separated strings, the level with words around it.
+# comma-separated strings, the level with words around it. Its facts carry the learner's own
+# words, as the profile prompt asks (a fact no message supports is dropped).
 LOOSE_PROFILE = {
     "who": "A software engineer who lives with her partner from Valencia",
-    "interests": "hiking, cooking, films",
+    "interests": "hiking (senderismo), cooking (cocinar)",
     "misc": "job interview in Madrid next month; brother studies medicine",
     "level": "B1 (intermediate)",
     "recurring_mistakes": "subjunctive after 'quiero que'",
@@ -109,7 +110,7 @@ def test_long_messages_learn_a_loose_profile_and_fold_in_batches(
 
     # The learned profile reaches /profile ...
     shown = said[-1]
-    assert "Interests: hiking, cooking, films" in shown
+    assert "Interests: hiking (senderismo), cooking (cocinar)" in shown
     assert "A software engineer" in shown
     assert re.search(r"learned from \d+ of your messages", shown)
 
@@ -122,7 +123,7 @@ def test_long_messages_learn_a_loose_profile_and_fold_in_batches(
         if "(nothing learned yet)" not in body["messages"][0]["content"]
     ]
     assert learned, "the learned profile never reached a reply prompt"
-    assert learned[-1]["interests"] == ["hiking", "cooking", "films"]
+    assert learned[-1]["interests"] == ["hiking (senderismo)", "cooking (cocinar)"]
     assert learned[-1]["level"] == "B1"
     assert len(learned) >= 30  # learned within the first 10 messages, then in every prompt
 

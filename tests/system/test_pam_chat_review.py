@@ -35,6 +35,7 @@ CORRECTION = {
     "rule": "yo es → soy",
 }
 USES_IT = "Soy muy feliz con mi trabajo."
+REPLIES = ("¡Qué bien! ¿Y qué más?", "¡Anda! Cuéntame, ¿cómo te fue luego?")
 
 
 def answer(task: str, body: dict[str, Any], count: int) -> str:
@@ -45,7 +46,10 @@ def answer(task: str, body: dict[str, Any], count: int) -> str:
     if task == "profile":
         return json.dumps({"who": "Lena, a nurse in Berlin"})
     latest = body["messages"][-1]["content"]
-    reply: dict[str, Any] = {"reply": "¡Qué bien! ¿Y qué más?", "corrections": []}
+    said = [m.get("content") or "" for m in body["messages"][1:] if m["role"] == "assistant"]
+    # Never its previous reply again (Pam takes a repeat for no reply): the other one.
+    words = REPLIES[1] if said and said[-1].startswith(REPLIES[0]) else REPLIES[0]
+    reply: dict[str, Any] = {"reply": words, "corrections": []}
     if latest == MISTAKE:
         reply["corrections"] = [CORRECTION]
     if f"<{DUE_TAG}>" in body["messages"][0]["content"]:
