@@ -138,7 +138,10 @@ def warm() -> None:
 def warm_in_background() -> threading.Thread:
     """Start `warm` on a thread of its own (a worker starts it with its lanes, so the first
     /progress finds the renderer loaded); the thread."""
-    thread = threading.Thread(target=warm, name="pam-charts-warm", daemon=True)
+    # Not a daemon: a worker stopped while it draws would end the interpreter under
+    # matplotlib's C++ code, which aborts the process ("terminate called without an active
+    # exception", status -6); the exit waits the second or two it takes instead.
+    thread = threading.Thread(target=warm, name="pam-charts-warm", daemon=False)
     thread.start()
     return thread
 

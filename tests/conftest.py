@@ -16,7 +16,7 @@ from bot.settings import Settings
 from loopback.harness import ROOT, postgres_schema, sqlite_url
 from loopback.openai_server import OpenAIServer
 from memory import db
-from memory.models import InboxItem, OutboxItem
+from memory.models import Chart, InboxItem, OutboxItem, VoiceClip
 from memory.records import LearnerInfo
 from memory.store import Store
 from memory.tokens import TokenCounter
@@ -84,10 +84,13 @@ def engine(database_url: str) -> Iterator[Engine]:
 
 
 def empty_queues(engine: Engine) -> Engine:
-    """`engine` with the inbox and outbox emptied."""
+    """`engine` with the inbox and outbox emptied, and the charts and spoken replies they
+    send: retention prunes media by age, so another test's chart would be counted here."""
     with engine.begin() as connection:
         connection.execute(delete(OutboxItem))
         connection.execute(delete(InboxItem))
+        connection.execute(delete(Chart))
+        connection.execute(delete(VoiceClip))
     return engine
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -127,6 +128,26 @@ def test_a_worker_loads_the_chart_renderer_at_start(tmp_path: Path) -> None:
         wait_for(lambda: "chart renderer ready" in worker.tail(), 120, "the renderer to load")
         group.assert_alive()
     assert "render_ms=" not in worker.tail()  # loaded before, and without, any /progress
+
+
+@pytest.mark.slow
+def test_a_worker_stopped_while_it_loads_the_renderer_exits_cleanly(tmp_path: Path) -> None:
+    # SIGTERM while the warm-up draws inside matplotlib's C++ code: the exit waits for it,
+    # rather than ending the interpreter under it (an abort, status -6, in CI once).
+    env = service_env(
+        sqlite_url(tmp_path),
+        OPENAI_API_KEY="test",
+        OPENAI_BASE_URL="http://127.0.0.1:9/v1",
+        MPLCONFIGDIR=str(tmp_path / "matplotlib"),  # a fresh font list: a slow warm-up
+    )
+    db_upgrade(env, tmp_path)
+    with processes(tmp_path) as group:
+        worker = group.start("worker", [*PAM_CMD, "worker"], env)
+        wait_for(lambda: "worker started" in worker.tail(), 120, "the worker to start")
+        worker.popen.send_signal(signal.SIGTERM)
+        code = worker.popen.wait(timeout=120)
+    assert code == 0, worker.tail()
+    assert "terminate called" not in worker.tail()
 
 
 def test_the_web_process_never_loads_the_chart_renderer(tmp_path: Path) -> None:
