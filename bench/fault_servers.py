@@ -39,14 +39,18 @@ REPLIES = (
 )
 
 
-def reply_answer(marker: str, wrote: str = "yo es") -> str:
+def reply_answer(marker: str, wrote: str = "yo es", previous: str | None = None) -> str:
     """The fake tutor's answer to the learner's message `wrote`, which carries `marker`: it
-    echoes the marker."""
+    echoes the marker. In the other words than Pam's `previous` reply where it is given (a
+    message that got an apology instead leaves two answers in a row to one learner), else by
+    the message's number."""
     found = re.search(r"-M(\d+)$", marker)
-    number = int(found.group(1)) if found else 0
+    which = int(found.group(1)) % 2 if found else 0
+    if previous is not None:
+        which = int(REPLIES[0].split("(", 1)[0] in previous)
     corrections = [CORRECTION] if CORRECTION["original"] in wrote.lower() else []
     return json.dumps(
-        {"reply": REPLIES[number % 2].format(marker=marker), "corrections": corrections},
+        {"reply": REPLIES[which].format(marker=marker), "corrections": corrections},
         ensure_ascii=False,
     )
 
@@ -78,8 +82,12 @@ def echo_answer(task: str, body: dict[str, Any], count: int) -> str:
     if task == "reply":
         messages = body.get("messages", [])
         last = next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
+        said = next(
+            (m["content"] for m in reversed(messages) if m["role"] == "assistant" and m["content"]),
+            "",
+        )
         match = MARKER.search(last)
-        return reply_answer(match.group(0) if match else "no-marker", last)
+        return reply_answer(match.group(0) if match else "no-marker", last, said)
     if task == "summary":
         return summary_answer(body)
     return default_answer(task, body, count)

@@ -350,9 +350,14 @@ class OpenAIChatModel:
             )
         elif still_working(exc):
             advice = self.retrying.timeout_advice()
-        error = _outage(f"{type(exc).__name__}: {exc}", billed, advice)
-        if isinstance(error, Outage) and still_working(exc):
-            error.retry_after = self.retrying.timeout  # not before the server may be done
+        message = f"{type(exc).__name__}: {exc}"
+        if not still_working(exc):
+            return _outage(message, billed, advice)
+        # A timeout is not sent again at once (the server may still be working on it), so
+        # it is no sign of a model that cannot answer: the turn is tried again later, even
+        # after unusable answers, rather than apologising for a slow server.
+        error = Outage(message, billed, advice=advice)
+        error.retry_after = self.retrying.timeout  # not before the server may be done
         return error
 
     def _base_url(self) -> str:

@@ -258,6 +258,22 @@ def test_a_timeout_is_not_sent_again(server: OpenAIServer, make_model: ModelFact
     assert len(server.requests) == 1
 
 
+def test_a_timeout_after_unusable_answers_is_tried_again_later_not_apologised_for(
+    server: OpenAIServer, make_model: ModelFactory, counter: TokenCounter
+) -> None:
+    # The fault run: a garbled answer, then a server too slow to answer. The slow server is
+    # no sign of a model that cannot answer: the turn goes back to the inbox (Outage, after
+    # the timeout), carrying the unusable answer's bill.
+    server.fail_next(Fault(status=200, body=b"garbage"), Fault(status=200, delay=2.0))
+
+    with pytest.raises(Outage, match="Timeout") as caught:
+        complete(make_model(timeout=0.5, max_retries=1))
+
+    assert len(server.requests) == 2
+    assert caught.value.billed == billed_locally(counter, 1)
+    assert caught.value.retry_after == pytest.approx(0.5)
+
+
 def test_an_unreachable_server_is_an_outage_with_advice_naming_the_url(
     make_model: ModelFactory,
 ) -> None:
