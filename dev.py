@@ -7,6 +7,8 @@
                                         recall_scale, progress_chart, voice, memory,
                                         cold_start or local_model (bench/; local_model
                                         needs `--setup` once)
+    python3 dev.py docs [serve|build]   the docs site (docs/, mkdocs.yml): serve it at
+                                        http://127.0.0.1:8000, or build it into site/
     python3 dev.py lock [--upgrade]     update uv.lock to pyproject.toml (--upgrade: every
                                         pin to its newest allowed version)
     python3 dev.py <pam arguments>      any other `pam` command, e.g. `db upgrade`
@@ -129,10 +131,15 @@ def main(argv: list[str]) -> int:
             print(f"usage: python3 dev.py bench {{{','.join(benches)}}} [--help]", file=sys.stderr)
             return 2
         command = [str(PYTHON), "-m", f"bench.{argv[1]}", *argv[2:]]
+    elif argv[0] == "docs":
+        if len(argv) < 2 or argv[1] not in {"serve", "build"}:
+            print("usage: python3 dev.py docs {serve,build} [mkdocs options]", file=sys.stderr)
+            return 2
+        command = [str(PYTHON), "-m", "mkdocs", *argv[1:]]
     else:
         command = [str(BIN / "pam"), *argv]
     try:
-        in_repo = argv[0] in {"test", "bench"}
+        in_repo = argv[0] in {"test", "bench", "docs"}
         return subprocess.call(command, cwd=ROOT if in_repo else None, env=env)
     except KeyboardInterrupt:
         return 130

@@ -149,7 +149,7 @@ def count_answers(
     never = [m.marker for m in accepted if per_marker[m.marker] == 0]
     # A worker SIGKILLed after the platform accepted a reply but before its COMMIT leaves the
     # reply unrecorded, and another worker sends it again: no platform offers the idempotency
-    # key that would prevent it (README, "Delivery"). Such a duplicate's first copy arrived
+    # key that would prevent it (docs/deploy/service.md). Such a duplicate's first copy arrived
     # at most KILL_GAP seconds before a worker was killed; every other duplicate is a failure.
     in_gap, per_kill = kill_gap_duplicates(twice, deliveries, per_marker, worker_kills)
     report.twice_at_a_kill = len(in_gap)

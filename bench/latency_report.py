@@ -1,5 +1,5 @@
 """What the latency benchmark makes of a run: percentiles and sustained throughput per phase,
-the table for the README, the two targets' verdicts, the per-stage breakdown read from Pam's
+the table for the docs, the two targets' verdicts, the per-stage breakdown read from Pam's
 own log lines, the summary of a py-spy profile, and the CDF plot."""
 
 from __future__ import annotations
@@ -204,7 +204,7 @@ COLUMNS = (
 
 
 def table(results: list[ConfigResult]) -> str:
-    """The markdown table for the README."""
+    """The markdown table for the docs."""
     lines = ["| " + " | ".join(COLUMNS) + " |", "|---|" + "---:|" * (len(COLUMNS) - 1)]
     for result in results:
         stats, counts = result.latency.stats(), result.latency.counts()

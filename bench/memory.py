@@ -17,7 +17,7 @@ Resident memory is read from /proc: VmRSS (now) and VmHWM (the peak) of the work
 memory-jobs child, the gunicorn master and each gunicorn worker. Cold starts: `pam --help`,
 the web's first 200 from /healthz counted from its process start, and the first reply of a
 fresh worker to a message already waiting. Writes bench/results/memory.json and prints a
-Markdown table for the README. Linux only (/proc)."""
+Markdown table for the docs. Linux only (/proc)."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ ANSWER_TIMEOUT = 120.0  # a cold /progress or a first reply on a slow machine
 # Chat turns after which a summary fold and a profile update are due (600-token trigger, a
 # profile every 5 messages: the defaults).
 JOB_TURNS = 8
-# The budgets stated in the README. With PAM_MEMORY_PROCESS=off (the deploy files' setting,
+# The budgets in docs/benchmarks/memory.md. With PAM_MEMORY_PROCESS=off (the deploy files' setting,
 # for 512 MB machines) the worker runs its memory jobs itself and "worker + memory jobs" is
 # the worker alone; with the child process (the default elsewhere), the pair needs 1 GB.
 BUDGET_MB = {
@@ -332,7 +332,7 @@ def _sizes(sizes: dict[str, float], bold: bool = False) -> str:
 
 
 def report(found: dict[str, Any]) -> str:
-    """Markdown tables of the figures, for the README."""
+    """Markdown tables of the figures, for the docs."""
     memory = found["memory"]
     jobs = "in a child process" if found["memory_process"] == "on" else "on the worker's threads"
     lines = [

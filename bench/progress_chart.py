@@ -1,4 +1,4 @@
-"""The README's sample /progress chart, made by Pam's real code: Tom (Spanish A2, the token
+"""The docs. sample /progress chart, made by Pam's real code: Tom (Spanish A2, the token
 benchmark's learner) chats for eight weeks on the benchmark's own clock — a dozen messages on
 five days of each week, four on the others' first — and gets over his mistakes one by one
 (from week 2 on, one a fortnight: he writes them right from then on). The scripted model

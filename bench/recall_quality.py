@@ -229,7 +229,7 @@ def run_backend(url: str, tag: str) -> dict[str, Any]:
 
 
 def table(results: dict[str, dict[str, Any]]) -> str:
-    """The markdown table for the README: one row per fact type; per backend a column for the
+    """The markdown table for the docs: one row per fact type; per backend a column for the
     questions and one for their held-out phrasings."""
     columns = [(f"{backend}", found["score"]) for backend, found in results.items()] + [
         (f"{backend}, held-out", found["held_out"]["score"]) for backend, found in results.items()

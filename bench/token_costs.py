@@ -93,7 +93,7 @@ def month_costs(
 
 
 def cost_table(costs: dict[str, Any], names: dict[str, str], models: Sequence[str]) -> str:
-    """The README table: dollars per learner-month, one row per strategy and learner."""
+    """The docs table: dollars per learner-month, one row per strategy and learner."""
     header = " | ".join(f"{m} (cached / uncached)" for m in models)
     lines = [f"| strategy | learner | {header} |", "|---|---|" + "---:|" * len(models)]
     for key in STRATEGIES:

@@ -1,5 +1,5 @@
 """What the token benchmark concludes: per-strategy figures, the issue's targets, the stable
-prefix of consecutive reply prompts, and the markdown table for the README."""
+prefix of consecutive reply prompts, and the markdown table for the docs."""
 
 from __future__ import annotations
 
@@ -162,8 +162,8 @@ def targets(learner: str, pam: Series, full: Series) -> list[Target]:
 
 
 def learner_table(pam: dict[str, Series], full: dict[str, Series]) -> str:
-    """The README's per-learner table: each target's measure, LLM calls per message and
-    summary rewrites per turn, for Pam."""
+    """The per-learner table (docs/benchmarks/tokens.md): each target's measure, LLM calls per
+    message and summary rewrites per turn, for Pam."""
     turns = len(next(iter(pam.values())).prompts)
     columns = [(a, b) for a, b in ((91, 110), (291, 310)) if turns >= b]
     spans = [n for n in (100, 300) if turns >= n]
@@ -214,7 +214,7 @@ def strategy_figures(runs: dict[str, Series]) -> dict[str, Any]:
 
 
 def markdown_table(figures: dict[str, dict[str, Any]]) -> str:
-    """The README table: one row per strategy, shares of full replay in brackets."""
+    """The docs table: one row per strategy, shares of full replay in brackets."""
     full = figures["full"]
     columns: list[tuple[str, str, bool]] = [
         ("prompt_91_110", "reply prompt, turns 91–110", True),

@@ -54,7 +54,7 @@ CAPS = (100, 120, 150, 200, 300, 500)
 BATCHES = (4, 6, 8)  # messages outside the window before a fold: two, three, four turns
 QUICK_TRIGGERS, QUICK_CAPS, QUICK_BATCHES = (800, 2000), (250,), (6,)
 CURVE_TURNS = 300
-# The README's cost table: the two small models most deployments start with.
+# The cost table of docs/benchmarks/tokens.md: the two small models most deployments start with.
 COST_MODELS = ("gpt-4o-mini", "gpt-4.1-mini")
 LABELS = {lr.target: f"{lr.name} ({lr.target} {lr.level})" for lr in LEARNERS}
 

@@ -27,7 +27,7 @@ The cost part reads the tokens Pam recorded in `llm_usage` (purpose "transcripti
 audio_seconds, "speech" with speech_chars) and scales them to realistic notes (20 s and 60 s;
 the sample is ~2 s) and a realistic spoken reply, next to a text turn's tokens as the token
 benchmark measured them (bench/results/tokens.json), in dollars at list prices. Writes
-bench/results/voice.json (and voice.png) and prints Markdown tables for the README."""
+bench/results/voice.json (and voice.png) and prints Markdown tables for the docs."""
 
 from __future__ import annotations
 
@@ -569,7 +569,7 @@ def extra_time(kinds: dict[str, Any], inspect_mean: float) -> dict[str, dict[str
 
 
 def tables(result: dict[str, Any]) -> str:
-    """The Markdown tables for the README's "Voice" section."""
+    """The Markdown tables for the docs's "Voice" section."""
     kinds = result["kinds"]
     lines = [
         "| turn (loopback, Pam's own time) | p50 ms | p95 ms | extra HTTP requests | "

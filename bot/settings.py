@@ -37,6 +37,9 @@ def section(prefix: str) -> SettingsConfigDict:
         env_ignore_empty=True,
         extra="ignore",
         frozen=True,
+        # Each field's docstring is its description: the docs' configuration reference is
+        # generated from them (docs/hooks.py).
+        use_attribute_docstrings=True,
     )
 
 
@@ -46,20 +49,34 @@ class LLMSettings(BaseSettings):
     model_config = section("PAM_")
 
     api_key: str | None = Field(default=None, validation_alias="OPENAI_API_KEY")
+    """Key for OpenAI (or any value for local servers)."""
     base_url: str | None = Field(default=None, validation_alias="OPENAI_BASE_URL")
+    """Unset: OpenAI. Any OpenAI-compatible endpoint: Ollama, vLLM, LM Studio, Azure OpenAI
+    (`https://<resource>.openai.azure.com/openai/v1/`)."""
     model: str = DEFAULT_MODEL
+    """Model for replies."""
     # Seconds to wait for an answer. Long enough for a small local model on a CPU (a reply
     # there takes up to a minute); a request that times out is not sent again at once
     # (bot/llm_retries.py), and a server slower than half of it is told to the operator once.
     timeout_seconds: float = Field(default=120.0, gt=0, validation_alias="PAM_LLM_TIMEOUT")
+    """Seconds to wait for an LLM answer (the connection alone gets 10); long enough for a
+    small local model on a CPU. A timeout, or an answer slower than half of it, is logged
+    once with this advice."""
     max_retries: int = Field(default=3, ge=0, le=10, validation_alias="PAM_LLM_MAX_RETRIES")
+    """Retries (exponential backoff, honours `Retry-After` up to 60 s) on a connection never
+    made, 408, 409, 429, 500, 502 and 503 — never on a timeout or a 504, where the server
+    may still be working on the request; unusable answers are asked again apart from
+    these, 4 calls at most."""
     reply_max_tokens: int = Field(default=700, gt=0)
-    # auto: JSON schema where the provider has it, else JSON mode, else the prompt's word,
-    # learned per model from the provider's 400; any other value pins that mode.
+    """Cap on a reply's output tokens (reasoning models get room for their reasoning on top)."""
     structured_output: StructuredOutput = "auto"
-    # Sent to OpenAI's reasoning models (o-series, gpt-5*) only; "off" sends none.
+    """`auto`: a JSON schema where the provider has it, else JSON mode, else the prompt's
+    words (learned per model); or pin `json_schema`, `json_object`, `off`."""
     reasoning_effort: Effort = "low"
+    """`reasoning_effort` for OpenAI's reasoning models (o-series, `gpt-5*`) on replies:
+    `none`…`xhigh`, or `off` to send none."""
     memory_reasoning_effort: Effort = "low"
+    """The same for the summary and profile jobs."""
 
     @property
     def configured(self) -> bool:
@@ -79,8 +96,11 @@ class LimitSettings(BaseSettings):
     model_config = section("PAM_")
 
     rate_limit_per_minute: int = Field(default=20, ge=0)
+    """Learner messages answered per minute (0: no limit; `pam chat` has none)."""
     learner_daily_tokens: int = Field(default=200_000, ge=0)
+    """LLM tokens (all calls, input + output) per learner per UTC day (0: no limit)."""
     daily_tokens: int = Field(default=0, ge=0)
+    """LLM tokens for everyone together per UTC day (0: no limit)."""
 
 
 class ServiceSettings(BaseSettings):
@@ -89,18 +109,34 @@ class ServiceSettings(BaseSettings):
     model_config = section("PAM_")
 
     db_pool_size: int = Field(default=5, ge=1, le=100)
+    """Database connections per process, web, worker and memory jobs alike (plus as many
+    overflow; see "Scaling")."""
     worker_threads: int = Field(default=4, ge=1, le=64)
+    """Inbox lanes per worker: learners answered in parallel."""
     delivery_threads: int = Field(default=2, ge=1, le=32)
+    """Delivery lanes per worker."""
     poll_seconds: float = Field(default=0.25, gt=0, le=60)
+    """How often idle lanes look for new work (on Postgres, new messages also wake workers at
+    once)."""
     inbox_lease_seconds: float = Field(default=60.0, gt=0)
+    """A message whose worker died is answered by another after this long (live workers renew
+    it)."""
     delivery_lease_seconds: float = Field(default=60.0, gt=0)
+    """The same for a reply being delivered."""
     max_turn_attempts: int = Field(default=5, ge=1)
+    """A message that crashed its worker this often gets an apology instead."""
     max_send_attempts: int = Field(default=8, ge=1)
+    """Delivery attempts (exponential backoff, honouring the platform's retry-after)."""
     queue_retention_hours: float = Field(default=168.0, ge=0)
+    """Finished inbox and outbox items are deleted this long after they finished (at least
+    24; 0 keeps them)."""
     shutdown_wait_seconds: float = Field(default=60.0, ge=0)
-    # Memory jobs in a child process at a lower CPU priority (a fold never holds up a reply),
-    # or on the worker's own threads: one Python process less, for machines of 512 MB.
+    """How long a stopping worker waits, in all, for the turns and memory jobs it is running
+    (and `pam chat` for memory jobs at exit)."""
     memory_process: bool = True
+    """`on`: the memory jobs run in a child process at a lower CPU priority, so a fold never
+    holds up a reply; `off`: on the worker's own threads, one process and ~170 MB less
+    (the deploy files set it for 512 MB machines; see Measured → Memory and start-up)."""
 
     @field_validator("queue_retention_hours")
     @classmethod
@@ -123,15 +159,26 @@ class WebSettings(BaseSettings):
     model_config = section("PAM_")
 
     port: int = Field(default=8000, ge=1, le=65535, validation_alias="PORT")
+    """Port of `pam serve` (platforms set it; `pam serve --port` wins)."""
     public_url: str | None = None
+    """The public https base URL the platforms call (Twilio signs it; Telegram's default
+    webhook); also the base of `/progress` chart links (WhatsApp media, the API's
+    `image_url`)."""
     admin_token: str | None = None
+    """Enables the operator endpoints (`/admin/learners…`, `/metrics`); their bearer token."""
     # Reverse proxies in front of the web app whose X-Forwarded-* headers are trusted; unset:
     # one on Heroku and Fly (they set DYNO and FLY_APP_NAME on every process), else none.
     proxy_hops_override: int | None = Field(
         default=None, ge=0, le=10, validation_alias="PAM_PROXY_HOPS"
     )
+    """Default: `1` on Heroku and Fly, else `0`. Reverse proxies in front of the web app
+    whose `X-Forwarded-Proto`/`-For` are trusted (0: none, a client's own are ignored)."""
     heroku_dyno: str | None = Field(default=None, validation_alias="DYNO")
+    """Set by Heroku on every process, not by operators: Pam reads it to trust Heroku's router
+    (`PAM_PROXY_HOPS`)."""
     fly_app_name: str | None = Field(default=None, validation_alias="FLY_APP_NAME")
+    """Set by Fly on every machine, not by operators: Pam reads it to trust Fly's proxy
+    (`PAM_PROXY_HOPS`)."""
 
     @property
     def proxy_hops(self) -> int:
@@ -149,11 +196,14 @@ class ChartSettings(BaseSettings):
 
     model_config = section("PAM_")
 
-    # Unset: a random key Pam makes once and keeps in the database (memory/charts.py).
     link_secret: str | None = None
+    """The key chart links are signed with; unset, Pam makes a random one once and keeps it
+    in the database (`service_keys`), shared by every process."""
     chart_link_seconds: int = Field(default=86400, ge=60, le=30 * 86400)
-    # `pam chat` writes each chart here; unset: the working directory.
+    """How long a chart or voice-reply link works; charts and spoken replies older than this
+    are deleted by retention."""
     chart_dir: Path | None = None
+    """Unset: the working directory. Where `pam chat` writes `/progress` charts."""
 
 
 class VoiceSettings(BaseSettings):
@@ -162,31 +212,50 @@ class VoiceSettings(BaseSettings):
 
     model_config = section("PAM_")
 
-    # Off: a voice note gets "I can only read text for now", as before voice.
     voice_notes: bool = True
-    # Unset: the chat model's (OPENAI_BASE_URL, OPENAI_API_KEY).
+    """Voice notes are transcribed and `/voice on` speaks replies; `false`: a voice note gets
+    "I can only read text for now"."""
     audio_base_url: str | None = None
+    """Unset: the chat's `OPENAI_BASE_URL`. An OpenAI-compatible server with
+    `/audio/transcriptions` and `/audio/speech` (OpenAI, speaches, LocalAI), for chat
+    servers that have none."""
     audio_api_key: str | None = None
+    """Unset: the chat's `OPENAI_API_KEY` (only while `PAM_AUDIO_BASE_URL` is unset). The
+    audio server's key."""
     # A transcription's limit (the turn waits for it).
     audio_timeout_seconds: float = Field(default=60.0, gt=0, validation_alias="PAM_AUDIO_TIMEOUT")
+    """Seconds per transcription request (retried twice by the SDK, then the turn from the
+    inbox)."""
     # A spoken copy's limit: it is made after the text went out, so it may take a CPU speech
     # server's time (about 2 s per spoken second: 120 s speaks ~900 characters).
     speech_timeout_seconds: float = Field(
         default=120.0, gt=0, le=3600, validation_alias="PAM_SPEECH_TIMEOUT"
     )
+    """Seconds a reply's spoken copy may take (made after its text went out, once; a CPU
+    speech server needs about 2 s per spoken second)."""
     transcription_model: str = "gpt-4o-mini-transcribe"
+    """The model that transcribes voice notes (`whisper-1`, or a local server's Whisper)."""
     speech_model: str = "gpt-4o-mini-tts"
+    """The model that speaks replies after `/voice on` (`tts-1`, `kokoro`, …)."""
     speech_voice: str = "coral"
+    """The voice it speaks with."""
     # A longer or bigger note gets a friendly word instead of a transcription. OpenAI takes
     # files up to 25 MB; Telegram's Bot API downloads files up to 20 MB.
     voice_max_seconds: int = Field(default=300, ge=1, le=3600)
+    """The longest voice note Pam listens to; longer gets a friendly word."""
     voice_max_bytes: int = Field(default=10_000_000, ge=1000, le=25_000_000)
+    """The biggest voice note Pam downloads (checked before and while downloading; Telegram's
+    Bot API stops at 20 MB, OpenAI at 25 MB)."""
     # At most this much of a reply is spoken (OpenAI's speech input takes up to 4096).
     speech_max_chars: int = Field(default=1000, ge=50, le=4096)
+    """At most this much of a reply is spoken (cut after a sentence)."""
     # What audio counts toward the token budgets (PAM_LEARNER_DAILY_TOKENS, PAM_DAILY_TOKENS),
-    # by price against gpt-4o-mini's tokens: see the README's "Voice" section.
+    # by price against gpt-4o-mini's tokens: see docs/how/voice.md.
     transcription_tokens_per_second: float = Field(default=250.0, ge=0)
+    """What a second of transcribed audio counts toward the token budgets (see
+    [Voice](#voice))."""
     speech_tokens_per_char: float = Field(default=80.0, ge=0)
+    """What a spoken character counts toward the token budgets."""
 
 
 class ApiSettings(BaseSettings):
@@ -195,7 +264,9 @@ class ApiSettings(BaseSettings):
     model_config = section("PAM_API_")
 
     token: str | None = None
+    """Enables the HTTP API channel; its bearer token and reply-signing key."""
     callback_url: str | None = None
+    """Where the HTTP API channel POSTs replies."""
 
 
 class TelegramSettings(BaseSettings):
@@ -204,9 +275,13 @@ class TelegramSettings(BaseSettings):
     model_config = section("TELEGRAM_")
 
     bot_token: str | None = None
+    """The bot's token from @BotFather; enables the Telegram channel."""
     # What Telegram allows in a secret token.
     webhook_secret: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,256}$")
+    """The secret Telegram sends with each webhook call (`A-Z a-z 0-9 _ -`)."""
     api_url: str | None = None
+    """Unset: Telegram. Bot API base before the token, for a local Bot API server (e.g.
+    `http://localhost:8081/bot`)."""
 
 
 class WhatsAppSettings(BaseSettings):
@@ -215,12 +290,18 @@ class WhatsAppSettings(BaseSettings):
     model_config = section("TWILIO_")
 
     account_sid: str | None = None
+    """Your Twilio account; enable the WhatsApp channel."""
     auth_token: str | None = None
+    """Your Twilio account; enable the WhatsApp channel."""
     number: str | None = Field(default=None, validation_alias="TWILIO_WHATSAPP_NUMBER")
+    """The WhatsApp sender, e.g. `whatsapp:+14155238886`."""
     webhook_shared_key: str | None = Field(
         default=None, validation_alias="TWILIO_WEBHOOK_SHARED_KEY_SECRET"
     )
+    """The SharedKey secret Twilio signs with when the webhook has signature settings
+    (`X-Twilio-Webhooks-Signature-Settings`); else the auth token signs."""
     api_url: str | None = None
+    """Unset: Twilio. REST API base URL override (tests)."""
 
 
 class Settings(BaseSettings):
@@ -230,9 +311,11 @@ class Settings(BaseSettings):
     model_config = section("PAM_")
 
     database_url: str = Field(default="sqlite:///pam.db", validation_alias="DATABASE_URL")
-    # Unset: each process's own (WARNING for the terminal and one-off commands, INFO for the
-    # services).
+    """SQLAlchemy URL; `postgres://…` and `postgresql://…` are accepted (psycopg 3)."""
     log_level: Level | None = None
+    """Default: `WARNING` (`pam chat`), `INFO` (services). Log level (DEBUG, INFO, WARNING,
+    ERROR or CRITICAL; anything else stops the command and says so); logs never contain
+    message bodies or secrets at INFO."""
     llm: LLMSettings = Field(default_factory=LLMSettings)
     memory: MemoryConfig = Field(default_factory=MemorySettings, validate_default=True)
     limits: LimitSettings = Field(default_factory=LimitSettings)

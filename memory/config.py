@@ -20,28 +20,41 @@ class MemoryConfig(BaseModel):
     """Window size, fold trigger, batch and cap, profile cadence, job lease, memory model,
     recall, review."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
     window_messages: int = Field(default=10, ge=2)
+    """Messages always kept verbatim."""
     # Chosen from the token benchmark's cost curve (bench/results/threshold_curve.png): the
     # largest summary cap that meets the token targets, at its cheapest trigger.
     summary_trigger_tokens: int = Field(default=600, gt=0)
+    """Fold when the unfolded conversation exceeds this many tokens (and a batch lies beyond
+    the window)."""
     summary_max_tokens: int = Field(default=100, gt=0)
+    """Cap on the rolling summary."""
     # A fold waits until at least this many messages lie outside the window (6: three turns),
     # so the summary is rewritten at most once every three turns, however long the messages.
     fold_batch_messages: int = Field(default=6, ge=1)
+    """A fold waits until at least this many messages lie beyond the window: 6 is three
+    turns, so the summary is rewritten at most once every three turns."""
     profile_every: int = Field(default=5, ge=1)
+    """Learn the profile every N informative learner messages."""
     job_lease_seconds: float = Field(default=60.0, gt=0)
-    # The model of the summary and profile jobs; the settings make it the reply model's unless
-    # PAM_MEMORY_MODEL names another.
+    """A memory job whose runner died is taken over after this long (live runners renew it)."""
     memory_model: str = DEFAULT_MODEL
-    # PAM_RECALL; "auto" until the lead's measurement decides between the two paths.
+    """The model of the summary and profile jobs; unset, `PAM_MODEL`'s."""
     recall: RecallMode = "auto"
-    # All of one turn's recalled snippets together, at most (tiktoken tokens).
+    """Recall of earlier conversations: `auto` (Pam searches the learner's past when their
+    message refers to it — "do you remember", "la semana pasada", "letztes Mal", … — asks
+    about themselves — "¿dónde viven mis papás?" — or asks about a name the prompt does
+    not mention), `tool` (the model is offered a `recall` tool; where the provider takes
+    no tools, learned once per process, `auto`), `off`. `auto` is the default because it
+    measured better: see Measured → Recall."""
     recall_max_tokens: int = Field(default=150, ge=20, le=2000)
-    # PAM_REVIEW=on|off: due review items in reply prompts and /review; off, corrections are
-    # still grouped into patterns (and scheduled), so turning it on later loses nothing.
+    """Cap on all of one turn's recalled snippets together (at most 3, each dated)."""
     review: bool = True
+    """Review of the mistakes Pam corrected: due items woven into replies, and `/review`;
+    `off`: neither (corrections are still grouped into patterns and scheduled, so turning
+    it on later loses nothing)."""
     # The profile job reads at most this many new learner messages per run; older ones are
     # skipped (the watermark still passes them) so a long backlog cannot blow up one prompt.
     # A bound of the job, not an operator's knob: no variable sets it.

@@ -102,6 +102,6 @@ def log_channels(settings: Settings, role: Role, log: LineLog) -> None:
     log.info("%s", channels_line(settings, role))
     if not any(state.on for state in channel_report(settings, role) if state.name != "admin"):
         log.warning(
-            "no channel is on: nothing can reach this Pam (see README.md, Running Pam as a "
-            "service; `pam chat` needs none)"
+            "no channel is on: nothing can reach this Pam (see docs/deploy/service.md; "
+            "`pam chat` needs none)"
         )

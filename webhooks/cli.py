@@ -140,7 +140,7 @@ def reads(command: str) -> str:
     names = ", ".join(dict.fromkeys(READS[command]))
     return (
         "Reads these environment variables (a .env file in the working directory fills in "
-        f"those unset; see README.md, Configuration): {names}"
+        f"those unset; see docs/configuration.md): {names}"
     )
 
 

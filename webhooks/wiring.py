@@ -84,7 +84,7 @@ def build(
     if memory_process and submit is not None:
         raise ValueError("give either `submit` or `memory_process`, not both")
     # PAM_DB_POOL_SIZE (and as many overflow) bounds every process's connections, the
-    # worker's and its memory process's as much as the web's: the README's formula counts on it.
+    # worker's and its memory process's as much as the web's: docs/deploy/scaling.md counts on it.
     pool = settings.service.db_pool_size
     engine = engine or db.make_engine(
         settings.database_url, pool_size=pool, max_overflow=pool, replayable=replayable

@@ -2,7 +2,7 @@
 conversation is answered through the real gunicorn and `pam worker`, every process is
 measured, the JSON file holds what the run returned and the report names each process and
 budget. Tests time nothing; the bench exits 1 when a process's peak is over its budget, so the
-tiny run also holds the deploy files' setting (PAM_MEMORY_PROCESS=off) to the README's
+tiny run also holds the deploy files' setting (PAM_MEMORY_PROCESS=off) to the docs'
 budget."""
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Telegram failures, two worker SIGKILLs, a web SIGKILL and (in CI) a Postgres res
 failure column must be zero. The full 2,000-message run is `python3 dev.py bench faults`.
 
 It asserts what the design promises, no more: a worker SIGKILLed between the platform
-accepting a reply and the outbox recording it leaves that reply to be sent again (README,
+accepting a reply and the outbox recording it leaves that reply to be sent again (docs:
 "Delivery"). So each worker kill may explain one reply sent twice; a duplicate at any other
 moment, a third copy, or a second one at the same kill fails the test."""
 

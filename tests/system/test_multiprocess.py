@@ -457,7 +457,7 @@ def test_two_workers_one_killed_answer_every_message_once_in_order(
         try:
             wait_for(lambda: callback.count() >= kill_at, 60, f"{kill_at} replies")
             # Kill worker-1 mid-turn, but not in the one gap no system can close: between a
-            # platform accepting a reply and the outbox recording it (README: "Delivery").
+            # platform accepting a reply and the outbox recording it (docs: "Delivery").
             # Its receiver turns it away (503) for a moment, and every reply it did deliver
             # is first seen committed as sent.
             doomed_callback.gate.clear()

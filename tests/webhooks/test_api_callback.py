@@ -1,6 +1,6 @@
 """The HTTP API channel's callback: each reply names the request it answers, and is signed the
 Standard Webhooks way (webhook-id, webhook-timestamp, webhook-signature), checked with the
-spec's own Python library and with the README's example; a replayed callback is rejected."""
+spec's own Python library and with the docs' example; a replayed callback is rejected."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from webhooks.api.sender import ApiCallbackSender
 from webhooks.api.signing import webhook_signature
 from webhooks.app import create_app
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+API_PAGE = Path(__file__).resolve().parents[2] / "docs" / "channels" / "api.md"
 KEY = "whsec_" + base64.b64encode(API_TOKEN.encode()).decode()  # the token, as the spec spells it
 
 
@@ -64,12 +64,12 @@ def post(client: Any, request_id: str, user: str, text: str) -> None:
     assert client.post("/api/messages", json=body, headers=headers).status_code == 202
 
 
-def readme_verifier() -> Any:
-    """The `verified` function of the README's HTTP API section, as a reader would paste it."""
-    text = README.read_text()
+def docs_verifier() -> Any:
+    """The `verified` function of the docs' HTTP API page, as a reader would paste it."""
+    text = API_PAGE.read_text()
     [code] = re.findall(r"```python\n(import base64, hashlib, hmac, time\n.*?)```", text, re.S)
     scope: dict[str, Any] = {}
-    exec(compile(code, str(README), "exec"), scope)
+    exec(compile(code, str(API_PAGE), "exec"), scope)
     return scope["verified"]
 
 
@@ -90,7 +90,7 @@ def test_each_reply_names_the_request_it_answers_and_verifies(
         assert list(reply) == ["id", "in_reply_to", "user", "text"]
         assert reply["id"] == request.headers["webhook-id"] == request.headers["idempotency-key"]
         assert re.fullmatch(r"pam-\d+", reply["id"])
-        assert readme_verifier()(request.body, request.headers, API_TOKEN)
+        assert docs_verifier()(request.body, request.headers, API_TOKEN)
 
 
 def test_a_retried_reply_keeps_its_id_and_is_signed_at_its_new_time(
@@ -125,19 +125,19 @@ def test_a_replayed_or_altered_callback_is_rejected() -> None:
     }
     with pytest.raises(WebhookVerificationError, match="too old"):
         Webhook(KEY).verify(body, headers)
-    assert not readme_verifier()(body, headers, API_TOKEN)
+    assert not docs_verifier()(body, headers, API_TOKEN)
 
     now = int(time.time())
     fresh = {**headers, "webhook-timestamp": str(now)}  # a new timestamp on the old signature
     with pytest.raises(WebhookVerificationError, match="No matching signature"):
         Webhook(KEY).verify(body, fresh)
-    assert not readme_verifier()(body, fresh, API_TOKEN)
+    assert not docs_verifier()(body, fresh, API_TOKEN)
     signed_now = {
         **fresh,
         "webhook-signature": webhook_signature(API_TOKEN.encode(), "pam-7", now, body),
     }
-    assert readme_verifier()(body, signed_now, API_TOKEN)
-    assert not readme_verifier()(body.replace(b"Hola", b"Adios"), signed_now, API_TOKEN)
+    assert docs_verifier()(body, signed_now, API_TOKEN)
+    assert not docs_verifier()(body.replace(b"Hola", b"Adios"), signed_now, API_TOKEN)
 
 
 @pytest.mark.parametrize(
@@ -164,7 +164,7 @@ def test_the_readme_check_answers_false_to_forged_headers(forged: dict[str, str 
     }
     headers = {k: v for k, v in {**signed, **forged}.items() if v is not None}
 
-    assert readme_verifier()(body, headers, API_TOKEN) is (headers == signed)
+    assert docs_verifier()(body, headers, API_TOKEN) is (headers == signed)
 
 
 def test_a_reply_queued_before_the_upgrade_still_goes_out(callback: CallbackServer) -> None:

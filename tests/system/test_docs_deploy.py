@@ -1,9 +1,9 @@
-"""The README's deploy sections, followed as written: the variables its `heroku config:set` /
+"""The docs' deploy pages, followed as written: the variables their `heroku config:set` /
 `fly secrets set` lines set, the platform's release step, its web and worker processes, and
-what the README tells the operator to do on Telegram's and Twilio's side — with the loopback
-fakes standing in for the model, Telegram and Twilio. Each section must reach a first reply on
-each channel. The section's variable names and the platform's commands are read from the
-README and the deploy files, so a section that forgets a variable fails here."""
+what the page tells the operator to do on Telegram's and Twilio's side — with the loopback
+fakes standing in for the model, Telegram and Twilio. Each page must reach a first reply on
+each channel. The page's variable names and the platform's commands are read from the docs
+and the deploy files, so a page that forgets a variable fails here."""
 
 from __future__ import annotations
 
@@ -36,17 +36,14 @@ pytestmark = pytest.mark.slow
 
 START = 90.0  # seconds a process may take to start on a busy CI machine
 SECTIONS = {
-    "Deploy to Heroku": (r"heroku config:set", procfile),
-    "Deploy to Fly": (r"fly secrets set", fly),
+    "heroku": (r"heroku config:set", procfile),
+    "fly": (r"fly secrets set", fly),
 }
 
 
 def section(title: str) -> str:
-    """The README's section `title`, up to the next heading of its level or above."""
-    text = (ROOT / "README.md").read_text()
-    start = text.index(f"### {title}\n")
-    end = re.search(r"^#{2,3} ", text[start + 4 :], flags=re.MULTILINE)
-    return text[start : start + 4 + end.start()] if end else text[start:]
+    """The docs' deploy page `title` (docs/deploy/<title>.md)."""
+    return (ROOT / "docs" / "deploy" / f"{title}.md").read_text()
 
 
 def variables_set(text: str, command: str) -> set[str]:
