@@ -136,6 +136,7 @@ def main(argv: list[str]) -> int:
             print("usage: python3 dev.py docs {serve,build} [mkdocs options]", file=sys.stderr)
             return 2
         command = [str(PYTHON), "-m", "mkdocs", *argv[1:]]
+        env["NO_MKDOCS_2_WARNING"] = "1"
     else:
         command = [str(BIN / "pam"), *argv]
     try:
