@@ -130,7 +130,8 @@ def _mutagen(data: bytes) -> mutagen.FileType | None:
     """mutagen's reading of `data`, or None for no format it knows. Raises UnreadableAudio for
     what it cannot parse."""
     try:
-        return mutagen.File(io.BytesIO(data))
+        found: mutagen.FileType | None = mutagen.File(io.BytesIO(data))
+        return found
     # Hostile or broken input fails deep inside mutagen's parsers in many ways (its own errors,
     # struct.error, IndexError, ValueError...); none of them is Pam's bug, all mean unreadable.
     except Exception as exc:

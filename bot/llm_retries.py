@@ -70,7 +70,7 @@ def retry_delay(exc: openai.APIError, retries_taken: int) -> float | None:
     still be working on it)."""
     if still_working(exc):
         return None
-    backoff = min(MAX_DELAY, BASE_DELAY * 2**retries_taken) * (1 - 0.25 * random.random())
+    backoff = min(MAX_DELAY, BASE_DELAY * 2.0**retries_taken) * (1 - 0.25 * random.random())
     if isinstance(exc, openai.APIStatusError):
         headers = exc.response.headers
         if headers.get("x-should-retry") == "false":

@@ -42,10 +42,12 @@ def redact_text(text: str) -> str:
     return QUERY_IN_TEXT.sub(QUERY, SIGNED_IN_TEXT.sub(rf"\g<1>{TOKEN}", text))
 
 
-class RedactingLogger(Logger):
+class RedactingLogger(Logger):  # type: ignore[misc]  # gunicorn has no type hints
     """gunicorn's logger, whose access and error lines carry no token and no query string."""
 
-    def atoms(self, resp: Any, req: Any, environ: dict[str, Any], request_time: Any) -> dict:
+    def atoms(
+        self, resp: Any, req: Any, environ: dict[str, Any], request_time: Any
+    ) -> dict[str, Any]:
         """gunicorn's access-log atoms, with the request's target redacted in each of them."""
         atoms: dict[str, Any] = super().atoms(resp, req, environ, request_time)
         # PATH_INFO is decoded: a token hidden as /charts%2F… is still recognised.
