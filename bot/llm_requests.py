@@ -8,13 +8,11 @@ import re
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from bot.llm_errors import REFUSAL_STATUSES, ServerError, refuses
-from memory.llm import JsonSchema, Purpose, Tool
+from memory.llm import Effort, JsonSchema, Purpose, StructuredOutput, Tool
 
-StructuredOutput = Literal["auto", "json_schema", "json_object", "off"]
-Effort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "off"]
 # Best first: a schema the server enforces, then "some JSON object", then the prompt's word.
 MODES: tuple[str, ...] = ("json_schema", "json_object", "off")
 

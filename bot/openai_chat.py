@@ -29,9 +29,7 @@ from bot.llm_errors import (
 )
 from bot.llm_requests import (
     OPTIONAL,
-    Effort,
     ModelQuirks,
-    StructuredOutput,
     refuses_structured,
 )
 from bot.llm_retries import CONNECT_SECONDS, Retrying, still_working
@@ -40,12 +38,14 @@ from memory.llm import (
     Accept,
     ChatMessage,
     Completion,
+    Effort,
     JsonSchema,
     LLMError,
     Misconfigured,
     Outage,
     Purpose,
     Refused,
+    StructuredOutput,
     Tool,
     ToolsRefused,
     Unusable,

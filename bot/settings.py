@@ -13,9 +13,9 @@ from typing import Any, TypeVar
 from pydantic import AliasGenerator, BaseModel, Field, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from bot.llm_requests import Effort, StructuredOutput
 from bot.logs import Level
 from memory.config import DEFAULT_MODEL, MemoryConfig
+from memory.llm import Effort, StructuredOutput
 
 # Platforms redeliver an unacknowledged message for up to a day; finished queue items are kept
 # at least this long so that a redelivery is still recognised.
