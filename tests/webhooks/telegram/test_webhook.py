@@ -202,7 +202,9 @@ def test_an_update_for_pam_is_stored_and_answered(
         assert (item.kind, item.text) == (case.kind, case.text)
     else:
         assert (item.kind, parse_command(item.text)) == (case.kind, Command(case.command, []))
-    assert item.address == f"telegram:{me['id']}"
+    # In a group the learner is the member of that group: their private memory stays out.
+    member = f"@{chat_id}" if case.in_group else ""
+    assert item.address == f"telegram:{me['id']}{member}"
     assert item.chat_id == chat_id
     assert item.chat_id.startswith("-") == case.in_group
     assert item.display_name == me["first_name"]
