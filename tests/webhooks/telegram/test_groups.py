@@ -19,7 +19,7 @@ from bot import phrases
 from bot.runtime import Pam
 from bot.settings import Settings
 from bot.worker import Worker
-from loopback.telegram_server import USERNAME, TelegramServer
+from loopback.telegram_server import USERNAME, Failure, TelegramServer
 from memory.clock import ManualClock, utcnow
 from memory.llm import ChatMessage
 from memory.records import LEARNER
@@ -180,6 +180,20 @@ def test_commands_about_the_member_answer_in_the_group_with_a_link_to_the_privat
     ]
     assert group_reads(telegram_server, group).count("[sendPhoto]") == 0
     assert leaked(group_reads(telegram_server, group)) == []
+
+
+def test_without_the_bots_name_the_note_comes_alone(
+    client: FlaskClient, worker: Worker, telegram_server: TelegramServer
+) -> None:
+    """When Telegram cannot say the bot's username (getMe fails), the note goes out without
+    the link — and still nothing about the member."""
+    me, group = u.learner(), u.group_chat()
+    post_update(client, u.command(me, f"/profile@{USERNAME}", group))  # the web's getMe
+    telegram_server.fail_next(Failure("getMe", 500, "Internal Server Error"))
+
+    worker.drain()
+
+    assert telegram_server.sent_texts(group["id"]) == [phrases.private_only(None, None)]
 
 
 def test_the_link_into_the_private_chat_answers_the_command_there(
