@@ -114,7 +114,9 @@ def inbound_from_update(
     if message is None:  # edited_message, channel_post, my_chat_member, callback queries…
         return None
     user = message.from_user
-    if user is None or user.is_bot:
+    # Sent on behalf of a chat (a channel's post forwarded into its discussion group, an
+    # anonymous admin): `from` is a stand-in, no member to answer.
+    if user is None or user.is_bot or message.sender_chat is not None:
         return None
     # A private chat is the user's own (its id is theirs); any other is read by others.
     group = message.chat.type != "private" or message.chat.id != user.id

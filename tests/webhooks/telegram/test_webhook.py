@@ -164,6 +164,11 @@ IGNORED = {
     "group reply to someone else": lambda me, g: u.text(
         me, "¡Sí!", g, reply_to_message=u.message(u.learner("Marta"), g, text="¿Vamos?")
     ),
+    "a channel's post forwarded into its group": lambda me, g: u.automatic_forward(g),
+    # Only a user's own chat is private: another "private" chat is read as a group's.
+    "a private chat not the user's": lambda me, g: u.text(
+        me, "Hola", u.private_chat(u.learner("Marta"))
+    ),
 }
 
 
