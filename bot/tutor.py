@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 from bot import corrections, phrases
 from bot.asking import Asking
-from bot.channels import VoiceFetcher
+from bot.channels import GroupChats, VoiceFetcher
 from bot.commands import CommandAnswer, Commands, parse_command
 from bot.hearing import (
     NOT_TRANSCRIBED,
@@ -229,12 +229,15 @@ class Tutor:
         voice: VoiceNote | None = None,
         fetcher: VoiceFetcher | None = None,
         can_speak: bool = False,
+        group: GroupChats | None = None,
     ) -> Turn:
         """What to answer the learner known as `external_id` (see `handle`), storing only
         their message: the reply is the caller's to store (`Turn.reply`), and the memory jobs
         its to start. `known`: the learner with `external_id`, if the caller has just read
         them. `voice`: the voice note the message is, downloaded with `fetcher` (its
-        channel's) and transcribed; `can_speak`: the channel takes spoken replies."""
+        channel's) and transcribed; `can_speak`: the channel takes spoken replies; `group`:
+        the channel, when the message was said in a group (commands that show the learner's
+        memory are answered in private only)."""
         text = clean_text(text)
         if kind == VOICE and voice is not None and self.hearing.enabled:
             learner = known or self.store.learners.learner(external_id, display_name)
@@ -256,7 +259,7 @@ class Tutor:
         learner = known or self.store.learners.learner(external_id, display_name)
         command = parse_command(text)
         if command is not None:
-            command = replace(command, inbox_id=inbox_id)
+            command = replace(command, inbox_id=inbox_id, group=group)
             try:
                 answered = self.commands.handle(learner, command)
             except LearnerGone:

@@ -385,6 +385,14 @@ BUILDERS: list[Callable[[str], dict[str, Any]]] = [
         updates.learner(), updates.group_chat(), f"Pam {words}", "Pam"
     ),
     lambda words: updates.from_other_bot(updates.group_chat()),
+    lambda words: updates.command(
+        updates.learner(), f"/profile@{updates.USERNAME} {words}", updates.group_chat()
+    ),
+    lambda words: updates.topic_mention(
+        updates.learner(),
+        updates.topic_created(updates.learner(), updates.forum_chat()),
+        f"@{updates.USERNAME} {words}",
+    ),
 ]
 
 
