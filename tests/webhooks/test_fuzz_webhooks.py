@@ -20,6 +20,7 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
+from werkzeug.datastructures import MultiDict
 from werkzeug.test import EnvironBuilder, TestResponse
 from werkzeug.wrappers import Request
 
@@ -30,7 +31,7 @@ from memory.models import InboxItem
 from tests.support import API_TOKEN
 from tests.webhooks.telegram import updates
 from tests.webhooks.telegram.conftest import SECRET
-from tests.webhooks.whatsapp.conftest import LOCAL, new_wa_id, text_form
+from tests.webhooks.whatsapp.conftest import LOCAL, new_sid, new_wa_id, text_form
 from webhooks.telegram.route import SECRET_HEADER
 from webhooks.whatsapp.signature import SIGNATURE_HEADER
 
@@ -438,7 +439,8 @@ def test_api_mutated_messages(client: FlaskClient, engine: Engine, data: st.Data
 @fuzz
 @given(data=st.data())
 def test_whatsapp_mutated_forms(client: FlaskClient, engine: Engine, data: st.DataObject) -> None:
-    form = mutate_form(data.draw, text_form(new_wa_id(), data.draw(form_text)))
+    original = text_form(new_wa_id(), data.draw(form_text))
+    form = mutate_form(data.draw, original)
     before = rows(engine)
     response = client.post(
         WHATSAPP,
@@ -447,7 +449,14 @@ def test_whatsapp_mutated_forms(client: FlaskClient, engine: Engine, data: st.Da
         base_url=LOCAL,
     )
     no_5xx(response)
-    assert response.status_code in (200, 413), response.status_code
+    # A sid replaced by odd text is no form of Twilio's: 400.
+    sids = {form[k].strip() for k in ("MessageSid", "SmsMessageSid", "SmsSid") if k in form}
+    odd_sid = bool(sids - {"", original["MessageSid"]})
+    assert response.status_code in ((200, 400, 413) if odd_sid else (200, 413)), (
+        response.status_code
+    )
+    if response.status_code == 400:
+        assert rows(engine) == before
     if rows(engine) == before + 1:
         item = last_row(engine)
         if item.kind == "text":
@@ -541,3 +550,134 @@ def test_lone_surrogate_in_a_group_message_is_not_a_500(client: FlaskClient) -> 
         headers={SECRET_HEADER: SECRET},
     )
     assert response.status_code < 500, response.status_code
+
+
+def post_signed(client: FlaskClient, form: dict[str, str] | list[tuple[str, str]]) -> TestResponse:
+    """`form` posted to the WhatsApp webhook with Twilio's valid signature over it (a list of
+    pairs may repeat a key, as a form can)."""
+    fields = MultiDict(form)
+    signature = sign(LOCAL + WHATSAPP, fields)
+    return client.post(WHATSAPP, data=fields, headers={SIGNATURE_HEADER: signature}, base_url=LOCAL)
+
+
+def inbox_rows_from(engine: Engine, address: str) -> int:
+    with Session(engine) as session:
+        query = select(func.count()).select_from(InboxItem).where(InboxItem.address == address)
+        return int(session.scalar(query) or 0)
+
+
+def resliced(form: dict[str, str], key: str, swallowed: int) -> dict[str, str]:
+    """`form` with `key`'s value swallowing the `swallowed` pairs that follow it in the order
+    Twilio signs them (by key): the text Twilio's signature covers, URL + each key and value
+    run together, is the same, so the signature still holds."""
+    keys = sorted(form)
+    at = keys.index(key)
+    following = keys[at + 1 : at + 1 + swallowed]
+    changed = {k: v for k, v in form.items() if k not in following}
+    changed[key] = form[key] + "".join(k + form[k] for k in following)
+    return changed
+
+
+def test_a_resliced_twilio_capture_is_not_a_new_message(
+    client: FlaskClient, engine: Engine
+) -> None:
+    """Twilio's signature (twilio-python's RequestValidator.compute_signature: the URL, then
+    each key and value by key, with no separator) lets a captured form be re-sliced: the sid
+    swallows the pairs after it (`SM…` + `MessageTypetext`) and the signature still holds.
+    Pam took each re-slicing for a new message and answered it again (three answers, three
+    model calls, from one capture). The form is Twilio's for a WhatsApp text (Twilio's
+    "Twilio's request to your incoming message Webhook URL": MessageSid, SmsMessageSid and
+    SmsSid, equal)."""
+    wa_id = new_wa_id()
+    form = text_form(wa_id, "Hola, ¿qué tal?")
+    captures = [
+        resliced(form, "MessageSid", 1),  # SM… + MessageTypetext
+        resliced(form, "MessageSid", 3),  # … + NumMedia0NumSegments1
+        resliced(form, "SmsMessageSid", 1),  # SM… + SmsSidSM…
+        resliced(form, "SmsSid", 1),  # SM… + SmsStatusreceived
+        resliced(form, "From", 1),  # whatsapp:+… + MessageSidSM…: no MessageSid key left
+    ]
+    for capture in captures:
+        signature = sign(LOCAL + WHATSAPP, capture)
+        assert signature == sign(LOCAL + WHATSAPP, form)  # the same signed text
+
+    assert post_signed(client, form).status_code == 200
+    for capture in captures:
+        response = post_signed(client, capture)
+        assert response.status_code in (200, 400), response.status_code
+    assert inbox_rows_from(engine, f"whatsapp:+{wa_id}") == 1
+
+
+GOOD_SID = "SM" + "0123456789abcdef" * 2
+
+
+@pytest.mark.parametrize(
+    "sids",
+    [
+        {"MessageSid": GOOD_SID + "MessageTypetext"},
+        {"MessageSid": "SM123"},
+        {"MessageSid": "SM" + "g" * 32},
+        {"MessageSid": "MG" + "0" * 32},  # a Messaging Service's sid, not a message's
+        {"MessageSid": GOOD_SID + "0"},
+        {"MessageSid": "ＳＭ" + "0" * 32},  # full-width letters
+        {"MessageSid": "SM" + "０" * 32},  # full-width digits
+        {"MessageSid": GOOD_SID, "SmsMessageSid": "SM" + "1" * 32},  # they disagree
+        {"MessageSid": GOOD_SID, "SmsSid": "SM" + "1" * 32},
+        {"MessageSid": "x" * 5000},
+    ],
+    ids=[
+        "resliced",
+        "short",
+        "not-hex",
+        "messaging-service",
+        "long",
+        "fullwidth-prefix",
+        "fullwidth-digits",
+        "sms-message-sid-disagrees",
+        "sms-sid-disagrees",
+        "huge",
+    ],
+)
+def test_a_malformed_message_sid_is_refused_though_signed(
+    client: FlaskClient, engine: Engine, sids: dict[str, str]
+) -> None:
+    """Twilio's message sids are SM (or MM, a message with media) and 32 hex digits (Twilio's
+    "What is a SID?" glossary; the Message resource's `sid` pattern in Twilio's OpenAPI
+    spec, ^(SM|MM)[0-9a-fA-F]{32}$): any other is no form of Twilio's, however signed."""
+    form = {k: v for k, v in text_form(new_wa_id(), "Hola").items() if not k.endswith("Sid")}
+    form["AccountSid"] = ACCOUNT_SID
+    form.update(sids)
+    before = rows(engine)
+    response = post_signed(client, form)
+    assert response.status_code == 400, response.status_code
+    assert response.get_json()["error"] == "Bad Request"
+    assert rows(engine) == before
+
+
+def test_a_repeated_sid_key_with_another_value_is_refused(
+    client: FlaskClient, engine: Engine
+) -> None:
+    """A form may repeat a key (the signature covers every value): a second, other sid is
+    no message of Twilio's."""
+    form = [*text_form(new_wa_id(), "Hola").items(), ("MessageSid", new_sid())]
+    before = rows(engine)
+    assert post_signed(client, form).status_code == 400
+    assert rows(engine) == before
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [("MessageSid",), ("SmsMessageSid",), ("MessageSid", "SmsMessageSid")],
+    ids=["message-sid", "sms-message-sid", "both"],
+)
+def test_a_well_formed_sid_alone_is_enough(
+    client: FlaskClient, engine: Engine, fields: tuple[str, ...]
+) -> None:
+    sid = new_sid("MM" if "SmsMessageSid" in fields else "SM")
+    form = {k: v for k, v in text_form(new_wa_id(), "Hola").items() if not k.endswith("Sid")}
+    form.update({"AccountSid": ACCOUNT_SID} | dict.fromkeys(fields, sid))
+    before = rows(engine)
+    assert post_signed(client, form).status_code == 200
+    assert last_row(engine).platform_id == sid
+    assert post_signed(client, form).status_code == 200  # Twilio's retry: not stored again
+    assert rows(engine) == before + 1
