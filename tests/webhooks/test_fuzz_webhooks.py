@@ -681,3 +681,19 @@ def test_a_well_formed_sid_alone_is_enough(
     assert last_row(engine).platform_id == sid
     assert post_signed(client, form).status_code == 200  # Twilio's retry: not stored again
     assert rows(engine) == before + 1
+
+
+def test_a_second_api_users_msg_1_is_no_duplicate(client: FlaskClient, engine: Engine) -> None:
+    """Each front-end numbers its own users' messages: the API channel deduplicated on the
+    id alone, so a second user's `msg-1` was dropped as the first user's redelivery."""
+    auth = {"Authorization": f"Bearer {API_TOKEN}"}
+    first = {"id": "msg-1", "user": new_wa_id(), "text": "Hola"}
+    second = {"id": "msg-1", "user": new_wa_id(), "text": "Buenas"}
+    before = rows(engine)
+    assert client.post(API, json=first, headers=auth).status_code == 202
+    response = client.post(API, json=second, headers=auth)
+    assert (response.status_code, response.get_json()) == (202, {"status": "accepted"})
+    assert last_row(engine).text == "Buenas"
+    again = client.post(API, json=second, headers=auth)  # the same user's retry still is one
+    assert (again.status_code, again.get_json()) == (200, {"status": "duplicate"})
+    assert rows(engine) == before + 2
