@@ -697,3 +697,53 @@ def test_a_second_api_users_msg_1_is_no_duplicate(client: FlaskClient, engine: E
     again = client.post(API, json=second, headers=auth)  # the same user's retry still is one
     assert (again.status_code, again.get_json()) == (200, {"status": "duplicate"})
     assert rows(engine) == before + 2
+
+
+def surrogate_in(field: str) -> dict[str, Any]:
+    """A private-chat update from a new learner with a lone surrogate in `field`."""
+    user = updates.learner()
+    if field in ("file_id", "mime_type"):
+        update = updates.voice(user)
+        update["message"]["voice"][field] = "Aw\ud83dAC"
+    elif field.startswith("chat."):
+        update = updates.text(user, "Hola")
+        update["message"]["chat"][field.removeprefix("chat.")] = "\udc00Lena"
+    else:
+        update = updates.text(user, "Hola")
+        update["message"]["from"][field] = "Lena \ud83d"
+    return update
+
+
+@pytest.mark.parametrize(
+    "field",
+    [
+        "first_name",
+        "last_name",
+        "username",
+        "chat.first_name",
+        "chat.username",
+        "file_id",
+        "mime_type",
+    ],
+)
+def test_a_lone_surrogate_in_a_telegram_field_is_stored_safely(
+    client: FlaskClient, engine: Engine, field: str
+) -> None:
+    """A lone surrogate (legal JSON as an escape; never valid text) in the sender's first name
+    made storing the message fail: a 500, which Telegram redelivers. Every field Pam keeps
+    (the name, a voice note's file id and type) is stored with U+FFFD in its place."""
+    update = surrogate_in(field)
+    response = client.post(
+        TELEGRAM,
+        data=json.dumps(update),  # ensure_ascii: the surrogate travels as an escape
+        content_type="application/json",
+        headers={SECRET_HEADER: SECRET},
+    )
+    assert (response.status_code, response.get_json()) == (200, {"status": "accepted"})
+    item = last_row(engine)
+    assert item.address == f"telegram:{update['message']['from']['id']}"
+    stored = [item.display_name or "", item.text, item.voice or "", item.chat_id]
+    assert not any(has_surrogate(value) for value in stored)
+    assert "\\ud" not in (item.voice or "")  # nor as an escape in the note's JSON
+    if field == "first_name":
+        assert item.display_name == "Lena \ufffd"
