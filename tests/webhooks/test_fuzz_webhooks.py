@@ -28,6 +28,7 @@ from bot.settings import Settings
 from loopback.telegram_server import TOKEN, TelegramServer
 from loopback.twilio_server import ACCOUNT_SID, AUTH_TOKEN, NUMBER, sign
 from memory.models import InboxItem
+from memory.store import Store
 from tests.support import API_TOKEN
 from tests.webhooks.telegram import updates
 from tests.webhooks.telegram.conftest import SECRET
@@ -40,6 +41,7 @@ pytestmark = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 TELEGRAM = "/telegram/webhook"
 WHATSAPP = "/whatsapp/webhook"
 API = "/api/messages"
+ADMIN_TOKEN = "fuzz-admin-token-8c1e"
 
 fuzz = hypothesis_settings(
     max_examples=50,
@@ -58,6 +60,7 @@ def app_settings(settings: Settings, telegram_server: TelegramServer) -> Setting
     Bot API for Pam's username)."""
     return settings.replace(
         api={"token": API_TOKEN},
+        web={"admin_token": ADMIN_TOKEN},
         telegram={
             "bot_token": TOKEN,
             "webhook_secret": SECRET,
@@ -747,3 +750,26 @@ def test_a_lone_surrogate_in_a_telegram_field_is_stored_safely(
     assert "\\ud" not in (item.voice or "")  # nor as an escape in the note's JSON
     if field == "first_name":
         assert item.display_name == "Lena \ufffd"
+
+
+@pytest.mark.parametrize(
+    "ref",
+    [str(2**63), str(2**64 + 1), "-1", "1e3", "0x10", "９", "１２", "1.0", "٣", "²", "9" * 400],
+)
+def test_a_malformed_admin_learner_id_is_a_4xx(
+    client: FlaskClient, engine: Engine, ref: str
+) -> None:
+    """An id past 2^63 gave a 500 (the database's integer overflows); none of these names a
+    learner, and each is answered 400 or 404 on every route that takes one."""
+    Store(engine).learners.learner(f"telegram:{new_wa_id()}")  # someone to not find
+    auth = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    for method, path in [
+        ("get", f"/admin/learners/{ref}"),
+        ("get", f"/admin/learners/{ref}/memory"),
+        ("get", f"/admin/learners/{ref}/recall?q=hola"),
+        ("post", f"/admin/learners/{ref}/forget"),
+        ("get", f"/admin/learners?after={ref}"),
+        ("get", f"/admin/learners?limit={ref}"),
+    ]:
+        response = client.open(path, method=method.upper(), headers=auth)
+        assert response.status_code in (400, 404), (path, response.status_code)
