@@ -7,6 +7,7 @@ reported under the variable's name."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -20,6 +21,16 @@ from memory.config import DEFAULT_MODEL, MemoryConfig
 # Platforms redeliver an unacknowledged message for up to a day; finished queue items are kept
 # at least this long so that a redelivery is still recognised.
 MIN_QUEUE_RETENTION_HOURS = 24
+
+# The shortest secret Pam takes where it checks one (a bearer token, a webhook's secret, a
+# signing key): shorter is guessable. `openssl rand -hex 32`, which the README suggests, and
+# Heroku's generated secrets give 64 characters.
+MIN_SECRET_CHARS = 16
+# Twilio's auth tokens are 32 hex digits.
+TWILIO_AUTH_TOKEN_CHARS = 32
+# A Telegram bot token: the bot's numeric id, ":" and the secret part, 35 characters of
+# A-Z a-z 0-9 _ - in BotFather's tokens (30 here, to spare any shorter real one).
+_TELEGRAM_BOT_TOKEN = re.compile(r"[0-9]+:[A-Za-z0-9_-]{30,}")
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -37,7 +48,25 @@ def section(prefix: str) -> SettingsConfigDict:
         env_ignore_empty=True,
         extra="ignore",
         frozen=True,
+        # A refused value is never repeated in the error (it may be a secret).
+        hide_input_in_errors=True,
     )
+
+
+def variable_of(model: type[BaseModel], info: ValidationInfo) -> str:
+    """The environment variable of the field being validated."""
+    assert info.field_name is not None
+    return str(model.model_fields[info.field_name].validation_alias)
+
+
+def long_enough(variable: str, secret: str | None, minimum: int = MIN_SECRET_CHARS) -> str | None:
+    """`secret`, unless it is too short to be one (never said: only its variable)."""
+    if secret and len(secret) < minimum:
+        raise ValueError(
+            f"{variable} is too short to be a secret: it must be at least {minimum} "
+            "characters (make one with `openssl rand -hex 32`)"
+        )
+    return secret
 
 
 class LLMSettings(BaseSettings):
@@ -133,6 +162,11 @@ class WebSettings(BaseSettings):
     heroku_dyno: str | None = Field(default=None, validation_alias="DYNO")
     fly_app_name: str | None = Field(default=None, validation_alias="FLY_APP_NAME")
 
+    @field_validator("admin_token")
+    @classmethod
+    def _a_secret(cls, token: str | None, info: ValidationInfo) -> str | None:
+        return long_enough(variable_of(cls, info), token)
+
     @property
     def proxy_hops(self) -> int:
         """How many proxies' X-Forwarded-* headers to trust: `PAM_PROXY_HOPS`, else 1 on
@@ -154,6 +188,11 @@ class ChartSettings(BaseSettings):
     chart_link_seconds: int = Field(default=86400, ge=60, le=30 * 86400)
     # `pam chat` writes each chart here; unset: the working directory.
     chart_dir: Path | None = None
+
+    @field_validator("link_secret")
+    @classmethod
+    def _a_secret(cls, secret: str | None, info: ValidationInfo) -> str | None:
+        return long_enough(variable_of(cls, info), secret)
 
 
 class VoiceSettings(BaseSettings):
@@ -197,6 +236,11 @@ class ApiSettings(BaseSettings):
     token: str | None = None
     callback_url: str | None = None
 
+    @field_validator("token")
+    @classmethod
+    def _a_secret(cls, token: str | None, info: ValidationInfo) -> str | None:
+        return long_enough(variable_of(cls, info), token)
+
 
 class TelegramSettings(BaseSettings):
     """The Telegram channel."""
@@ -207,6 +251,21 @@ class TelegramSettings(BaseSettings):
     # What Telegram allows in a secret token.
     webhook_secret: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,256}$")
     api_url: str | None = None
+
+    @field_validator("bot_token")
+    @classmethod
+    def _botfathers_shape(cls, token: str | None) -> str | None:
+        if token and not _TELEGRAM_BOT_TOKEN.fullmatch(token):
+            raise ValueError(
+                "TELEGRAM_BOT_TOKEN is not a token from @BotFather: the bot's id, a colon and "
+                "its secret of 35 letters, digits, _ or - (123456789:AAH…)"
+            )
+        return token
+
+    @field_validator("webhook_secret")
+    @classmethod
+    def _a_secret(cls, secret: str | None, info: ValidationInfo) -> str | None:
+        return long_enough(variable_of(cls, info), secret)
 
 
 class WhatsAppSettings(BaseSettings):
@@ -221,6 +280,21 @@ class WhatsAppSettings(BaseSettings):
         default=None, validation_alias="TWILIO_WEBHOOK_SHARED_KEY_SECRET"
     )
     api_url: str | None = None
+
+    @field_validator("auth_token")
+    @classmethod
+    def _twilios_shape(cls, token: str | None) -> str | None:
+        if token and len(token) < TWILIO_AUTH_TOKEN_CHARS:
+            raise ValueError(
+                f"TWILIO_AUTH_TOKEN is too short: Twilio's auth tokens are "
+                f"{TWILIO_AUTH_TOKEN_CHARS} characters (the Twilio Console's Account Info)"
+            )
+        return token
+
+    @field_validator("webhook_shared_key")
+    @classmethod
+    def _a_secret(cls, secret: str | None, info: ValidationInfo) -> str | None:
+        return long_enough(variable_of(cls, info), secret)
 
 
 class Settings(BaseSettings):

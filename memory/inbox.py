@@ -2,15 +2,32 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import timedelta
 
 from sqlalchemy.exc import IntegrityError
 
 from memory.claims import Claim, Finishing
-from memory.messages import Inbound
+from memory.messages import Inbound, VoiceNote
 from memory.models import InboxItem
 from memory.queue import Queue
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _storable(text: str) -> str:
+    """`text` with each lone surrogate replaced by U+FFFD (no valid Python text from UTF-8
+    holds one; JSON's escapes can)."""
+    return _SURROGATE.sub("\ufffd", text)
+
+
+def _storable_voice(voice: VoiceNote) -> VoiceNote:
+    content_type = _storable(voice.content_type) if voice.content_type is not None else None
+    return replace(
+        voice, ref=_storable(voice.ref), content_type=content_type, source=_storable(voice.source)
+    )
 
 
 class Inbox(Queue):
@@ -22,17 +39,19 @@ class Inbox(Queue):
         """Persist an inbound message (and wake the workers, where the database can). False
         if this channel delivered it before."""
         # Postgres cannot store NUL in text; no learner means one, so it goes here, for every
-        # channel at once.
+        # channel at once. Neither database can store a lone surrogate (half of a UTF-16 pair,
+        # legal in JSON as an escape): it becomes U+FFFD, in every field.
         display_name = message.display_name.replace("\x00", "") if message.display_name else None
+        voice = message.voice
         row = {
             "channel": message.channel,
-            "platform_id": message.platform_id,
-            "address": message.address,
-            "chat_id": message.chat_id,
-            "display_name": display_name,
-            "text": message.text.replace("\x00", ""),
+            "platform_id": _storable(message.platform_id),
+            "address": _storable(message.address),
+            "chat_id": _storable(message.chat_id),
+            "display_name": _storable(display_name) if display_name else None,
+            "text": _storable(message.text.replace("\x00", "")),
             "kind": message.kind,
-            "voice": message.voice.to_json() if message.voice is not None else None,
+            "voice": _storable_voice(voice).to_json() if voice is not None else None,
         }
         try:
             self.backend.accept(row, self.clock())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import threading
 from collections import Counter
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -16,6 +17,7 @@ from memory import db
 from memory.claims import CLAIMED, DONE, FAILED, PENDING, SENT, Claim
 from memory.clock import ManualClock, utcnow
 from memory.inbox import Inbox
+from memory.messages import VoiceNote
 from memory.models import InboxItem, OutboxItem
 from memory.outbox import Outbox
 from memory.store import Store
@@ -80,6 +82,35 @@ def test_accept_persists_and_recognises_a_redelivery(engine: Engine) -> None:
         0,
     )
     assert inbox.counts() == {PENDING: 2}
+
+
+def test_lone_surrogates_are_stored_as_replacement_characters(engine: Engine) -> None:
+    """JSON's escapes can carry half of a UTF-16 pair, which neither database can store (nor
+    UTF-8 encode): each becomes U+FFFD, in every field, a voice note's included, so the
+    message is kept and the webhook answers 2xx instead of a 500 the platform redelivers."""
+    inbox = Inbox(engine, LONG_LEASE)
+    user = unique_user()
+    note = VoiceNote(ref="AwAC\ud83d", content_type="audio/\udc00ogg", seconds=3.0)
+    message = replace(
+        inbound(user, "hola \ud83d", pid="m-\udc00"),
+        chat_id="chat-\ud800",
+        display_name="Lena \ud83d",
+        kind="voice",
+        voice=note,
+    )
+    assert inbox.accept(message)
+    assert not inbox.accept(message)  # a redelivery is still recognised
+
+    [row] = queue_items(engine, InboxItem, InboxItem.address == user)
+    assert (row.platform_id, row.chat_id, row.display_name, row.text) == (
+        "m-\ufffd",
+        "chat-\ufffd",
+        "Lena \ufffd",
+        "hola \ufffd",
+    )
+    assert VoiceNote.from_json(row.voice) == replace(
+        note, ref="AwAC\ufffd", content_type="audio/\ufffdogg"
+    )
 
 
 # -- order per address ------------------------------------------------------------------------

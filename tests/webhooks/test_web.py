@@ -299,7 +299,7 @@ def test_a_valid_message_is_persisted_once_and_acknowledged(
     item = items[0]
     assert (item.channel, item.platform_id, item.address, item.chat_id) == (
         "api",
-        body["id"],
+        f"{user}\x1f{body['id']}",  # deduplicated per user and id
         f"api:{user}",
         f"{user}\x1f{body['id']}",  # the reply names the request it answers
     )
