@@ -12,6 +12,7 @@ started it (as `download_cap` does)."""
 
 from __future__ import annotations
 
+import functools
 import ssl
 import time
 import typing
@@ -138,17 +139,25 @@ class _Backend(httpcore.NetworkBackend):
         self._backend.sleep(seconds)
 
 
+@functools.cache
+def _ssl_context() -> ssl.SSLContext:
+    """httpx's default TLS context, made once (loading the CA bundle costs ~25 ms of CPU; a
+    Twilio fetch builds a transport each time). Contexts are safe to share between threads."""
+    return httpx.create_ssl_context()
+
+
 class DeadlineTransport(httpx.HTTPTransport):
     """httpx's own transport (its defaults: TLS from the environment, httpx's pool limits)
     over sockets that keep the deadline. Outside a `deadline` block it behaves as httpx's."""
 
     def __init__(self) -> None:
-        super().__init__()
+        context = _ssl_context()
+        super().__init__(verify=context)
         # httpx takes no network backend of its own; its pool (an httpcore ConnectionPool,
         # as HTTPTransport builds it without a proxy) does. uv.lock pins httpx, and the
         # trickling-server tests fail should this stop taking effect.
         self._pool = httpcore.ConnectionPool(
-            ssl_context=httpx.create_ssl_context(),
+            ssl_context=context,
             max_connections=100,
             max_keepalive_connections=20,
             keepalive_expiry=5.0,
