@@ -220,6 +220,11 @@ class VoiceSettings(BaseSettings):
     # files up to 25 MB; Telegram's Bot API downloads files up to 20 MB.
     voice_max_seconds: int = Field(default=300, ge=1, le=3600)
     voice_max_bytes: int = Field(default=10_000_000, ge=1000, le=25_000_000)
+    # Seconds a note's whole download may take (each read has its own timeout as well): a
+    # server that trickles the bytes cannot hold a lane longer.
+    media_deadline_seconds: float = Field(
+        default=30.0, gt=0, le=600, validation_alias="PAM_MEDIA_DEADLINE"
+    )
     # At most this much of a reply is spoken (OpenAI's speech input takes up to 4096).
     speech_max_chars: int = Field(default=1000, ge=50, le=4096)
     # What audio counts toward the token budgets (PAM_LEARNER_DAILY_TOKENS, PAM_DAILY_TOKENS),
@@ -251,6 +256,19 @@ class TelegramSettings(BaseSettings):
     # What Telegram allows in a secret token.
     webhook_secret: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,256}$")
     api_url: str | None = None
+    # The operator's own Bot API server in --local mode: the directory holding its files, as
+    # Pam sees it. Only files under it are read from disk, and only with api_url set.
+    local_files_dir: Path | None = None
+
+    @field_validator("local_files_dir")
+    @classmethod
+    def _local_files_of_our_own_server(cls, path: Path | None, info: ValidationInfo) -> Path | None:
+        if path is not None and not info.data.get("api_url"):
+            raise ValueError(
+                "it is the files directory of your own Bot API server in --local mode: set "
+                "TELEGRAM_API_URL to that server too (Telegram's own names no local files)"
+            )
+        return path
 
     @field_validator("bot_token")
     @classmethod

@@ -106,7 +106,9 @@ INBOUND = (
     "DYNO",
     "FLY_APP_NAME",
 )
-WORKER = (*DATABASE, *LLM, *MEMORY, *RECALL, *VOICE, *LIMITS, *LANES, *SENDERS)
+# Voice notes' downloads, by the worker: their deadline, a local Bot API server's files.
+DOWNLOADS = ("PAM_MEDIA_DEADLINE", "TELEGRAM_LOCAL_FILES_DIR")
+WORKER = (*DATABASE, *LLM, *MEMORY, *RECALL, *VOICE, *DOWNLOADS, *LIMITS, *LANES, *SENDERS)
 # Keyed by each command's path after `pam`.
 READS: dict[str, tuple[str, ...]] = {
     "chat": (

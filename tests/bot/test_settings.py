@@ -127,6 +127,8 @@ def test_settings_are_frozen() -> None:
         ("PAM_REPLY_MAX_TOKENS", "1.5"),
         ("PAM_JOB_LEASE_SECONDS", "0"),
         ("PAM_SHUTDOWN_WAIT_SECONDS", "-1"),
+        ("PAM_MEDIA_DEADLINE", "0"),
+        ("TELEGRAM_LOCAL_FILES_DIR", "/var/lib/telegram-bot-api"),  # without TELEGRAM_API_URL
     ],
 )
 def test_invalid_values_raise(monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> None:
@@ -192,6 +194,12 @@ EVERY_VARIABLE = [
         "telegram.api_url",
         "http://localhost:8081/bot",
     ),
+    (
+        "TELEGRAM_LOCAL_FILES_DIR",
+        "/var/lib/telegram-bot-api",
+        "telegram.local_files_dir",
+        Path("/var/lib/telegram-bot-api"),
+    ),
     ("TWILIO_ACCOUNT_SID", "AC123", "whatsapp.account_sid", "AC123"),
     ("TWILIO_AUTH_TOKEN", "0123456789abcdef" * 2, "whatsapp.auth_token", "0123456789abcdef" * 2),
     ("TWILIO_WHATSAPP_NUMBER", "whatsapp:+1415", "whatsapp.number", "whatsapp:+1415"),
@@ -223,6 +231,7 @@ EVERY_VARIABLE = [
     ("PAM_SPEECH_VOICE", "nova", "voice.speech_voice", "nova"),
     ("PAM_VOICE_MAX_SECONDS", "120", "voice.voice_max_seconds", 120),
     ("PAM_VOICE_MAX_BYTES", "5000000", "voice.voice_max_bytes", 5_000_000),
+    ("PAM_MEDIA_DEADLINE", "12.5", "voice.media_deadline_seconds", 12.5),
     ("PAM_SPEECH_MAX_CHARS", "600", "voice.speech_max_chars", 600),
     ("PAM_TRANSCRIPTION_TOKENS_PER_SECOND", "100", "voice.transcription_tokens_per_second", 100.0),
     ("PAM_SPEECH_TOKENS_PER_CHAR", "40", "voice.speech_tokens_per_char", 40.0),
@@ -253,10 +262,16 @@ def test_the_table_here_is_every_variable_of_the_readme_and_of_the_settings() ->
     assert set(env_names()) == set(names)
 
 
+# What a variable is valid only with.
+NEEDS = {"TELEGRAM_LOCAL_FILES_DIR": {"TELEGRAM_API_URL": "http://localhost:8081/bot"}}
+
+
 @pytest.mark.parametrize(("name", "value", "path", "expected"), EVERY_VARIABLE)
 def test_every_variable_operators_set_is_still_read(
     monkeypatch: pytest.MonkeyPatch, name: str, value: str, path: str, expected: object
 ) -> None:
+    for needed, given in NEEDS.get(name, {}).items():
+        monkeypatch.setenv(needed, given)
     monkeypatch.setenv(name, value)
     settings = Settings()
     assert operator.attrgetter(path)(settings) == expected

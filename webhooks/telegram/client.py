@@ -5,12 +5,14 @@ polling."""
 from __future__ import annotations
 
 import logging
+import os
 import re
 import warnings
+from pathlib import Path
 from typing import Any
 
 from webhooks.telegram.address import in_group
-from webhooks.telegram.media import VoiceDownloads
+from webhooks.telegram.media import DEFAULT_MEDIA_DEADLINE, VoiceDownloads
 from webhooks.telegram.sender import TelegramSender
 from webhooks.telegram.status import WebhookState
 
@@ -45,8 +47,22 @@ class TelegramClient(TelegramSender, VoiceDownloads):
     what the web app (the bot's identity), `pam telegram` (the webhook) and polling ask of
     the Bot API."""
 
-    def __init__(self, token: str, base_url: str | None = None, timeout: float = 15.0) -> None:
+    def __init__(
+        self,
+        token: str,
+        base_url: str | None = None,
+        timeout: float = 15.0,
+        *,
+        local_files: Path | None = None,
+        media_deadline: float = DEFAULT_MEDIA_DEADLINE,
+    ) -> None:
+        if local_files is not None and base_url is None:
+            # Telegram's own Bot API never names a file on this disk; only the operator's own
+            # server (TELEGRAM_API_URL) in --local mode does.
+            raise ValueError("TELEGRAM_LOCAL_FILES_DIR is for a server set in TELEGRAM_API_URL")
         super().__init__(token, base_url, timeout)
+        self.local_files = Path(os.path.realpath(local_files)) if local_files else None
+        self.media_deadline = media_deadline
         self._username: str | None = None
 
     def username(self) -> str:
