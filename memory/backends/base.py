@@ -120,7 +120,7 @@ class Backend(ABC):
 
     # Whether what /forget erased stays in the database's files until Pam clears them
     # (`clear_files`): SQLite's write-ahead log. Postgres deletes logically; VACUUM reuses
-    # the space in its own time (README, "Forgetting on Postgres").
+    # the space in its own time (README, "Forgetting").
     clears_files = False
 
     def clear_files(self, wait_seconds: float) -> bool:
