@@ -3,8 +3,9 @@ delivery lanes (bot/lanes.py: threads that drain their queue, then wait for a wa
 next poll) run `Answering` (bot/answering.py) and `Delivery` (bot/delivery.py), and as many
 speech lanes as delivery lanes speak replies after their text went out (bot/speaking.py); the memory
 jobs run in its memory process (bot/memory_process.py). Each worker also prunes finished
-queue items past the retention window (bot/retention.py). Any number of workers share one
-database."""
+queue items past the retention window (bot/retention.py) and, on SQLite, clears what /forget
+erased from the database's files once its confirmation is out (bot/scrubbing.py). Any number
+of workers share one database."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from bot.delivery import Delivery
 from bot.lanes import Lanes
 from bot.retention import Retention
 from bot.runtime import Pam
+from bot.scrubbing import Scrubbing
 from bot.speaking import Voicing
 from memory.backends import backend_for
 from memory.heartbeat import Heartbeats
@@ -52,6 +54,10 @@ class Worker:
             clips=pam.store.voice_clips,
             chart_seconds=settings.charts.chart_link_seconds,
         )
+        # SQLite keeps erased rows in its files until a checkpoint: /forget's scrubs.
+        self.scrubbing = None
+        if backend_for(pam.engine).clears_files:
+            self.scrubbing = Scrubbing(pam.store.scrubs)
         # Claims stay live while a turn or a send runs, however slow.
         leases = Heartbeats("pam-leases")
         self.delivery = Delivery(
@@ -104,10 +110,13 @@ class Worker:
         return self.voicing is not None and self.voicing.next()
 
     def drain(self) -> int:
-        """Answer, deliver and speak until the queues are empty right now (tests, `pam serve`)."""
+        """Answer, deliver and speak until the queues are empty right now, then run the
+        scrubs /forget left ready (tests, `pam serve`)."""
         done = 0
         while self.answer_next() or self.deliver_next() or self.speak_next():
             done += 1
+        if self.scrubbing is not None:
+            self.scrubbing.step()
         return done
 
     def start(self, inbox_lanes: int, delivery_lanes: int) -> None:
@@ -123,6 +132,8 @@ class Worker:
             self._speech_lanes = Lanes("speech", delivery_lanes, self.speak_next, poll)
             self._speech_lanes.start()
         self.retention.start()
+        if self.scrubbing is not None:
+            self.scrubbing.start()
         # This process's counts, copied to the database for the web app's /metrics.
         self._metrics = Snapshotter(Snapshots(self.pam.engine, self.pam.clock), "worker").start()
         # Where the database can say so (Postgres), web processes notify new messages.
@@ -150,6 +161,8 @@ class Worker:
         for them; True if they all finished (a lane still inside a turn is left to end with
         the process: its claim lapses with its lease and the item is taken up again)."""
         self.retention.stop()
+        if self.scrubbing is not None:
+            self.scrubbing.stop()
         if self._listener is not None:
             self._listener.stop()
         deadline = time.monotonic() + wait_seconds
@@ -158,8 +171,9 @@ class Worker:
             for lanes in (self._inbox_lanes, self._delivery_lanes, self._speech_lanes)
             if lanes is not None
         )
-        # Pruning ends after the round it may be in.
-        return self.retention.join(deadline) and stopped
+        # Pruning and scrubbing end after the round they may be in.
+        scrubbed = self.scrubbing is None or self.scrubbing.join(deadline)
+        return self.retention.join(deadline) and scrubbed and stopped
 
     def close_senders(self) -> None:
         """Close senders that hold connections or threads (after the lanes stopped), and copy

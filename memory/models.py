@@ -502,3 +502,19 @@ class MetricSnapshot(Base):
     role: Mapped[str] = mapped_column(String(20))  # "worker", "memory-jobs", "retired", …
     samples: Mapped[str] = mapped_column(Text)  # JSON: family → type, help, samples
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
+
+
+class Scrub(Base):
+    """A /forget whose erased rows may still lie in the database's files: on SQLite in the
+    write-ahead log and in the pages a checkpoint has not copied back yet, until a checkpoint
+    truncates the log (memory/scrubs.py). It names nobody: `inbox_id` is the /forget message,
+    whose own rows (it, its confirmation) must be unlinked first; None for the operator's."""
+
+    __tablename__ = "scrubs"
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    inbox_id: Mapped[int | None] = mapped_column(Id)
+    requested_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    tried_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    last_error: Mapped[str | None] = mapped_column(String(300))

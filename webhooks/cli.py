@@ -205,6 +205,7 @@ def chat(user: str) -> None:
     assert pam.scheduler is not None
     pam.scheduler.start()
     pam.runner.recover()
+    pam.store.scrubs.run()  # a /forget's scrub a reader kept an earlier chat from finishing
     if hasattr(sys.stdin, "reconfigure"):
         sys.stdin.reconfigure(errors="replace")
     try:

@@ -114,8 +114,20 @@ class Backend(ABC):
 
     @abstractmethod
     def after_forget(self, *, indexed: bool) -> None:
-        """Whatever the database needs so that what /forget erased is gone from its files;
-        `indexed`: whether the learner had anything in the recall index."""
+        """Whatever the database needs, once /forget's rows are deleted, so that no live
+        structure keeps what they held; `indexed`: whether the learner had anything in the
+        recall index. The files are cleared afterwards, by `clear_files`."""
+
+    # Whether what /forget erased stays in the database's files until Pam clears them
+    # (`clear_files`): SQLite's write-ahead log. Postgres deletes logically; VACUUM reuses
+    # the space in its own time (README, "Forgetting").
+    clears_files = False
+
+    def clear_files(self, wait_seconds: float) -> bool:
+        """Clear erased rows' bytes from the database's files, waiting at most `wait_seconds`
+        for other connections; True if that completed (nothing to do where `clears_files`
+        is False)."""
+        return True
 
     @abstractmethod
     def inbox_listener(self, wake: Callable[[], None]) -> InboxListener | None:

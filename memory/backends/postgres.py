@@ -425,7 +425,9 @@ class PostgresBackend(Backend):
         return list(connection.execute(search, values))
 
     def after_forget(self, *, indexed: bool) -> None:
-        """Nothing: the checkpoint that empties the write-ahead log is SQLite's."""
+        """Nothing: the deleted rows are gone from every index at once. Their bytes stay in
+        the table's and the write-ahead log's files until VACUUM reuses the space and the
+        segments are recycled (README, "Forgetting")."""
 
     def inbox_listener(self, wake: Callable[[], None]) -> InboxListener | None:
         """A LISTEN on the channel every stored message notifies (see `accept`)."""
