@@ -438,7 +438,6 @@ class InboxItem(QueueItem, Base):
     __tablename__ = "inbox"
     __table_args__ = (
         UniqueConstraint("channel", "platform_id"),
-        Index("ix_inbox_status_id", "status", "id"),
         Index("ix_inbox_address_id", "address", "id"),
         *unfinished_indexes("inbox"),
         {"sqlite_autoincrement": True},
@@ -464,7 +463,6 @@ class OutboxItem(QueueItem, Base):
     __tablename__ = "outbox"
     __table_args__ = (
         UniqueConstraint("inbox_id", "seq"),
-        Index("ix_outbox_status_id", "status", "id"),
         Index("ix_outbox_address_id", "address", "id"),
         *unfinished_indexes("outbox"),
         {"sqlite_autoincrement": True},

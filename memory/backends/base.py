@@ -38,6 +38,10 @@ class Backend(ABC):
     """One database's way of running the statements that differ between databases, on
     `engine`."""
 
+    # Whether the database has one write lock for all (SQLite): a statement that may write,
+    # a claim, holds up every other writer while it runs, even when it finds nothing.
+    one_writer = False
+
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.single = db.autocommit(engine)  # for work of one statement

@@ -65,6 +65,8 @@ def recall_match(learner_id: int, found: Sequence[str], language: str | None) ->
 class SqliteBackend(Backend):
     """SQLite's way: one writer at a time, so a claim's compare-and-set needs no row lock."""
 
+    one_writer = True
+
     def lock_next(self, query: Any, table: Any) -> Any:
         """SQLite has no SKIP LOCKED: the claim's compare-and-set keeps claims apart."""
         return query
