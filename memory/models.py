@@ -81,6 +81,9 @@ class Learner(Base):
     # /voice on: Pam's replies come as speech too (the chat part; corrections stay text).
     voice_replies: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    # When Pam last said that a limit stopped the learner's turn ("slow down"): said once a
+    # minute at most, not once per message of a burst (bot/limits.py).
+    limit_said_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
 
 class Message(Base):

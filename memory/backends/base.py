@@ -52,9 +52,12 @@ class Backend(ABC):
         this database can, so that claims running at once take different items."""
 
     @abstractmethod
-    def accept(self, row: Mapping[str, Any], now: datetime) -> None:
+    def accept(self, row: Mapping[str, Any], now: datetime, max_queued: int = 0) -> bool:
         """Insert one inbound message (`row`: the inbox columns it sets) received at `now`,
-        waking the workers where the database can. Raises IntegrityError for a redelivery."""
+        waking the workers where the database can; True. With `max_queued`, not if its
+        address has that many unfinished items already: then the note that it was turned
+        away is stored instead, unless one is waiting, and False. Raises IntegrityError for a
+        redelivery."""
 
     @abstractmethod
     def finish(self, finishing: Finishing, parts: Sequence[str]) -> list[int] | None:
