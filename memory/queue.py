@@ -39,6 +39,7 @@ from memory.claims import (
     claimable,
     held,
     held_params,
+    unfinished,
     unlinked_if_forgotten,
     unspoken,
 )
@@ -115,7 +116,7 @@ class Queue:
         always is; failing that, the first item of each address that has any (`_heads`)."""
         item: Any = aliased(self.model, name="candidate")
         query = select(item.id).where(
-            item.status.in_(UNFINISHED),  # lets the database use the partial index
+            unfinished(item),  # lets the database use the partial index
             claimable(item, now),
             self.takes(item),
         )
@@ -123,16 +124,13 @@ class Queue:
             return self.backend.lock_next(query.order_by(item.id).limit(1), item)
         oldest: Any = aliased(self.model, name="oldest")
         looked_at = (
-            select(oldest.id)
-            .where(oldest.status.in_(UNFINISHED))
-            .order_by(oldest.id)
-            .limit(OLDEST_LOOKED_AT)
+            select(oldest.id).where(unfinished(oldest)).order_by(oldest.id).limit(OLDEST_LOOKED_AT)
         )
         older: Any = aliased(self.model, name="older")
         first_of_its_address = ~exists().where(
             older.address == item.address,
             older.id < item.id,
-            older.status.in_(UNFINISHED),
+            unfinished(older),
             self.holds_back(older),
         )
         among_oldest = query.where(item.id.in_(looked_at), first_of_its_address)
@@ -152,7 +150,7 @@ class Queue:
             """`column` of the first unfinished item (that holds others back) of the first
             address after `address` (None: of the first address)."""
             after: Any = aliased(model, name="after")
-            query = select(getattr(after, column)).where(after.status.in_(UNFINISHED))
+            query = select(getattr(after, column)).where(unfinished(after))
             query = query.where(self.holds_back(after))
             if address is not None:
                 query = query.where(after.address > address)
@@ -191,7 +189,7 @@ class Queue:
             claimed_address: Any = literal_column(f"{InboxItem.__tablename__}.address")
             waiting = exists().where(
                 OutboxItem.address == claimed_address,
-                OutboxItem.status.in_(UNFINISHED),
+                unfinished(OutboxItem),
                 ~unspoken(OutboxItem),  # a slow spoken copy holds no newer reply back
             )
             columns += [

@@ -22,14 +22,14 @@ LONG_LEASE = 300.0
 BURSTER, OTHER = "test:burster", "test:other"
 
 
-def queue_a_burst(engine: Engine, items: int) -> Inbox:
-    """`items` messages of one learner, the first one claimed (its turn running), then one
-    message of another learner; finished items of earlier learners around them."""
+def queue_a_burst(engine: Engine, items: int, finished: int) -> Inbox:
+    """`finished` items of earlier learners, then `items` messages of one learner, the first
+    one claimed (its turn running), then one message of another learner."""
     empty_queues(engine)
-    finished = [
+    done = [
         {"channel": "test", "platform_id": f"old-{n}", "address": f"test:{n % 50}"}
         | {"chat_id": "x", "text": "", "status": "done"}
-        for n in range(500)
+        for n in range(finished)
     ]
     burst = [
         {"channel": "test", "platform_id": f"burst-{n}", "address": BURSTER}
@@ -37,7 +37,7 @@ def queue_a_burst(engine: Engine, items: int) -> Inbox:
         for n in range(items)
     ]
     with engine.begin() as connection:
-        connection.execute(insert(InboxItem), finished + burst)
+        connection.execute(insert(InboxItem), done + burst)
     inbox = Inbox(engine, LONG_LEASE)
     in_flight = inbox.claim_next()
     assert in_flight is not None and in_flight.address == BURSTER
@@ -94,11 +94,11 @@ def postgres_work(engine: Engine, inbox: Inbox) -> tuple[int, int]:
     return rows(plan), int(plan["Shared Hit Blocks"]) + int(plan["Shared Read Blocks"])
 
 
-def claim_work(engine: Engine, items: int) -> tuple[int, ...]:
+def claim_work(engine: Engine, items: int, finished: int) -> tuple[int, ...]:
     """The work of claiming the other learner's message with `items` of the burster's
-    queued ahead of it (checking it is the one claimed): SQLite's instructions, or the
-    rows and pages Postgres reads."""
-    inbox = queue_a_burst(engine, items)
+    queued ahead of it and `finished` items before (checking it is the one claimed):
+    SQLite's instructions, or the rows and pages Postgres reads."""
+    inbox = queue_a_burst(engine, items, finished)
     if engine.dialect.name == "postgresql":
         return postgres_work(engine, inbox)
     claim, steps = sqlite_steps(engine, inbox.claim_next)
@@ -115,8 +115,10 @@ def test_a_claim_does_the_same_work_with_10_or_10000_items_of_a_burst_queued(
     the (address, id) index, so only the number of addresses waiting counts. (The 10,000
     are more than admission lets one address queue; they stand for any backlog.) On
     Postgres the rows visited stay the same; its pages grow a little with the indexes'
-    depth (one level more at 10,000: a page more per lookup)."""
-    few, many = claim_work(engine, 10), claim_work(engine, 10_000)
+    depth (one level more at 10,000: a page more per lookup). Finished items, ten times as
+    many in the second case, are never read either: on SQLite that takes the partial
+    indexes' condition written into the SQL, not bound."""
+    few, many = claim_work(engine, 10, 500), claim_work(engine, 10_000, 5_000)
     print(f"claim work ({engine.dialect.name}): {few} with 10 queued, {many} with 10,000")
     assert many[0] <= 1.5 * few[0], f"claim work: {few} with 10 queued, {many} with 10,000"
     if engine.dialect.name == "postgresql":
