@@ -110,6 +110,9 @@ class LimitSettings(BaseSettings):
     rate_limit_per_minute: int = Field(default=20, ge=0)
     learner_daily_tokens: int = Field(default=200_000, ge=0)
     daily_tokens: int = Field(default=0, ge=0)
+    # Messages of one learner waiting to be answered, at most: the web turns more away
+    # without storing them (a burst never fills the database nor slows anyone else down).
+    max_queued_per_address: int = Field(default=20, ge=0)
 
 
 class ServiceSettings(BaseSettings):

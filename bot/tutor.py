@@ -40,7 +40,7 @@ from memory.llm import (
     Refused,
     Unusable,
 )
-from memory.messages import VOICE, VoiceNote, clean_text
+from memory.messages import TURNED_AWAY, VOICE, VoiceNote, clean_text
 from memory.recall import Searcher
 from memory.records import (
     LearnerGone,
@@ -168,7 +168,7 @@ class Tutor:
         # Due items in the prompt, grading by the reply's report, /review (PAM_REVIEW).
         self.review = Reviewing(store.reviews, settings.memory.review, clock)
         self.commands = Commands(store, self.review, clock, voice=settings.voice.voice_notes)
-        self.limits = Limits(settings.limits, store.conversation, clock)
+        self.limits = Limits(settings.limits, store.conversation, store.learners, clock)
         # Voice notes transcribed, replies spoken (PAM_VOICE_NOTES; None: neither).
         self.hearing = Hearing(transcriber, settings.voice, store.ledger)
         self.speaking = Speaking(speaker, settings.voice, store.ledger, store.voice_clips)
@@ -239,6 +239,8 @@ class Tutor:
         the channel, when the message was said in a group (commands that show the learner's
         memory are answered in private only)."""
         text = clean_text(text)
+        if kind == TURNED_AWAY:
+            return self._turned_away(external_id, known)
         if kind == VOICE and voice is not None and self.hearing.enabled:
             learner = known or self.store.learners.learner(external_id, display_name)
             return _unless_forgotten(
@@ -279,6 +281,15 @@ class Tutor:
             ),
         )
 
+    def _turned_away(self, external_id: str, known: LearnerInfo | None) -> Turn:
+        """The note that the web turned messages of the learner away (too many waiting):
+        "slow down", as when the rate limit stops a turn, and as seldom. Nothing is kept."""
+        learner = known or self.store.learners.find_learner(external_id)
+        if learner is None:  # forgotten meanwhile, or never answered: say it plainly
+            return Turn([self.limits.said("rate", None)], None)
+        said = self.limits.say("rate", learner.id, learner.target_language)
+        return Turn([said] if said else [], learner.id)
+
     def _voice_turn(
         self,
         learner: LearnerInfo,
@@ -301,7 +312,8 @@ class Tutor:
             if limit is not None:
                 log.info("voice note limited learner=%s limit=%s", learner.id, limit)
                 metrics.BUDGET_REFUSALS.labels(limit).inc()
-                heard: Heard | NotHeard = NotHeard(limit, self.limits.said(limit, language))
+                said = self.limits.say(limit, learner.id, language)
+                heard: Heard | NotHeard = NotHeard(limit, said)
             else:
                 try:
                     heard = self.hearing.hear(
@@ -353,7 +365,8 @@ class Tutor:
                 inbox_id=inbox_id,
                 spoken_seconds=heard.seconds,
             )
-        return Turn([heard.said], learner.id, problem=heard.problem)
+        # Said is "" when a limit stopped it and Pam said so within the minute.
+        return Turn([heard.said] if heard.said else [], learner.id, problem=heard.problem)
 
     def speak(self, turn: Turn) -> Spoken:
         """The spoken copy of `turn`'s reply, made now: for the terminal, which shows the text
@@ -410,7 +423,8 @@ class Tutor:
         if limit is not None:  # the message stays in memory; the LLM is not called
             log.info("turn limited learner=%s limit=%s", learner.id, limit)
             metrics.BUDGET_REFUSALS.labels(limit).inc()
-            return Turn([self.limits.said(limit, language)], learner.id)
+            said = self.limits.say(limit, learner.id, language)
+            return Turn([said] if said else [], learner.id)
         asked = self.review.prepare(learner.id, context)
         try:
             completion, recalled = self.asking.ask(learner.id, text, context, stored.id, asked)

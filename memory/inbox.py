@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import re
 from collections.abc import Sequence
 from dataclasses import replace
@@ -30,6 +31,15 @@ def _storable_voice(voice: VoiceNote) -> VoiceNote:
     )
 
 
+class Admission(enum.Enum):
+    """What became of an inbound message: stored, a redelivery, or turned away (its learner
+    has too many waiting already)."""
+
+    ACCEPTED = "accepted"
+    DUPLICATE = "duplicate"
+    TURNED_AWAY = "turned away"
+
+
 class Inbox(Queue):
     """Messages received from the channels, kept until a worker has answered them."""
 
@@ -38,6 +48,14 @@ class Inbox(Queue):
     def accept(self, message: Inbound) -> bool:
         """Persist an inbound message (and wake the workers, where the database can). False
         if this channel delivered it before."""
+        return self.admit(message) is Admission.ACCEPTED
+
+    def admit(self, message: Inbound, max_queued: int = 0) -> Admission:
+        """Persist an inbound message (and wake the workers, where the database can), unless
+        this channel delivered it before, or (with `max_queued`) its address has that many
+        unfinished messages already: then, without storing anything of it, the note that
+        messages were turned away is queued, if none is waiting (a worker answers it with
+        one "slow down")."""
         # Postgres cannot store NUL in text; no learner means one, so it goes here, for every
         # channel at once. Neither database can store a lone surrogate (half of a UTF-16 pair,
         # legal in JSON as an escape): it becomes U+FFFD, in every field.
@@ -54,10 +72,10 @@ class Inbox(Queue):
             "voice": _storable_voice(voice).to_json() if voice is not None else None,
         }
         try:
-            self.backend.accept(row, self.clock())
+            stored = self.backend.accept(row, self.clock(), max_queued)
         except IntegrityError:
-            return False
-        return True
+            return Admission.DUPLICATE
+        return Admission.ACCEPTED if stored else Admission.TURNED_AWAY
 
     def complete(self, claim: Claim, replies: Sequence[str], *, failed: bool = False) -> bool:
         """Mark the message answered and queue its replies for the delivery lanes, in one

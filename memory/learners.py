@@ -3,7 +3,9 @@ settings, and /forget, which erases every row about one."""
 
 from __future__ import annotations
 
-from sqlalchemy import delete, select
+from datetime import datetime
+
+from sqlalchemy import delete, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from memory.backends import backend_for
@@ -69,6 +71,19 @@ class Learners(Tables):
             if row is None:
                 raise LearnerGone(learner_id)
             return _learner_info(row)
+
+    def say_limit(self, learner_id: int, now: datetime, last_said_before: datetime) -> bool:
+        """Record that Pam tells the learner a limit stopped their turn, as of `now`, unless
+        she last told them at or after `last_said_before`: whether to say it. One statement,
+        so turns of one learner on two lanes say it once."""
+        said = Learner.limit_said_at
+        statement = (
+            update(Learner)
+            .where(Learner.id == learner_id, or_(said.is_(None), said < last_said_before))
+            .values(limit_said_at=now)
+        )
+        with self.single.begin() as connection:
+            return bool(connection.execute(statement).rowcount)
 
     def update_settings(self, learner_id: int, **values: str | bool | None) -> LearnerInfo:
         """Set some of `target_language`, `native_language`, `level`, `display_name`,

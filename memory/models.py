@@ -81,6 +81,9 @@ class Learner(Base):
     # /voice on: Pam's replies come as speech too (the chat part; corrections stay text).
     voice_replies: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    # When Pam last said that a limit stopped the learner's turn ("slow down"): said once a
+    # minute at most, not once per message of a burst (bot/limits.py).
+    limit_said_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
 
 class Message(Base):
@@ -438,7 +441,6 @@ class InboxItem(QueueItem, Base):
     __tablename__ = "inbox"
     __table_args__ = (
         UniqueConstraint("channel", "platform_id"),
-        Index("ix_inbox_status_id", "status", "id"),
         Index("ix_inbox_address_id", "address", "id"),
         *unfinished_indexes("inbox"),
         {"sqlite_autoincrement": True},
@@ -464,7 +466,6 @@ class OutboxItem(QueueItem, Base):
     __tablename__ = "outbox"
     __table_args__ = (
         UniqueConstraint("inbox_id", "seq"),
-        Index("ix_outbox_status_id", "status", "id"),
         Index("ix_outbox_address_id", "address", "id"),
         *unfinished_indexes("outbox"),
         {"sqlite_autoincrement": True},

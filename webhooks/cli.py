@@ -101,6 +101,7 @@ INBOUND = (
     "TELEGRAM_WEBHOOK_SECRET",
     "TWILIO_WEBHOOK_SHARED_KEY_SECRET",
     "PAM_ADMIN_TOKEN",
+    "PAM_MAX_QUEUED_PER_ADDRESS",
     # which proxies' X-Forwarded-* the web app trusts: set, or Heroku's and Fly's own
     "PAM_PROXY_HOPS",
     "DYNO",
@@ -123,7 +124,7 @@ READS: dict[str, tuple[str, ...]] = {
     ),
     "worker": WORKER,
     "serve": (*WORKER, "PORT", *INBOUND),
-    "telegram": (*WORKER, "TELEGRAM_WEBHOOK_SECRET"),
+    "telegram": (*WORKER, "TELEGRAM_WEBHOOK_SECRET", "PAM_MAX_QUEUED_PER_ADDRESS"),
     "telegram set-webhook": (*TELEGRAM, "TELEGRAM_WEBHOOK_SECRET", "PAM_PUBLIC_URL"),
     "telegram delete-webhook": TELEGRAM,
     "telegram status": (*TELEGRAM, "PAM_PUBLIC_URL"),

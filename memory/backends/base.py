@@ -38,6 +38,10 @@ class Backend(ABC):
     """One database's way of running the statements that differ between databases, on
     `engine`."""
 
+    # Whether the database has one write lock for all (SQLite): a statement that may write,
+    # a claim, holds up every other writer while it runs, even when it finds nothing.
+    one_writer = False
+
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.single = db.autocommit(engine)  # for work of one statement
@@ -48,9 +52,12 @@ class Backend(ABC):
         this database can, so that claims running at once take different items."""
 
     @abstractmethod
-    def accept(self, row: Mapping[str, Any], now: datetime) -> None:
+    def accept(self, row: Mapping[str, Any], now: datetime, max_queued: int = 0) -> bool:
         """Insert one inbound message (`row`: the inbox columns it sets) received at `now`,
-        waking the workers where the database can. Raises IntegrityError for a redelivery."""
+        waking the workers where the database can; True. With `max_queued`, not if its
+        address has that many unfinished items already: then the note that it was turned
+        away is stored instead, unless one is waiting, and False. Raises IntegrityError for a
+        redelivery."""
 
     @abstractmethod
     def finish(self, finishing: Finishing, parts: Sequence[str]) -> list[int] | None:

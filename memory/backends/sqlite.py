@@ -15,7 +15,13 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.sql.dml import Insert
 
 from memory.backends.base import RECALL_COLUMNS, Backend, ContextRead
-from memory.claims import Finishing
+from memory.claims import (
+    ADMIT,
+    NOTE_TURNED_AWAY,
+    Finishing,
+    admission_values,
+    turned_away_values,
+)
 from memory.db import SQLITE_BUSY_SECONDS
 from memory.models import RECALL_FTS, InboxItem, MemoryJob, RecallEntry
 from memory.recall_terms import learner_terms, snowball_language, terms_of
@@ -69,14 +75,24 @@ def recall_match(learner_id: int, found: Sequence[str], language: str | None) ->
 class SqliteBackend(Backend):
     """SQLite's way: one writer at a time, so a claim's compare-and-set needs no row lock."""
 
+    one_writer = True
+
     def lock_next(self, query: Any, table: Any) -> Any:
         """SQLite has no SKIP LOCKED: the claim's compare-and-set keeps claims apart."""
         return query
 
-    def accept(self, row: Mapping[str, Any], now: datetime) -> None:
-        """A plain INSERT; nobody listens (SQLite workers poll)."""
+    def accept(self, row: Mapping[str, Any], now: datetime, max_queued: int = 0) -> bool:
+        """A plain INSERT, or with `max_queued` one that counts first, and the note after it
+        in the same transaction; nobody listens (SQLite workers poll)."""
         with self.engine.begin() as connection:
-            connection.execute(_ACCEPT, {**row, "received_at": now, "available_at": now})
+            if not max_queued:
+                connection.execute(_ACCEPT, {**row, "received_at": now, "available_at": now})
+                return True
+            values = admission_values(dict(row), now, max_queued)
+            if connection.execute(ADMIT, values).rowcount:
+                return True
+            connection.execute(NOTE_TURNED_AWAY, turned_away_values(values))
+            return False
 
     def finish(self, finishing: Finishing, parts: Sequence[str]) -> list[int] | None:
         """The finish and the replies' INSERT in one transaction."""

@@ -159,6 +159,7 @@ EVERY_VARIABLE = [
     ("PAM_RATE_LIMIT_PER_MINUTE", "7", "limits.rate_limit_per_minute", 7),
     ("PAM_LEARNER_DAILY_TOKENS", "1000", "limits.learner_daily_tokens", 1000),
     ("PAM_DAILY_TOKENS", "9000", "limits.daily_tokens", 9000),
+    ("PAM_MAX_QUEUED_PER_ADDRESS", "5", "limits.max_queued_per_address", 5),
     ("PAM_WINDOW_MESSAGES", "12", "memory.window_messages", 12),
     ("PAM_SUMMARY_TRIGGER_TOKENS", "1500", "memory.summary_trigger_tokens", 1500),
     ("PAM_SUMMARY_MAX_TOKENS", "300", "memory.summary_max_tokens", 300),

@@ -453,10 +453,13 @@ def test_a_claim_reads_only_unfinished_items_however_many_are_finished(
         connection.execute(insert(model), rows)
         connection.exec_driver_sql("ANALYZE")
     plan = query_plan(engine, queue(engine, LONG_LEASE).next_item_query(func.current_timestamp()))
-    # Every read of the table goes through a partial index (a bitmap heap scan follows one).
+    # Every read of the table goes through a partial index (a bitmap heap scan follows one),
+    # or looks one row up by its id; the first item of each address is walked in a CTE.
     reads = [line for line in plan.splitlines() if re.search(r"Scan|SCAN|SEARCH", line)]
-    reads = [line for line in reads if "Bitmap Heap Scan" not in line]
-    assert reads and all("_unfinished_" in line for line in reads), plan
+    not_the_table = r"Bitmap Heap Scan|CONSTANT ROW|SCAN heads|(CTE|WorkTable|Subquery) Scan"
+    reads = [line for line in reads if not re.search(not_the_table, line)]
+    by_id = r"SEARCH \w+ USING INTEGER PRIMARY KEY \(rowid=\?\)|Index Scan using pk_"
+    assert reads and all("_unfinished_" in line or re.search(by_id, line) for line in reads), plan
 
 
 def test_an_inbox_claim_brings_the_learner_of_its_address(engine: Engine) -> None:

@@ -111,7 +111,7 @@ def test_a_database_error_while_accepting_is_503_with_retry_after(
             "INSERT INTO inbox ...", {}, Exception("server closed the connection")
         )
 
-    monkeypatch.setattr(app.extensions["pam"].inbox, "accept", broken)
+    monkeypatch.setattr(app.extensions["pam"].inbox, "admit", broken)
     response = post(client, message())
     assert_json_error(response, 503)
     assert int(response.headers["Retry-After"]) > 0
