@@ -21,7 +21,7 @@ from bot.runtime import Pam
 from bot.speaking import Voicing
 from memory.backends import backend_for
 from memory.heartbeat import Heartbeats
-from memory.inbox import Inbox
+from memory.inbox import CommandInbox, Inbox
 from memory.metric_snapshots import Snapshots, Snapshotter
 from memory.outbox import Outbox, SpeechParts
 from memory.wakeup import InboxListener
@@ -41,6 +41,8 @@ class Worker:
         self.pam = pam
         self.senders = dict(senders)
         self.inbox = Inbox(pam.engine, settings.service.inbox_lease_seconds, pam.clock)
+        # What the commands lane claims: slash commands, which need no model.
+        self.commands = CommandInbox(pam.engine, settings.service.inbox_lease_seconds, pam.clock)
         self.outbox = Outbox(pam.engine, settings.service.delivery_lease_seconds, pam.clock)
         self.poll_seconds = settings.service.poll_seconds
         self.retention = Retention(
@@ -86,6 +88,7 @@ class Worker:
                 hand_over=lambda: self.wake(deliveries_only=True),
             )
         self._inbox_lanes: Lanes | None = None
+        self._command_lane: Lanes | None = None
         self._delivery_lanes: Lanes | None = None
         self._speech_lanes: Lanes | None = None
         self._listener: InboxListener | None = None
@@ -94,6 +97,11 @@ class Worker:
     def answer_next(self) -> bool:
         """Answer the next inbox message, if any. True if there was one."""
         return self.answering.next()
+
+    def answer_command_next(self) -> bool:
+        """Answer the next slash command whose learner has nothing older in flight, if any.
+        True if there was one."""
+        return self.answering.next(self.commands)
 
     def deliver_next(self) -> bool:
         """Deliver the next queued reply, if any. True if there was one."""
@@ -111,12 +119,16 @@ class Worker:
         return done
 
     def start(self, inbox_lanes: int, delivery_lanes: int) -> None:
-        """Start the lanes: threads that answer the inbox and deliver the outbox."""
+        """Start the lanes: threads that answer the inbox and deliver the outbox, and one
+        more that answers commands alone, so that /help or /forget is answered while every
+        inbox lane waits on a slow or hanging model."""
         self._inbox_lanes = Lanes("inbox", inbox_lanes, self.answer_next, self.poll_seconds)
+        self._command_lane = Lanes("commands", 1, self.answer_command_next, self.poll_seconds)
         self._delivery_lanes = Lanes(
             "delivery", delivery_lanes, self.deliver_next, self.poll_seconds
         )
         self._inbox_lanes.start()
+        self._command_lane.start()
         self._delivery_lanes.start()
         if self.voicing is not None:
             poll = max(self.poll_seconds, SPEECH_POLL_SECONDS)
@@ -138,12 +150,16 @@ class Worker:
             self._speech_lanes.wake()
         if self._inbox_lanes is not None and not deliveries_only:
             self._inbox_lanes.wake()
+        if self._command_lane is not None and not deliveries_only:
+            self._command_lane.wake()
 
     def wake_inbox(self) -> None:
         """Run one idle inbox lane now (one new message was stored): a burst of messages wakes
         one lane each, not every lane for every message."""
         if self._inbox_lanes is not None:
             self._inbox_lanes.wake(1)
+        if self._command_lane is not None:
+            self._command_lane.wake()
 
     def stop(self, wait_seconds: float = 0.0) -> bool:
         """Stop taking new work; lanes finish the item they hold. Waits up to `wait_seconds`
@@ -155,7 +171,12 @@ class Worker:
         deadline = time.monotonic() + wait_seconds
         stopped = all(
             lanes.stop(deadline)
-            for lanes in (self._inbox_lanes, self._delivery_lanes, self._speech_lanes)
+            for lanes in (
+                self._inbox_lanes,
+                self._command_lane,
+                self._delivery_lanes,
+                self._speech_lanes,
+            )
             if lanes is not None
         )
         # Pruning ends after the round it may be in.
