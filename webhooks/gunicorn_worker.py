@@ -40,6 +40,7 @@ READ_BYTES = 64 * 1024
 # first (RFC 9112 section 9.6), in the event loop: gunicorn's own lingering close blocks the
 # loop for up to 2 s per client that keeps its end open.
 LINGER_SECONDS = 2.0
+CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 HEAD_TOO_LARGE = (
     b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
     b"Connection: close\r\nContent-Length: 0\r\n\r\n"
@@ -72,6 +73,20 @@ def request_end(data: bytes | bytearray) -> int | None:
         return body
     end = body + int(length)
     return end if len(data) >= end else None
+
+
+def expects_continue(data: bytes | bytearray) -> bool:
+    """Whether the request head in `data` is whole and asks for a 100 Continue before its
+    client sends the body (RFC 9110 section 10.1.1; HTTP/1.1 only)."""
+    head_end = data.find(b"\r\n\r\n")
+    if head_end < 0 or not bytes(data[: data.find(b"\r\n")]).endswith(b" HTTP/1.1"):
+        return False
+    return any(
+        name.strip().lower() == b"expect" and value.strip().lower() == b"100-continue"
+        for name, _, value in (
+            line.partition(b":") for line in bytes(data[:head_end]).split(b"\r\n")[1:]
+        )
+    )
 
 
 def _framing(head: bytes) -> tuple[set[bytes], bool]:
@@ -126,6 +141,7 @@ class BufferingWorker(ThreadWorker):
         if conn.parser is not None:  # bytes a client sent behind its last request
             received += conn.parser.unreader.take_buffered()
         conn.pam_received = received
+        conn.pam_continued = False
         conn.sock.setblocking(False)
         conn.timeout = time.monotonic() + REQUEST_SECONDS
         # gthread's pending connections: its loop closes them when `timeout` passes.
@@ -162,6 +178,12 @@ class BufferingWorker(ThreadWorker):
             conn.close()
             return
         if end is None:
+            if not conn.pam_continued and expects_continue(conn.pam_received):
+                # The client waits for this before it sends the body; gunicorn sends one more
+                # when it serves the request, which clients take as any other 1xx.
+                conn.pam_continued = True
+                with contextlib.suppress(OSError):
+                    conn.sock.send(CONTINUE)
             return
         self._unwatch(conn)
         conn.pam_request = bytes(conn.pam_received)

@@ -115,3 +115,15 @@ def test_the_web_command_answers_while_slow_clients_hold_connections(web: int) -
             assert answer(sock).startswith(b"HTTP/1.1 202 ")
         for kept in idle:
             assert kept.get(f"{base}/healthz", timeout=ANSWER_SECONDS).status_code == 200
+
+        # A client that waits for "100 Continue" before its body (curl, for a long one) is
+        # told to go on, then answered.
+        body = BODY % SLOW_CLIENTS
+        sock = held.enter_context(connect(web))
+        sock.sendall(api_post(web, body)[:-2] + b"Expect: 100-continue\r\n\r\n")
+        told = b""
+        while not told.endswith(b"\r\n\r\n"):
+            told += sock.recv(1)
+        assert told == b"HTTP/1.1 100 Continue\r\n\r\n"
+        sock.sendall(body)
+        assert b"\r\n\r\nHTTP/1.1 202 " in told + answer(sock)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from webhooks import app, gunicorn_worker
-from webhooks.gunicorn_worker import MAX_HEAD_BYTES, HeadTooLarge, request_end
+from webhooks.gunicorn_worker import MAX_HEAD_BYTES, HeadTooLarge, expects_continue, request_end
 
 HEAD = b"POST /api/messages HTTP/1.1\r\nHost: pam.example\r\n"
 
@@ -63,3 +63,11 @@ def test_a_head_that_does_not_end_is_refused() -> None:
 
 def test_bodies_the_app_takes_are_read_before_a_thread_serves_them() -> None:
     assert gunicorn_worker.MAX_BODY_BYTES == app.MAX_BODY_BYTES
+
+
+def test_a_client_that_waits_for_100_continue_is_told_to_send_its_body() -> None:
+    request = HEAD + b"Expect: 100-Continue\r\nContent-Length: 5\r\n\r\n"
+    assert request_end(request) is None and expects_continue(request)
+    assert not expects_continue(request[:-2]), "not before the head is whole"
+    assert not expects_continue(request.replace(b"HTTP/1.1", b"HTTP/1.0"))
+    assert not expects_continue(HEAD + b"Content-Length: 5\r\n\r\n")
