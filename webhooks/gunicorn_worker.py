@@ -5,9 +5,9 @@ gthread hands a connection to one of its few threads as soon as the first bytes 
 that thread then blocks reading the rest of the request, with no deadline: ten clients that
 sent half a request line held every thread of `--workers 2 --threads 4`, and /healthz went
 unanswered for minutes. Here a slow or idle client costs a socket in the event loop, never a
-thread, and a request not read within REQUEST_SECONDS of its first chance is closed. The
-same as a buffering proxy (Heroku's router reads the request line and headers before it
-forwards them), in the one web command every platform runs (webhooks/gunicorn_config.py).
+thread, and a request not read within REQUEST_SECONDS of its first chance is closed: what a
+buffering proxy in front would do, in the one web command every platform runs
+(webhooks/gunicorn_config.py), whatever proxy the platform has or has not.
 
 It builds on gthread's internals (`TConn`, `enqueue_req`, the poller and its pending
 connections), so pyproject.toml holds gunicorn to one major version, and
