@@ -96,9 +96,10 @@ class Answering:
         self._typing_beats = Heartbeats("pam-typing")
         self._said_no_links = False
 
-    def next(self) -> bool:
-        """Answer the next inbox message, if any. True if there was one."""
-        claim = self.inbox.claim_next()
+    def next(self, inbox: Inbox | None = None) -> bool:
+        """Answer the next message of `inbox` (by default the whole inbox; the commands lane
+        passes the commands' own), if any. True if there was one."""
+        claim = (inbox or self.inbox).claim_next()
         if claim is None:
             return False
         started = time.monotonic()

@@ -23,7 +23,7 @@ from bot.scrubbing import Scrubbing
 from bot.speaking import Voicing
 from memory.backends import backend_for
 from memory.heartbeat import Heartbeats
-from memory.inbox import Inbox
+from memory.inbox import CommandInbox, Inbox
 from memory.metric_snapshots import Snapshots, Snapshotter
 from memory.outbox import Outbox, SpeechParts
 from memory.wakeup import InboxListener
@@ -43,6 +43,8 @@ class Worker:
         self.pam = pam
         self.senders = dict(senders)
         self.inbox = Inbox(pam.engine, settings.service.inbox_lease_seconds, pam.clock)
+        # What the commands lane claims: slash commands, which need no model.
+        self.commands = CommandInbox(pam.engine, settings.service.inbox_lease_seconds, pam.clock)
         self.outbox = Outbox(pam.engine, settings.service.delivery_lease_seconds, pam.clock)
         self.poll_seconds = settings.service.poll_seconds
         self.retention = Retention(
@@ -92,6 +94,7 @@ class Worker:
                 hand_over=lambda: self.wake(deliveries_only=True),
             )
         self._inbox_lanes: Lanes | None = None
+        self._command_lane: Lanes | None = None
         self._delivery_lanes: Lanes | None = None
         self._speech_lanes: Lanes | None = None
         self._listener: InboxListener | None = None
@@ -100,6 +103,11 @@ class Worker:
     def answer_next(self) -> bool:
         """Answer the next inbox message, if any. True if there was one."""
         return self.answering.next()
+
+    def answer_command_next(self) -> bool:
+        """Answer the next slash command whose learner has nothing older in flight, if any.
+        True if there was one."""
+        return self.answering.next(self.commands)
 
     def deliver_next(self) -> bool:
         """Deliver the next queued reply, if any. True if there was one."""
@@ -120,12 +128,16 @@ class Worker:
         return done
 
     def start(self, inbox_lanes: int, delivery_lanes: int) -> None:
-        """Start the lanes: threads that answer the inbox and deliver the outbox."""
+        """Start the lanes: threads that answer the inbox and deliver the outbox, and one
+        more that answers commands alone, so that /help or /forget is answered while every
+        inbox lane waits on a slow or hanging model."""
         self._inbox_lanes = Lanes("inbox", inbox_lanes, self.answer_next, self.poll_seconds)
+        self._command_lane = Lanes("commands", 1, self.answer_command_next, self.poll_seconds)
         self._delivery_lanes = Lanes(
             "delivery", delivery_lanes, self.deliver_next, self.poll_seconds
         )
         self._inbox_lanes.start()
+        self._command_lane.start()
         self._delivery_lanes.start()
         if self.voicing is not None:
             poll = max(self.poll_seconds, SPEECH_POLL_SECONDS)
@@ -149,12 +161,16 @@ class Worker:
             self._speech_lanes.wake()
         if self._inbox_lanes is not None and not deliveries_only:
             self._inbox_lanes.wake()
+        if self._command_lane is not None and not deliveries_only:
+            self._command_lane.wake()
 
     def wake_inbox(self) -> None:
         """Run one idle inbox lane now (one new message was stored): a burst of messages wakes
         one lane each, not every lane for every message."""
         if self._inbox_lanes is not None:
             self._inbox_lanes.wake(1)
+        if self._command_lane is not None:
+            self._command_lane.wake()
 
     def stop(self, wait_seconds: float = 0.0) -> bool:
         """Stop taking new work; lanes finish the item they hold. Waits up to `wait_seconds`
@@ -168,7 +184,12 @@ class Worker:
         deadline = time.monotonic() + wait_seconds
         stopped = all(
             lanes.stop(deadline)
-            for lanes in (self._inbox_lanes, self._delivery_lanes, self._speech_lanes)
+            for lanes in (
+                self._inbox_lanes,
+                self._command_lane,
+                self._delivery_lanes,
+                self._speech_lanes,
+            )
             if lanes is not None
         )
         # Pruning and scrubbing end after the round they may be in.

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import enum
 import re
+import string
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import timedelta
+from typing import Any
 
+from sqlalchemy import and_, func
 from sqlalchemy.exc import IntegrityError
 
 from memory.claims import Claim, Finishing
@@ -102,3 +105,23 @@ class Inbox(Queue):
         the lease ends."""
         finishing = Finishing(claim, self.clock(), failed=failed, deliver_lease=deliver_lease)
         return finishing.claims(replies, self.backend.finish(finishing, replies))
+
+
+def is_command(item: Any) -> Any:
+    """Whether the inbox `item` is a slash command typed as text (`/help`, `/forget@PamBot`),
+    which is answered without a model: a slash and a letter, as every command begins (a
+    subset of what bot/commands.py parse_command takes for one)."""
+    return and_(
+        item.kind == "text",
+        item.text.like("/%"),
+        func.substr(item.text, 2, 1).in_(tuple(string.ascii_letters)),
+    )
+
+
+class CommandInbox(Inbox):
+    """The inbox as the commands lane claims it: slash commands only, so that they are
+    answered while every other lane waits on the model. A learner's command still waits for
+    their older messages (claims go in order per address)."""
+
+    def takes(self, item: Any) -> Any:
+        return is_command(item)
