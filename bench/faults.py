@@ -112,6 +112,7 @@ def service_knobs(
         # The fake summary lists every folded marker; the cap must not cut that list.
         "PAM_SUMMARY_MAX_TOKENS": "1000",
         "PAM_RATE_LIMIT_PER_MINUTE": "0",  # these learners type faster than people do
+        "PAM_MAX_QUEUED_PER_ADDRESS": "0",  # and queue more than people do during outages
         "PAM_SHUTDOWN_WAIT_SECONDS": "5",
         "PAM_LOG_LEVEL": "INFO",
     }

@@ -312,6 +312,7 @@ def pam_knobs(llm: LLMProcess, tg: StopwatchTelegram, jobs: bool) -> dict[str, s
         "TELEGRAM_WEBHOOK_SECRET": WEBHOOK_SECRET,
         "TELEGRAM_API_URL": tg.base_url,
         "PAM_RATE_LIMIT_PER_MINUTE": "0",  # these learners type faster than people do
+        "PAM_MAX_QUEUED_PER_ADDRESS": "0",  # and queue more than people do during outages
         "PAM_SHUTDOWN_WAIT_SECONDS": "2",
         "PAM_LOG_LEVEL": "INFO",
         **(JOBS_ON if jobs else JOBS_OFF),

@@ -19,7 +19,7 @@ voice turn with a spoken reply. Memory jobs are off (no fold or profile call in 
 The voice parts are timed from the outside: the channel, transcriber and speaker objects Pam
 is given are wrapped in timing proxies (download = getFile + file download, or Twilio's media
 URL + its CDN; the transcription and speech requests, upload and parse included; the
-sendVoice). Reading the note's container (mutagen) happens inside Pam's hearing, so it is
+sendVoice). Reading the note's container (bot.audio) happens inside Pam's hearing, so it is
 timed on its own, on the same bytes, as often. Requests are counted at the fakes, rows and
 bytes in the database, around each turn.
 
@@ -443,7 +443,7 @@ def run_turns(bench: Bench, turns: int, report: Progress) -> dict[str, Measured]
 
 
 def inspect_ms(data: bytes, times: int) -> list[float]:
-    """Reading the note's container (bot.audio.inspect, mutagen), timed `times` times."""
+    """Reading the note's container (bot.audio.inspect), timed `times` times."""
     found = []
     for _ in range(times):
         started = time.perf_counter()

@@ -8,10 +8,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from typing import TypeGuard
 
 from bot import phrases
 from bot.backoff import backoff
-from bot.channels import Sender, VoiceFetcher, VoiceSender
+from bot.channels import GroupChats, Sender, VoiceFetcher, VoiceSender
 from bot.delivery import Delivery, ms_since
 from bot.splitting import split_message
 from bot.tutor import ModelUnavailable, Turn, Tutor, store_reply
@@ -43,6 +44,11 @@ def parts_of(replies: list[str], sender: Sender | None) -> list[str]:
         for part in split_message(reply, sender.max_chars, sender.length)
         if part.strip()
     ]
+
+
+def _in_group(sender: Sender | None, claim: Claim) -> TypeGuard[GroupChats]:
+    """Whether `claim` was said in a group of `sender`'s channel (a chat others read)."""
+    return isinstance(sender, GroupChats) and sender.in_group(claim.chat_id)
 
 
 def _log_answered(claim: Claim, turn: Turn, replies: int, started: float, clock: Clock) -> None:
@@ -90,9 +96,10 @@ class Answering:
         self._typing_beats = Heartbeats("pam-typing")
         self._said_no_links = False
 
-    def next(self) -> bool:
-        """Answer the next inbox message, if any. True if there was one."""
-        claim = self.inbox.claim_next()
+    def next(self, inbox: Inbox | None = None) -> bool:
+        """Answer the next message of `inbox` (by default the whole inbox; the commands lane
+        passes the commands' own), if any. True if there was one."""
+        claim = (inbox or self.inbox).claim_next()
         if claim is None:
             return False
         started = time.monotonic()
@@ -155,6 +162,7 @@ class Answering:
                 voice=claim.voice,
                 fetcher=sender if isinstance(sender, VoiceFetcher) else None,
                 can_speak=self._can_speak(sender),
+                group=sender if _in_group(sender, claim) else None,
             )
 
     def _can_speak(self, sender: Sender | None) -> bool:

@@ -1,7 +1,16 @@
 """Reading downloaded audio: which format a voice note (or a spoken reply) really is, and how
 long it lasts, from its bytes. A platform's declared type is only a hint — Telegram calls every
-voice note audio/ogg, Twilio passes on whatever the phone sent — so the container is read
-(with mutagen) and the type sent on to the transcription API is the one found."""
+voice note audio/ogg, Twilio passes on whatever the phone sent — so the container is read and
+the type sent on to the transcription API is the one found.
+
+A note is hostile input, so reading one has a bound on its work whatever its bytes: only the
+headers that give the format and the length are read (an Ogg file's first page and one near
+its end, FLAC's STREAMINFO, a few WAV chunks, the MP4 boxes on the way to the sound track, the
+first MPEG frames), each walk with a cap on what it visits, and a file that needs more is
+"unreadable". A general tag reader (mutagen's, before issue 27) walks every FLAC block, WAV
+chunk, Ogg page, MP4 box and ID3 frame in pure Python, holding the GIL: a crafted 10 MB FLAC
+cost it 8.6 s of CPU, and four such notes held every lane. mutagen still reads MPEG frames
+(their headers and VBR tables), within a bounded window."""
 
 from __future__ import annotations
 
@@ -10,43 +19,45 @@ import logging
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import NamedTuple
 
-import mutagen
-from mutagen.flac import FLAC
-from mutagen.mp3 import MP3
-from mutagen.mp4 import MP4
-from mutagen.oggflac import OggFLAC
-from mutagen.oggopus import OggOpus
-from mutagen.oggvorbis import OggVorbis
-from mutagen.wave import WAVE
+from mutagen.mp3 import MPEGInfo
 
 log = logging.getLogger(__name__)
 
-# The formats mutagen reads that OpenAI's /audio/transcriptions takes (flac, mp3, mp4, mpeg,
-# mpga, m4a, ogg, wav, webm): type, file extension and codec of each.
-_TAKEN: dict[type[mutagen.FileType], tuple[str, str, str]] = {
-    OggOpus: ("audio/ogg", "ogg", "opus"),
-    OggVorbis: ("audio/ogg", "ogg", "vorbis"),
-    OggFLAC: ("audio/ogg", "ogg", "flac"),
-    MP3: ("audio/mpeg", "mp3", "mp3"),
-    WAVE: ("audio/wav", "wav", "pcm"),
-    FLAC: ("audio/flac", "flac", "flac"),
-}
-# Formats known by their first bytes that the API does not take (mutagen reads none of them
-# as audio it can time): WhatsApp sends AMR voice notes from some phones.
+# Formats known by their first bytes that OpenAI's /audio/transcriptions (flac, mp3, mp4, mpeg,
+# mpga, m4a, ogg, wav, webm) does not take, or whose length Pam cannot read: WhatsApp sends AMR
+# voice notes from some phones.
 _MAGIC_UNSUPPORTED = {
     b"#!AMR\n": "AMR-NB",
     b"#!AMR-WB\n": "AMR-WB",
     b"#!AMR_MC1.0\n": "AMR-NB (multichannel)",
     b"#!AMR-WB_MC1.0\n": "AMR-WB (multichannel)",
     b"\x1a\x45\xdf\xa3": "Matroska/WebM (Pam cannot read its length)",
+    b"FORM": "AIFF",
+    b"\x30\x26\xb2\x75\x8e\x66\xcf\x11": "ASF (WMA)",
+    b"ADIF": "AAC without a container (ADIF)",
+    b"MAC ": "Monkey's Audio",
+    b"wvpk": "WavPack",
+    b"MPCK": "Musepack",
+    b".snd": "Sun/NeXT audio",
 }
+# The first packet of an Ogg stream names its codec; those the API does not take.
+_OGG_UNSUPPORTED = {b"Speex   ": "Speex", b"\x80theora": "Theora video", b"\x80kate": "Kate"}
+# ADTS (AAC without a container) begins with 0xFFF and MPEG's reserved "layer 0".
+_ADTS = (b"\xf0", b"\xf1", b"\xf8", b"\xf9")
 # MP4's names of AAC (RFC 6381 codecs: MPEG-4 audio object types 2, 5 and 29: LC, HE, HE v2).
 _AAC = {"mp4a.40.2": "aac", "mp4a.40.5": "aac", "mp4a.40.29": "aac"}
-# How many MP4 boxes are looked at, at most, while looking for the tracks: a hostile file of
-# a million empty boxes is refused, not walked.
-_MAX_BOXES = 256
+
+# The caps on each walk. Real notes need a handful of each; a crafted file needs more and is
+# refused before its walk costs more than a few milliseconds.
+_MAX_BOXES = 256  # MP4 boxes looked at, in all, on the way to the tracks
+_MAX_BLOCKS = 32  # FLAC metadata blocks looked at, up to the audio
+_MAX_CHUNKS = 64  # WAV chunks looked at before both "fmt " and "data" are found
+_MAX_TAGS = 8  # ID3v2 tags skipped before an MP3's (or a FLAC's) audio (WMP stacks them)
+_MPEG_WINDOW = 128 * 1024  # the bytes after the tags where the first MPEG frames must be
+_OGG_TAIL = 64 * 1024  # where the Ogg stream's last page must start, from the file's end
+_MAX_OGG_PAGES = 64  # candidate pages looked at in that tail
 
 
 @dataclass(frozen=True)
@@ -64,8 +75,8 @@ class AudioInfo:
 
 
 class UnreadableAudio(ValueError):
-    """The bytes are no audio the transcription API takes: empty, corrupt, truncated, or a
-    format it lacks."""
+    """The bytes are no audio the transcription API takes: empty, corrupt, truncated, crafted
+    to cost more than a note's reading may, or a format it lacks."""
 
 
 class UnsupportedAudio(UnreadableAudio):
@@ -86,69 +97,232 @@ def inspect(data: bytes, content_type: str | None) -> AudioInfo:
     for magic, name in _MAGIC_UNSUPPORTED.items():
         if data.startswith(magic):
             raise UnsupportedAudio(f"{name} audio is not a format the transcription API takes")
-    info = _mp4(data) if _is_mp4(data) else _read(data)
+    info = _read(data)
     if content_type and _major(content_type) not in (_major(info.content_type), "application"):
         log.debug("Audio declared as %s is %s", content_type, info.content_type)
     return info
 
 
 def _read(data: bytes) -> AudioInfo:
-    """A non-MP4 file's format and length, as mutagen reads them."""
-    file = _mutagen(data)
-    if file is None:
-        raise UnreadableAudio("no audio format recognised in the bytes")
-    taken = _TAKEN.get(type(file))
-    if taken is None:
-        raise UnsupportedAudio(
-            f"{type(file).__name__} audio is not a format the transcription API takes"
-        )
-    if isinstance(file, MP3) and _stream(file).sketchy:
-        # mutagen found something like MPEG frames but could not confirm them: noise.
-        raise UnreadableAudio("no valid MPEG audio frames")
-    content_type, extension, codec = taken
-    return AudioInfo(content_type, extension, _length(file), codec)
+    """The container's reading, chosen by its first bytes."""
+    if data.startswith(b"OggS"):
+        return _ogg(data)
+    if data.startswith(b"RIFF") and data[8:12] == b"WAVE":
+        return _wav(data)
+    if _is_mp4(data):
+        return _mp4(data)
+    start = _after_id3(data)
+    if data.startswith(b"fLaC", start):
+        return _flac(data, start)
+    if data[start : start + 1] == b"\xff" and data[start + 1 : start + 2] in _ADTS:
+        raise UnsupportedAudio("AAC without a container (ADTS) is not a format the API takes")
+    if start or _is_mpeg(data):
+        return _mp3(data, start)
+    raise UnreadableAudio("no audio format recognised in the bytes")
 
 
-def _mp4(data: bytes) -> AudioInfo:
-    """An MP4 file's format and length: a video (a video note) only when it has a sound track,
-    an audio-only file as M4A."""
-    handlers = _mp4_handlers(data)
-    if b"soun" not in handlers:
-        kind = "video" if b"vide" in handlers else "MP4 file"
-        raise NoSound(f"the {kind} has no audio track")
-    file = _mutagen(data)
-    if not isinstance(file, MP4) or not _stream(file).codec:
-        raise UnreadableAudio("the MP4 file's audio track cannot be read")
-    codec = _AAC.get(_stream(file).codec, _stream(file).codec)
-    seconds = _length(file)
-    if b"vide" in handlers:
-        return AudioInfo("video/mp4", "mp4", seconds, codec)
-    return AudioInfo("audio/mp4", "m4a", seconds, codec)
-
-
-def _mutagen(data: bytes) -> mutagen.FileType | None:
-    """mutagen's reading of `data`, or None for no format it knows. Raises UnreadableAudio for
-    what it cannot parse."""
-    try:
-        found: mutagen.FileType | None = mutagen.File(io.BytesIO(data))
-        return found
-    # Hostile or broken input fails deep inside mutagen's parsers in many ways (its own errors,
-    # struct.error, IndexError, ValueError...); none of them is Pam's bug, all mean unreadable.
-    except Exception as exc:
-        raise UnreadableAudio(f"the audio cannot be read ({type(exc).__name__})") from exc
-
-
-def _length(file: mutagen.FileType) -> float:
-    """The file's length in seconds; refused when the container holds no audio at all."""
-    seconds = float(_stream(file).length or 0.0)
+def _seconds(seconds: float) -> float:
+    """A length read from a header; refused when the container holds no audio at all."""
     if not seconds > 0.0 or seconds == float("inf"):
         raise UnreadableAudio("the file holds no audio (its length is 0)")
     return seconds
 
 
-def _stream(file: mutagen.FileType) -> Any:
-    """mutagen's stream information of a file it read (typed as None on FileType)."""
-    return file.info
+# Ogg (RFC 3533): Opus (RFC 7845), Vorbis, FLAC. The length is the last page's granule
+# position, in samples at the codec's rate.
+
+
+class _Page(NamedTuple):
+    """An Ogg page's header: flags, granule position (-1: no packet ends on it), stream serial,
+    and the lacing values and body of the page."""
+
+    flags: int
+    granule: int
+    serial: int
+    lacing: bytes
+    body: bytes
+
+
+_OGG_HEADER = struct.Struct("<4sBBqIIIB")  # capture, version, flags, granule, serial, seq, crc, n
+
+
+def _ogg(data: bytes) -> AudioInfo:
+    """An Ogg file's codec and length: its first page holds the codec's identification header
+    (alone, as every mapping requires), its last page the stream's end."""
+    first = _ogg_page(data, 0)
+    if first is None or not first.flags & 0x02:  # "beginning of stream"
+        raise UnreadableAudio("the Ogg file does not begin with a stream's first page")
+    head = _first_packet(first)
+    skip = 0
+    if head.startswith(b"OpusHead") and len(head) >= 19 and head[8] >> 4 == 0:
+        codec, rate, skip = "opus", 48_000, struct.unpack_from("<H", head, 10)[0]
+    elif head.startswith(b"\x01vorbis") and len(head) >= 16:
+        codec, rate = "vorbis", struct.unpack_from("<I", head, 12)[0]
+    elif head.startswith(b"\x7fFLAC") and head[9:13] == b"fLaC":
+        codec, rate = "flac", _streaminfo(head[17:])[0]
+    else:
+        name = next((n for m, n in _OGG_UNSUPPORTED.items() if head.startswith(m)), None)
+        if name is not None:
+            raise UnsupportedAudio(f"Ogg {name} is not a format the transcription API takes")
+        raise UnreadableAudio("the Ogg stream's codec is not one Pam reads")
+    if not rate:
+        raise UnreadableAudio("the Ogg stream's sample rate is 0")
+    return AudioInfo(
+        "audio/ogg", "ogg", _seconds((_ogg_end(data, first.serial) - skip) / rate), codec
+    )
+
+
+def _ogg_page(data: bytes, at: int) -> _Page | None:
+    """The whole Ogg page at `at`, or None when there is none (or it is cut short)."""
+    if at + _OGG_HEADER.size > len(data):
+        return None
+    capture, version, flags, granule, serial, _, _, segments = _OGG_HEADER.unpack_from(data, at)
+    lacing_at = at + _OGG_HEADER.size
+    lacing = data[lacing_at : lacing_at + segments]
+    body_at = lacing_at + segments
+    if capture != b"OggS" or version != 0 or body_at + sum(lacing) > len(data):
+        return None
+    return _Page(flags, granule, serial, lacing, data[body_at : body_at + sum(lacing)])
+
+
+def _first_packet(page: _Page) -> bytes:
+    """The first packet of a page, which must end on it."""
+    size = 0
+    for value in page.lacing:
+        size += value
+        if value < 255:
+            return page.body[:size]
+    raise UnreadableAudio("the Ogg stream's first packet does not fit its first page")
+
+
+def _ogg_end(data: bytes, serial: int) -> int:
+    """The granule position of stream `serial`'s last page that ends a packet, looked for only
+    near the file's end (a stream interleaved with another, or followed by another, is not a
+    voice note)."""
+    tail, at = max(0, len(data) - _OGG_TAIL), len(data)
+    for _ in range(_MAX_OGG_PAGES):
+        at = data.rfind(b"OggS", tail, at + 3)  # the last "OggS" that starts before `at`
+        if at < 0:
+            break
+        page = _ogg_page(data, at)
+        if page is not None and page.serial == serial and page.granule != -1:
+            return page.granule
+    raise UnreadableAudio("the end of the Ogg stream cannot be found")
+
+
+# FLAC: its first metadata block is STREAMINFO, which holds the rate and the sample count.
+
+
+def _flac(data: bytes, start: int) -> AudioInfo:
+    """A FLAC file's length, from its STREAMINFO (the first metadata block); the others are
+    skipped by their headers, up to the last one."""
+    at = start + 4  # after "fLaC"
+    if data[at : at + 1] not in (b"\x00", b"\x80") or at + 4 + 34 > len(data):
+        raise UnreadableAudio("the FLAC file does not begin with its stream information")
+    rate, samples = _streaminfo(data[at + 4 : at + 4 + 34])
+    for _ in range(_MAX_BLOCKS):
+        if at + 4 > len(data):
+            raise UnreadableAudio("the FLAC file's metadata is cut short")
+        last, size = data[at] & 0x80, int.from_bytes(data[at + 1 : at + 4], "big")
+        at += 4 + size
+        if last:
+            break
+    else:
+        raise UnreadableAudio("the FLAC file has too many metadata blocks")
+    if not rate:
+        raise UnreadableAudio("the FLAC stream's sample rate is 0")
+    return AudioInfo("audio/flac", "flac", _seconds(samples / rate), "flac")
+
+
+def _streaminfo(block: bytes) -> tuple[int, int]:
+    """FLAC's STREAMINFO: the sample rate (20 bits at byte 10, then channels, bits per sample)
+    and the total number of samples (the 36 bits after)."""
+    if len(block) < 18:
+        raise UnreadableAudio("the FLAC stream information is cut short")
+    packed = int.from_bytes(block[10:18], "big")
+    return packed >> 44, packed & (1 << 36) - 1
+
+
+# WAV (RIFF): the "fmt " chunk gives the rate and the bytes per sample frame, "data" the audio.
+
+
+def _wav(data: bytes) -> AudioInfo:
+    """A WAV file's length, from its "fmt " and "data" chunks."""
+    fmt: bytes | None = None
+    audio_bytes: int | None = None
+    at, looked = 12, 0
+    while at + 8 <= len(data) and (fmt is None or audio_bytes is None):
+        looked += 1
+        if looked > _MAX_CHUNKS:
+            raise UnreadableAudio("the WAV file has too many chunks")
+        name, size = struct.unpack_from("<4sI", data, at)
+        if name == b"fmt ":
+            fmt = data[at + 8 : at + 8 + size]
+        elif name == b"data":  # a streamed WAV may claim more than it holds
+            audio_bytes = min(size, len(data) - at - 8)
+        at += 8 + size + (size & 1)  # chunks are padded to an even length
+    if fmt is None or len(fmt) < 16 or audio_bytes is None:
+        raise UnreadableAudio("the WAV file has no format or no data chunk")
+    _, _, rate, _, frame_bytes, _ = struct.unpack_from("<HHIIHH", fmt)
+    if not rate or not frame_bytes:
+        raise UnreadableAudio("the WAV file's format is empty")
+    return AudioInfo("audio/wav", "wav", _seconds(audio_bytes / frame_bytes / rate), "pcm")
+
+
+# MPEG audio (MP3): mutagen reads the frame headers and the Xing/VBRI tables.
+
+
+def _after_id3(data: bytes) -> int:
+    """Where the audio begins after the ID3v2 tags at the start of `data` (an MP3 or a FLAC file
+    may carry one; Windows Media Player stacks several)."""
+    at = 0
+    for _ in range(_MAX_TAGS):
+        if not data.startswith(b"ID3", at):
+            return at
+        header = data[at : at + 10]
+        if len(header) < 10 or any(b & 0x80 for b in header[6:10]):
+            raise UnreadableAudio("the ID3 tag is cut short or corrupt")
+        size = (header[6] << 21) | (header[7] << 14) | (header[8] << 7) | header[9]
+        at += 10 + size + (10 if header[5] & 0x10 else 0)  # a footer follows the tag
+    if data.startswith(b"ID3", at):
+        raise UnreadableAudio("the file has too many ID3 tags")
+    return at
+
+
+def _is_mpeg(data: bytes) -> bool:
+    """Whether `data` begins with what looks like an MPEG audio frame header (the frame sync,
+    and a layer that exists)."""
+    return len(data) >= 4 and data[0] == 0xFF and data[1] & 0xE0 == 0xE0 and data[1] & 0x06 != 0
+
+
+class _Window(io.BytesIO):
+    """`data` as a file whose reads stop at `end` while its size stays all of it: mutagen looks
+    for the first frames in what it can read, and times a file without a VBR table by its
+    size."""
+
+    def __init__(self, data: bytes, end: int) -> None:
+        super().__init__(data)
+        self.end = end
+
+    def read(self, size: int | None = -1, /) -> bytes:
+        left = max(0, self.end - self.tell())
+        return super().read(left if size is None or size < 0 else min(size, left))
+
+
+def _mp3(data: bytes, start: int) -> AudioInfo:
+    """An MPEG audio file's length: its first frames must lie in the window after the tags."""
+    try:
+        stream = MPEGInfo(_Window(data, start + _MPEG_WINDOW), start)
+    # Hostile frames fail inside mutagen in many ways (its own errors, struct.error,
+    # IndexError...); none of them is Pam's bug, all mean unreadable.
+    except Exception as exc:
+        raise UnreadableAudio(f"no MPEG audio frames ({type(exc).__name__})") from exc
+    if stream.sketchy:  # something like MPEG frames, which could not be confirmed: noise
+        raise UnreadableAudio("no valid MPEG audio frames")
+    return AudioInfo("audio/mpeg", "mp3", _seconds(float(stream.length)), "mp3")
+
+
+# MP4 (ISO base media file format: MP4, M4A, 3GP, MOV).
 
 
 def _is_mp4(data: bytes) -> bool:
@@ -156,43 +330,140 @@ def _is_mp4(data: bytes) -> bool:
     return data[4:8] in (b"ftyp", b"moov", b"mdat", b"free", b"wide", b"skip")
 
 
-def _mp4_handlers(data: bytes) -> set[bytes]:
-    """The handler types of the MP4 file's tracks (b"soun", b"vide", ...): moov/trak/mdia/hdlr,
-    walked here because mutagen times a file without a sound track by its movie header instead
-    of saying it has none."""
-    handlers = set()
-    for moov in _boxes(data, 0, len(data), b"moov"):
-        for trak in _boxes(data, *moov, b"trak"):
-            for mdia in _boxes(data, *trak, b"mdia"):
-                for start, end in _boxes(data, *mdia, b"hdlr"):
-                    # A full box: version and flags, pre_defined, then the handler type.
-                    if end - start >= 12:
-                        handlers.add(data[start + 8 : start + 12])
-    return handlers
+def _mp4(data: bytes) -> AudioInfo:
+    """An MP4 file's format and length: a video (a video note) only when it has a sound track,
+    an audio-only file as M4A. The first sound track is read, as players do (its media header's
+    length, not the movie's: the AAC track of a video note outlasts its video)."""
+    boxes = _Boxes(data)
+    handlers, sound = set(), None
+    moov = boxes.first(0, len(data), b"moov")
+    for trak in boxes.each(*moov, b"trak") if moov else ():
+        mdia = boxes.first(*trak, b"mdia")
+        hdlr = boxes.first(*mdia, b"hdlr") if mdia else None
+        # A full box: version and flags, pre_defined, then the handler type.
+        handler = data[hdlr[0] + 8 : hdlr[0] + 12] if hdlr and hdlr[1] - hdlr[0] >= 12 else b""
+        handlers.add(handler)
+        if handler == b"soun" and sound is None:
+            sound = mdia
+    if sound is None:
+        kind = "video" if b"vide" in handlers else "MP4 file"
+        raise NoSound(f"the {kind} has no audio track")
+    codec = _mp4_codec(boxes, boxes.first(*sound, b"minf", b"stbl", b"stsd"))
+    seconds = _seconds(_mp4_length(data, boxes.first(*sound, b"mdhd")))
+    if b"vide" in handlers:
+        return AudioInfo("video/mp4", "mp4", seconds, codec)
+    return AudioInfo("audio/mp4", "m4a", seconds, codec)
 
 
-def _boxes(data: bytes, start: int, end: int, kind: bytes) -> Iterator[tuple[int, int]]:
-    """The (start, end) of the payloads of the boxes of type `kind` between `start` and `end`.
-    Raises UnreadableAudio for a box that runs past its parent."""
-    at, seen = start, 0
-    while at + 8 <= end:
-        seen += 1
-        if seen > _MAX_BOXES:
-            raise UnreadableAudio("the MP4 file has too many boxes")
-        size, name = struct.unpack_from(">I4s", data, at)
-        header = 8
-        if size == 1:  # a 64-bit size follows the type
-            if at + 16 > end:
-                raise UnreadableAudio("the MP4 file is truncated")
-            (size,) = struct.unpack_from(">Q", data, at + 8)
-            header = 16
-        elif size == 0:  # the box runs to the end of its parent
-            size = end - at
-        if size < header or at + size > end:
-            raise UnreadableAudio("the MP4 file is truncated or corrupt")
-        if name == kind:
-            yield at + header, at + size
-        at += size
+class _Boxes:
+    """A walk over an MP4 file's boxes that looks at _MAX_BOXES of them at most, in all: a
+    hostile file of a million empty boxes is refused, not walked."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.seen = 0
+
+    def each(self, start: int, end: int, kind: bytes) -> Iterator[tuple[int, int]]:
+        """The (start, end) of the payloads of the boxes of type `kind` between `start` and
+        `end`. Raises UnreadableAudio for a box that runs past its parent."""
+        data, at = self.data, start
+        while at + 8 <= end:
+            self.seen += 1
+            if self.seen > _MAX_BOXES:
+                raise UnreadableAudio("the MP4 file has too many boxes")
+            size, name = struct.unpack_from(">I4s", data, at)
+            header = 8
+            if size == 1:  # a 64-bit size follows the type
+                if at + 16 > end:
+                    raise UnreadableAudio("the MP4 file is truncated")
+                (size,) = struct.unpack_from(">Q", data, at + 8)
+                header = 16
+            elif size == 0:  # the box runs to the end of its parent
+                size = end - at
+            if size < header or at + size > end:
+                raise UnreadableAudio("the MP4 file is truncated or corrupt")
+            if name == kind:
+                yield at + header, at + size
+            at += size
+
+    def first(self, start: int, end: int, *path: bytes) -> tuple[int, int] | None:
+        """The payload of the first box at `path` (b"minf", b"stbl", ...) under `start`-`end`."""
+        found: tuple[int, int] | None = (start, end)
+        for kind in path:
+            found = next(self.each(*found, kind), None) if found else None
+        return found
+
+
+def _mp4_length(data: bytes, mdhd: tuple[int, int] | None) -> float:
+    """The track's length from its media header (ISO 14496-12 8.4.2): duration / timescale."""
+    if mdhd is None:
+        raise UnreadableAudio("the MP4 file's audio track has no media header")
+    start, end = mdhd
+    version = data[start]
+    layout = {0: (start + 12, ">II"), 1: (start + 20, ">IQ")}.get(version)
+    if layout is None or layout[0] + struct.calcsize(layout[1]) > end:
+        raise UnreadableAudio("the MP4 file's media header cannot be read")
+    timescale, duration = struct.unpack_from(layout[1], data, layout[0])
+    return duration / timescale if timescale else 0.0
+
+
+def _mp4_codec(boxes: _Boxes, stsd: tuple[int, int] | None) -> str:
+    """What the track's first sample entry holds (ISO 14496-12 8.5.2): its name, and for AAC
+    the RFC 6381 codec ("mp4a.40.2") mapped to "aac"."""
+    data = boxes.data
+    if stsd is None or stsd[1] - stsd[0] < 16 or not struct.unpack_from(">I", data, stsd[0] + 4)[0]:
+        raise UnreadableAudio("the MP4 file's audio track cannot be read")
+    entry_size, name = struct.unpack_from(">I4s", data, stsd[0] + 8)  # after version, count
+    codec: str = name.decode("latin-1")
+    # An AudioSampleEntry's 28 bytes of fields, then (for AAC) its esds box; QuickTime's
+    # longer sound descriptions have none there, and are named "mp4a" alone.
+    at, end = stsd[0] + 16 + 28, min(stsd[0] + 8 + entry_size, stsd[1])
+    if name == b"mp4a" and at + 8 <= end:
+        size, child = struct.unpack_from(">I4s", data, at)
+        if child == b"esds" and 8 <= size <= end - at:
+            codec += _esds_codec(data[at + 8 : at + size])
+    return _AAC.get(codec, codec)
+
+
+def _esds_codec(esds: bytes) -> str:
+    """The RFC 6381 suffix of an MPEG-4 audio track (".40.2": object type 0x40, audio object
+    type 2), from its ES descriptor (ISO 14496-1 7.2.6); what it does not say is left out."""
+    es = _descriptor(esds, 4, 0x03)  # after the full box's version and flags
+    if es is None or es[1] - es[0] < 3:
+        return ""
+    flags, at = esds[es[0] + 2], es[0] + 3
+    at += 2 if flags & 0x80 else 0  # streamDependenceFlag: dependsOn_ES_ID
+    if flags & 0x40 and at < len(esds):  # URL_Flag: a counted URL
+        at += 1 + esds[at]
+    at += 2 if flags & 0x20 else 0  # OCRstreamFlag: OCR_ES_Id
+    config = _descriptor(esds, at, 0x04)
+    if config is None or config[1] - config[0] < 2:
+        return ""
+    object_type, stream_type = esds[config[0]], esds[config[0] + 1] >> 2
+    suffix = f".{object_type:X}"
+    info = _descriptor(esds, config[0] + 13, 0x05)
+    if (object_type, stream_type) == (0x40, 0x05) and info is not None and info[1] > info[0]:
+        audio_type = esds[info[0]] >> 3  # AudioSpecificConfig (ISO 14496-3 1.6.2.1)
+        if audio_type == 31 and info[1] - info[0] >= 2:  # escaped: 32 + the next 6 bits
+            audio_type = 32 + ((esds[info[0]] & 0x07) << 3 | esds[info[0] + 1] >> 5)
+        suffix += f".{audio_type}"
+    return suffix
+
+
+def _descriptor(data: bytes, at: int, tag: int) -> tuple[int, int] | None:
+    """The (start, end) of the payload of the MPEG-4 descriptor at `at` when its tag is `tag`:
+    a tag byte, then a length in 1 to 4 bytes of 7 bits."""
+    if at >= len(data) or data[at] != tag:
+        return None
+    length = 0
+    for size in range(1, 5):
+        if at + size >= len(data):
+            return None
+        length = length << 7 | data[at + size] & 0x7F
+        if not data[at + size] & 0x80:
+            start = at + size + 1
+            return start, min(start + length, len(data))
+    return None
 
 
 def _major(content_type: str) -> str:

@@ -53,6 +53,22 @@ class ChartSender(Sender, Protocol):
         ...
 
 
+@runtime_checkable
+class GroupChats(Protocol):
+    """A channel with group chats (Telegram): a chat several people read, where Pam keeps
+    what it knows of one member to itself (the channel makes each member of a group a
+    learner of their own, so a group's prompt never holds their private memory)."""
+
+    def in_group(self, chat_id: str) -> bool:
+        """Whether replies to `chat_id` are read by others than the learner."""
+        ...
+
+    def private_chat_link(self, start: str) -> str | None:
+        """A link that opens the learner's private chat with Pam and says `/start <start>`
+        there (one of the commands' names), None when Pam cannot tell it right now."""
+        ...
+
+
 class MediaLinks(Protocol):
     """Signed, expiring links to stored charts and spoken replies, under the web app's public
     address."""

@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from bot import phrases
+from bot.channels import GroupChats
 from bot.languages import (
     LEVELS,
     explanation_language,
@@ -29,11 +30,17 @@ from memory.store import Store
 @dataclass(frozen=True)
 class Command:
     """A parsed slash command: `/Language@PamBot Spanish English` → ("language", [...]).
-    `inbox_id` is the inbox item it arrived as, when it came through a channel's queue."""
+    `inbox_id` is the inbox item it arrived as, when it came through a channel's queue;
+    `group` its channel when it was said in a group (a chat others read), else None."""
 
     name: str
     args: list[str]
     inbox_id: int | None = None
+    group: GroupChats | None = None
+
+
+# What shows one learner's memory: answered in their private chat only, never in a group.
+PRIVATE = ("profile", "review", "progress")
 
 
 @dataclass(frozen=True)
@@ -127,14 +134,20 @@ class Commands:
         handler = self.handlers.get(command.name)
         if handler is None:
             return f"I don't know the command /{command.name}. {phrases.HELP}"
+        if command.group is not None and command.name in PRIVATE:
+            link = command.group.private_chat_link(command.name)
+            return phrases.private_only(learner.target_language, link)
         return handler(learner, command)
 
     def _settings_of(self, learner: LearnerInfo) -> str:
         """The settings line for `learner`, with what Pam has learned about them."""
         return _settings_line(learner, self.store.memory.profile(learner.id).data)
 
-    def start(self, learner: LearnerInfo, command: Command) -> str:
-        """/start: the welcome, with the learner's settings."""
+    def start(self, learner: LearnerInfo, command: Command) -> str | CommandAnswer:
+        """/start: the welcome, with the learner's settings. `/start profile` (a group's
+        link into the private chat says it) is /profile, and so for each of PRIVATE."""
+        if command.group is None and len(command.args) == 1 and command.args[0] in PRIVATE:
+            return self.handle(learner, replace(command, name=command.args[0], args=[]))
         settings = f"{self._settings_of(learner)}\n{_voice_line(learner)}"
         return phrases.WELCOME.format(settings=settings)
 
@@ -149,9 +162,10 @@ class Commands:
 
     def forget(self, learner: LearnerInfo, command: Command) -> str:
         """/forget: erase everything about the learner, queued messages before this one
-        included (its confirmation, and what they send after it, still go through)."""
+        included (its confirmation, and what they send after it, still go through). In a
+        group the learner is the member of that group: their private chat is not touched."""
         self.store.learners.forget(learner.id, keep_inbox_id=command.inbox_id)
-        return phrases.FORGOTTEN
+        return phrases.FORGOTTEN if command.group is None else phrases.FORGOTTEN_IN_GROUP
 
     def language(self, learner: LearnerInfo, command: Command) -> str:
         """/language <target> [native]: the languages to practise and to explain in."""

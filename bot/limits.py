@@ -1,8 +1,9 @@
 """The cost and abuse limits a turn is checked against: messages a minute
 (PAM_RATE_LIMIT_PER_MINUTE), the learner's tokens today (PAM_LEARNER_DAILY_TOKENS) and
-everyone's (PAM_DAILY_TOKENS), with what Pam says when one stops a turn. The counts come with
-the turn's own context read; a voice note is checked on its own, before it costs a
-download and a transcription."""
+everyone's (PAM_DAILY_TOKENS), with what Pam says when one stops a turn: once a minute at
+most, so that a burst of 2,000 messages gets one "slow down", not 2,000 (each one a send,
+billed on WhatsApp). The counts come with the turn's own context read; a voice note is
+checked on its own, before it costs a download and a transcription."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from bot import phrases
 from bot.settings import LimitSettings
 from memory.clock import Clock
 from memory.conversation import Conversation
+from memory.learners import Learners
 from memory.records import Activity, ActivityWindow
 
 SAID = {
@@ -19,14 +21,24 @@ SAID = {
     "learner_budget": phrases.LEARNER_BUDGET,
     "service_budget": phrases.SERVICE_BUDGET,
 }
+# Pam says a limit stopped a learner's turn at most once in this long; the turns it stops
+# meanwhile are kept (the messages stay in memory) and answered with silence.
+SAID_EVERY = timedelta(minutes=1)
 
 
 class Limits:
     """The limits of `settings`, counted in windows that end now by `clock`."""
 
-    def __init__(self, settings: LimitSettings, conversation: Conversation, clock: Clock) -> None:
+    def __init__(
+        self,
+        settings: LimitSettings,
+        conversation: Conversation,
+        learners: Learners,
+        clock: Clock,
+    ) -> None:
         self.settings = settings
         self.conversation = conversation
+        self.learners = learners
         self.clock = clock
 
     def window(self) -> ActivityWindow | None:
@@ -66,3 +78,11 @@ class Limits:
     def said(limit: str, language: str | None) -> str:
         """What Pam says when `limit` stops a turn, in the learner's target language."""
         return phrases.in_language(SAID[limit], language)
+
+    def say(self, limit: str, learner_id: int, language: str | None) -> str:
+        """What Pam says now that `limit` stopped a turn of the learner: `said`, unless she
+        said a limit to them within `SAID_EVERY` ("": nothing, this time)."""
+        now = self.clock()
+        if not self.learners.say_limit(learner_id, now, now - SAID_EVERY):
+            return ""
+        return self.said(limit, language)

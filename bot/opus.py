@@ -1,7 +1,7 @@
 """Spoken replies as the platforms take them: OGG/Opus (Telegram's sendVoice, WhatsApp's
 audio/ogg voice notes). Many speech servers answer WAV or MP3 whatever `response_format` says;
 their audio is converted here with PyAV (FFmpeg's libraries, shipped in its wheel: no system
-ffmpeg), and every result is checked, by reading its container with mutagen, to be Opus."""
+ffmpeg), and every result is checked, by reading its container (bot/audio.py), to be Opus."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def ogg_opus(data: bytes, content_type: str | None = None) -> tuple[bytes, Audio
     try:
         info = inspect(data, content_type)
     except UnreadableAudio:
-        info = None  # mutagen does not know every format FFmpeg reads: try it
+        info = None  # Pam reads fewer formats than FFmpeg does: try it
     if info is not None and info.codec == "opus" and info.content_type == OGG:
         return data, info
     converted = _convert(data)

@@ -33,6 +33,33 @@ FORGOTTEN = (
     "your corrections and usage. If you write again, we start fresh."
 )
 
+# /forget in a group: only what Pam keeps of the member from that group is erased.
+FORGOTTEN_IN_GROUP = (
+    "Done — I've erased what I knew about you from this group: our messages here, the "
+    "summary, your profile, corrections and usage. Our private chat is untouched (/forget "
+    "there erases it)."
+)
+
+# /profile, /review and /progress in a group, in the target language: what Pam knows of one
+# learner is not shown to the group; the private chat's link follows when Pam knows it.
+PRIVATE_ONLY = {
+    "English": "That stays between you and me 🙂 Ask me in our private chat!",
+    "Spanish": "Eso queda entre tú y yo 🙂 ¡Pregúntame en nuestro chat privado!",
+    "French": "Ça reste entre toi et moi 🙂 Demande-moi dans notre chat privé !",
+    "German": "Das bleibt unter uns 🙂 Frag mich in unserem privaten Chat!",
+    "Italian": "Questo resta tra noi 🙂 Chiedimelo nella nostra chat privata!",
+    "Portuguese": "Isso fica entre nós 🙂 Me pergunta no nosso chat privado!",
+    "Dutch": "Dat blijft tussen ons 🙂 Vraag het me in onze privéchat!",
+}
+
+
+def private_only(target_language: str | None, link: str | None) -> str:
+    """The note that a command about the learner alone is answered in private, with the
+    link to the private chat when there is one."""
+    note = _in(target_language, PRIVATE_ONLY)
+    return f"{note}\n{link}" if link else note
+
+
 TOO_LONG = (
     "That's a long message! 😅 Could you send it in smaller parts (under {limit} characters "
     "each)? Then I can answer properly."

@@ -7,6 +7,7 @@ reported under the variable's name."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -20,6 +21,16 @@ from memory.llm import Effort, StructuredOutput
 # Platforms redeliver an unacknowledged message for up to a day; finished queue items are kept
 # at least this long so that a redelivery is still recognised.
 MIN_QUEUE_RETENTION_HOURS = 24
+
+# The shortest secret Pam takes where it checks one (a bearer token, a webhook's secret, a
+# signing key): shorter is guessable. `openssl rand -hex 32`, which the docs suggest, and
+# Heroku's generated secrets give 64 characters.
+MIN_SECRET_CHARS = 16
+# Twilio's auth tokens are 32 hex digits.
+TWILIO_AUTH_TOKEN_CHARS = 32
+# A Telegram bot token: the bot's numeric id, ":" and the secret part, 35 characters of
+# A-Z a-z 0-9 _ - in BotFather's tokens (30 here, to spare any shorter real one).
+_TELEGRAM_BOT_TOKEN = re.compile(r"[0-9]+:[A-Za-z0-9_-]{30,}")
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -40,7 +51,25 @@ def section(prefix: str) -> SettingsConfigDict:
         # Each field's docstring is its description: the docs' configuration reference is
         # generated from them (docs/hooks.py).
         use_attribute_docstrings=True,
+        # A refused value is never repeated in the error (it may be a secret).
+        hide_input_in_errors=True,
     )
+
+
+def variable_of(model: type[BaseModel], info: ValidationInfo) -> str:
+    """The environment variable of the field being validated."""
+    assert info.field_name is not None
+    return str(model.model_fields[info.field_name].validation_alias)
+
+
+def long_enough(variable: str, secret: str | None, minimum: int = MIN_SECRET_CHARS) -> str | None:
+    """`secret`, unless it is too short to be one (never said: only its variable)."""
+    if secret and len(secret) < minimum:
+        raise ValueError(
+            f"{variable} is too short to be a secret: it must be at least {minimum} "
+            "characters (make one with `openssl rand -hex 32`)"
+        )
+    return secret
 
 
 class LLMSettings(BaseSettings):
@@ -101,6 +130,10 @@ class LimitSettings(BaseSettings):
     """LLM tokens (all calls, input + output) per learner per UTC day (0: no limit)."""
     daily_tokens: int = Field(default=0, ge=0)
     """LLM tokens for everyone together per UTC day (0: no limit)."""
+    max_queued_per_address: int = Field(default=20, ge=0)
+    """A learner's messages waiting to be answered, at most: the web turns more away without
+    storing them (200 to Telegram and Twilio, so they do not retry; 429 on the API) and the
+    learner is told once to slow down (0: no bound)."""
 
 
 class ServiceSettings(BaseSettings):
@@ -112,7 +145,8 @@ class ServiceSettings(BaseSettings):
     """Database connections per process, web, worker and memory jobs alike (plus as many
     overflow; see "Scaling")."""
     worker_threads: int = Field(default=4, ge=1, le=64)
-    """Inbox lanes per worker: learners answered in parallel."""
+    """Inbox lanes per worker: learners answered in parallel (plus one lane that answers only
+    slash commands, so `/help` and `/forget` never wait behind model calls)."""
     delivery_threads: int = Field(default=2, ge=1, le=32)
     """Delivery lanes per worker."""
     poll_seconds: float = Field(default=0.25, gt=0, le=60)
@@ -165,7 +199,8 @@ class WebSettings(BaseSettings):
     webhook); also the base of `/progress` chart links (WhatsApp media, the API's
     `image_url`)."""
     admin_token: str | None = None
-    """Enables the operator endpoints (`/admin/learners…`, `/metrics`); their bearer token."""
+    """Enables the operator endpoints (`/admin/learners…`, `/metrics`); their bearer token
+    (at least 16 characters: `openssl rand -hex 32`)."""
     # Reverse proxies in front of the web app whose X-Forwarded-* headers are trusted; unset:
     # one on Heroku and Fly (they set DYNO and FLY_APP_NAME on every process), else none.
     proxy_hops_override: int | None = Field(
@@ -179,6 +214,11 @@ class WebSettings(BaseSettings):
     fly_app_name: str | None = Field(default=None, validation_alias="FLY_APP_NAME")
     """Set by Fly on every machine, not by operators: Pam reads it to trust Fly's proxy
     (`PAM_PROXY_HOPS`)."""
+
+    @field_validator("admin_token")
+    @classmethod
+    def _a_secret(cls, token: str | None, info: ValidationInfo) -> str | None:
+        return long_enough(variable_of(cls, info), token)
 
     @property
     def proxy_hops(self) -> int:
@@ -197,13 +237,18 @@ class ChartSettings(BaseSettings):
     model_config = section("PAM_")
 
     link_secret: str | None = None
-    """The key chart links are signed with; unset, Pam makes a random one once and keeps it
-    in the database (`service_keys`), shared by every process."""
+    """The key chart links are signed with (at least 16 characters); unset, Pam makes a random
+    one once and keeps it in the database (`service_keys`), shared by every process."""
     chart_link_seconds: int = Field(default=86400, ge=60, le=30 * 86400)
     """How long a chart or voice-reply link works; charts and spoken replies older than this
     are deleted by retention."""
     chart_dir: Path | None = None
     """Unset: the working directory. Where `pam chat` writes `/progress` charts."""
+
+    @field_validator("link_secret")
+    @classmethod
+    def _a_secret(cls, secret: str | None, info: ValidationInfo) -> str | None:
+        return long_enough(variable_of(cls, info), secret)
 
 
 class VoiceSettings(BaseSettings):
@@ -246,6 +291,11 @@ class VoiceSettings(BaseSettings):
     voice_max_bytes: int = Field(default=10_000_000, ge=1000, le=25_000_000)
     """The biggest voice note Pam downloads (checked before and while downloading; Telegram's
     Bot API stops at 20 MB, OpenAI at 25 MB)."""
+    media_deadline_seconds: float = Field(
+        default=30.0, gt=0, le=600, validation_alias="PAM_MEDIA_DEADLINE"
+    )
+    """Seconds a voice note's whole download may take (every hop and read; a slower one is
+    tried again later, then apologised for)."""
     # At most this much of a reply is spoken (OpenAI's speech input takes up to 4096).
     speech_max_chars: int = Field(default=1000, ge=50, le=4096)
     """At most this much of a reply is spoken (cut after a sentence)."""
@@ -253,7 +303,7 @@ class VoiceSettings(BaseSettings):
     # by price against gpt-4o-mini's tokens: see docs/how/voice.md.
     transcription_tokens_per_second: float = Field(default=250.0, ge=0)
     """What a second of transcribed audio counts toward the token budgets (see
-    [Voice](#voice))."""
+    [Voice](how/voice.md))."""
     speech_tokens_per_char: float = Field(default=80.0, ge=0)
     """What a spoken character counts toward the token budgets."""
 
@@ -264,9 +314,15 @@ class ApiSettings(BaseSettings):
     model_config = section("PAM_API_")
 
     token: str | None = None
-    """Enables the HTTP API channel; its bearer token and reply-signing key."""
+    """Enables the HTTP API channel; its bearer token and reply-signing key (at least 16
+    characters)."""
     callback_url: str | None = None
     """Where the HTTP API channel POSTs replies."""
+
+    @field_validator("token")
+    @classmethod
+    def _a_secret(cls, token: str | None, info: ValidationInfo) -> str | None:
+        return long_enough(variable_of(cls, info), token)
 
 
 class TelegramSettings(BaseSettings):
@@ -275,13 +331,46 @@ class TelegramSettings(BaseSettings):
     model_config = section("TELEGRAM_")
 
     bot_token: str | None = None
-    """The bot's token from @BotFather; enables the Telegram channel."""
+    """The bot's token from @BotFather (`<bot id>:<35 characters>`; another shape stops the
+    start); enables the Telegram channel."""
     # What Telegram allows in a secret token.
     webhook_secret: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,256}$")
-    """The secret Telegram sends with each webhook call (`A-Z a-z 0-9 _ -`)."""
+    """The secret Telegram sends with each webhook call (`A-Z a-z 0-9 _ -`, 16 to 256
+    characters)."""
     api_url: str | None = None
     """Unset: Telegram. Bot API base before the token, for a local Bot API server (e.g.
     `http://localhost:8081/bot`)."""
+    # The operator's own Bot API server in --local mode: the directory holding its files, as
+    # Pam sees it. Only files under it are read from disk, and only with api_url set.
+    local_files_dir: Path | None = None
+    """Your own Bot API server's files directory in its `--local` mode, as Pam's worker sees
+    it (e.g. `/var/lib/telegram-bot-api`); the only place Pam reads a voice note from disk
+    (needs `TELEGRAM_API_URL`)."""
+
+    @field_validator("local_files_dir")
+    @classmethod
+    def _local_files_of_our_own_server(cls, path: Path | None, info: ValidationInfo) -> Path | None:
+        if path is not None and not info.data.get("api_url"):
+            raise ValueError(
+                "it is the files directory of your own Bot API server in --local mode: set "
+                "TELEGRAM_API_URL to that server too (Telegram's own names no local files)"
+            )
+        return path
+
+    @field_validator("bot_token")
+    @classmethod
+    def _botfathers_shape(cls, token: str | None) -> str | None:
+        if token and not _TELEGRAM_BOT_TOKEN.fullmatch(token):
+            raise ValueError(
+                "TELEGRAM_BOT_TOKEN is not a token from @BotFather: the bot's id, a colon and "
+                "its secret of 35 letters, digits, _ or - (123456789:AAH…)"
+            )
+        return token
+
+    @field_validator("webhook_secret")
+    @classmethod
+    def _a_secret(cls, secret: str | None, info: ValidationInfo) -> str | None:
+        return long_enough(variable_of(cls, info), secret)
 
 
 class WhatsAppSettings(BaseSettings):
@@ -290,18 +379,35 @@ class WhatsAppSettings(BaseSettings):
     model_config = section("TWILIO_")
 
     account_sid: str | None = None
-    """Your Twilio account; enable the WhatsApp channel."""
+    """Your Twilio account's SID; with the auth token, enables the WhatsApp channel."""
     auth_token: str | None = None
-    """Your Twilio account; enable the WhatsApp channel."""
+    """Your Twilio account's auth token (its 32 characters); with the SID, enables the
+    WhatsApp channel."""
     number: str | None = Field(default=None, validation_alias="TWILIO_WHATSAPP_NUMBER")
     """The WhatsApp sender, e.g. `whatsapp:+14155238886`."""
     webhook_shared_key: str | None = Field(
         default=None, validation_alias="TWILIO_WEBHOOK_SHARED_KEY_SECRET"
     )
     """The SharedKey secret Twilio signs with when the webhook has signature settings
-    (`X-Twilio-Webhooks-Signature-Settings`); else the auth token signs."""
+    (`X-Twilio-Webhooks-Signature-Settings`); else the auth token signs (at least 16
+    characters)."""
     api_url: str | None = None
     """Unset: Twilio. REST API base URL override (tests)."""
+
+    @field_validator("auth_token")
+    @classmethod
+    def _twilios_shape(cls, token: str | None) -> str | None:
+        if token and len(token) < TWILIO_AUTH_TOKEN_CHARS:
+            raise ValueError(
+                f"TWILIO_AUTH_TOKEN is too short: Twilio's auth tokens are "
+                f"{TWILIO_AUTH_TOKEN_CHARS} characters (the Twilio Console's Account Info)"
+            )
+        return token
+
+    @field_validator("webhook_shared_key")
+    @classmethod
+    def _a_secret(cls, secret: str | None, info: ValidationInfo) -> str | None:
+        return long_enough(variable_of(cls, info), secret)
 
 
 class Settings(BaseSettings):

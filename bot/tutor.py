@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 from bot import corrections, phrases
 from bot.asking import Asking
-from bot.channels import VoiceFetcher
+from bot.channels import GroupChats, VoiceFetcher
 from bot.commands import CommandAnswer, Commands, parse_command
 from bot.hearing import (
     NOT_TRANSCRIBED,
@@ -40,7 +40,7 @@ from memory.llm import (
     Refused,
     Unusable,
 )
-from memory.messages import VOICE, VoiceNote, clean_text
+from memory.messages import TURNED_AWAY, VOICE, VoiceNote, clean_text
 from memory.recall import Searcher
 from memory.records import (
     LearnerGone,
@@ -168,7 +168,7 @@ class Tutor:
         # Due items in the prompt, grading by the reply's report, /review (PAM_REVIEW).
         self.review = Reviewing(store.reviews, settings.memory.review, clock)
         self.commands = Commands(store, self.review, clock, voice=settings.voice.voice_notes)
-        self.limits = Limits(settings.limits, store.conversation, clock)
+        self.limits = Limits(settings.limits, store.conversation, store.learners, clock)
         # Voice notes transcribed, replies spoken (PAM_VOICE_NOTES; None: neither).
         self.hearing = Hearing(transcriber, settings.voice, store.ledger)
         self.speaking = Speaking(speaker, settings.voice, store.ledger, store.voice_clips)
@@ -229,13 +229,18 @@ class Tutor:
         voice: VoiceNote | None = None,
         fetcher: VoiceFetcher | None = None,
         can_speak: bool = False,
+        group: GroupChats | None = None,
     ) -> Turn:
         """What to answer the learner known as `external_id` (see `handle`), storing only
         their message: the reply is the caller's to store (`Turn.reply`), and the memory jobs
         its to start. `known`: the learner with `external_id`, if the caller has just read
         them. `voice`: the voice note the message is, downloaded with `fetcher` (its
-        channel's) and transcribed; `can_speak`: the channel takes spoken replies."""
+        channel's) and transcribed; `can_speak`: the channel takes spoken replies; `group`:
+        the channel, when the message was said in a group (commands that show the learner's
+        memory are answered in private only)."""
         text = clean_text(text)
+        if kind == TURNED_AWAY:
+            return self._turned_away(external_id, known)
         if kind == VOICE and voice is not None and self.hearing.enabled:
             learner = known or self.store.learners.learner(external_id, display_name)
             return _unless_forgotten(
@@ -256,7 +261,7 @@ class Tutor:
         learner = known or self.store.learners.learner(external_id, display_name)
         command = parse_command(text)
         if command is not None:
-            command = replace(command, inbox_id=inbox_id)
+            command = replace(command, inbox_id=inbox_id, group=group)
             try:
                 answered = self.commands.handle(learner, command)
             except LearnerGone:
@@ -275,6 +280,15 @@ class Tutor:
                 learner, text, inbox_id, can_retry=can_retry, note=note, can_speak=can_speak
             ),
         )
+
+    def _turned_away(self, external_id: str, known: LearnerInfo | None) -> Turn:
+        """The note that the web turned messages of the learner away (too many waiting):
+        "slow down", as when the rate limit stops a turn, and as seldom. Nothing is kept."""
+        learner = known or self.store.learners.find_learner(external_id)
+        if learner is None:  # forgotten meanwhile, or never answered: say it plainly
+            return Turn([self.limits.said("rate", None)], None)
+        said = self.limits.say("rate", learner.id, learner.target_language)
+        return Turn([said] if said else [], learner.id)
 
     def _voice_turn(
         self,
@@ -298,7 +312,8 @@ class Tutor:
             if limit is not None:
                 log.info("voice note limited learner=%s limit=%s", learner.id, limit)
                 metrics.BUDGET_REFUSALS.labels(limit).inc()
-                heard: Heard | NotHeard = NotHeard(limit, self.limits.said(limit, language))
+                said = self.limits.say(limit, learner.id, language)
+                heard: Heard | NotHeard = NotHeard(limit, said)
             else:
                 try:
                     heard = self.hearing.hear(
@@ -350,7 +365,8 @@ class Tutor:
                 inbox_id=inbox_id,
                 spoken_seconds=heard.seconds,
             )
-        return Turn([heard.said], learner.id, problem=heard.problem)
+        # Said is "" when a limit stopped it and Pam said so within the minute.
+        return Turn([heard.said] if heard.said else [], learner.id, problem=heard.problem)
 
     def speak(self, turn: Turn) -> Spoken:
         """The spoken copy of `turn`'s reply, made now: for the terminal, which shows the text
@@ -407,7 +423,8 @@ class Tutor:
         if limit is not None:  # the message stays in memory; the LLM is not called
             log.info("turn limited learner=%s limit=%s", learner.id, limit)
             metrics.BUDGET_REFUSALS.labels(limit).inc()
-            return Turn([self.limits.said(limit, language)], learner.id)
+            said = self.limits.say(limit, learner.id, language)
+            return Turn([said] if said else [], learner.id)
         asked = self.review.prepare(learner.id, context)
         try:
             completion, recalled = self.asking.ask(learner.id, text, context, stored.id, asked)

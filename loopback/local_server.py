@@ -1,14 +1,56 @@
 """The HTTP plumbing of the fake outside services (LLM, Telegram, Twilio): a server on
-127.0.0.1 in a thread; subclasses only say how to answer a request."""
+127.0.0.1 in a thread; subclasses only say how to answer a request. An answer's body may be a
+`Trickle`: sent a byte at a time, as a slow or hostile server would."""
 
 from __future__ import annotations
 
 import contextlib
 import threading
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
-Answer = tuple[int, dict[str, str], bytes]
+
+@dataclass
+class Trickle:
+    """A 200 answer of `data` sent one byte every `every` seconds, each read well inside any
+    per-read timeout; `head`: the status line and headers trickle too. `sent` counts the
+    bytes that went out; `hung_up` is set when the client went away before the end, `done`
+    when all of it was sent."""
+
+    data: bytes
+    every: float = 0.05
+    head: bool = False
+    content_type: str = "application/octet-stream"
+    sent: int = 0
+    hung_up: threading.Event = field(default_factory=threading.Event)
+    done: threading.Event = field(default_factory=threading.Event)
+
+    def send(self, handler: BaseHTTPRequestHandler, closing: threading.Event) -> None:
+        """Write the answer to `handler`'s client until it is all sent, the client hangs
+        up, or the server closes."""
+        head = (
+            f"HTTP/1.1 200 OK\r\nContent-Type: {self.content_type}\r\n"
+            f"Content-Length: {len(self.data)}\r\nConnection: close\r\n\r\n"
+        ).encode()
+        handler.close_connection = True
+        try:
+            if not self.head:
+                handler.wfile.write(head)
+                handler.wfile.flush()
+            raw = head + self.data if self.head else self.data
+            for index in range(len(raw)):
+                if closing.wait(self.every):
+                    return
+                handler.wfile.write(raw[index : index + 1])
+                handler.wfile.flush()
+                self.sent += 1
+            self.done.set()
+        except (BrokenPipeError, ConnectionResetError):
+            self.hung_up.set()
+
+
+Answer = tuple[int, dict[str, str], bytes | Trickle]
 
 
 class LocalServer:
@@ -24,6 +66,9 @@ class LocalServer:
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 status, headers, body = server.receive(self.path, dict(self.headers.items()), raw)
+                if isinstance(body, Trickle):
+                    body.send(self, server.closing)
+                    return
                 self.send_response(status)
                 for name, value in {"Content-Type": "application/json", **headers}.items():
                     self.send_header(name, value)
@@ -35,6 +80,7 @@ class LocalServer:
 
             do_GET = do_POST
 
+        self.closing = threading.Event()  # set on close: trickling answers stop
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(
@@ -64,5 +110,6 @@ class LocalServer:
         self.close()
 
     def close(self) -> None:
+        self.closing.set()
         self.httpd.shutdown()
         self.httpd.server_close()

@@ -17,7 +17,7 @@ from email.policy import HTTP
 from typing import Any
 from urllib.parse import parse_qsl, unquote
 
-from loopback.local_server import Answer, LocalServer
+from loopback.local_server import Answer, LocalServer, Trickle
 
 BOT_ID = 123456
 TOKEN = f"{BOT_ID}:TEST-token_abcdefghijklmnopqrstuvwxyz"
@@ -37,11 +37,12 @@ class Call:
 @dataclass
 class StoredFile:
     """A file Telegram keeps: its path on the file server, the size getFile tells (the real
-    size unless a test makes it lie), and its bytes."""
+    size unless a test makes it lie), and its bytes (`trickle`: sent that slowly instead)."""
 
     path: str
     size: int
     data: bytes
+    trickle: Trickle | None = None
 
 
 @dataclass
@@ -98,12 +99,19 @@ class TelegramServer(LocalServer):
         super().__init__()
 
     def add_file(
-        self, file_id: str, data: bytes, path: str = "voice/file_7.oga", size: int | None = None
+        self,
+        file_id: str,
+        data: bytes,
+        path: str = "voice/file_7.oga",
+        size: int | None = None,
+        trickle: Trickle | None = None,
     ) -> None:
         """Keep `data` as the file `file_id`, served at `path`; getFile tells `size` (default:
-        the real one; over MAX_DOWNLOAD_BYTES, getFile refuses it as Telegram does)."""
+        the real one; over MAX_DOWNLOAD_BYTES, getFile refuses it as Telegram does). With a
+        `trickle`, the download is that slow answer."""
         with self.lock:
-            self.files[file_id] = StoredFile(path, len(data) if size is None else size, data)
+            stored = StoredFile(path, len(data) if size is None else size, data, trickle)
+            self.files[file_id] = stored
 
     @property
     def base_url(self) -> str:
@@ -137,6 +145,8 @@ class TelegramServer(LocalServer):
         if found is None:
             body = {"ok": False, "error_code": 404, "description": "Not Found"}
             return 404, {}, json.dumps(body).encode()
+        if found.trickle is not None:
+            return 200, {}, found.trickle
         return 200, {"Content-Type": "application/octet-stream"}, found.data
 
     def webhook_info(self) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from twilio.request_validator import RequestValidator
 
-from loopback.local_server import Answer, LocalServer
+from loopback.local_server import Answer, LocalServer, Trickle
 
 ACCOUNT_SID = "AC" + "0" * 32
 AUTH_TOKEN = "test-auth-token-0123456789abcdef"
@@ -59,7 +59,7 @@ class Seen:
 class Item:
     """What the CDN answers at one path: `status`, with the bytes and their type, or a
     redirect to `location`; `unsized`: the body without a Content-Length, ended by closing
-    the connection (as a streamed answer may come)."""
+    the connection (as a streamed answer may come); `trickle`: that slow answer instead."""
 
     data: bytes = b""
     content_type: str = "audio/ogg"
@@ -67,6 +67,7 @@ class Item:
     location: str | None = None
     unsized: bool = False
     headers: dict[str, str] = field(default_factory=dict)
+    trickle: Trickle | None = None
 
 
 class MediaCDN(LocalServer):
@@ -87,6 +88,9 @@ class MediaCDN(LocalServer):
 
             def do_GET(self) -> None:
                 item = cdn.answer(self.path, dict(self.headers.items()))
+                if item.trickle is not None:
+                    item.trickle.send(self, cdn.closing)
+                    return
                 self.send_response(item.status)
                 headers = {"Content-Type": item.content_type, **item.headers}
                 if item.location is not None:

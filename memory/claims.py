@@ -12,14 +12,33 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, and_, bindparam, case, exists, insert, or_, update
+from sqlalchemy import (
+    Connection,
+    and_,
+    bindparam,
+    case,
+    exists,
+    func,
+    insert,
+    literal,
+    or_,
+    select,
+    update,
+)
 
-from memory.messages import VoiceNote
+from memory.messages import TURNED_AWAY, VoiceNote
 from memory.models import InboxItem, Learner, OutboxItem, UTCDateTime
 from memory.records import LearnerInfo
 
 PENDING, CLAIMED, DONE, SENT, FAILED = "pending", "claimed", "done", "sent", "failed"
 UNFINISHED = (PENDING, CLAIMED)
+
+
+def unfinished(item: Any) -> Any:
+    """`item` is pending or claimed, with the two written into the SQL: only a condition that
+    states the partial indexes' own lets SQLite use them (bound values it cannot compare with
+    them; it read every finished item instead)."""
+    return item.status.in_(bindparam("unfinished", UNFINISHED, literal_execute=True))
 
 
 @dataclass(frozen=True)
@@ -85,6 +104,51 @@ def unlinked_if_forgotten(model: Any) -> dict[str, Any]:
 def unspoken(item: Any) -> Any:
     """An outbox part to speak whose speech is not made yet: it holds no newer reply back."""
     return and_(item.speak, item.voice_id.is_(None))
+
+
+# -- admission: storing an inbound message, or the note that one was turned away --------------
+
+# The inbox columns an inbound message sets, each from the parameter `in_<column>`.
+INBOUND = ("channel", "platform_id", "address", "chat_id", "display_name", "text", "kind", "voice")
+
+
+def _admitted(where: Any) -> Any:
+    """The INSERT of one inbound message (parameters `in_<column>` and `now`) if `where`
+    holds as it runs: one statement, so that on SQLite it takes the write lock before it
+    reads (a read that then writes can fail at once with "database is locked")."""
+    now = bindparam("now", type_=UTCDateTime())
+    values = [bindparam(f"in_{name}", type_=InboxItem.__table__.c[name].type) for name in INBOUND]
+    row = select(*values, now, now, literal(PENDING), literal(0)).where(where)
+    columns = [*INBOUND, "received_at", "available_at", "status", "attempts"]
+    return insert(InboxItem).from_select(columns, row, include_defaults=False)
+
+
+def _waiting(address: Any, *also: Any) -> Any:
+    """The unfinished inbox items of `address` (and `also`)."""
+    return and_(InboxItem.address == address, unfinished(InboxItem), *also)
+
+
+_IN_ADDRESS = bindparam("in_address", type_=InboxItem.__table__.c["address"].type)
+# The message, unless its address has `max_queued` unfinished items already (read through
+# the partial index over (address, id), at most that many).
+_FEW_WAITING = select(func.count()).select_from(
+    select(InboxItem.id).where(_waiting(_IN_ADDRESS)).limit(bindparam("max_queued")).subquery()
+).scalar_subquery() < bindparam("max_queued")
+ADMIT = _admitted(_FEW_WAITING)
+# The note that the address's messages were turned away (its parameters are the turned-away
+# message's but `in_kind` and `in_text`), unless one is waiting already: at most one a time.
+NOTE_TURNED_AWAY = _admitted(~exists().where(_waiting(_IN_ADDRESS, InboxItem.kind == TURNED_AWAY)))
+
+
+def admission_values(row: dict[str, Any], now: datetime, max_queued: int) -> dict[str, Any]:
+    """The parameters of `ADMIT` for the inbound `row` (the columns it sets)."""
+    return {f"in_{name}": row[name] for name in INBOUND} | {"now": now, "max_queued": max_queued}
+
+
+def turned_away_values(values: dict[str, Any]) -> dict[str, Any]:
+    """The parameters of `NOTE_TURNED_AWAY`, from those of `ADMIT`: nothing of the message
+    itself is kept (its platform id still recognises a redelivery)."""
+    return values | {"in_kind": TURNED_AWAY, "in_text": "", "in_voice": None}
 
 
 def claimable(model: Any, now: Any) -> Any:

@@ -25,6 +25,8 @@ MIGRATIONS = Path(__file__).with_name("migrations")
 # A pooled Postgres connection idle longer than this is pinged before use (it may have been
 # cut: a restart, a failover, an idle timeout); one in steady use is not.
 PING_AFTER_IDLE_SECONDS = 2.0
+# How long a SQLite connection waits for another's write lock before "database is locked".
+SQLITE_BUSY_SECONDS = 30.0
 
 
 class DatabaseURLError(ValueError):
@@ -87,7 +89,7 @@ def make_engine(
     if make_url(url).get_backend_name() == "sqlite":
         engine = create_engine(
             url,
-            connect_args={"check_same_thread": False, "timeout": 30},
+            connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_SECONDS},
             hide_parameters=True,  # errors must not carry learners' words into the logs
         )
         event.listen(engine, "connect", _sqlite_pragmas)

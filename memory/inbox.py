@@ -2,15 +2,45 @@
 
 from __future__ import annotations
 
+import enum
+import re
+import string
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import timedelta
+from typing import Any
 
+from sqlalchemy import and_, func
 from sqlalchemy.exc import IntegrityError
 
 from memory.claims import Claim, Finishing
-from memory.messages import Inbound
+from memory.messages import Inbound, VoiceNote
 from memory.models import InboxItem
 from memory.queue import Queue
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _storable(text: str) -> str:
+    """`text` with each lone surrogate replaced by U+FFFD (no valid Python text from UTF-8
+    holds one; JSON's escapes can)."""
+    return _SURROGATE.sub("\ufffd", text)
+
+
+def _storable_voice(voice: VoiceNote) -> VoiceNote:
+    content_type = _storable(voice.content_type) if voice.content_type is not None else None
+    return replace(
+        voice, ref=_storable(voice.ref), content_type=content_type, source=_storable(voice.source)
+    )
+
+
+class Admission(enum.Enum):
+    """What became of an inbound message: stored, a redelivery, or turned away (its learner
+    has too many waiting already)."""
+
+    ACCEPTED = "accepted"
+    DUPLICATE = "duplicate"
+    TURNED_AWAY = "turned away"
 
 
 class Inbox(Queue):
@@ -21,24 +51,34 @@ class Inbox(Queue):
     def accept(self, message: Inbound) -> bool:
         """Persist an inbound message (and wake the workers, where the database can). False
         if this channel delivered it before."""
+        return self.admit(message) is Admission.ACCEPTED
+
+    def admit(self, message: Inbound, max_queued: int = 0) -> Admission:
+        """Persist an inbound message (and wake the workers, where the database can), unless
+        this channel delivered it before, or (with `max_queued`) its address has that many
+        unfinished messages already: then, without storing anything of it, the note that
+        messages were turned away is queued, if none is waiting (a worker answers it with
+        one "slow down")."""
         # Postgres cannot store NUL in text; no learner means one, so it goes here, for every
-        # channel at once.
+        # channel at once. Neither database can store a lone surrogate (half of a UTF-16 pair,
+        # legal in JSON as an escape): it becomes U+FFFD, in every field.
         display_name = message.display_name.replace("\x00", "") if message.display_name else None
+        voice = message.voice
         row = {
             "channel": message.channel,
-            "platform_id": message.platform_id,
-            "address": message.address,
-            "chat_id": message.chat_id,
-            "display_name": display_name,
-            "text": message.text.replace("\x00", ""),
+            "platform_id": _storable(message.platform_id),
+            "address": _storable(message.address),
+            "chat_id": _storable(message.chat_id),
+            "display_name": _storable(display_name) if display_name else None,
+            "text": _storable(message.text.replace("\x00", "")),
             "kind": message.kind,
-            "voice": message.voice.to_json() if message.voice is not None else None,
+            "voice": _storable_voice(voice).to_json() if voice is not None else None,
         }
         try:
-            self.backend.accept(row, self.clock())
+            stored = self.backend.accept(row, self.clock(), max_queued)
         except IntegrityError:
-            return False
-        return True
+            return Admission.DUPLICATE
+        return Admission.ACCEPTED if stored else Admission.TURNED_AWAY
 
     def complete(self, claim: Claim, replies: Sequence[str], *, failed: bool = False) -> bool:
         """Mark the message answered and queue its replies for the delivery lanes, in one
@@ -65,3 +105,23 @@ class Inbox(Queue):
         the lease ends."""
         finishing = Finishing(claim, self.clock(), failed=failed, deliver_lease=deliver_lease)
         return finishing.claims(replies, self.backend.finish(finishing, replies))
+
+
+def is_command(item: Any) -> Any:
+    """Whether the inbox `item` is a slash command typed as text (`/help`, `/forget@PamBot`),
+    which is answered without a model: a slash and a letter, as every command begins (a
+    subset of what bot/commands.py parse_command takes for one)."""
+    return and_(
+        item.kind == "text",
+        item.text.like("/%"),
+        func.substr(item.text, 2, 1).in_(tuple(string.ascii_letters)),
+    )
+
+
+class CommandInbox(Inbox):
+    """The inbox as the commands lane claims it: slash commands only, so that they are
+    answered while every other lane waits on the model. A learner's command still waits for
+    their older messages (claims go in order per address)."""
+
+    def takes(self, item: Any) -> Any:
+        return is_command(item)

@@ -3,7 +3,9 @@ settings, and /forget, which erases every row about one."""
 
 from __future__ import annotations
 
-from sqlalchemy import delete, select
+from datetime import datetime
+
+from sqlalchemy import delete, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from memory.backends import backend_for
@@ -11,6 +13,7 @@ from memory.db import Tables
 from memory.models import InboxItem, Learner, OutboxItem, Profile, RecallEntry, Summary
 from memory.recall import reindex
 from memory.records import LEARNER_TABLES, LearnerGone, LearnerInfo
+from memory.scrubs import Outcome, Scrubs
 from memory.statements import FIND_LEARNER
 
 
@@ -26,8 +29,15 @@ def _learner_info(row: Learner) -> LearnerInfo:
     )
 
 
+# How long the operator's /forget (or `pam chat`'s) tries to clear the files before it
+# answers that the scrub is pending (the worker then retries it).
+SCRUB_WITHIN_SECONDS = 2.0
+
+
 class Learners(Tables):
     """Learners, read and written, and forgotten."""
+
+    scrub_within = SCRUB_WITHIN_SECONDS
 
     def learner(self, external_id: str, display_name: str | None = None) -> LearnerInfo:
         """The learner with `external_id`, created (with empty summary and profile) if new."""
@@ -62,6 +72,19 @@ class Learners(Tables):
                 raise LearnerGone(learner_id)
             return _learner_info(row)
 
+    def say_limit(self, learner_id: int, now: datetime, last_said_before: datetime) -> bool:
+        """Record that Pam tells the learner a limit stopped their turn, as of `now`, unless
+        she last told them at or after `last_said_before`: whether to say it. One statement,
+        so turns of one learner on two lanes say it once."""
+        said = Learner.limit_said_at
+        statement = (
+            update(Learner)
+            .where(Learner.id == learner_id, or_(said.is_(None), said < last_said_before))
+            .values(limit_said_at=now)
+        )
+        with self.single.begin() as connection:
+            return bool(connection.execute(statement).rowcount)
+
     def update_settings(self, learner_id: int, **values: str | bool | None) -> LearnerInfo:
         """Set some of `target_language`, `native_language`, `level`, `display_name`,
         `voice_replies`."""
@@ -84,14 +107,21 @@ class Learners(Tables):
                 )
             return _learner_info(row)
 
-    def forget(self, learner_id: int, keep_inbox_id: int | None = None) -> None:
+    def forget(self, learner_id: int, keep_inbox_id: int | None = None) -> bool:
         """Erase every row about the learner, in every table, in one transaction: their
         conversation, summary, profile, corrections, usage, memory jobs, and queued inbound
-        and outbound messages up to `keep_inbox_id` (the /forget being answered)."""
+        and outbound messages up to `keep_inbox_id` (the /forget being answered).
+
+        Then their bytes are cleared from the database's files (memory/scrubs.py): after
+        the /forget message and its confirmation are unlinked, by the worker, when there is
+        a `keep_inbox_id`; else here, trying for up to `scrub_within` seconds. True when
+        the files hold nothing more of them (on Postgres, once the rows are deleted: see
+        docs/how/remembers.md on VACUUM); False when the scrub is recorded and tried again later."""
+        scrubs = Scrubs(self.engine, self.clock)
         with self.sessions.begin() as session:
             learner = session.get(Learner, learner_id)
             if learner is None:
-                return
+                return True
             inbox = delete(InboxItem).where(InboxItem.address == learner.external_id)
             outbox = delete(OutboxItem).where(OutboxItem.address == learner.external_id)
             if keep_inbox_id is not None:
@@ -109,4 +139,11 @@ class Learners(Tables):
             for model in LEARNER_TABLES:
                 session.execute(delete(model).where(model.learner_id == learner_id))
             session.execute(delete(Learner).where(Learner.id == learner_id))
-        backend_for(self.engine).after_forget(indexed=indexed is not None)
+            scrubs.record(session.connection(), keep_inbox_id)
+        backend = backend_for(self.engine)
+        backend.after_forget(indexed=indexed is not None)
+        if not backend.clears_files:
+            return True
+        if keep_inbox_id is not None:
+            return False
+        return scrubs.run(within=self.scrub_within) is Outcome.DONE

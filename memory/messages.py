@@ -71,6 +71,10 @@ class VoiceNote:
 VOICE = "voice"
 MEDIA = "media"
 NOT_TEXT = (VOICE, MEDIA)
+# Not a message but a note the web stored in place of one it turned away: the learner had
+# too many messages waiting (PAM_MAX_QUEUED_PER_ADDRESS). Pam says "slow down" for it, once
+# a minute at most, and never sees what was turned away.
+TURNED_AWAY = "turned_away"
 
 
 @dataclass(frozen=True)

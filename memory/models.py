@@ -81,6 +81,9 @@ class Learner(Base):
     # /voice on: Pam's replies come as speech too (the chat part; corrections stay text).
     voice_replies: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    # When Pam last said that a limit stopped the learner's turn ("slow down"): said once a
+    # minute at most, not once per message of a burst (bot/limits.py).
+    limit_said_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
 
 class Message(Base):
@@ -438,7 +441,6 @@ class InboxItem(QueueItem, Base):
     __tablename__ = "inbox"
     __table_args__ = (
         UniqueConstraint("channel", "platform_id"),
-        Index("ix_inbox_status_id", "status", "id"),
         Index("ix_inbox_address_id", "address", "id"),
         *unfinished_indexes("inbox"),
         {"sqlite_autoincrement": True},
@@ -464,7 +466,6 @@ class OutboxItem(QueueItem, Base):
     __tablename__ = "outbox"
     __table_args__ = (
         UniqueConstraint("inbox_id", "seq"),
-        Index("ix_outbox_status_id", "status", "id"),
         Index("ix_outbox_address_id", "address", "id"),
         *unfinished_indexes("outbox"),
         {"sqlite_autoincrement": True},
@@ -502,3 +503,19 @@ class MetricSnapshot(Base):
     role: Mapped[str] = mapped_column(String(20))  # "worker", "memory-jobs", "retired", …
     samples: Mapped[str] = mapped_column(Text)  # JSON: family → type, help, samples
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
+
+
+class Scrub(Base):
+    """A /forget whose erased rows may still lie in the database's files: on SQLite in the
+    write-ahead log and in the pages a checkpoint has not copied back yet, until a checkpoint
+    truncates the log (memory/scrubs.py). It names nobody: `inbox_id` is the /forget message,
+    whose own rows (it, its confirmation) must be unlinked first; None for the operator's."""
+
+    __tablename__ = "scrubs"
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    inbox_id: Mapped[int | None] = mapped_column(Id)
+    requested_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    tried_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    last_error: Mapped[str | None] = mapped_column(String(300))

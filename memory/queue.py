@@ -39,6 +39,7 @@ from memory.claims import (
     claimable,
     held,
     held_params,
+    unfinished,
     unlinked_if_forgotten,
     unspoken,
 )
@@ -51,6 +52,9 @@ from memory.statements import LEARNER_COLUMNS
 # Retention: finished items are deleted this many rows per statement, each in a transaction
 # of its own, so a prune never holds many row locks (or SQLite's write lock) for long.
 PRUNE_BATCH = 500
+# A claim looks for the next item among this many of the oldest unfinished ones first: it is
+# almost always there, unless they are one address's burst behind its item in flight.
+OLDEST_LOOKED_AT = 8
 
 
 def _prunable(model: Any, cutoff: datetime) -> Any:
@@ -90,6 +94,7 @@ class Queue:
         self.lease = timedelta(seconds=lease_seconds)
         self.clock = clock  # leases and availability run on it: tests move it forward
         self._claim = self._claim_statement()
+        self._ready = self._ready_statement()
 
     # Whether an item waits for the older unfinished items of its address (`holds_back`).
     in_order = True
@@ -105,24 +110,69 @@ class Queue:
     def next_item_query(self, now: Any) -> Any:
         """The query for the id of the next claimable item as of `now`: the oldest unfinished
         item whose address has no older unfinished one. It reads only the partial indexes
-        over unfinished items, however many finished ones have piled up."""
+        over unfinished items, however many finished ones have piled up, and never more than
+        a few items of any one address, however many it has queued (a burst): the oldest
+        `OLDEST_LOOKED_AT` unfinished items are looked at first, where the next item almost
+        always is; failing that, the first item of each address that has any (`_heads`)."""
         item: Any = aliased(self.model, name="candidate")
-        older: Any = aliased(self.model, name="older")
         query = select(item.id).where(
-            item.status.in_(UNFINISHED),  # lets the database use the partial index
+            unfinished(item),  # lets the database use the partial index
             claimable(item, now),
             self.takes(item),
         )
-        if self.in_order:
-            query = query.where(
-                ~exists().where(
-                    older.address == item.address,
-                    older.id < item.id,
-                    older.status.in_(UNFINISHED),
-                    self.holds_back(older),
-                )
-            )
-        return self.backend.lock_next(query.order_by(item.id).limit(1), item)
+        if not self.in_order:
+            return self.backend.lock_next(query.order_by(item.id).limit(1), item)
+        oldest: Any = aliased(self.model, name="oldest")
+        looked_at = (
+            select(oldest.id).where(unfinished(oldest)).order_by(oldest.id).limit(OLDEST_LOOKED_AT)
+        )
+        older: Any = aliased(self.model, name="older")
+        first_of_its_address = ~exists().where(
+            older.address == item.address,
+            older.id < item.id,
+            unfinished(older),
+            self.holds_back(older),
+        )
+        among_oldest = query.where(item.id.in_(looked_at), first_of_its_address)
+        among_oldest = self.backend.lock_next(among_oldest.order_by(item.id).limit(1), item)
+        return select(
+            func.coalesce(among_oldest.scalar_subquery(), self._heads(now).scalar_subquery())
+        )
+
+    def _heads(self, now: Any) -> Any:
+        """The oldest claimable item among the first unfinished item of each address. The
+        first items are walked through the index over (address, id), one lookup each to the
+        next address's first (a loose index scan): the work grows with the addresses waiting,
+        not with their items."""
+        model = self.model
+
+        def first_after(column: str, address: Any) -> Any:
+            """`column` of the first unfinished item (that holds others back) of the first
+            address after `address` (None: of the first address)."""
+            after: Any = aliased(model, name="after")
+            query = select(getattr(after, column)).where(unfinished(after))
+            query = query.where(self.holds_back(after))
+            if address is not None:
+                query = query.where(after.address > address)
+            return query.order_by(after.address, after.id).limit(1).scalar_subquery()
+
+        heads = select(
+            first_after("address", None).label("address"), first_after("id", None).label("id")
+        ).cte("heads", recursive=True)
+        following = (first_after(column, heads.c.address) for column in ("address", "id"))
+        heads = heads.union_all(select(*following).where(heads.c.address.is_not(None)))
+        # Each first item is looked up by its id in a subquery of its own: a join would let
+        # Postgres walk every unfinished item in id order to find the first one ready.
+        head: Any = aliased(model, name="head")
+        ready = (
+            select(and_(claimable(head, now), self.takes(head)))
+            .where(head.id == heads.c.id)
+            .scalar_subquery()
+        )
+        first_ready = select(heads.c.id).where(ready).order_by(heads.c.id).limit(1)
+        chosen: Any = aliased(model, name="chosen")
+        query = select(chosen.id).where(chosen.id == first_ready.scalar_subquery())
+        return self.backend.lock_next(query, chosen)
 
     def _claim_statement(self) -> Any:
         """One statement that takes the next item and returns a Claim's fields, by name: built
@@ -139,7 +189,7 @@ class Queue:
             claimed_address: Any = literal_column(f"{InboxItem.__tablename__}.address")
             waiting = exists().where(
                 OutboxItem.address == claimed_address,
-                OutboxItem.status.in_(UNFINISHED),
+                unfinished(OutboxItem),
                 ~unspoken(OutboxItem),  # a slow spoken copy holds no newer reply back
             )
             columns += [
@@ -169,11 +219,23 @@ class Queue:
             .returning(*columns)
         )
 
+    def _ready_statement(self) -> Any:
+        """The next item's id as of the parameter `now` (None: nothing to claim), read alone:
+        on SQLite, without the write lock."""
+        return self.next_item_query(bindparam("now", type_=UTCDateTime()))
+
     def claim_next(self) -> Claim | None:
-        """Claim the next item whose turn it is, or None when there is none right now."""
+        """Claim the next item whose turn it is, or None when there is none right now. Where
+        a claim takes the database's one write lock (SQLite), it first reads whether there is
+        anything to claim: idle lanes polling an empty queue never hold up a writer (the web
+        storing a message)."""
         now = self.clock()
         token = str(uuid.uuid4())
         values = {"now": now, "token": token, "lease_expires_at": now + self.lease}
+        if self.backend.one_writer:
+            with self.single.connect() as connection:
+                if connection.execute(self._ready, {"now": now}).scalar() is None:
+                    return None
         with self.single.begin() as connection:
             row = connection.execute(self._claim, values).first()
         if row is None:

@@ -1,6 +1,6 @@
 """The message store: one engine's learners, conversations, memory state, ledger,
-inspection, recall, review, /progress charts and spoken replies, each a part named for its domain; a
-consumer that needs one part takes just it."""
+inspection, recall, review, /progress charts, spoken replies and /forget's scrubs, each a part
+named for its domain; a consumer that needs one part takes just it."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from memory.ledger import Ledger
 from memory.memory_state import MemoryState
 from memory.recall import Recall
 from memory.review import Reviews
+from memory.scrubs import Scrubs
 from memory.voice_clips import VoiceClips
 
 
@@ -32,3 +33,4 @@ class Store:
         self.reviews = Reviews(engine, clock)
         self.charts = Charts(engine, clock)
         self.voice_clips = VoiceClips(engine, clock)
+        self.scrubs = Scrubs(engine, clock)

@@ -1,7 +1,8 @@
 """Operator endpoints: find a learner by channel address or list them a page at a time;
-inspect a learner's memory, search it as recall would, or erase it. A learner is named in a
-path by id or by address (`/admin/learners/telegram:777001/memory`). Bearer PAM_ADMIN_TOKEN,
-compared in constant time; while the token is unset the endpoints do not exist (404)."""
+inspect a learner's memory, search it as recall would, or erase it (and follow the scrub that
+clears it from SQLite's files, /admin/scrubs). A learner is named in a path by id or by
+address (`/admin/learners/telegram:777001/memory`). Bearer PAM_ADMIN_TOKEN, compared in
+constant time; while the token is unset the endpoints do not exist (404)."""
 
 from __future__ import annotations
 
@@ -256,6 +257,35 @@ def forget(ref: str) -> ResponseReturnValue:
     if not isinstance(found, LearnerEntry):
         return found
     learner_id = found.id
-    Store(web().engine).learners.forget(learner_id)
-    log.info("learner forgotten by an operator learner=%s", learner_id)
-    return jsonify(status="forgotten", learner=learner_id), 200
+    if Store(web().engine).learners.forget(learner_id):
+        log.info("learner forgotten by an operator learner=%s", learner_id)
+        return jsonify(status="forgotten", learner=learner_id), 200
+    # The rows are gone, but not yet their bytes: not 200 until they are.
+    log.warning("learner forgotten by an operator learner=%s; scrub pending", learner_id)
+    detail = (
+        "The learner's rows are erased, but their bytes are still in the database's files: "
+        "another connection holds an older snapshot, so the checkpoint that clears them "
+        "could not complete. The worker retries it until it does; GET /admin/scrubs shows "
+        "what is still pending."
+    )
+    return jsonify(status="pending", learner=learner_id, detail=detail), 202
+
+
+@blueprint.get("/scrubs")
+def scrubs() -> ResponseReturnValue:
+    """The /forget scrubs not done yet (SQLite: erased rows still in the files), oldest
+    first; an empty list when nothing erased is left anywhere."""
+    pending = Store(web().engine).scrubs.pending()
+    return jsonify(
+        pending=[
+            {
+                "id": p.id,
+                "inbox_id": p.inbox_id,
+                "requested_at": _iso(p.requested_at),
+                "attempts": p.attempts,
+                "tried_at": _iso(p.tried_at),
+                "last_error": p.last_error,
+            }
+            for p in pending
+        ]
+    )

@@ -100,6 +100,7 @@ def create_app(
     app.extensions[charts.EXTENSION] = charts.SignedLinks(
         Charts(engine), settings.charts, settings.web.public_url
     )
+    app.extensions[health.EXTENSION] = health.disk_of(settings)
     app.register_blueprint(health.blueprint)
     app.register_blueprint(api.blueprint)
     app.register_blueprint(telegram.blueprint)

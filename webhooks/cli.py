@@ -101,12 +101,15 @@ INBOUND = (
     "TELEGRAM_WEBHOOK_SECRET",
     "TWILIO_WEBHOOK_SHARED_KEY_SECRET",
     "PAM_ADMIN_TOKEN",
+    "PAM_MAX_QUEUED_PER_ADDRESS",
     # which proxies' X-Forwarded-* the web app trusts: set, or Heroku's and Fly's own
     "PAM_PROXY_HOPS",
     "DYNO",
     "FLY_APP_NAME",
 )
-WORKER = (*DATABASE, *LLM, *MEMORY, *RECALL, *VOICE, *LIMITS, *LANES, *SENDERS)
+# Voice notes' downloads, by the worker: their deadline, a local Bot API server's files.
+DOWNLOADS = ("PAM_MEDIA_DEADLINE", "TELEGRAM_LOCAL_FILES_DIR")
+WORKER = (*DATABASE, *LLM, *MEMORY, *RECALL, *VOICE, *DOWNLOADS, *LIMITS, *LANES, *SENDERS)
 # Keyed by each command's path after `pam`.
 READS: dict[str, tuple[str, ...]] = {
     "chat": (
@@ -121,7 +124,7 @@ READS: dict[str, tuple[str, ...]] = {
     ),
     "worker": WORKER,
     "serve": (*WORKER, "PORT", *INBOUND),
-    "telegram": (*WORKER, "TELEGRAM_WEBHOOK_SECRET"),
+    "telegram": (*WORKER, "TELEGRAM_WEBHOOK_SECRET", "PAM_MAX_QUEUED_PER_ADDRESS"),
     "telegram set-webhook": (*TELEGRAM, "TELEGRAM_WEBHOOK_SECRET", "PAM_PUBLIC_URL"),
     "telegram delete-webhook": TELEGRAM,
     "telegram status": (*TELEGRAM, "PAM_PUBLIC_URL"),
@@ -203,6 +206,7 @@ def chat(user: str) -> None:
     assert pam.scheduler is not None
     pam.scheduler.start()
     pam.runner.recover()
+    pam.store.scrubs.run()  # a /forget's scrub a reader kept an earlier chat from finishing
     if hasattr(sys.stdin, "reconfigure"):
         sys.stdin.reconfigure(errors="replace")
     try:

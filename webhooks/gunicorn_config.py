@@ -46,7 +46,10 @@ def worker_count(environ: Mapping[str, str]) -> int:
 
 bind = [bind_address(os.environ)]
 workers = worker_count(os.environ)
-# Each worker's threads answer webhooks while others wait on the database.
+# Each worker's threads answer webhooks while others wait on the database; a request is read
+# whole before a thread serves it, so slow or idle clients hold no thread
+# (webhooks/gunicorn_worker.py).
+worker_class = "webhooks.gunicorn_worker.BufferingWorker"
 threads = 4
 timeout = 30
 # gunicorn trusts no proxy's X-Forwarded-* itself (its default trusts loopback's): the app

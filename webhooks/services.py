@@ -333,9 +333,9 @@ def poll_telegram(settings: Settings) -> int:
     log_channels(settings, "polling", log)
     log.info("polling Telegram for updates")
     try:
-        poll(
-            client, Inbox(pam.engine, settings.service.inbox_lease_seconds), stop, worker.wake_inbox
-        )
+        inbox = Inbox(pam.engine, settings.service.inbox_lease_seconds)
+        max_queued = settings.limits.max_queued_per_address
+        poll(client, inbox, stop, worker.wake_inbox, max_queued=max_queued)
     except WebhookIsSet:
         print(
             "pam: Telegram refuses polling because a webhook is set for this bot (409 "

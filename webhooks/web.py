@@ -16,7 +16,7 @@ from sqlalchemy import Engine
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 from bot.settings import Settings
-from memory.inbox import Inbox
+from memory.inbox import Admission, Inbox
 from memory.messages import Inbound
 from memory.outbox import Outbox
 from webhooks.telegram.client import TelegramClient
@@ -30,6 +30,12 @@ WEB_METRICS = CollectorRegistry()
 MESSAGES_RECEIVED = Counter(
     "pam_messages_received",
     "Messages received from a channel and stored in the inbox (redeliveries not counted).",
+    ["channel"],
+    registry=WEB_METRICS,
+)
+MESSAGES_TURNED_AWAY = Counter(
+    "pam_messages_turned_away",
+    "Messages not stored: their learner had PAM_MAX_QUEUED_PER_ADDRESS waiting already.",
     ["channel"],
     registry=WEB_METRICS,
 )
@@ -99,22 +105,27 @@ def json_body() -> Any:
         return None
 
 
-def accept(inbound: Inbound, started: float) -> bool:
+def accept(inbound: Inbound, started: float) -> Admission:
     """Persist an inbound message in the inbox, wake an in-process worker, and log the event
-    (channel, kind, timing; never the text). False for a redelivery."""
+    (channel, kind, timing; never the text). Not stored when it is a redelivery, or when its
+    learner has PAM_MAX_QUEUED_PER_ADDRESS messages waiting already (turned away: the
+    platform is still told it arrived, and the learner is told once to slow down)."""
     context = web()
-    new = context.inbox.accept(inbound)
-    if new:
+    admission = context.inbox.admit(inbound, context.settings.limits.max_queued_per_address)
+    if admission is Admission.ACCEPTED:
         MESSAGES_RECEIVED.labels(inbound.channel).inc()
+    if admission is Admission.TURNED_AWAY:
+        MESSAGES_TURNED_AWAY.labels(inbound.channel).inc()
+    if admission is not Admission.DUPLICATE:  # a note of it may be waiting too
         context.on_inbound()
     log.info(
         "inbound %s channel=%s kind=%s ms=%d",
-        "accepted" if new else "duplicate",
+        admission.value,
         inbound.channel,
         inbound.kind,
         (time.monotonic() - started) * 1000,
     )
-    return new
+    return admission
 
 
 def trust_proxies(app: Flask, hops: int) -> None:

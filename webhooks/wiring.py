@@ -209,6 +209,7 @@ def senders(settings: Settings) -> dict[str, Sender]:
                 settings.whatsapp.auth_token,
                 settings.whatsapp.number,
                 api_url=settings.whatsapp.api_url,
+                media_deadline=settings.voice.media_deadline_seconds,
                 status_callback=(
                     f"{settings.web.public_url.rstrip('/')}/whatsapp/status"
                     if settings.web.public_url
@@ -221,5 +222,10 @@ def senders(settings: Settings) -> dict[str, Sender]:
                 "not: WhatsApp replies will wait in the outbox until it is"
             )
     if settings.telegram.bot_token:
-        built[TELEGRAM] = TelegramClient(settings.telegram.bot_token, settings.telegram.api_url)
+        built[TELEGRAM] = TelegramClient(
+            settings.telegram.bot_token,
+            settings.telegram.api_url,
+            local_files=settings.telegram.local_files_dir,
+            media_deadline=settings.voice.media_deadline_seconds,
+        )
     return built

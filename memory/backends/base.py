@@ -38,6 +38,10 @@ class Backend(ABC):
     """One database's way of running the statements that differ between databases, on
     `engine`."""
 
+    # Whether the database has one write lock for all (SQLite): a statement that may write,
+    # a claim, holds up every other writer while it runs, even when it finds nothing.
+    one_writer = False
+
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.single = db.autocommit(engine)  # for work of one statement
@@ -48,9 +52,12 @@ class Backend(ABC):
         this database can, so that claims running at once take different items."""
 
     @abstractmethod
-    def accept(self, row: Mapping[str, Any], now: datetime) -> None:
+    def accept(self, row: Mapping[str, Any], now: datetime, max_queued: int = 0) -> bool:
         """Insert one inbound message (`row`: the inbox columns it sets) received at `now`,
-        waking the workers where the database can. Raises IntegrityError for a redelivery."""
+        waking the workers where the database can; True. With `max_queued`, not if its
+        address has that many unfinished items already: then the note that it was turned
+        away is stored instead, unless one is waiting, and False. Raises IntegrityError for a
+        redelivery."""
 
     @abstractmethod
     def finish(self, finishing: Finishing, parts: Sequence[str]) -> list[int] | None:
@@ -114,8 +121,20 @@ class Backend(ABC):
 
     @abstractmethod
     def after_forget(self, *, indexed: bool) -> None:
-        """Whatever the database needs so that what /forget erased is gone from its files;
-        `indexed`: whether the learner had anything in the recall index."""
+        """Whatever the database needs, once /forget's rows are deleted, so that no live
+        structure keeps what they held; `indexed`: whether the learner had anything in the
+        recall index. The files are cleared afterwards, by `clear_files`."""
+
+    # Whether what /forget erased stays in the database's files until Pam clears them
+    # (`clear_files`): SQLite's write-ahead log. Postgres deletes logically; VACUUM reuses
+    # the space in its own time (docs/how/remembers.md, "Forgetting").
+    clears_files = False
+
+    def clear_files(self, wait_seconds: float) -> bool:
+        """Clear erased rows' bytes from the database's files, waiting at most `wait_seconds`
+        for other connections; True if that completed (nothing to do where `clears_files`
+        is False)."""
+        return True
 
     @abstractmethod
     def inbox_listener(self, wake: Callable[[], None]) -> InboxListener | None:

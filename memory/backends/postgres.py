@@ -35,7 +35,17 @@ from sqlalchemy.sql.dml import Insert
 from sqlalchemy.sql.selectable import TextualSelect
 
 from memory.backends.base import RECALL_COLUMNS, Backend, ContextRead
-from memory.claims import FINISH, PENDING, SAME_FOR_EVERY_REPLY, TIMES_OF_A_REPLY, Finishing
+from memory.claims import (
+    ADMIT,
+    FINISH,
+    NOTE_TURNED_AWAY,
+    PENDING,
+    SAME_FOR_EVERY_REPLY,
+    TIMES_OF_A_REPLY,
+    Finishing,
+    admission_values,
+    turned_away_values,
+)
 from memory.models import Correction, InboxItem, MemoryJob, Message, OutboxItem, Usage, UTCDateTime
 from memory.recall_terms import pg_config
 from memory.records import (
@@ -226,6 +236,14 @@ _ACCEPTED = (
 )
 # The NOTIFY goes out once the INSERT commits, and not at all if it is a redelivery.
 _ACCEPT_AND_NOTIFY = select(func.pg_notify(CHANNEL, "")).select_from(_ACCEPTED)
+# The same with admission bounded per address (a row if the message was stored), and for the
+# note that one was turned away.
+_ADMIT_AND_NOTIFY, _NOTE_AND_NOTIFY = (
+    select(func.pg_notify(CHANNEL, "")).select_from(
+        statement.returning(InboxItem.id).cte("admitted")
+    )
+    for statement in (ADMIT, NOTE_TURNED_AWAY)
+)
 
 
 # -- recall ------------------------------------------------------------------------------------
@@ -299,11 +317,22 @@ class PostgresBackend(Backend):
         """FOR UPDATE SKIP LOCKED: a claim passes over the rows other claims are taking."""
         return query.with_for_update(skip_locked=True, of=table)
 
-    def accept(self, row: Mapping[str, Any], now: datetime) -> None:
-        """One statement stores the message and notifies the workers."""
-        values = {f"in_{name}": value for name, value in row.items()}
+    def accept(self, row: Mapping[str, Any], now: datetime, max_queued: int = 0) -> bool:
+        """One statement stores the message and notifies the workers (with `max_queued`, a
+        second one the note, when it was turned away). Two web requests of one address at
+        once may each count the other's message not there yet: the bound holds to within
+        the web's concurrent requests."""
+        if not max_queued:
+            values = {f"in_{name}": value for name, value in row.items()}
+            with self.single.begin() as connection:
+                connection.execute(_ACCEPT_AND_NOTIFY, values | {"now": now})
+            return True
+        values = admission_values(dict(row), now, max_queued)
         with self.single.begin() as connection:
-            connection.execute(_ACCEPT_AND_NOTIFY, values | {"now": now})
+            if connection.execute(_ADMIT_AND_NOTIFY, values).first() is not None:
+                return True
+            connection.execute(_NOTE_AND_NOTIFY, turned_away_values(values))
+        return False
 
     def finish(self, finishing: Finishing, parts: Sequence[str]) -> list[int] | None:
         """One statement when there are parts to queue: the UPDATE runs in a CTE, and the
@@ -425,7 +454,9 @@ class PostgresBackend(Backend):
         return list(connection.execute(search, values))
 
     def after_forget(self, *, indexed: bool) -> None:
-        """Nothing: the checkpoint that empties the write-ahead log is SQLite's."""
+        """Nothing: the deleted rows are gone from every index at once. Their bytes stay in
+        the table's and the write-ahead log's files until VACUUM reuses the space and the
+        segments are recycled (docs/how/remembers.md, "Forgetting")."""
 
     def inbox_listener(self, wake: Callable[[], None]) -> InboxListener | None:
         """A LISTEN on the channel every stored message notifies (see `accept`)."""

@@ -1,6 +1,6 @@
 """SQLite: the hot writes as short transactions of plain statements (its round trips are
-in-process and cost next to nothing), compare-and-set claims, a WAL checkpoint after /forget,
-and workers that poll."""
+in-process and cost next to nothing), compare-and-set claims, a WAL checkpoint that clears
+/forget's bytes from the files (and says when it could not), and workers that poll."""
 
 from __future__ import annotations
 
@@ -11,10 +11,18 @@ from typing import Any
 
 from sqlalchemy import Connection, Row, insert, text
 from sqlalchemy.dialects import sqlite
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.sql.dml import Insert
 
 from memory.backends.base import RECALL_COLUMNS, Backend, ContextRead
-from memory.claims import Finishing
+from memory.claims import (
+    ADMIT,
+    NOTE_TURNED_AWAY,
+    Finishing,
+    admission_values,
+    turned_away_values,
+)
+from memory.db import SQLITE_BUSY_SECONDS
 from memory.models import RECALL_FTS, InboxItem, MemoryJob, RecallEntry
 from memory.recall_terms import learner_terms, snowball_language, terms_of
 from memory.records import PAM, ActivityWindow, Backlog, ReplyRecord, StoredMessage
@@ -28,6 +36,8 @@ from memory.statements import (
 from memory.wakeup import InboxListener
 
 _ACCEPT = insert(InboxItem)
+# Every connection's wait for the write lock (make_engine's), restored after a checkpoint.
+BUSY_TIMEOUT_MS = int(SQLITE_BUSY_SECONDS * 1000)
 
 # FTS5's own 'secure-delete' option (SQLite 3.42+) removes a deleted row's terms from the
 # index at once. Without it they stay in old index segments until those are merged, so
@@ -65,14 +75,24 @@ def recall_match(learner_id: int, found: Sequence[str], language: str | None) ->
 class SqliteBackend(Backend):
     """SQLite's way: one writer at a time, so a claim's compare-and-set needs no row lock."""
 
+    one_writer = True
+
     def lock_next(self, query: Any, table: Any) -> Any:
         """SQLite has no SKIP LOCKED: the claim's compare-and-set keeps claims apart."""
         return query
 
-    def accept(self, row: Mapping[str, Any], now: datetime) -> None:
-        """A plain INSERT; nobody listens (SQLite workers poll)."""
+    def accept(self, row: Mapping[str, Any], now: datetime, max_queued: int = 0) -> bool:
+        """A plain INSERT, or with `max_queued` one that counts first, and the note after it
+        in the same transaction; nobody listens (SQLite workers poll)."""
         with self.engine.begin() as connection:
-            connection.execute(_ACCEPT, {**row, "received_at": now, "available_at": now})
+            if not max_queued:
+                connection.execute(_ACCEPT, {**row, "received_at": now, "available_at": now})
+                return True
+            values = admission_values(dict(row), now, max_queued)
+            if connection.execute(ADMIT, values).rowcount:
+                return True
+            connection.execute(NOTE_TURNED_AWAY, turned_away_values(values))
+            return False
 
     def finish(self, finishing: Finishing, parts: Sequence[str]) -> list[int] | None:
         """The finish and the replies' INSERT in one transaction."""
@@ -158,21 +178,39 @@ class SqliteBackend(Backend):
         return list(connection.execute(_RECALL_CANDIDATES, {"match": match, "limit": limit}))
 
     def after_forget(self, *, indexed: bool) -> None:
-        """secure_delete zeroes the freed pages, but two things still hold erased text: the
-        FTS5 index's old segments keep a deleted row's terms until they are merged, unless
-        the table has FTS5's 'secure-delete' option on (set by migration 0005 where SQLite
-        is 3.42+, and only honoured there), so merge them all into one (at 1,000,000
-        entries about half a second, bench/recall_scale.py); and the write-ahead log holds
-        the old pages until a checkpoint copies it back and truncates it: do that last. A
-        learner with nothing in the index (not `indexed`: no fold yet) costs no merge."""
+        """secure_delete zeroes the freed pages, but the FTS5 index's old segments keep a
+        deleted row's terms until they are merged, unless the table has FTS5's
+        'secure-delete' option on (set by migration 0005 where SQLite is 3.42+, and only
+        honoured there), so merge them all into one (at 1,000,000 entries about half a
+        second, bench/recall_scale.py). A learner with nothing in the index (not `indexed`:
+        no fold yet) costs no merge. The write-ahead log still holds the old pages: see
+        `clear_files`."""
         with self.engine.begin() as connection:
             secure = FTS_SECURE_DELETE and connection.execute(_FTS_SECURE_DELETE_SET).scalar()
             if indexed and not secure:
                 connection.exec_driver_sql(
                     f"INSERT INTO {RECALL_FTS}({RECALL_FTS}) VALUES ('optimize')"
                 )
+
+    clears_files = True
+
+    def clear_files(self, wait_seconds: float) -> bool:
+        """The write-ahead log holds every page a transaction wrote, erased rows' old
+        versions too, and the database file holds them until a checkpoint copies the newer
+        pages over them: one `wal_checkpoint(TRUNCATE)` does both and empties the log. It
+        cannot while another connection reads an older snapshot (or writes): it waits for
+        them, blocking new writers meanwhile, so only `wait_seconds`, and says whether it
+        completed (`busy` is 0) instead of pretending it did."""
+        wait_ms = max(0, int(wait_seconds * 1000))
         with self.engine.connect() as connection:
-            connection.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+            connection.exec_driver_sql(f"PRAGMA busy_timeout = {wait_ms}")
+            try:
+                busy, _, _ = connection.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)").one()
+            except OperationalError:  # another checkpoint is under way: not done by us
+                return False
+            finally:
+                connection.exec_driver_sql(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        return not busy
 
     def inbox_listener(self, wake: Callable[[], None]) -> InboxListener | None:
         """None: SQLite cannot notify another process; its workers poll."""

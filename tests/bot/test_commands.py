@@ -296,3 +296,63 @@ def test_forget_of_a_stranger_is_harmless(pam: Pam, fake_model: FakeChatModel) -
     assert ask(pam, user, "/forget") == phrases.FORGOTTEN
     assert pam.store.learners.find_learner(user) is None
     assert fake_model.calls == []
+
+
+# -- in a group --------------------------------------------------------------------------------
+
+
+class Group:
+    """A channel's group chat (bot.channels.GroupChats): its link into the private chat."""
+
+    def __init__(self, link: str | None = "https://t.me/PamBot") -> None:
+        self.link = link
+        self.asked: list[str] = []
+
+    def in_group(self, chat_id: str) -> bool:
+        return True
+
+    def private_chat_link(self, start: str) -> str | None:
+        self.asked.append(start)
+        return f"{self.link}?start={start}" if self.link else None
+
+
+def in_group(pam: Pam, user: str, text: str, group: Group) -> list[str]:
+    return pam.tutor.answer(user, text, group=group).replies
+
+
+@pytest.mark.parametrize("command", ["profile", "review", "progress"])
+def test_in_a_group_what_shows_the_learner_is_a_note_in_their_language(
+    pam: Pam, command: str
+) -> None:
+    user, group = unique_user(), Group()
+    ask(pam, user, "/language German English")
+    ask(pam, user, "Ich habe eine Schwester, sie ist Krankenschwester.")
+
+    [note] = in_group(pam, user, f"/{command}@PamBot", group)
+
+    assert note == phrases.private_only("German", f"https://t.me/PamBot?start={command}")
+    assert note.startswith("Das bleibt unter uns")
+    assert group.asked == [command]
+
+
+def test_in_a_group_other_commands_are_answered_as_anywhere(pam: Pam) -> None:
+    group = Group()
+    assert in_group(pam, unique_user(), "/help", group) == [phrases.HELP]
+    assert group.asked == []
+
+
+def test_the_start_link_answers_the_command_in_private(pam: Pam) -> None:
+    user = unique_user()
+    ask(pam, user, "/language Spanish English")
+    assert ask(pam, user, "/start profile").startswith("Here's what I know about you")
+    assert "I'm Pam" in ask(pam, user, "/start anything-else")
+    # In a group, the start link's words are no way around the note.
+    [welcome] = in_group(pam, user, "/start profile", Group())
+    assert "I'm Pam" in welcome
+
+
+def test_forget_in_a_group_says_what_it_erased(pam: Pam) -> None:
+    user = unique_user()
+    ask(pam, user, "Hola")
+    assert in_group(pam, user, "/forget", Group()) == [phrases.FORGOTTEN_IN_GROUP]
+    assert pam.store.learners.find_learner(user) is None

@@ -10,6 +10,7 @@ from bot import phrases
 from bot.runtime import Pam
 from bot.settings import Settings
 from memory.clock import Clock, ManualClock, utcnow
+from memory.messages import TURNED_AWAY
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel
 from webhooks.wiring import build
@@ -39,9 +40,10 @@ def test_too_many_messages_a_minute_get_a_friendly_answer_and_are_kept(
     pam = pam_with(settings, engine, fake_model, limits={"rate_limit_per_minute": 3})
     user = unique_user()
     pam.tutor.handle(user, "/language Spanish English")
-    answers = [pam.tutor.handle(user, f"Mensaje {n}")[0] for n in range(5)]
+    answers = [pam.tutor.handle(user, f"Mensaje {n}") for n in range(5)]
 
-    assert answers[3:] == [phrases.SLOW_DOWN["Spanish"]] * 2
+    # Said once, then silence for the rest of the minute (issue 27: one notice per window).
+    assert answers[3:] == [[phrases.SLOW_DOWN["Spanish"]], []]
     assert len(fake_model.of("reply")) == 3
     learner = pam.store.learners.find_learner(user)
     assert learner is not None
@@ -70,6 +72,48 @@ def test_the_rate_limit_lifts_once_the_minute_has_passed(
     assert pam.tutor.handle(user, "tres") == [phrases.SLOW_DOWN["English"]]
     clock.advance(timedelta(minutes=1, seconds=1))
     assert pam.tutor.handle(user, "cuatro") != [phrases.SLOW_DOWN["English"]]
+
+
+def test_a_burst_over_the_rate_limit_is_told_to_slow_down_once_a_minute(
+    settings: Settings, engine: Engine, fake_model: FakeChatModel
+) -> None:
+    """Each message over the limit used to get its own "slow down": 2,000 messages, 2,000
+    sends (billed on WhatsApp) and a turn each. Now it is said once a minute; every message
+    is still kept."""
+    clock = ManualClock()
+    pam = pam_with(settings, engine, fake_model, clock, limits={"rate_limit_per_minute": 2})
+    user, other = unique_user(), unique_user()
+    answers = []
+    for n in range(40):  # one every three seconds: two minutes of a burst
+        answers.append(pam.tutor.handle(user, f"spam {n}"))
+        clock.advance(timedelta(seconds=3))
+    notices = [n for n, said in enumerate(answers) if said == [phrases.SLOW_DOWN["English"]]]
+    assert notices == [2, 23]  # the first over the limit, then past a minute later
+    assert [said for said in answers[2:] if said != [phrases.SLOW_DOWN["English"]]] == [[]] * 36
+    assert len(fake_model.of("reply")) == 2
+    assert pam.tutor.handle(other, "Hola") != [phrases.SLOW_DOWN["English"]]  # theirs alone
+    learner = pam.store.learners.find_learner(user)
+    assert learner is not None
+    assert len(pam.store.conversation.messages(learner.id, role="learner")) == 40
+
+
+def test_the_note_of_messages_turned_away_says_slow_down_as_seldom(
+    settings: Settings, engine: Engine, fake_model: FakeChatModel
+) -> None:
+    """The web stores one note in place of the messages it turned away (the learner had too
+    many waiting): answered with "slow down", under the rate limit's once a minute."""
+    clock = ManualClock()
+    pam = pam_with(settings, engine, fake_model, clock)
+    user = unique_user()
+    pam.tutor.handle(user, "/language Spanish English")
+    assert pam.tutor.answer(user, "", kind=TURNED_AWAY).replies == [phrases.SLOW_DOWN["Spanish"]]
+    assert pam.tutor.answer(user, "", kind=TURNED_AWAY).replies == []
+    clock.advance(timedelta(minutes=1, seconds=1))
+    assert pam.tutor.answer(user, "", kind=TURNED_AWAY).replies == [phrases.SLOW_DOWN["Spanish"]]
+    assert fake_model.of("reply") == []
+    learner = pam.store.learners.find_learner(user)
+    assert learner is not None
+    assert pam.store.conversation.messages(learner.id) == []  # nothing kept of it
 
 
 def test_a_learner_over_their_daily_tokens_is_told_kindly(

@@ -125,7 +125,9 @@ def test_no_secret_or_message_text_is_logged_at_info(
                     == 200
                 )
                 form = {
-                    "MessageSid": f"SMlog{n}{hashlib.sha1(str(engine.url).encode()).hexdigest()}",
+                    # A Twilio sid (SM and 32 hex digits), one per message and database.
+                    "MessageSid": "SM"
+                    + hashlib.sha1(f"{engine.url}/{n}".encode()).hexdigest()[:32],
                     "From": "whatsapp:+34600111222",
                     "WaId": "34600111222",
                     "ProfileName": "Lucía",

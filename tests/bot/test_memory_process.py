@@ -265,7 +265,7 @@ def env(database_url: str, llm: OpenAIServer, callback: Callback) -> dict[str, s
         database_url,
         OPENAI_BASE_URL=llm.base_url,
         OPENAI_API_KEY="test",
-        PAM_API_TOKEN="test-token",
+        PAM_API_TOKEN="test-api-token-4e1c",
         PAM_API_CALLBACK_URL=f"{callback.origin}/replies",
         PAM_POLL_SECONDS="0.05",
         PAM_LLM_MAX_RETRIES="0",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import operator
 import re
+import secrets
 import shutil
 from pathlib import Path
 
@@ -127,6 +128,8 @@ def test_settings_are_frozen() -> None:
         ("PAM_REPLY_MAX_TOKENS", "1.5"),
         ("PAM_JOB_LEASE_SECONDS", "0"),
         ("PAM_SHUTDOWN_WAIT_SECONDS", "-1"),
+        ("PAM_MEDIA_DEADLINE", "0"),
+        ("TELEGRAM_LOCAL_FILES_DIR", "/var/lib/telegram-bot-api"),  # without TELEGRAM_API_URL
     ],
 )
 def test_invalid_values_raise(monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> None:
@@ -138,7 +141,10 @@ def test_invalid_values_raise(monkeypatch: pytest.MonkeyPatch, name: str, value:
 
 # -- the sections, and every variable operators set ------------------------------------------
 
-# Each variable of the README's Configuration table: a value, where it lands, as what.
+# A token as @BotFather gives one: the bot's id, ":" and 35 characters.
+BOT_TOKEN = "7412345678:AAHfiqksKZ8WmR2zSjiQ7_v4TMAKdiHm9T0"
+
+# Each variable of the docs' configuration reference: a value, where it lands, as what.
 EVERY_VARIABLE = [
     ("DATABASE_URL", "sqlite:////tmp/x.db", "database_url", "sqlite:////tmp/x.db"),
     ("OPENAI_API_KEY", "sk-x", "llm.api_key", "sk-x"),
@@ -154,6 +160,7 @@ EVERY_VARIABLE = [
     ("PAM_RATE_LIMIT_PER_MINUTE", "7", "limits.rate_limit_per_minute", 7),
     ("PAM_LEARNER_DAILY_TOKENS", "1000", "limits.learner_daily_tokens", 1000),
     ("PAM_DAILY_TOKENS", "9000", "limits.daily_tokens", 9000),
+    ("PAM_MAX_QUEUED_PER_ADDRESS", "5", "limits.max_queued_per_address", 5),
     ("PAM_WINDOW_MESSAGES", "12", "memory.window_messages", 12),
     ("PAM_SUMMARY_TRIGGER_TOKENS", "1500", "memory.summary_trigger_tokens", 1500),
     ("PAM_SUMMARY_MAX_TOKENS", "300", "memory.summary_max_tokens", 300),
@@ -176,23 +183,39 @@ EVERY_VARIABLE = [
     ("PAM_MAX_SEND_ATTEMPTS", "3", "service.max_send_attempts", 3),
     ("PAM_QUEUE_RETENTION_HOURS", "48", "service.queue_retention_hours", 48.0),
     ("PAM_MEMORY_PROCESS", "off", "service.memory_process", False),
-    ("TELEGRAM_BOT_TOKEN", "123:abc", "telegram.bot_token", "123:abc"),
-    ("TELEGRAM_WEBHOOK_SECRET", "s3cret_-", "telegram.webhook_secret", "s3cret_-"),
+    ("TELEGRAM_BOT_TOKEN", BOT_TOKEN, "telegram.bot_token", BOT_TOKEN),
+    (
+        "TELEGRAM_WEBHOOK_SECRET",
+        "s3cret_-0123456789",
+        "telegram.webhook_secret",
+        "s3cret_-0123456789",
+    ),
     (
         "TELEGRAM_API_URL",
         "http://localhost:8081/bot",
         "telegram.api_url",
         "http://localhost:8081/bot",
     ),
+    (
+        "TELEGRAM_LOCAL_FILES_DIR",
+        "/var/lib/telegram-bot-api",
+        "telegram.local_files_dir",
+        Path("/var/lib/telegram-bot-api"),
+    ),
     ("TWILIO_ACCOUNT_SID", "AC123", "whatsapp.account_sid", "AC123"),
-    ("TWILIO_AUTH_TOKEN", "tw-token", "whatsapp.auth_token", "tw-token"),
+    ("TWILIO_AUTH_TOKEN", "0123456789abcdef" * 2, "whatsapp.auth_token", "0123456789abcdef" * 2),
     ("TWILIO_WHATSAPP_NUMBER", "whatsapp:+1415", "whatsapp.number", "whatsapp:+1415"),
     ("TWILIO_API_URL", "http://localhost:2", "whatsapp.api_url", "http://localhost:2"),
-    ("TWILIO_WEBHOOK_SHARED_KEY_SECRET", "shk", "whatsapp.webhook_shared_key", "shk"),
+    (
+        "TWILIO_WEBHOOK_SHARED_KEY_SECRET",
+        "shared-key-secret",
+        "whatsapp.webhook_shared_key",
+        "shared-key-secret",
+    ),
     ("PAM_PUBLIC_URL", "https://pam.example", "web.public_url", "https://pam.example"),
     ("PAM_PROXY_HOPS", "2", "web.proxy_hops_override", 2),
-    ("PAM_ADMIN_TOKEN", "adm", "web.admin_token", "adm"),
-    ("PAM_LINK_SECRET", "links-key", "charts.link_secret", "links-key"),
+    ("PAM_ADMIN_TOKEN", "admin-token-0123", "web.admin_token", "admin-token-0123"),
+    ("PAM_LINK_SECRET", "links-key-0123456", "charts.link_secret", "links-key-0123456"),
     ("PAM_CHART_LINK_SECONDS", "3600", "charts.chart_link_seconds", 3600),
     ("PAM_CHART_DIR", "/tmp/charts", "charts.chart_dir", Path("/tmp/charts")),
     ("PAM_VOICE_NOTES", "false", "voice.voice_notes", False),
@@ -210,17 +233,18 @@ EVERY_VARIABLE = [
     ("PAM_SPEECH_VOICE", "nova", "voice.speech_voice", "nova"),
     ("PAM_VOICE_MAX_SECONDS", "120", "voice.voice_max_seconds", 120),
     ("PAM_VOICE_MAX_BYTES", "5000000", "voice.voice_max_bytes", 5_000_000),
+    ("PAM_MEDIA_DEADLINE", "12.5", "voice.media_deadline_seconds", 12.5),
     ("PAM_SPEECH_MAX_CHARS", "600", "voice.speech_max_chars", 600),
     ("PAM_TRANSCRIPTION_TOKENS_PER_SECOND", "100", "voice.transcription_tokens_per_second", 100.0),
     ("PAM_SPEECH_TOKENS_PER_CHAR", "40", "voice.speech_tokens_per_char", 40.0),
-    ("PAM_API_TOKEN", "api", "api.token", "api"),
+    ("PAM_API_TOKEN", "api-token-0123456", "api.token", "api-token-0123456"),
     (
         "PAM_API_CALLBACK_URL",
         "https://front.example/r",
         "api.callback_url",
         "https://front.example/r",
     ),
-    # Set by the platforms, not operators: the README names them with PAM_PROXY_HOPS.
+    # Set by the platforms, not operators: the docs name them with PAM_PROXY_HOPS.
     ("DYNO", "web.1", "web.heroku_dyno", "web.1"),
     ("FLY_APP_NAME", "pam", "web.fly_app_name", "pam"),
 ]
@@ -245,10 +269,16 @@ def test_the_table_here_is_every_variable_of_the_docs_and_of_the_settings() -> N
     assert set(env_names()) == set(names)
 
 
+# What a variable is valid only with.
+NEEDS = {"TELEGRAM_LOCAL_FILES_DIR": {"TELEGRAM_API_URL": "http://localhost:8081/bot"}}
+
+
 @pytest.mark.parametrize(("name", "value", "path", "expected"), EVERY_VARIABLE)
 def test_every_variable_operators_set_is_still_read(
     monkeypatch: pytest.MonkeyPatch, name: str, value: str, path: str, expected: object
 ) -> None:
+    for needed, given in NEEDS.get(name, {}).items():
+        monkeypatch.setenv(needed, given)
     monkeypatch.setenv(name, value)
     settings = Settings()
     assert operator.attrgetter(path)(settings) == expected
@@ -287,7 +317,7 @@ def test_the_memory_model_follows_a_reply_model_given_directly() -> None:
 
 
 def test_replace_changes_only_the_values_named() -> None:
-    settings = Settings(llm={"api_key": "k", "model": "m"}, api={"token": "t"})
+    settings = Settings(llm={"api_key": "k", "model": "m"}, api={"token": "api-token-0123456"})
     changed = settings.replace(llm={"model": "other"}, database_url="sqlite:///y.db")
     assert (changed.llm.api_key, changed.llm.model) == ("k", "other")
     assert changed.database_url == "sqlite:///y.db" and changed.api == settings.api
@@ -327,7 +357,7 @@ def test_a_wrong_log_level_names_the_variable_and_the_levels(
 def test_an_invalid_value_is_reported_under_its_variable(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setenv("TWILIO_WEBHOOK_SHARED_KEY_SECRET", "fine")
+    monkeypatch.setenv("TWILIO_WEBHOOK_SHARED_KEY_SECRET", "a-fine-shared-key-secret")
     monkeypatch.setenv("PORT", "70000")
     with pytest.raises(SystemExit):
         load_settings()
@@ -421,6 +451,67 @@ def test_env_example_copied_as_it_is_loads_with_the_defaults(
     for name, value in environ.items():
         monkeypatch.setenv(name, value)
     assert Settings() == Settings.model_construct()
+
+
+# -- secrets ---------------------------------------------------------------------------------
+
+SHORT = "Zq7-shrt_9X"  # 11 characters: distinctive, so that its absence from output is telling
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("PAM_ADMIN_TOKEN", "¤"),  # one character
+        ("PAM_ADMIN_TOKEN", SHORT),
+        ("PAM_API_TOKEN", SHORT),
+        ("TELEGRAM_WEBHOOK_SECRET", SHORT),
+        ("PAM_LINK_SECRET", SHORT),
+        ("TWILIO_WEBHOOK_SHARED_KEY_SECRET", SHORT),
+        ("TWILIO_AUTH_TOKEN", SHORT + "0" * 20),  # 31: Twilio's are 32
+        ("TELEGRAM_BOT_TOKEN", f"123:{SHORT}"),
+        ("TELEGRAM_BOT_TOKEN", SHORT * 4),  # no bot id
+    ],
+)
+def test_a_secret_too_short_to_be_one_stops_the_start_naming_it_but_never_its_value(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    variable: str,
+    value: str,
+) -> None:
+    """Secrets of one character were accepted: a bearer token or a webhook's secret anyone
+    guesses. Each is refused at start, the variable named and the value never repeated
+    (neither in the message nor in pydantic's own error text)."""
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ValidationError) as refused:
+        Settings()
+    assert [error["loc"] for error in refused.value.errors()] == [(variable,)]
+    assert value not in str(refused.value)
+    with pytest.raises(SystemExit) as exited:
+        load_settings()
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert f"pam: invalid configuration: {variable}: " in err
+    assert value not in err and SHORT not in err
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("PAM_ADMIN_TOKEN", "0123456789abcdef"),  # the minimum, 16
+        ("PAM_ADMIN_TOKEN", secrets.token_hex(32)),  # `openssl rand -hex 32`, Heroku's generator
+        ("PAM_API_TOKEN", secrets.token_urlsafe(32)),
+        ("TELEGRAM_WEBHOOK_SECRET", secrets.token_urlsafe(32)),
+        ("TELEGRAM_WEBHOOK_SECRET", "A" * 256),  # the longest Telegram takes
+        ("PAM_LINK_SECRET", secrets.token_hex(32)),
+        ("TWILIO_WEBHOOK_SHARED_KEY_SECRET", secrets.token_urlsafe(24)),
+        ("TWILIO_AUTH_TOKEN", secrets.token_hex(16)),  # Twilio's: 32 hex digits
+        ("TELEGRAM_BOT_TOKEN", BOT_TOKEN),
+        ("TELEGRAM_BOT_TOKEN", "123456:ABC-DEF1234ghIkl-zyx57W2v1u123ew11"),  # Telegram's docs
+    ],
+)
+def test_real_secrets_are_taken(monkeypatch: pytest.MonkeyPatch, variable: str, value: str) -> None:
+    monkeypatch.setenv(variable, value)
+    assert Settings().value_of(variable) == value
 
 
 def test_an_empty_telegram_secret_is_unset_but_a_bad_one_still_fails(

@@ -42,8 +42,10 @@ def channel_services(
     telegram: TelegramServer,
     twilio: TwilioServer,
     webhook_secret: str,
+    **knobs: str,
 ) -> Iterator[Running]:
-    """Web and worker up and ready, talking to the fakes; stopped afterwards."""
+    """Web and worker up and ready, talking to the fakes, with `knobs` added to their
+    environment; stopped afterwards."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     with processes(tmp_path) as group:
@@ -60,6 +62,7 @@ def channel_services(
             TWILIO_AUTH_TOKEN=AUTH_TOKEN,
             TWILIO_WHATSAPP_NUMBER=NUMBER,
             TWILIO_API_URL=twilio.base_url,
+            **knobs,
         )
         db_upgrade(env, tmp_path)
         group.start("web", gunicorn(port, workers=1, threads=2), env)

@@ -52,11 +52,12 @@ from memory.outbox import Outbox
 from memory.records import LEARNER, PAM
 from memory.store import Store
 from tests.conftest import PG_URL
+from webhooks.api.payload import chat_address
 from webhooks.api.signing import signature
 
 pytestmark = pytest.mark.slow
 
-TOKEN = "test-api-token"
+TOKEN = "test-api-token-0c5e"
 MARKER = re.compile(r"\b[LS]\d{2}-M\d{2}\b")
 SLOW = "SLOW"  # a message containing this makes the fake LLM think for SLOW_SECONDS
 SLOW_SECONDS = 2.0
@@ -199,6 +200,11 @@ class Message:
     id: str
     user: str
     text: str
+
+    @property
+    def key(self) -> str:
+        """The inbox's platform id for it: the API deduplicates per user and id."""
+        return chat_address(self.user, self.id)
 
     @property
     def marker(self) -> str:
@@ -487,7 +493,7 @@ def test_two_workers_one_killed_answer_every_message_once_in_order(
                     break
                 assert time.monotonic() < deadline, (
                     f"after 120s, {len(markers - answered)} message(s) still unanswered: "
-                    f"{inbox_rows(engine, [m.id for m in everything if m.marker not in answered])}"
+                    f"{inbox_rows(engine, [m.key for m in everything if m.marker not in answered])}"
                 )
                 if time.monotonic() - last_report > 3:
                     last_report = time.monotonic()
@@ -503,7 +509,7 @@ def test_two_workers_one_killed_answer_every_message_once_in_order(
             store = Store(engine)
             for user, messages in sent.items():
                 assert_memory_holds(store, user, messages)
-            rows = inbox_rows(engine, [m.id for m in everything])
+            rows = inbox_rows(engine, [m.key for m in everything])
             reclaimed = [r for r in rows if r["attempts"] > 1]
             assert reclaimed, "no message was taken over from the killed worker"
             folds = len(llm.of("summary")) + len(doomed_llm.of("summary"))
@@ -671,7 +677,7 @@ def test_message_sent_right_after_forget_is_answered(
             assert texts[:2] == [shown(kai[0].marker, kai[0].text), phrases.FORGOTTEN], texts
             assert texts[2:] == [shown(kai[1].marker, kai[1].text)], (
                 f"the message sent right after /forget got no answer: {texts[2:]}; its inbox "
-                f"row: {inbox_rows(engine, [kai[1].id])} (gone means /forget erased it)"
+                f"row: {inbox_rows(engine, [kai[1].key])} (gone means /forget erased it)"
             )
             assert_memory_holds(Store(engine), "kai", kai[1:])
         finally:
@@ -711,6 +717,7 @@ def test_gunicorn_app_runs_on_heroku_style_postgres_url(tmp_path: Path) -> None:
         assert client.post(message) == 200
         engine = db.make_engine(url)
         try:
-            assert [r["platform_id"] for r in inbox_rows(engine, ["heroku-1"])] == ["heroku-1"]
+            rows = inbox_rows(engine, [message.key])
+            assert [r["platform_id"] for r in rows] == [message.key]
         finally:
             engine.dispose()

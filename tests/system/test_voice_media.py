@@ -115,16 +115,27 @@ def test_voice_notes_on_telegram_and_whatsapp_are_heard_answered_and_spoken_back
         (asked,) = llm.of("reply")
         assert asked["messages"][-1] == {"role": "user", "content": HEARD}
 
+        # getFile naming a file on the worker's disk, with no TELEGRAM_LOCAL_FILES_DIR: never
+        # read, nor sent on to the transcription server; Lena hears why, in Spanish.
+        local = tmp_path / "not-a-telegram-file.oga"
+        local.write_bytes(sample("voice.ogg"))
+        hostile = f"AwACAgQAAxkBAAI{uuid.uuid4().hex}"
+        telegram.add_file(hostile, sample("voice.ogg"), path=str(local))
+        _telegram(base, _voice_update(lena, hostile))
+        wait_for(lambda: len(telegram.sent_texts(lena["id"])) == 3, WAIT, "the refusal")
+        assert telegram.sent_texts(lena["id"])[2] == phrases.VOICE_UNREADABLE["Spanish"]
+        assert len(llm.audio_requests) == 1
+
         # /voice on: the next reply comes as text, then as an OGG voice message.
         _telegram(base, updates.command(lena, "/voice on"))
-        wait_for(lambda: len(telegram.sent_texts(lena["id"])) == 3, WAIT, "/voice on's answer")
-        assert telegram.sent_texts(lena["id"])[2] == phrases.VOICE_ON
+        wait_for(lambda: len(telegram.sent_texts(lena["id"])) == 4, WAIT, "/voice on's answer")
+        assert telegram.sent_texts(lena["id"])[3] == phrases.VOICE_ON
         _telegram(base, updates.text(lena, "¿Y tú qué hiciste ayer?"))
         wait_for(lambda: bool(telegram.of("sendVoice")), WAIT, "the spoken reply on Telegram")
         (spoken,) = telegram.of("sendVoice")
         assert str(spoken.params["chat_id"]) == str(lena["id"])
         assert spoken.params["voice"].startswith(b"OggS")
-        assert len(telegram.sent_texts(lena["id"])) == 4  # the text went too, first
+        assert len(telegram.sent_texts(lena["id"])) == 5  # the text went too, first
 
         # WhatsApp: Lucía's voice note, fetched from Twilio with the account's credentials,
         # then from the CDN without them.

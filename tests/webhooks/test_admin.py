@@ -5,14 +5,19 @@ from __future__ import annotations
 
 import json
 import logging
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 from flask.testing import FlaskClient
-from sqlalchemy import Engine
+from sqlalchemy import Engine, text
 
 from bot.runtime import Pam
 from bot.settings import Settings
+from memory import db
 from memory.records import LEARNER, PAM
+from memory.scrubs import Outcome
 from memory.store import Store
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel, reply_json
@@ -363,3 +368,54 @@ def test_recall_finds_nothing_once_the_learner_is_forgotten(
     gone = client.get(f"/admin/learners/{learner}/recall?q=Luna", headers=bearer())
     assert gone.status_code == 404
     assert "Luna" not in gone.get_data(as_text=True)
+
+
+@contextmanager
+def held_snapshot(engine: Engine) -> Iterator[None]:
+    """Another connection inside a read transaction, holding the snapshot it read."""
+    path = db.sqlite_file(str(engine.url))
+    if path is None:
+        isolated = engine.execution_options(isolation_level="REPEATABLE READ")
+        with isolated.connect() as reader:
+            reader.execute(text("SELECT count(*) FROM learners")).scalar()
+            yield
+        return
+    reader = sqlite3.connect(path, isolation_level=None)
+    try:
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM learners").fetchone()
+        yield
+    finally:
+        reader.close()
+
+
+def test_forget_is_not_200_while_a_reader_keeps_the_bytes_in_the_files(
+    store: Store, settings: Settings, engine: Engine
+) -> None:
+    """SQLite: another connection's read snapshot keeps the checkpoint that clears the
+    files from completing, so the answer is 202 "pending" and /admin/scrubs shows the scrub
+    until a later run completes it. Postgres deletes logically (docs/how/remembers.md says
+    what VACUUM does): a reader changes nothing there."""
+    learner = said(store, unique_user(), LUNA)
+    client = client_for(settings, engine)
+    with held_snapshot(engine):
+        response = client.post(f"/admin/learners/{learner}/forget", headers=bearer())
+
+        scrubs = client.get("/admin/scrubs", headers=bearer())
+        assert scrubs.status_code == 200
+        if engine.dialect.name == "postgresql":
+            assert response.status_code == 200
+            assert scrubs.get_json() == {"pending": []}
+            return
+        assert response.status_code == 202
+        body = response.get_json()
+        assert (body["status"], body["learner"]) == ("pending", learner)
+        assert "retries" in body["detail"] and "/admin/scrubs" in body["detail"]
+        [pending] = scrubs.get_json()["pending"]
+        assert (pending["inbox_id"], pending["attempts"]) == (None, 1)
+        assert "snapshot" in pending["last_error"]
+    counts = store.inspection.rows_about(learner, "")
+    assert counts == dict.fromkeys(counts, 0)  # the rows went at once
+
+    assert store.scrubs.run() is Outcome.DONE  # as the worker's next run does
+    assert client.get("/admin/scrubs", headers=bearer()).get_json() == {"pending": []}

@@ -13,11 +13,14 @@ from loopback.telegram_server import TOKEN
 from webhooks.channels import ChannelState, channel_report, channels_line, log_channels
 
 SECRET = "pam-webhook_Secret-7f3a9c"
+ADMIN_TOKEN = "admin-token-5e1f"
+API_TOKEN = "api-token-77d2ab"
+AUTH_TOKEN = "twilio-auth-token-0123456789abcd"
 EVERYTHING = Settings(
-    web={"admin_token": "admin-token", "public_url": "https://pam.example"},
-    api={"token": "api-token", "callback_url": "https://front.example/replies"},
+    web={"admin_token": ADMIN_TOKEN, "public_url": "https://pam.example"},
+    api={"token": API_TOKEN, "callback_url": "https://front.example/replies"},
     telegram={"bot_token": TOKEN, "webhook_secret": SECRET},
-    whatsapp={"account_sid": "AC123", "auth_token": "secret", "number": "whatsapp:+14155238886"},
+    whatsapp={"account_sid": "AC123", "auth_token": AUTH_TOKEN, "number": "whatsapp:+14155238886"},
 )
 
 
@@ -32,9 +35,9 @@ def test_with_nothing_configured_every_channel_is_off_naming_its_variables() -> 
 
 def test_a_half_configured_channel_names_only_what_is_missing() -> None:
     settings = Settings(
-        api={"token": "api-token"},
+        api={"token": API_TOKEN},
         telegram={"bot_token": TOKEN},
-        whatsapp={"account_sid": "AC123", "auth_token": "secret"},
+        whatsapp={"account_sid": "AC123", "auth_token": AUTH_TOKEN},
     )
     assert channel_report(settings, "worker") == [
         ChannelState("telegram", False, "TELEGRAM_WEBHOOK_SECRET not set"),
@@ -73,15 +76,15 @@ def test_polling_telegram_needs_no_webhook_secret() -> None:
 
 def test_the_line_holds_no_secret() -> None:
     line = channels_line(EVERYTHING, "serve")
-    for secret in (TOKEN, SECRET, "api-token", "admin-token", "AC123", "front.example"):
+    for secret in (TOKEN, SECRET, API_TOKEN, ADMIN_TOKEN, AUTH_TOKEN, "AC123", "front.example"):
         assert secret not in line
 
 
 @pytest.mark.parametrize(
     ("settings", "warned"),
     [
-        (Settings(web={"admin_token": "admin-token"}), True),  # only the operator's endpoints
-        (Settings(api={"token": "t", "callback_url": "https://front.example/r"}), False),
+        (Settings(web={"admin_token": ADMIN_TOKEN}), True),  # only the operator's endpoints
+        (Settings(api={"token": API_TOKEN, "callback_url": "https://front.example/r"}), False),
     ],
 )
 def test_a_process_no_learner_can_reach_says_so_once(

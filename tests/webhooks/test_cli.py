@@ -282,7 +282,7 @@ def test_serve_reports_its_channels_and_listens_on_the_port_flag(
         OPENAI_BASE_URL=llm.base_url,
         PORT=str(other),
         TELEGRAM_BOT_TOKEN=TOKEN,
-        PAM_API_TOKEN="api-token",
+        PAM_API_TOKEN="test-api-token-9b0d",
         PAM_API_CALLBACK_URL="http://127.0.0.1:9/replies",
     )
     with processes(tmp_path) as group:

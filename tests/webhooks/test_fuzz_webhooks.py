@@ -20,6 +20,7 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
+from werkzeug.datastructures import MultiDict
 from werkzeug.test import EnvironBuilder, TestResponse
 from werkzeug.wrappers import Request
 
@@ -27,10 +28,11 @@ from bot.settings import Settings
 from loopback.telegram_server import TOKEN, TelegramServer
 from loopback.twilio_server import ACCOUNT_SID, AUTH_TOKEN, NUMBER, sign
 from memory.models import InboxItem
+from memory.store import Store
 from tests.support import API_TOKEN
 from tests.webhooks.telegram import updates
 from tests.webhooks.telegram.conftest import SECRET
-from tests.webhooks.whatsapp.conftest import LOCAL, new_wa_id, text_form
+from tests.webhooks.whatsapp.conftest import LOCAL, new_sid, new_wa_id, text_form
 from webhooks.telegram.route import SECRET_HEADER
 from webhooks.whatsapp.signature import SIGNATURE_HEADER
 
@@ -39,6 +41,7 @@ pytestmark = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 TELEGRAM = "/telegram/webhook"
 WHATSAPP = "/whatsapp/webhook"
 API = "/api/messages"
+ADMIN_TOKEN = "fuzz-admin-token-8c1e"
 
 fuzz = hypothesis_settings(
     max_examples=50,
@@ -57,6 +60,7 @@ def app_settings(settings: Settings, telegram_server: TelegramServer) -> Setting
     Bot API for Pam's username)."""
     return settings.replace(
         api={"token": API_TOKEN},
+        web={"admin_token": ADMIN_TOKEN},
         telegram={
             "bot_token": TOKEN,
             "webhook_secret": SECRET,
@@ -385,6 +389,14 @@ BUILDERS: list[Callable[[str], dict[str, Any]]] = [
         updates.learner(), updates.group_chat(), f"Pam {words}", "Pam"
     ),
     lambda words: updates.from_other_bot(updates.group_chat()),
+    lambda words: updates.command(
+        updates.learner(), f"/profile@{updates.USERNAME} {words}", updates.group_chat()
+    ),
+    lambda words: updates.topic_mention(
+        updates.learner(),
+        updates.topic_created(updates.learner(), updates.forum_chat()),
+        f"@{updates.USERNAME} {words}",
+    ),
 ]
 
 
@@ -438,7 +450,8 @@ def test_api_mutated_messages(client: FlaskClient, engine: Engine, data: st.Data
 @fuzz
 @given(data=st.data())
 def test_whatsapp_mutated_forms(client: FlaskClient, engine: Engine, data: st.DataObject) -> None:
-    form = mutate_form(data.draw, text_form(new_wa_id(), data.draw(form_text)))
+    original = text_form(new_wa_id(), data.draw(form_text))
+    form = mutate_form(data.draw, original)
     before = rows(engine)
     response = client.post(
         WHATSAPP,
@@ -447,7 +460,14 @@ def test_whatsapp_mutated_forms(client: FlaskClient, engine: Engine, data: st.Da
         base_url=LOCAL,
     )
     no_5xx(response)
-    assert response.status_code in (200, 413), response.status_code
+    # A sid replaced by odd text is no form of Twilio's: 400.
+    sids = {form[k].strip() for k in ("MessageSid", "SmsMessageSid", "SmsSid") if k in form}
+    odd_sid = bool(sids - {"", original["MessageSid"]})
+    assert response.status_code in ((200, 400, 413) if odd_sid else (200, 413)), (
+        response.status_code
+    )
+    if response.status_code == 400:
+        assert rows(engine) == before
     if rows(engine) == before + 1:
         item = last_row(engine)
         if item.kind == "text":
@@ -541,3 +561,223 @@ def test_lone_surrogate_in_a_group_message_is_not_a_500(client: FlaskClient) -> 
         headers={SECRET_HEADER: SECRET},
     )
     assert response.status_code < 500, response.status_code
+
+
+def post_signed(client: FlaskClient, form: dict[str, str] | list[tuple[str, str]]) -> TestResponse:
+    """`form` posted to the WhatsApp webhook with Twilio's valid signature over it (a list of
+    pairs may repeat a key, as a form can)."""
+    fields = MultiDict(form)
+    signature = sign(LOCAL + WHATSAPP, fields)
+    return client.post(WHATSAPP, data=fields, headers={SIGNATURE_HEADER: signature}, base_url=LOCAL)
+
+
+def inbox_rows_from(engine: Engine, address: str) -> int:
+    with Session(engine) as session:
+        query = select(func.count()).select_from(InboxItem).where(InboxItem.address == address)
+        return int(session.scalar(query) or 0)
+
+
+def resliced(form: dict[str, str], key: str, swallowed: int) -> dict[str, str]:
+    """`form` with `key`'s value swallowing the `swallowed` pairs that follow it in the order
+    Twilio signs them (by key): the text Twilio's signature covers, URL + each key and value
+    run together, is the same, so the signature still holds."""
+    keys = sorted(form)
+    at = keys.index(key)
+    following = keys[at + 1 : at + 1 + swallowed]
+    changed = {k: v for k, v in form.items() if k not in following}
+    changed[key] = form[key] + "".join(k + form[k] for k in following)
+    return changed
+
+
+def test_a_resliced_twilio_capture_is_not_a_new_message(
+    client: FlaskClient, engine: Engine
+) -> None:
+    """Twilio's signature (twilio-python's RequestValidator.compute_signature: the URL, then
+    each key and value by key, with no separator) lets a captured form be re-sliced: the sid
+    swallows the pairs after it (`SM…` + `MessageTypetext`) and the signature still holds.
+    Pam took each re-slicing for a new message and answered it again (three answers, three
+    model calls, from one capture). The form is Twilio's for a WhatsApp text (Twilio's
+    "Twilio's request to your incoming message Webhook URL": MessageSid, SmsMessageSid and
+    SmsSid, equal)."""
+    wa_id = new_wa_id()
+    form = text_form(wa_id, "Hola, ¿qué tal?")
+    captures = [
+        resliced(form, "MessageSid", 1),  # SM… + MessageTypetext
+        resliced(form, "MessageSid", 3),  # … + NumMedia0NumSegments1
+        resliced(form, "SmsMessageSid", 1),  # SM… + SmsSidSM…
+        resliced(form, "SmsSid", 1),  # SM… + SmsStatusreceived
+        resliced(form, "From", 1),  # whatsapp:+… + MessageSidSM…: no MessageSid key left
+    ]
+    for capture in captures:
+        signature = sign(LOCAL + WHATSAPP, capture)
+        assert signature == sign(LOCAL + WHATSAPP, form)  # the same signed text
+
+    assert post_signed(client, form).status_code == 200
+    for capture in captures:
+        response = post_signed(client, capture)
+        assert response.status_code in (200, 400), response.status_code
+    assert inbox_rows_from(engine, f"whatsapp:+{wa_id}") == 1
+
+
+GOOD_SID = "SM" + "0123456789abcdef" * 2
+
+
+@pytest.mark.parametrize(
+    "sids",
+    [
+        {"MessageSid": GOOD_SID + "MessageTypetext"},
+        {"MessageSid": "SM123"},
+        {"MessageSid": "SM" + "g" * 32},
+        {"MessageSid": "MG" + "0" * 32},  # a Messaging Service's sid, not a message's
+        {"MessageSid": GOOD_SID + "0"},
+        {"MessageSid": "ＳＭ" + "0" * 32},  # full-width letters
+        {"MessageSid": "SM" + "０" * 32},  # full-width digits
+        {"MessageSid": GOOD_SID, "SmsMessageSid": "SM" + "1" * 32},  # they disagree
+        {"MessageSid": GOOD_SID, "SmsSid": "SM" + "1" * 32},
+        {"MessageSid": "x" * 5000},
+    ],
+    ids=[
+        "resliced",
+        "short",
+        "not-hex",
+        "messaging-service",
+        "long",
+        "fullwidth-prefix",
+        "fullwidth-digits",
+        "sms-message-sid-disagrees",
+        "sms-sid-disagrees",
+        "huge",
+    ],
+)
+def test_a_malformed_message_sid_is_refused_though_signed(
+    client: FlaskClient, engine: Engine, sids: dict[str, str]
+) -> None:
+    """Twilio's message sids are SM (or MM, a message with media) and 32 hex digits (Twilio's
+    "What is a SID?" glossary; the Message resource's `sid` pattern in Twilio's OpenAPI
+    spec, ^(SM|MM)[0-9a-fA-F]{32}$): any other is no form of Twilio's, however signed."""
+    form = {k: v for k, v in text_form(new_wa_id(), "Hola").items() if not k.endswith("Sid")}
+    form["AccountSid"] = ACCOUNT_SID
+    form.update(sids)
+    before = rows(engine)
+    response = post_signed(client, form)
+    assert response.status_code == 400, response.status_code
+    assert response.get_json()["error"] == "Bad Request"
+    assert rows(engine) == before
+
+
+def test_a_repeated_sid_key_with_another_value_is_refused(
+    client: FlaskClient, engine: Engine
+) -> None:
+    """A form may repeat a key (the signature covers every value): a second, other sid is
+    no message of Twilio's."""
+    form = [*text_form(new_wa_id(), "Hola").items(), ("MessageSid", new_sid())]
+    before = rows(engine)
+    assert post_signed(client, form).status_code == 400
+    assert rows(engine) == before
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [("MessageSid",), ("SmsMessageSid",), ("MessageSid", "SmsMessageSid")],
+    ids=["message-sid", "sms-message-sid", "both"],
+)
+def test_a_well_formed_sid_alone_is_enough(
+    client: FlaskClient, engine: Engine, fields: tuple[str, ...]
+) -> None:
+    sid = new_sid("MM" if "SmsMessageSid" in fields else "SM")
+    form = {k: v for k, v in text_form(new_wa_id(), "Hola").items() if not k.endswith("Sid")}
+    form.update({"AccountSid": ACCOUNT_SID} | dict.fromkeys(fields, sid))
+    before = rows(engine)
+    assert post_signed(client, form).status_code == 200
+    assert last_row(engine).platform_id == sid
+    assert post_signed(client, form).status_code == 200  # Twilio's retry: not stored again
+    assert rows(engine) == before + 1
+
+
+def test_a_second_api_users_msg_1_is_no_duplicate(client: FlaskClient, engine: Engine) -> None:
+    """Each front-end numbers its own users' messages: the API channel deduplicated on the
+    id alone, so a second user's `msg-1` was dropped as the first user's redelivery."""
+    auth = {"Authorization": f"Bearer {API_TOKEN}"}
+    first = {"id": "msg-1", "user": new_wa_id(), "text": "Hola"}
+    second = {"id": "msg-1", "user": new_wa_id(), "text": "Buenas"}
+    before = rows(engine)
+    assert client.post(API, json=first, headers=auth).status_code == 202
+    response = client.post(API, json=second, headers=auth)
+    assert (response.status_code, response.get_json()) == (202, {"status": "accepted"})
+    assert last_row(engine).text == "Buenas"
+    again = client.post(API, json=second, headers=auth)  # the same user's retry still is one
+    assert (again.status_code, again.get_json()) == (200, {"status": "duplicate"})
+    assert rows(engine) == before + 2
+
+
+def surrogate_in(field: str) -> dict[str, Any]:
+    """A private-chat update from a new learner with a lone surrogate in `field`."""
+    user = updates.learner()
+    if field in ("file_id", "mime_type"):
+        update = updates.voice(user)
+        update["message"]["voice"][field] = "Aw\ud83dAC"
+    elif field.startswith("chat."):
+        update = updates.text(user, "Hola")
+        update["message"]["chat"][field.removeprefix("chat.")] = "\udc00Lena"
+    else:
+        update = updates.text(user, "Hola")
+        update["message"]["from"][field] = "Lena \ud83d"
+    return update
+
+
+@pytest.mark.parametrize(
+    "field",
+    [
+        "first_name",
+        "last_name",
+        "username",
+        "chat.first_name",
+        "chat.username",
+        "file_id",
+        "mime_type",
+    ],
+)
+def test_a_lone_surrogate_in_a_telegram_field_is_stored_safely(
+    client: FlaskClient, engine: Engine, field: str
+) -> None:
+    """A lone surrogate (legal JSON as an escape; never valid text) in the sender's first name
+    made storing the message fail: a 500, which Telegram redelivers. Every field Pam keeps
+    (the name, a voice note's file id and type) is stored with U+FFFD in its place."""
+    update = surrogate_in(field)
+    response = client.post(
+        TELEGRAM,
+        data=json.dumps(update),  # ensure_ascii: the surrogate travels as an escape
+        content_type="application/json",
+        headers={SECRET_HEADER: SECRET},
+    )
+    assert (response.status_code, response.get_json()) == (200, {"status": "accepted"})
+    item = last_row(engine)
+    assert item.address == f"telegram:{update['message']['from']['id']}"
+    stored = [item.display_name or "", item.text, item.voice or "", item.chat_id]
+    assert not any(has_surrogate(value) for value in stored)
+    assert "\\ud" not in (item.voice or "")  # nor as an escape in the note's JSON
+    if field == "first_name":
+        assert item.display_name == "Lena \ufffd"
+
+
+@pytest.mark.parametrize(
+    "ref",
+    [str(2**63), str(2**64 + 1), "-1", "1e3", "0x10", "９", "１２", "1.0", "٣", "²", "9" * 400],
+)
+def test_a_malformed_admin_learner_id_is_a_4xx(
+    client: FlaskClient, engine: Engine, ref: str
+) -> None:
+    """An id past 2^63 gave a 500 (the database's integer overflows); none of these names a
+    learner, and each is answered 400 or 404 on every route that takes one."""
+    Store(engine).learners.learner(f"telegram:{new_wa_id()}")  # someone to not find
+    auth = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    for method, path in [
+        ("get", f"/admin/learners/{ref}"),
+        ("get", f"/admin/learners/{ref}/memory"),
+        ("get", f"/admin/learners/{ref}/recall?q=hola"),
+        ("post", f"/admin/learners/{ref}/forget"),
+        ("get", f"/admin/learners?after={ref}"),
+        ("get", f"/admin/learners?limit={ref}"),
+    ]:
+        response = client.open(path, method=method.upper(), headers=auth)
+        assert response.status_code in (400, 404), (path, response.status_code)

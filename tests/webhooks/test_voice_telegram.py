@@ -6,10 +6,15 @@ outages become VoiceRefused and VoiceUnavailable; a spoken reply is uploaded wit
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+import contextlib
+import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, example, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from bot.channels import (
     PermanentSendError,
@@ -20,6 +25,7 @@ from bot.channels import (
     VoiceTooLarge,
     VoiceUnavailable,
 )
+from loopback.local_server import Trickle
 from loopback.telegram_server import MAX_DOWNLOAD_BYTES, TOKEN, Failure, TelegramServer
 from loopback.twilio_server import Item, MediaCDN
 from memory.messages import VoiceNote
@@ -212,13 +218,25 @@ def test_an_unreachable_bot_api_is_worth_another_try() -> None:
         client.close()
 
 
+@pytest.fixture
+def own_server(
+    telegram_server: TelegramServer, tmp_path: Path
+) -> Iterator[tuple[TelegramServer, TelegramClient, Path]]:
+    """The operator's own Bot API server in --local mode: its files directory, as Pam sees
+    it, is TELEGRAM_LOCAL_FILES_DIR."""
+    files = tmp_path / "telegram-bot-api"
+    (files / TOKEN / "voice").mkdir(parents=True)
+    client = TelegramClient(TOKEN, telegram_server.base_url, local_files=files)
+    yield telegram_server, client, files
+    client.close()
+
+
 def test_a_local_bot_api_servers_file_is_read_from_the_shared_disk(
-    telegram: tuple[TelegramServer, TelegramClient], tmp_path: Path
+    own_server: tuple[TelegramServer, TelegramClient, Path],
 ) -> None:
     """In --local mode getFile gives an absolute path on the server's disk, and no download."""
-    server, client = telegram
-    local = tmp_path / "voice" / "file_12.oga"
-    local.parent.mkdir()
+    server, client, files = own_server
+    local = files / TOKEN / "voice" / "file_12.oga"
     local.write_bytes(OGG)
     server.add_file("local", OGG, path=str(local))
 
@@ -229,18 +247,227 @@ def test_a_local_bot_api_servers_file_is_read_from_the_shared_disk(
         client.fetch_voice(note("local"), len(OGG) - 1)
 
 
-def test_only_the_operators_own_bot_api_server_may_name_a_file_on_this_disk(
+def test_a_files_directory_needs_the_operators_own_bot_api_server(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="TELEGRAM_API_URL"):
+        TelegramClient(TOKEN, None, local_files=tmp_path)
+
+
+def test_without_a_files_directory_no_absolute_path_is_read(
     telegram: tuple[TelegramServer, TelegramClient], tmp_path: Path
 ) -> None:
+    """A Bot API server at TELEGRAM_API_URL alone (a hosted-API configuration, or a local
+    server whose files Pam was not told of) may not name a file on this disk."""
     server, client = telegram
     secret = tmp_path / "pam.db"
     secret.write_bytes(b"SQLite format 3\x00 every learner")
     server.add_file("ours", OGG, path=str(secret))
-    client.own_server = False  # as with Telegram's own API: it never names a local path
 
-    with pytest.raises(VoiceRefused):
+    with pytest.raises(VoiceRefused, match="TELEGRAM_LOCAL_FILES_DIR"):
         client.fetch_voice(note("ours"), CAP)
     assert server.downloads == []
+
+
+@pytest.mark.parametrize("configured", [False, True], ids=["hosted API", "own server"])
+@pytest.mark.parametrize("name", ["pam.db", "voice/file_7.oga", "big.oga"])
+def test_a_relative_path_is_downloaded_even_where_it_names_a_file_here(
+    telegram_server: TelegramServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    configured: bool,
+    name: str,
+) -> None:
+    """python-telegram-bot reads a relative path that is a file under the working directory
+    instead of downloading it: the database, any file, one far over the cap. Pam asks the
+    file server for it, as Telegram means."""
+    monkeypatch.chdir(tmp_path)
+    here = tmp_path / name
+    here.parent.mkdir(parents=True, exist_ok=True)
+    here.write_bytes(b"SQLite format 3\x00 every learner")
+    if name == "big.oga":
+        with here.open("r+b") as file:
+            file.truncate(5 * CAP)  # sparse: no disk spent
+    telegram_server.add_file("rel", OGG, path=name)
+    client = (
+        TelegramClient(TOKEN, telegram_server.base_url, local_files=tmp_path / "files")
+        if configured
+        else TelegramClient(TOKEN, telegram_server.base_url)
+    )
+    try:
+        audio = client.fetch_voice(note("rel"), CAP)
+    finally:
+        client.close()
+
+    assert audio.data == OGG
+    assert telegram_server.downloads == [f"/file/bot{TOKEN}/{name}"]
+
+
+def _outside(files: Path, tmp_path: Path) -> str:
+    secret = tmp_path / "pam.db"
+    secret.write_bytes(b"SQLite format 3\x00 every learner")
+    return str(secret)
+
+
+def _climbing(files: Path, tmp_path: Path) -> str:
+    _outside(files, tmp_path)
+    return f"{files}/{TOKEN}/../../pam.db"
+
+
+def _linked_out(files: Path, tmp_path: Path) -> str:
+    link = files / TOKEN / "voice" / "file_1.oga"
+    link.symlink_to(_outside(files, tmp_path))
+    return str(link)
+
+
+def _linked_directory(files: Path, tmp_path: Path) -> str:
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "file_2.oga").write_bytes(OGG)
+    (files / TOKEN / "music").symlink_to(tmp_path / "elsewhere")
+    return str(files / TOKEN / "music" / "file_2.oga")
+
+
+def _a_prefix_alike(files: Path, tmp_path: Path) -> str:
+    twin = Path(f"{files}-old")  # starts like the directory, is not in it
+    twin.mkdir()
+    (twin / "file_3.oga").write_bytes(OGG)
+    return str(twin / "file_3.oga")
+
+
+def _a_directory(files: Path, tmp_path: Path) -> str:
+    return str(files / TOKEN / "voice")
+
+
+def _a_fifo(files: Path, tmp_path: Path) -> str:
+    fifo = files / TOKEN / "voice" / "file_4.oga"
+    os.mkfifo(fifo)  # nobody writes: a blocking open would hang the lane
+    return str(fifo)
+
+
+def _missing(files: Path, tmp_path: Path) -> str:
+    return str(files / TOKEN / "voice" / "file_5.oga")
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        _outside,
+        _climbing,
+        _linked_out,
+        _linked_directory,
+        _a_prefix_alike,
+        _a_directory,
+        _a_fifo,
+        _missing,
+    ],
+)
+def test_a_local_path_outside_the_files_directory_is_refused_unread(
+    own_server: tuple[TelegramServer, TelegramClient, Path],
+    tmp_path: Path,
+    hostile: Callable[[Path, Path], str],
+) -> None:
+    server, client, files = own_server
+    server.add_file("hostile", OGG, path=hostile(files, tmp_path))
+
+    with pytest.raises(VoiceRefused):
+        client.fetch_voice(note("hostile"), CAP)
+    assert server.downloads == []
+
+
+SECRET = b"SQLite format 3\x00 every learner's words"
+LEGIT = b"OggS the operator's own server's file"
+SEGMENTS = ["..", ".", "", "pam.db", "voice", "file_7.oga", "etc", "passwd", "%2e%2e", "\\", "~"]
+
+
+@st.composite
+def file_paths(draw: st.DrawFn, files: str, outside: str) -> str:
+    """What a hostile Bot API might answer getFile with: relative and absolute paths of
+    files here and elsewhere, climbing, encoded, odd."""
+    parts = draw(st.lists(st.sampled_from(SEGMENTS) | st.text(max_size=6), max_size=6))
+    root = draw(st.sampled_from(["", "/", f"{files}/", f"{outside}/", f"{files}/{TOKEN}/"]))
+    return root + "/".join(parts)
+
+
+@pytest.mark.parametrize("configured", [False, True], ids=["hosted API", "own server"])
+def test_no_getfile_answer_reads_a_file_from_elsewhere_on_this_disk(
+    telegram_server: TelegramServer, tmp_path: Path, configured: bool
+) -> None:
+    """The working directory and the disk around it hold secrets under the names a hostile
+    path would try; only the files directory, when configured, holds a file Pam may read."""
+    outside, files = tmp_path / "work", tmp_path / "telegram-bot-api"
+    for name in ["pam.db", "voice/file_7.oga", "etc/passwd", "file_7.oga"]:
+        (outside / name).parent.mkdir(parents=True, exist_ok=True)
+        (outside / name).write_bytes(SECRET)
+    (files / TOKEN / "voice").mkdir(parents=True)
+    (files / TOKEN / "voice" / "file_7.oga").write_bytes(LEGIT)
+    client = (
+        TelegramClient(TOKEN, telegram_server.base_url, local_files=files)
+        if configured
+        else TelegramClient(TOKEN, telegram_server.base_url)
+    )
+    ids = iter(range(10**6))
+
+    @hypothesis_settings(
+        max_examples=50,
+        deadline=None,
+        derandomize=True,
+        suppress_health_check=[HealthCheck.function_scoped_fixture],
+    )
+    @given(path=file_paths(str(files), str(outside)))
+    @example(path="pam.db")  # the issue's: python-telegram-bot read these from the disk
+    @example(path="voice/file_7.oga")
+    @example(path="./etc/passwd")
+    @example(path="voice/../pam.db")
+    @example(path="../work/pam.db")
+    @example(path=f"{outside}/pam.db")
+    @example(path=f"{files}/{TOKEN}/../../work/pam.db")
+    @example(path=f"{files}/{TOKEN}/voice/file_7.oga")
+    def fetch(path: str) -> None:
+        file_id = f"hostile-{next(ids)}"
+        telegram_server.add_file(file_id, OGG, path=path)
+        try:
+            audio = client.fetch_voice(note(file_id), CAP)
+        except (VoiceRefused, VoiceUnavailable):
+            return
+        assert audio.data in (OGG, LEGIT), "read from elsewhere on this disk"
+        if audio.data == LEGIT:
+            assert configured and Path(os.path.realpath(path)).is_relative_to(files)
+
+    try:
+        with contextlib.chdir(outside):
+            fetch()
+    finally:
+        client.close()
+
+
+def test_a_local_file_over_the_cap_is_refused_by_its_size_unread(
+    own_server: tuple[TelegramServer, TelegramClient, Path],
+) -> None:
+    server, client, files = own_server
+    big = files / TOKEN / "voice" / "file_6.oga"
+    with big.open("wb") as file:
+        file.truncate(5 * CAP)  # sparse: its size says it all
+    server.add_file("big", OGG, path=str(big), size=len(OGG))  # getFile tells less
+
+    with pytest.raises(VoiceTooLarge, match=str(5 * CAP)):
+        client.fetch_voice(note("big"), CAP)
+
+
+@pytest.mark.parametrize("head", [False, True], ids=["body", "headers"])
+def test_a_trickling_download_is_cut_off_at_the_deadline(
+    telegram_server: TelegramServer, head: bool
+) -> None:
+    """A byte every 50 ms, each read far inside the 15 s per-read timeout: without an overall
+    deadline the download would take its 20 s and succeed."""
+    trickle = Trickle(OGG[:400], every=0.05, head=head)
+    telegram_server.add_file("slow", OGG[:400], trickle=trickle)
+    client = TelegramClient(TOKEN, telegram_server.base_url, media_deadline=0.5)
+    try:
+        with pytest.raises(VoiceUnavailable, match="deadline"):
+            client.fetch_voice(note("slow"), CAP)
+    finally:
+        client.close()
+
+    assert trickle.hung_up.wait(10) and not trickle.done.is_set()
+    assert trickle.sent < 400
 
 
 def test_a_spoken_reply_is_uploaded_as_a_voice_message(

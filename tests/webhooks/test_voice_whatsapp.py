@@ -1,4 +1,4 @@
-"""WhatsApp voice through Twilio, with real `requests` and the real twilio client against the
+"""WhatsApp voice through Twilio, with real httpx and the real twilio client against the
 fakes: a voice note's media URL is fetched with the account's credentials only on Twilio's API
 under this account, and Twilio's redirect to its CDN is followed without them (the CDN records
 everything it got); foreign URLs are refused unasked; loops, caps and outages map onto the
@@ -22,11 +22,15 @@ from bot.channels import (
     VoiceTooLarge,
     VoiceUnavailable,
 )
+from bot.logs import QUIET
+from bot.settings import Settings
 from loopback.callback_server import CallbackServer
+from loopback.local_server import Trickle
 from loopback.twilio_server import ACCOUNT_SID, AUTH_TOKEN, NUMBER, Item, MediaCDN, TwilioServer
 from memory.messages import VoiceNote
 from tests.support import API_TOKEN
 from webhooks.api.sender import ApiCallbackSender
+from webhooks.services import service_logging
 from webhooks.whatsapp.media import TwilioMedia, file_name
 from webhooks.whatsapp.sender import TwilioSender
 
@@ -220,6 +224,25 @@ def test_a_lying_content_length_brings_no_more_than_it_told(
     assert len(audio.data) <= len(OGG) + 10
 
 
+@pytest.mark.parametrize("head", [False, True], ids=["body", "headers"])
+def test_a_trickling_cdn_is_cut_off_at_the_deadline(
+    twilio: TwilioServer, cdn: MediaCDN, head: bool
+) -> None:
+    """Twilio's redirect leads to a CDN that sends a byte every 50 ms, each read far inside
+    the per-read timeout: without an overall deadline the fetch would take its 20 s."""
+    trickle = Trickle(OGG[:400], every=0.05, head=head, content_type="audio/ogg")
+    url = twilio.add_media(b"", location=cdn.add(Item(trickle=trickle)))
+    sender = TwilioSender(
+        ACCOUNT_SID, AUTH_TOKEN, NUMBER, api_url=twilio.base_url, media_deadline=0.5
+    )
+
+    with pytest.raises(VoiceUnavailable, match="deadline"):
+        sender.fetch_voice(voice(url), CAP)
+
+    assert trickle.hung_up.wait(10) and not trickle.done.is_set()
+    assert trickle.sent < 400 and len(cdn.seen) == 1
+
+
 @pytest.mark.parametrize("status", [500, 503, 429])
 def test_a_cdn_outage_is_worth_another_try(
     sender: TwilioSender, twilio: TwilioServer, status: int
@@ -278,13 +301,24 @@ def test_the_audio_is_named_for_its_type(content_type: str | None, name: str) ->
 
 
 def test_fetching_logs_no_url_and_no_credential(
-    sender: TwilioSender, twilio: TwilioServer, caplog: pytest.LogCaptureFixture
+    sender: TwilioSender,
+    twilio: TwilioServer,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """Under the services' own logging: httpx names every URL at INFO, quieted there."""
+    monkeypatch.setattr(logging, "basicConfig", lambda **_: None)  # keep pytest's handlers
+    levels = {name: logging.getLogger(name).level for name in QUIET}
     url = twilio.add_media(OGG)
-    with caplog.at_level(logging.INFO):  # urllib3 names URLs at DEBUG, quieted in Pam
-        sender.fetch_voice(voice(url), CAP)
-        with pytest.raises(VoiceTooLarge):
-            sender.fetch_voice(voice(url), 10)
+    try:
+        service_logging(Settings())
+        with caplog.at_level(logging.INFO):
+            sender.fetch_voice(voice(url), CAP)
+            with pytest.raises(VoiceTooLarge):
+                sender.fetch_voice(voice(url), 10)
+    finally:
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
     logged = caplog.text
     assert AUTH_TOKEN not in logged and "Signature=" not in logged and "/Media/" not in logged
 

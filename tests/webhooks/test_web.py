@@ -111,7 +111,7 @@ def test_a_database_error_while_accepting_is_503_with_retry_after(
             "INSERT INTO inbox ...", {}, Exception("server closed the connection")
         )
 
-    monkeypatch.setattr(app.extensions["pam"].inbox, "accept", broken)
+    monkeypatch.setattr(app.extensions["pam"].inbox, "admit", broken)
     response = post(client, message())
     assert_json_error(response, 503)
     assert int(response.headers["Retry-After"]) > 0
@@ -299,7 +299,7 @@ def test_a_valid_message_is_persisted_once_and_acknowledged(
     item = items[0]
     assert (item.channel, item.platform_id, item.address, item.chat_id) == (
         "api",
-        body["id"],
+        f"{user}\x1f{body['id']}",  # deduplicated per user and id
         f"api:{user}",
         f"{user}\x1f{body['id']}",  # the reply names the request it answers
     )

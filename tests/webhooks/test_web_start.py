@@ -65,6 +65,22 @@ def test_an_unusable_setting_stops_the_web_process_saying_it_once(tmp_path: Path
     assert "Traceback" not in process.stderr
 
 
+def test_a_secret_too_short_stops_the_web_process_naming_it_not_saying_it(
+    tmp_path: Path,
+) -> None:
+    """A one-character admin token was taken: a bearer token anyone guesses."""
+    path = tmp_path / "pam.db"
+
+    process = gunicorn(f"sqlite:///{path}", tmp_path, PAM_ADMIN_TOKEN="Qz7")
+
+    assert process.returncode == 3, process.stderr
+    said = process.stderr.count("pam: invalid configuration: PAM_ADMIN_TOKEN: ")
+    assert said == 1, process.stderr
+    assert "at least 16 characters" in process.stderr
+    assert "Qz7" not in process.stderr + process.stdout
+    assert "Traceback" not in process.stderr
+
+
 def test_a_file_that_is_no_database_stops_the_web_process(tmp_path: Path) -> None:
     path = tmp_path / "notes.txt"
     path.write_text("not a database\n" * 100)

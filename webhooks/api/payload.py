@@ -70,7 +70,9 @@ def inbound_from_message(message: ApiMessage) -> Inbound:
     """The inbound message an accepted body carries."""
     return Inbound(
         channel=CHANNEL,
-        platform_id=message.id,
+        # Deduplicated per user and id: each front-end user numbers their own messages. The
+        # separator no id holds keeps these keys apart from the bare ids stored before.
+        platform_id=chat_address(message.user, message.id),
         address=f"{CHANNEL}:{message.user}",
         chat_id=chat_address(message.user, message.id),
         text=message.text,

@@ -9,6 +9,7 @@ from flask import Blueprint, jsonify, request
 from flask.typing import ResponseReturnValue
 from pydantic import ValidationError
 
+from memory.inbox import Admission
 from webhooks.api.payload import ApiMessage, inbound_from_message, invalid
 from webhooks.web import accept, json_body, web
 
@@ -40,5 +41,9 @@ def receive() -> ResponseReturnValue:
         message = ApiMessage.model_validate(payload)
     except ValidationError as exc:
         return jsonify(error="Bad Request", detail=invalid(exc)), 400
-    new = accept(inbound_from_message(message), started)
-    return jsonify(status="accepted" if new else "duplicate"), 202 if new else 200
+    admission = accept(inbound_from_message(message), started)
+    if admission is Admission.TURNED_AWAY:
+        detail = "this user has too many messages waiting to be answered; send it again later"
+        return jsonify(error="Too Many Requests", detail=detail), 429, {"Retry-After": "60"}
+    new = admission is Admission.ACCEPTED
+    return jsonify(status=admission.value), 202 if new else 200

@@ -4,12 +4,23 @@ polling."""
 
 from __future__ import annotations
 
+import logging
+import os
+import re
 import warnings
+from pathlib import Path
 from typing import Any
 
-from webhooks.telegram.media import VoiceDownloads
+from webhooks.telegram.address import in_group
+from webhooks.telegram.media import DEFAULT_MEDIA_DEADLINE, VoiceDownloads
 from webhooks.telegram.sender import TelegramSender
 from webhooks.telegram.status import WebhookState
+
+log = logging.getLogger(__name__)
+
+# A bot's username, and what a deep link's start parameter may hold (Bot API: deep linking).
+_USERNAME = re.compile(r"[A-Za-z0-9_]{5,32}")
+_START = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 # Telegram holds a long poll open for `timeout` seconds; the read may take this much longer.
 POLL_READ_MARGIN_SECONDS = 10
@@ -36,8 +47,22 @@ class TelegramClient(TelegramSender, VoiceDownloads):
     what the web app (the bot's identity), `pam telegram` (the webhook) and polling ask of
     the Bot API."""
 
-    def __init__(self, token: str, base_url: str | None = None, timeout: float = 15.0) -> None:
+    def __init__(
+        self,
+        token: str,
+        base_url: str | None = None,
+        timeout: float = 15.0,
+        *,
+        local_files: Path | None = None,
+        media_deadline: float = DEFAULT_MEDIA_DEADLINE,
+    ) -> None:
+        if local_files is not None and base_url is None:
+            # Telegram's own Bot API never names a file on this disk; only the operator's own
+            # server (TELEGRAM_API_URL) in --local mode does.
+            raise ValueError("TELEGRAM_LOCAL_FILES_DIR is for a server set in TELEGRAM_API_URL")
         super().__init__(token, base_url, timeout)
+        self.local_files = Path(os.path.realpath(local_files)) if local_files else None
+        self.media_deadline = media_deadline
         self._username: str | None = None
 
     def username(self) -> str:
@@ -46,6 +71,22 @@ class TelegramClient(TelegramSender, VoiceDownloads):
             me = self._run(self.bot.get_me())
             self._username = str(me.username or "")
         return self._username
+
+    def in_group(self, chat_id: str) -> bool:
+        """Whether replies to `chat_id` go to a group (or a channel): others read them."""
+        return in_group(chat_id)
+
+    def private_chat_link(self, start: str) -> str | None:
+        """The deep link into the private chat with the bot that sends `/start <start>`
+        (https://t.me/PamBot?start=profile), None while Telegram cannot say the bot's name."""
+        try:
+            name = self.username()
+        except Exception as exc:  # the note is sent without the link
+            log.warning("could not ask Telegram for the bot's username: %s", type(exc).__name__)
+            return None
+        if not _USERNAME.fullmatch(name) or not _START.fullmatch(start):
+            return None
+        return f"https://t.me/{name}?start={start}"
 
     def set_webhook(self, url: str, secret: str) -> None:
         """Register the webhook with the secret token, the update types Pam handles, and the

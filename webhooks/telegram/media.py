@@ -1,25 +1,33 @@
 """Downloading a Telegram voice note's audio: `getFile` for its path, then the file itself
-through python-telegram-bot, from the Bot API server TELEGRAM_API_URL names, capped before
-and during the download; Telegram's errors mapped onto Pam's voice errors.
+through python-telegram-bot's transport, from the Bot API server TELEGRAM_API_URL names,
+capped before and during the download, the whole within PAM_MEDIA_DEADLINE; Telegram's errors
+mapped onto Pam's voice errors.
 
 A local Bot API server in `--local` mode answers `getFile` with an absolute path on its own
 disk and serves no downloads: Pam then reads the file there, so it must share that disk (the
-server's working directory mounted at the same path)."""
+server's working directory mounted at the same path, TELEGRAM_LOCAL_FILES_DIR). No other path
+is ever read from disk: not an absolute one without that setting or outside that directory,
+nor a relative one (which python-telegram-bot would read from the working directory were it
+a file there)."""
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
+from urllib.parse import quote, urlsplit, urlunsplit
 
 from bot.channels import Audio, VoiceRefused, VoiceTooLarge, VoiceUnavailable
 from memory.messages import VoiceNote
+from webhooks import deadline
 from webhooks.telegram.transport import DownloadFailed, DownloadTooLarge, SyncBot, download_cap
 
-if TYPE_CHECKING:
-    from telegram import File
-
 T = TypeVar("T")
+
+# Seconds a whole download may take (PAM_MEDIA_DEADLINE's default).
+DEFAULT_MEDIA_DEADLINE = 30.0
 
 # The hosted Bot API's limit for a bot's download; getFile refuses bigger files outright.
 BOT_API_MAX_BYTES = 20 * 1024 * 1024
@@ -41,52 +49,114 @@ _EXTENSIONS = {
 
 
 class VoiceDownloads(SyncBot):
-    """The Bot's side of voice notes: their download (the worker's `VoiceFetcher`)."""
+    """The Bot's side of voice notes: their download (the worker's `VoiceFetcher`).
+    `local_files`: the directory of the operator's own Bot API server in `--local` mode
+    (TELEGRAM_LOCAL_FILES_DIR), the only place a file is read from disk; `media_deadline`:
+    the seconds a whole download (getFile and the file) may take (PAM_MEDIA_DEADLINE)."""
+
+    local_files: Path | None = None
+    media_deadline: float = DEFAULT_MEDIA_DEADLINE
 
     def fetch_voice(self, note: VoiceNote, max_bytes: int) -> Audio:
         """The audio of `note` (its `ref` is Telegram's file_id), at most `max_bytes` long.
         Raises VoiceTooLarge (before any request when the update said the size), VoiceRefused
-        (an unknown file) or VoiceUnavailable (5xx, 429, timeouts)."""
+        (an unknown file, a path it may not come from) or VoiceUnavailable (5xx, 429,
+        timeouts, the deadline passed)."""
         if note.size is not None and note.size > max_bytes:
             raise VoiceTooLarge(f"the {note.source} is {note.size} bytes, over {max_bytes}")
-        file = self._call(lambda: self._run(self.bot.get_file(note.ref)))
-        if file.file_size is not None and file.file_size > max_bytes:
-            raise VoiceTooLarge(f"the {note.source} is {file.file_size} bytes, over {max_bytes}")
-        path = str(file.file_path or "")
-        if not path:
-            raise VoiceRefused("telegram gave the file no path to download it from")
-        local = Path(path)
-        if local.is_absolute() and local.is_file():  # a local Bot API server in --local mode
-            # (python-telegram-bot keeps a path absolute only where such a file exists.)
-            if not self.own_server:
-                raise VoiceRefused("getFile named a file on this disk, and not our own server")
-            data = _read_local(local, max_bytes)
-        else:
-            data = self._download(file, max_bytes)
+        with deadline.deadline(self.media_deadline) as within:
+            file = self._call(within, lambda: self._run(self.bot.get_file(note.ref)))
+            if file.file_size is not None and file.file_size > max_bytes:
+                raise VoiceTooLarge(
+                    f"the {note.source} is {file.file_size} bytes, over {max_bytes}"
+                )
+            path = self._given_path(str(file.file_path or ""))
+            if not path:
+                raise VoiceRefused("telegram gave the file no path to download it from")
+            if PurePosixPath(path).is_absolute():  # a local Bot API server in --local mode
+                data = read_local(self.local_files, path, max_bytes)
+            else:
+                data = self._download(within, path, max_bytes)
         content_type = note.content_type or ("video/mp4" if note.source == "video_note" else None)
         return Audio(data=data, content_type=content_type, name=audio_name(note, path))
 
-    def _download(self, file: File, max_bytes: int) -> bytes:
-        """The file's bytes from the Bot API's file server, stopped past `max_bytes`."""
-        with download_cap(max_bytes):
-            return bytes(self._call(lambda: self._run(file.download_as_bytearray())))
+    def _given_path(self, file_path: str) -> str:
+        """The path getFile answered. python-telegram-bot puts its file server's address in
+        front, except where the path names a file that exists on this disk (relative ones
+        under the working directory included): that one it leaves as it was, and would read
+        from disk were it asked to download it; it is not."""
+        prefix = f"{self.bot.base_file_url}/"
+        return file_path.removeprefix(prefix) if file_path.startswith(prefix) else file_path
 
-    def _call(self, request: Callable[[], T]) -> T:
+    def _download(self, within: deadline.Deadline, path: str, max_bytes: int) -> bytes:
+        """The file at the relative `path` from the Bot API's file server, stopped past
+        `max_bytes` and at the deadline."""
+        if "\\" in path or "\0" in path or any(s in (".", "..") for s in path.split("/")):
+            raise VoiceRefused("getFile answered a path that climbs out of the file server's")
+        url = urlsplit(f"{self.bot.base_file_url}/{path}")  # quoted as python-telegram-bot does
+        encoded = urlunsplit(url._replace(path=quote(url.path)))
+        with download_cap(max_bytes):
+            return bytes(self._call(within, lambda: self._run(self.bot.request.retrieve(encoded))))
+
+    def _call(self, within: deadline.Deadline, request: Callable[[], T]) -> T:
         """`request`'s answer, with Telegram's errors mapped onto the voice errors."""
         try:
             return request()
         except Exception as exc:
+            if within.passed():
+                raise VoiceUnavailable(
+                    f"the download passed its {within.seconds:g} s deadline"
+                ) from exc
             raise _voice_error(exc) from exc
 
 
-def _read_local(path: Path, max_bytes: int) -> bytes:
-    """A file a local Bot API server keeps on the disk Pam shares, capped like a download."""
+def read_local(root: Path | None, path: str, max_bytes: int) -> bytes:
+    """The file at the absolute `path` that the operator's own Bot API server keeps in `root`
+    (its --local mode), read only when it lies there (symbolic links resolved) and is a
+    regular file of at most `max_bytes`: its size checked before reading, and no more than
+    one byte past the cap read. The reasons name no path (a local server's paths hold the
+    bot's token)."""
+    if root is None:
+        raise VoiceRefused(
+            "getFile named a file on a local disk, which only the operator's own Bot API "
+            "server may, with TELEGRAM_LOCAL_FILES_DIR set"
+        )
+    if "\0" in path or ".." in PurePosixPath(path).parts:
+        raise VoiceRefused("getFile named a local path that climbs out of its directory")
     try:
-        if path.stat().st_size > max_bytes:
-            raise VoiceTooLarge(f"the file is {path.stat().st_size} bytes, over {max_bytes}")
-        return path.read_bytes()
+        real = Path(os.path.realpath(path, strict=True))
+    except OSError as exc:
+        raise VoiceRefused(f"getFile named no local file: {exc.strerror}") from exc
+    if not real.is_relative_to(root):
+        raise VoiceRefused("getFile named a local file outside TELEGRAM_LOCAL_FILES_DIR")
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        descriptor = os.open(real, flags)  # non-blocking: a FIFO must not hang the lane
+        try:
+            status = os.fstat(descriptor)
+            if not stat.S_ISREG(status.st_mode):
+                raise VoiceRefused("getFile named a local path that is no regular file")
+            if status.st_size > max_bytes:
+                raise VoiceTooLarge(f"the file is {status.st_size} bytes, over {max_bytes}")
+            data = _read_at_most(descriptor, max_bytes + 1)
+        finally:
+            os.close(descriptor)
     except OSError as exc:
         raise VoiceUnavailable(f"the local Bot API server's file: {type(exc).__name__}") from exc
+    if len(data) > max_bytes:  # it grew since
+        raise VoiceTooLarge(f"the file runs past {max_bytes} bytes")
+    return data
+
+
+def _read_at_most(descriptor: int, limit: int) -> bytes:
+    """Up to `limit` bytes of the open file, fewer where it ends first."""
+    data = bytearray()
+    while len(data) < limit:
+        chunk = os.read(descriptor, min(limit - len(data), 1024 * 1024))
+        if not chunk:
+            break
+        data += chunk
+    return bytes(data)
 
 
 def _voice_error(exc: Exception) -> Exception:

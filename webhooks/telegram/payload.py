@@ -1,6 +1,7 @@
 """Reading a Telegram Bot API update: the JSON checked and parsed with python-telegram-bot
 (`parse_update`), then translated into a plain inbound message (`inbound_from_update`) — by
-the webhook and by long polling alike. In groups only what addresses Pam is answered."""
+the webhook and by long polling alike. In groups only what addresses Pam is answered, and each
+member is a learner of their own for that group (`learner_address`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 
 from memory.messages import MEDIA, VOICE, Inbound, VoiceNote
 from webhooks.telegram import CHANNEL
-from webhooks.telegram.address import chat_address
+from webhooks.telegram.address import chat_address, learner_address
 
 log = logging.getLogger(__name__)
 
@@ -113,9 +114,12 @@ def inbound_from_update(
     if message is None:  # edited_message, channel_post, my_chat_member, callback queries…
         return None
     user = message.from_user
-    if user is None or user.is_bot:
+    # Sent on behalf of a chat (a channel's post forwarded into its discussion group, an
+    # anonymous admin): `from` is a stand-in, no member to answer.
+    if user is None or user.is_bot or message.sender_chat is not None:
         return None
-    group = message.chat.type in ("group", "supergroup")
+    # A private chat is the user's own (its id is theirs); any other is read by others.
+    group = message.chat.type != "private" or message.chat.id != user.id
     if group and not _addressed_in_group(message, bot_id, username):
         return None
     voice = None if message.text else voice_note(message)
@@ -137,7 +141,7 @@ def inbound_from_update(
     return Inbound(
         channel=CHANNEL,
         platform_id=str(update.update_id),
-        address=f"{CHANNEL}:{user.id}",
+        address=learner_address(user.id, message.chat.id, group),
         chat_id=chat_address(message.chat.id, thread),
         text=text,
         display_name=(user.first_name or None),

@@ -8,7 +8,7 @@ import logging
 import threading
 from collections.abc import Callable
 
-from memory.inbox import Inbox
+from memory.inbox import Admission, Inbox
 from webhooks.telegram.client import TelegramClient, WebhookIsSet
 from webhooks.telegram.payload import NotAnUpdate, inbound_from_update, log_unreadable, parse_update
 
@@ -23,6 +23,7 @@ def poll(
     stop: threading.Event,
     on_inbound: Callable[[], None],
     timeout: int = 25,
+    max_queued: int = 0,
 ) -> None:
     """Fetch updates until `stop` is set. Telegram forgets an update once a later offset is
     asked for, so the offset moves past an update only after it is stored. Raises
@@ -53,6 +54,7 @@ def poll(
                 offset = payload["update_id"] + 1
                 continue
             inbound = inbound_from_update(update, client.bot_id, client.username)
-            if inbound is not None and inbox.accept(inbound):
+            admitted = inbox.admit(inbound, max_queued) if inbound is not None else None
+            if admitted is not None and admitted is not Admission.DUPLICATE:
                 on_inbound()
             offset = update.update_id + 1

@@ -80,5 +80,4 @@ def webhook() -> ResponseReturnValue:
             update_type(payload),
         )
         return jsonify(status="ignored"), 200
-    new = accept(inbound, started)
-    return jsonify(status="accepted" if new else "duplicate"), 200
+    return jsonify(status=accept(inbound, started).value), 200

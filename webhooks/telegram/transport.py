@@ -1,7 +1,7 @@
 """How Pam's synchronous threads call python-telegram-bot's asynchronous `Bot`: each thread
 runs the Bot's coroutines on an event loop of its own, over a synchronous httpx transport, so
 the rest of Pam stays synchronous. File downloads (a voice note's audio) are streamed, and
-stopped at the cap the caller set (`download_cap`)."""
+stopped at the cap the caller set (`download_cap`) and at its deadline (`webhooks.deadline`)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ from typing import Any, TypeVar
 import httpx
 from telegram.error import NetworkError, TelegramError, TimedOut
 from telegram.request import BaseRequest, RequestData
+
+from webhooks import deadline
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +67,7 @@ class SyncHTTPXRequest(BaseRequest):
         self._client = httpx.Client(
             timeout=httpx.Timeout(timeout, read=read_timeout, pool=1.0),
             headers={"User-Agent": self.USER_AGENT},
+            transport=deadline.DeadlineTransport(),  # a voice note's download has a deadline
         )
 
     @property
@@ -122,6 +125,7 @@ class SyncHTTPXRequest(BaseRequest):
                 raise DownloadTooLarge(f"the file is {length} bytes, over the cap")
             data = bytearray()
             for chunk in response.iter_bytes():
+                deadline.check()
                 data += chunk
                 if cap is not None and len(data) > cap:
                     raise DownloadTooLarge("the file is over the cap")
@@ -158,9 +162,6 @@ class SyncBot:
             SyncHTTPXRequest(timeout, read_timeout=timeout),
             SyncHTTPXRequest(timeout, read_timeout=timeout + 35),  # long polling waits longer
         )
-        # Only a Bot API server of the operator's own (TELEGRAM_API_URL) may name files on
-        # this disk (its --local mode); Telegram's own never does.
-        self.own_server = base_url is not None
         base_url = base_url or "https://api.telegram.org/bot"
         self.bot = Bot(
             token,

@@ -1,7 +1,9 @@
 """Downloading a WhatsApp voice note from Twilio: the media URL of the webhook's form is fetched
 with the account's credentials only when it is Twilio's own (api.twilio.com over https, or the
 TWILIO_API_URL tests set, under this account's path); Twilio's redirect to its media CDN is
-followed without them. The body is streamed and stopped at the cap.
+followed without them. The body is streamed and stopped at the cap, and the whole (every hop)
+at PAM_MEDIA_DEADLINE (`webhooks.deadline`): httpx, as for Telegram's files, since a
+per-read timeout alone lets a trickling server hold the lane.
 
 The URL came in a form anyone could post were the signature check ever off, so it is checked
 before any request: the account's token must never go to a host an attacker names."""
@@ -14,10 +16,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from urllib.parse import SplitResult, unquote, urljoin, urlsplit
 
-import requests
-from requests.auth import AuthBase, HTTPBasicAuth
+import httpx
 
 from bot.channels import Audio, VoiceRefused, VoiceTooLarge, VoiceUnavailable
+from webhooks import deadline
 
 log = logging.getLogger(__name__)
 
@@ -55,31 +57,34 @@ class TwilioMedia:
     auth_token: str
     api_url: str | None = None
     timeout: float = 15.0
+    media_deadline: float = 30.0  # seconds for the whole fetch, every hop
 
     def fetch(self, url: str, content_type: str | None, max_bytes: int) -> Audio:
         """The media at Twilio's `url`, at most `max_bytes` long. Raises VoiceRefused (a URL
         that is not this account's on Twilio's API, made no request; a redirect loop; 4xx),
-        VoiceTooLarge or VoiceUnavailable (5xx, 429, timeouts, connection errors)."""
+        VoiceTooLarge or VoiceUnavailable (5xx, 429, timeouts, connection errors, the
+        deadline passed)."""
         if not self.is_ours(url):
             raise VoiceRefused("the media URL is not on Twilio's API for this account")
         seen = {url}
-        auth: AuthBase = HTTPBasicAuth(self.account_sid, self.auth_token)
-        for _ in range(MAX_HOPS):
-            with self._get(url, auth) as response:
-                if response.status_code not in REDIRECTS:
-                    served = response.headers.get("Content-Type")
-                    data = _capped_body(response, max_bytes)
-                    kind = _bare(served) or _bare(content_type)
-                    return Audio(data=data, content_type=kind, name=file_name(content_type))
-                location = response.headers.get("Location")
-            if not location:
-                raise VoiceRefused(f"twilio redirected ({response.status_code}) to nowhere")
-            url = self._next_hop(url, location)
-            if url in seen:
-                raise VoiceRefused("twilio's media redirects loop")
-            seen.add(url)
-            # The CDN's link is signed: the account's credentials stay with Twilio's API.
-            auth = _NoAuth()
+        auth: httpx.Auth | None = httpx.BasicAuth(self.account_sid, self.auth_token)
+        with deadline.deadline(self.media_deadline) as within, self._client() as client:
+            for _ in range(MAX_HOPS):
+                with self._get(client, within, url, auth) as response:
+                    if response.status_code not in REDIRECTS:
+                        served = response.headers.get("Content-Type")
+                        data = _capped_body(response, max_bytes, within)
+                        kind = _bare(served) or _bare(content_type)
+                        return Audio(data=data, content_type=kind, name=file_name(content_type))
+                    location = response.headers.get("Location")
+                if not location:
+                    raise VoiceRefused(f"twilio redirected ({response.status_code}) to nowhere")
+                url = self._next_hop(url, location)
+                if url in seen:
+                    raise VoiceRefused("twilio's media redirects loop")
+                seen.add(url)
+                # The CDN's link is signed: the account's credentials stay with Twilio's API.
+                auth = None
         raise VoiceRefused(f"twilio's media redirected more than {MAX_HOPS - 1} times")
 
     def is_ours(self, url: str) -> bool:
@@ -111,34 +116,54 @@ class TwilioMedia:
             raise VoiceRefused("twilio redirected the media off https")
         return target
 
+    def _client(self) -> httpx.Client:
+        """A client for one fetch: its hops' sockets keep the deadline (`DeadlineTransport`),
+        it follows no redirect itself, and reads no credentials from a ~/.netrc."""
+        return httpx.Client(
+            timeout=httpx.Timeout(self.timeout, connect=min(CONNECT_TIMEOUT_SECONDS, self.timeout)),
+            follow_redirects=False,
+            transport=deadline.DeadlineTransport(),
+            event_hooks={"response": [_readable_location]},
+        )
+
     @contextmanager
-    def _get(self, url: str, auth: AuthBase) -> Iterator[requests.Response]:
-        """One streamed GET with no redirects followed and no cookies kept (a fresh session
-        each time), the errors mapped."""
-        with requests.Session() as session:
-            try:
-                response = session.get(
-                    url,
-                    auth=auth,
-                    allow_redirects=False,
-                    stream=True,
-                    timeout=(min(CONNECT_TIMEOUT_SECONDS, self.timeout), self.timeout),
-                )
-            except requests.RequestException as exc:  # timeouts, connection errors
-                raise VoiceUnavailable(f"twilio's media unreachable: {type(exc).__name__}") from exc
-            except ValueError as exc:  # requests reads a redirect's Location even unfollowed
-                raise VoiceRefused("twilio redirected to a malformed address") from exc
-            with response:
-                _check_status(response.status_code)
-                yield response
+    def _get(
+        self,
+        client: httpx.Client,
+        within: deadline.Deadline,
+        url: str,
+        auth: httpx.Auth | None,
+    ) -> Iterator[httpx.Response]:
+        """One streamed GET, no cookies kept from an earlier hop, the errors mapped."""
+        client.cookies.clear()
+        try:
+            response = client.send(client.build_request("GET", url), auth=auth, stream=True)
+        except httpx.HTTPError as exc:  # timeouts, connection errors
+            raise _unreachable(exc, within) from exc
+        except httpx.InvalidURL as exc:
+            raise VoiceRefused("the media URL is malformed") from exc
+        try:
+            _check_status(response.status_code)
+            yield response
+        finally:
+            response.close()
 
 
-class _NoAuth(AuthBase):
-    """No credentials at all: not even ones requests would find in a ~/.netrc for the host."""
+def _readable_location(response: httpx.Response) -> None:
+    """Refuse a redirect to a malformed address (httpx would read it as its own protocol
+    error, which reads like an outage)."""
+    location = response.headers.get("Location")
+    if response.status_code in REDIRECTS and location:
+        try:
+            httpx.URL(location)
+        except httpx.InvalidURL as exc:
+            raise VoiceRefused("twilio redirected to a malformed address") from exc
 
-    def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
-        request.headers.pop("Authorization", None)
-        return request
+
+def _unreachable(exc: httpx.HTTPError, within: deadline.Deadline) -> VoiceUnavailable:
+    if within.passed():
+        return VoiceUnavailable(f"twilio's media passed its {within.seconds:g} s deadline")
+    return VoiceUnavailable(f"twilio's media unreachable: {type(exc).__name__}")
 
 
 def _check_status(status: int) -> None:
@@ -151,7 +176,7 @@ def _check_status(status: int) -> None:
         raise VoiceRefused(f"twilio's media answered {status}")
 
 
-def _capped_body(response: requests.Response, max_bytes: int) -> bytes:
+def _capped_body(response: httpx.Response, max_bytes: int, within: deadline.Deadline) -> bytes:
     """The body, read only while it stays within `max_bytes` (a Content-Length over it is
     refused unread; a body that runs past it, told or not, is cut off)."""
     length = response.headers.get("Content-Length", "")
@@ -159,11 +184,14 @@ def _capped_body(response: requests.Response, max_bytes: int) -> bytes:
         raise VoiceTooLarge(f"the media is {length} bytes, over {max_bytes}")
     data = bytearray()
     try:
-        for chunk in response.iter_content(CHUNK_BYTES):
+        for chunk in response.iter_bytes(CHUNK_BYTES):
+            deadline.check()
             data += chunk
             if len(data) > max_bytes:
                 raise VoiceTooLarge(f"the media runs past {max_bytes} bytes")
-    except requests.RequestException as exc:
+    except httpx.HTTPError as exc:
+        if within.passed():
+            raise _unreachable(exc, within) from exc
         raise VoiceUnavailable(f"twilio's media broke off: {type(exc).__name__}") from exc
     return bytes(data)
 

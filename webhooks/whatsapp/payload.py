@@ -3,16 +3,50 @@ URL kept for the worker to fetch: webhooks/whatsapp/media.py)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from memory.messages import MEDIA, VOICE, Inbound, VoiceNote
 from webhooks.whatsapp import CHANNEL
 
+# A message's sid as Twilio writes it: SM (or MM, with media) and 32 hex digits (Twilio's
+# "What is a SID?" glossary; its OpenAPI spec's pattern for a Message's sid).
+_MESSAGE_SID = re.compile(r"(SM|MM)[0-9a-fA-F]{32}")
+# The fields that carry the message's sid: Twilio sends all three, equal (SmsSid and
+# SmsMessageSid are kept for older integrations).
+SID_FIELDS = ("MessageSid", "SmsMessageSid", "SmsSid")
+
+
+class MalformedSid(ValueError):
+    """A signed form whose message sid is none Twilio writes: Twilio's signature runs keys
+    and values together without a separator, so a captured request can be re-sliced (the
+    sid swallowing the fields after it) and stay validly signed."""
+
+
+def message_sid(form: Any) -> str:
+    """The message's sid: "" when the form carries none; MalformedSid when one is not
+    Twilio's shape or they disagree."""
+    sids = {(value or "").strip() for name in SID_FIELDS for value in _values(form, name)}
+    sids.discard("")
+    if any(not _MESSAGE_SID.fullmatch(sid) for sid in sids):
+        raise MalformedSid("the message sid is not SM or MM and 32 hex digits")
+    if len(sids) > 1:
+        raise MalformedSid("MessageSid, SmsMessageSid and SmsSid disagree")
+    return sids.pop() if sids else ""
+
+
+def _values(form: Any, name: str) -> list[str]:
+    """Every value of the field `name`: a form may repeat a key, and the signature covers
+    each value."""
+    if hasattr(form, "getlist"):
+        return list(form.getlist(name))
+    return [form[name]] if name in form else []
+
 
 def inbound_from_form(form: Any) -> Inbound | None:
     """The inbound message in Twilio's webhook form, or None when there is nothing to answer
-    (no MessageSid or no sender)."""
-    sid = (form.get("MessageSid") or form.get("SmsMessageSid") or "").strip()
+    (no message sid or no sender). MalformedSid when its sid is none Twilio sends."""
+    sid = message_sid(form)
     sender = (form.get("From") or "").strip()
     if not sid or not sender:
         return None
@@ -40,7 +74,7 @@ def inbound_from_form(form: Any) -> Inbound | None:
         return None
     return Inbound(
         channel=CHANNEL,
-        platform_id=sid[:100],
+        platform_id=sid,
         address=address[:200],
         chat_id=sender[:100],
         text=text,

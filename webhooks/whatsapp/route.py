@@ -11,7 +11,7 @@ from flask.typing import ResponseReturnValue
 
 from webhooks.web import accept, web
 from webhooks.whatsapp import CHANNEL
-from webhooks.whatsapp.payload import inbound_from_form
+from webhooks.whatsapp.payload import MalformedSid, inbound_from_form
 from webhooks.whatsapp.signature import called_base, signed
 
 log = logging.getLogger(__name__)
@@ -48,7 +48,13 @@ def webhook() -> ResponseReturnValue:
     refused = _guard()
     if refused is not None:
         return refused
-    inbound = inbound_from_form(request.form)
+    try:
+        inbound = inbound_from_form(request.form)
+    except MalformedSid as exc:
+        # Never Twilio's own form, though signed: a captured one re-sliced. Refused, so that
+        # it cannot pass for a new message (Twilio itself would not resend it).
+        log.warning("inbound refused channel=%s: %s", CHANNEL, exc)
+        return jsonify(error="Bad Request", detail=str(exc)), 400
     if inbound is None:
         log.info("inbound ignored channel=%s: nothing to answer", CHANNEL)
         return _twiml()

@@ -40,6 +40,7 @@ class TwilioSender:
         api_url: str | None = None,
         status_callback: str | None = None,
         timeout: float = 15.0,
+        media_deadline: float = 30.0,
     ) -> None:
         from twilio.http.http_client import TwilioHttpClient
         from twilio.rest import Client
@@ -50,7 +51,7 @@ class TwilioSender:
         number = from_number.strip()
         self.from_number = number if number.startswith("whatsapp:") else f"whatsapp:{number}"
         self.status_callback = status_callback
-        self.media = TwilioMedia(account_sid, auth_token, api_url, timeout)
+        self.media = TwilioMedia(account_sid, auth_token, api_url, timeout, media_deadline)
 
     def send(self, chat_id: str, text: str, *, idempotency_key: str) -> Sent:
         """Send one WhatsApp message; raise TransientSendError or PermanentSendError."""

@@ -1,5 +1,6 @@
 """Telegram forum topics: a message in a topic is answered in that topic — the reply and its
-"typing…" — through the real PTB Bot, with the learner and deduplication unchanged."""
+"typing…" — through the real PTB Bot, with the learner (the member of the group) and
+deduplication unchanged."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ def test_a_message_in_a_topic_is_answered_in_that_topic(
 
     assert post_update(client, update).get_json() == {"status": "accepted"}
     [item] = inbox_items(engine)
-    assert item.address == f"telegram:{me['id']}"  # one learner, whichever topic they write in
+    # The member of the group: one learner, whichever topic they write in.
+    assert item.address == f"telegram:{me['id']}@{chat['id']}"
     assert item.chat_id == f"{chat['id']}:{topic['message_thread_id']}"
     assert item.text == "¿cómo se dice «Feierabend»?"
 

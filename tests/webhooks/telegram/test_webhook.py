@@ -164,6 +164,11 @@ IGNORED = {
     "group reply to someone else": lambda me, g: u.text(
         me, "¡Sí!", g, reply_to_message=u.message(u.learner("Marta"), g, text="¿Vamos?")
     ),
+    "a channel's post forwarded into its group": lambda me, g: u.automatic_forward(g),
+    # Only a user's own chat is private: another "private" chat is read as a group's.
+    "a private chat not the user's": lambda me, g: u.text(
+        me, "Hola", u.private_chat(u.learner("Marta"))
+    ),
 }
 
 
@@ -202,7 +207,9 @@ def test_an_update_for_pam_is_stored_and_answered(
         assert (item.kind, item.text) == (case.kind, case.text)
     else:
         assert (item.kind, parse_command(item.text)) == (case.kind, Command(case.command, []))
-    assert item.address == f"telegram:{me['id']}"
+    # In a group the learner is the member of that group: their private memory stays out.
+    member = f"@{chat_id}" if case.in_group else ""
+    assert item.address == f"telegram:{me['id']}{member}"
     assert item.chat_id == chat_id
     assert item.chat_id.startswith("-") == case.in_group
     assert item.display_name == me["first_name"]

@@ -313,6 +313,25 @@ def from_other_bot(chat: Json) -> Json:
     return text(OTHER_BOT, words, chat, entities=[entity(words, f"@{USERNAME}", "mention")])
 
 
+# The stand-in user of messages a channel's posts make in its discussion group (Bot API:
+# Message.from is "a fake sender user in non-channel chats" when sent on behalf of a chat).
+TELEGRAM_SERVICE: Json = {"id": 777_000, "is_bot": False, "first_name": "Telegram"}
+
+
+def automatic_forward(chat: Json) -> Json:
+    """A channel's post forwarded by Telegram into the channel's discussion group `chat`,
+    mentioning Pam: sent on behalf of the channel (`sender_chat`), not by a member."""
+    words = f"@{USERNAME} Palabra del día: «madrugar»"
+    return text(
+        TELEGRAM_SERVICE,
+        words,
+        chat,
+        entities=[entity(words, f"@{USERNAME}", "mention")],
+        sender_chat=channel(),
+        is_automatic_forward=True,
+    )
+
+
 def new_chat_members(user: Json, chat: Json) -> Json:
     """A service message: `user` added Pam and a friend to a group."""
     friend = learner("Marta")
