@@ -1,8 +1,8 @@
 """scrubs: a /forget whose erased bytes a SQLite checkpoint has yet to clear from the files,
 retried until it can (issue 27)
 
-Revision ID: 0013
-Revises: 0009
+Revision ID: 0011
+Revises: 0010
 Create Date: 2026-12-02
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0013"
-down_revision = "0009"
+revision = "0011"
+down_revision = "0010"
 branch_labels = None
 depends_on = None
 
