@@ -67,7 +67,7 @@ JOB_TURNS = 8
 # for 512 MB machines) the worker runs its memory jobs itself and "worker + memory jobs" is
 # the worker alone; with the child process (the default elsewhere), the pair needs 1 GB.
 BUDGET_MB = {
-    "off": {"worker + memory jobs": 300, "one web worker": 150},
+    "off": {"worker + memory jobs": 320, "one web worker": 150},
     "on": {"worker + memory jobs": 480, "one web worker": 150},
 }
 OUTBOUND = ("sendMessage", "sendPhoto", "sendVoice")
