@@ -55,6 +55,9 @@ PRUNE_BATCH = 500
 # A claim looks for the next item among this many of the oldest unfinished ones first: it is
 # almost always there, unless they are one address's burst behind its item in flight.
 OLDEST_LOOKED_AT = 8
+# On SQLite a claim reads the next item, then takes it; if another lane took it in between,
+# it reads again, this many times at most (then the lane looks again at its next poll).
+CLAIM_TRIES = 3
 
 
 def _prunable(model: Any, cutoff: datetime) -> Any:
@@ -94,7 +97,6 @@ class Queue:
         self.lease = timedelta(seconds=lease_seconds)
         self.clock = clock  # leases and availability run on it: tests move it forward
         self._claim = self._claim_statement()
-        self._ready = self._ready_statement()
 
     # Whether an item waits for the older unfinished items of its address (`holds_back`).
     in_order = True
@@ -176,9 +178,16 @@ class Queue:
 
     def _claim_statement(self) -> Any:
         """One statement that takes the next item and returns a Claim's fields, by name: built
-        once (statement building was a fifth of a worker's CPU), one round trip per claim."""
+        once (statement building was a fifth of a worker's CPU), one round trip per claim.
+        Where the database has one write lock (SQLite), it takes the item the parameter
+        `item_id` names, read before by `_next` without the lock."""
         model = self.model
         now = bindparam("now", type_=UTCDateTime())
+        if self.backend.one_writer:
+            self._next = self.next_item_query(now)
+            target: Any = bindparam("item_id")
+        else:
+            target = self.next_item_query(now).scalar_subquery()
         columns: list[Any] = [model.id, model.attempts, model.address, model.channel]
         columns += [model.chat_id, model.text]
         if model is InboxItem:
@@ -209,7 +218,7 @@ class Queue:
         return (
             update(model)
             # Compare-and-set on top of the row lock: SQLite has no SKIP LOCKED.
-            .where(model.id == self.next_item_query(now).scalar_subquery(), claimable(model, now))
+            .where(model.id == target, claimable(model, now))
             .values(
                 status=CLAIMED,
                 claim_token=bindparam("token"),
@@ -219,25 +228,28 @@ class Queue:
             .returning(*columns)
         )
 
-    def _ready_statement(self) -> Any:
-        """The next item's id as of the parameter `now` (None: nothing to claim), read alone:
-        on SQLite, without the write lock."""
-        return self.next_item_query(bindparam("now", type_=UTCDateTime()))
-
     def claim_next(self) -> Claim | None:
         """Claim the next item whose turn it is, or None when there is none right now. Where
-        a claim takes the database's one write lock (SQLite), it first reads whether there is
-        anything to claim: idle lanes polling an empty queue never hold up a writer (the web
-        storing a message)."""
+        a claim takes the database's one write lock (SQLite), the next item is read first,
+        without it, and then taken by its id (compare-and-set): idle lanes polling an empty
+        queue never hold up a writer (the web storing a message)."""
         now = self.clock()
         token = str(uuid.uuid4())
         values = {"now": now, "token": token, "lease_expires_at": now + self.lease}
-        if self.backend.one_writer:
-            with self.single.connect() as connection:
-                if connection.execute(self._ready, {"now": now}).scalar() is None:
-                    return None
-        with self.single.begin() as connection:
-            row = connection.execute(self._claim, values).first()
+        with self.single.connect() as connection:
+            if not self.backend.one_writer:
+                with connection.begin():
+                    row = connection.execute(self._claim, values).first()
+            else:
+                for _ in range(CLAIM_TRIES):
+                    item_id = connection.execute(self._next, {"now": now}).scalar()
+                    connection.rollback()  # the read's end: the claim is a write of its own
+                    if item_id is None:
+                        return None
+                    with connection.begin():
+                        row = connection.execute(self._claim, values | {"item_id": item_id}).first()
+                    if row is not None:
+                        break  # else another lane took it between the read and the write
         if row is None:
             return None
         fields = dict(row._mapping)
