@@ -16,7 +16,7 @@ from bench.conversations import LOW_INFO_CHAT, Learner, learner_messages
 from bench.token_model import Call, ScriptedModel
 from bot.prompt import reply_prompt
 from bot.runtime import Pam
-from bot.settings import LimitSettings, LLMSettings, Settings
+from bot.settings import LimitSettings, LLMSettings
 from memory import db
 from memory.clock import Clock, ManualClock
 from memory.config import MemoryConfig
@@ -25,6 +25,7 @@ from memory.profile import PROFILE_MAX_TOKENS
 from memory.records import Context, LearnerInfo, ProfileState, StoredMessage, SummaryState
 from memory.summary import SUMMARY_ROOM
 from memory.tokens import TokenCounter
+from webhooks.settings import Settings
 from webhooks.wiring import build
 
 REPLY_MODEL = "gpt-4o"

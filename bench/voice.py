@@ -51,7 +51,7 @@ from bot.audio import inspect
 from bot.channels import Audio, Sender
 from bot.openai_audio import OpenAISpeaker, OpenAITranscriber, audio_client
 from bot.runtime import Pam
-from bot.settings import LimitSettings, LLMSettings, Settings, TelegramSettings, VoiceSettings
+from bot.settings import LimitSettings, LLMSettings, VoiceSettings
 from bot.voice import Speaker, Speech, Transcriber, Transcript
 from bot.worker import Worker
 from loopback import twilio_server
@@ -63,8 +63,10 @@ from memory import db, prices
 from memory.config import MemoryConfig
 from memory.messages import VOICE, Inbound, Sent, VoiceNote
 from memory.models import Base, Usage, VoiceClip
+from webhooks.settings import Settings
 from webhooks.telegram import CHANNEL as TELEGRAM
 from webhooks.telegram.client import TelegramClient
+from webhooks.telegram.settings import TelegramSettings
 from webhooks.whatsapp import CHANNEL as WHATSAPP
 from webhooks.whatsapp.sender import TwilioSender
 from webhooks.wiring import build

@@ -15,7 +15,7 @@ from bot import corrections, recall
 from bot.prompt import reply_prompt
 from bot.recall import NO_RECALL, RecallUse
 from bot.review import Asked
-from bot.settings import Settings
+from bot.settings import CoreSettings
 from memory.clock import Clock, utcnow
 from memory.llm import (
     Accept,
@@ -72,7 +72,7 @@ class Asking:
         self,
         model: ChatModel,
         counter: TokenCounter,
-        settings: Settings,
+        settings: CoreSettings,
         searcher: Searcher | None = None,
         clock: Clock = utcnow,
     ) -> None:

@@ -12,7 +12,7 @@ from sqlalchemy import Engine
 
 from bot.channels import MediaLinks
 from bot.memory_process import MemoryProcess
-from bot.settings import Settings
+from bot.settings import CoreSettings
 from bot.tutor import Tutor
 from memory.clock import Clock
 from memory.jobs import JobRunner
@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 class Pam:
     """Pam's assembled parts."""
 
-    settings: Settings
+    settings: CoreSettings
     engine: Engine
     store: Store
     counter: TokenCounter

@@ -1,15 +1,17 @@
-"""Pam's configuration: read once from the environment into one typed object of sections.
+"""Pam's configuration is read once from the environment into one typed object of sections.
+Here are the sections the core reads (`CoreSettings`) and how every section is declared; the
+web's and each channel's sections, and the whole object the commands build, belong to the
+outer layer (webhooks/settings.py), which bot/ does not import.
 
 Each section reads the variables named by its prefix and its fields' names in capitals
-(`TelegramSettings.bot_token` is `TELEGRAM_BOT_TOKEN`); the few older names that do not fit
+(`VoiceSettings.speech_model` is `PAM_SPEECH_MODEL`); the few older names that do not fit
 their section's prefix are given where the field is. A value that fails validation is
 reported under the variable's name."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, Self, TypeVar
 
 from pydantic import AliasGenerator, BaseModel, Field, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -26,11 +28,6 @@ MIN_QUEUE_RETENTION_HOURS = 24
 # signing key): shorter is guessable. `openssl rand -hex 32`, which the docs suggest, and
 # Heroku's generated secrets give 64 characters.
 MIN_SECRET_CHARS = 16
-# Twilio's auth tokens are 32 hex digits.
-TWILIO_AUTH_TOKEN_CHARS = 32
-# A Telegram bot token: the bot's numeric id, ":" and the secret part, 35 characters of
-# A-Z a-z 0-9 _ - in BotFather's tokens (30 here, to spare any shorter real one).
-_TELEGRAM_BOT_TOKEN = re.compile(r"[0-9]+:[A-Za-z0-9_-]{30,}")
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -187,49 +184,6 @@ class ServiceSettings(BaseSettings):
         return hours
 
 
-class WebSettings(BaseSettings):
-    """The web app: its port, its public address, the operator's token, the proxies trusted."""
-
-    model_config = section("PAM_")
-
-    port: int = Field(default=8000, ge=1, le=65535, validation_alias="PORT")
-    """Port of `pam serve` (platforms set it; `pam serve --port` wins)."""
-    public_url: str | None = None
-    """The public https base URL the platforms call (Twilio signs it; Telegram's default
-    webhook); also the base of `/progress` chart links (WhatsApp media, the API's
-    `image_url`)."""
-    admin_token: str | None = None
-    """Enables the operator endpoints (`/admin/learners…`, `/metrics`); their bearer token
-    (at least 16 characters: `openssl rand -hex 32`)."""
-    # Reverse proxies in front of the web app whose X-Forwarded-* headers are trusted; unset:
-    # one on Heroku and Fly (they set DYNO and FLY_APP_NAME on every process), else none.
-    proxy_hops_override: int | None = Field(
-        default=None, ge=0, le=10, validation_alias="PAM_PROXY_HOPS"
-    )
-    """Default: `1` on Heroku and Fly, else `0`. Reverse proxies in front of the web app
-    whose `X-Forwarded-Proto`/`-For` are trusted (0: none, a client's own are ignored)."""
-    heroku_dyno: str | None = Field(default=None, validation_alias="DYNO")
-    """Set by Heroku on every process, not by operators: Pam reads it to trust Heroku's router
-    (`PAM_PROXY_HOPS`)."""
-    fly_app_name: str | None = Field(default=None, validation_alias="FLY_APP_NAME")
-    """Set by Fly on every machine, not by operators: Pam reads it to trust Fly's proxy
-    (`PAM_PROXY_HOPS`)."""
-
-    @field_validator("admin_token")
-    @classmethod
-    def _a_secret(cls, token: str | None, info: ValidationInfo) -> str | None:
-        return long_enough(variable_of(cls, info), token)
-
-    @property
-    def proxy_hops(self) -> int:
-        """How many proxies' X-Forwarded-* headers to trust: `PAM_PROXY_HOPS`, else 1 on
-        Heroku and Fly (their router or proxy), else 0 (a client's own headers count for
-        nothing)."""
-        if self.proxy_hops_override is not None:
-            return self.proxy_hops_override
-        return 1 if self.heroku_dyno or self.fly_app_name else 0
-
-
 class ChartSettings(BaseSettings):
     """/progress charts: their signed links (WhatsApp's media and the API's image URL, under
     PAM_PUBLIC_URL) and where `pam chat` writes them."""
@@ -308,111 +262,11 @@ class VoiceSettings(BaseSettings):
     """What a spoken character counts toward the token budgets."""
 
 
-class ApiSettings(BaseSettings):
-    """The HTTP API channel (custom front-ends; also what the service tests drive)."""
-
-    model_config = section("PAM_API_")
-
-    token: str | None = None
-    """Enables the HTTP API channel; its bearer token and reply-signing key (at least 16
-    characters)."""
-    callback_url: str | None = None
-    """Where the HTTP API channel POSTs replies."""
-
-    @field_validator("token")
-    @classmethod
-    def _a_secret(cls, token: str | None, info: ValidationInfo) -> str | None:
-        return long_enough(variable_of(cls, info), token)
-
-
-class TelegramSettings(BaseSettings):
-    """The Telegram channel."""
-
-    model_config = section("TELEGRAM_")
-
-    bot_token: str | None = None
-    """The bot's token from @BotFather (`<bot id>:<35 characters>`; another shape stops the
-    start); enables the Telegram channel."""
-    # What Telegram allows in a secret token.
-    webhook_secret: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,256}$")
-    """The secret Telegram sends with each webhook call (`A-Z a-z 0-9 _ -`, 16 to 256
-    characters)."""
-    api_url: str | None = None
-    """Unset: Telegram. Bot API base before the token, for a local Bot API server (e.g.
-    `http://localhost:8081/bot`)."""
-    # The operator's own Bot API server in --local mode: the directory holding its files, as
-    # Pam sees it. Only files under it are read from disk, and only with api_url set.
-    local_files_dir: Path | None = None
-    """Your own Bot API server's files directory in its `--local` mode, as Pam's worker sees
-    it (e.g. `/var/lib/telegram-bot-api`); the only place Pam reads a voice note from disk
-    (needs `TELEGRAM_API_URL`)."""
-
-    @field_validator("local_files_dir")
-    @classmethod
-    def _local_files_of_our_own_server(cls, path: Path | None, info: ValidationInfo) -> Path | None:
-        if path is not None and not info.data.get("api_url"):
-            raise ValueError(
-                "it is the files directory of your own Bot API server in --local mode: set "
-                "TELEGRAM_API_URL to that server too (Telegram's own names no local files)"
-            )
-        return path
-
-    @field_validator("bot_token")
-    @classmethod
-    def _botfathers_shape(cls, token: str | None) -> str | None:
-        if token and not _TELEGRAM_BOT_TOKEN.fullmatch(token):
-            raise ValueError(
-                "TELEGRAM_BOT_TOKEN is not a token from @BotFather: the bot's id, a colon and "
-                "its secret of 35 letters, digits, _ or - (123456789:AAH…)"
-            )
-        return token
-
-    @field_validator("webhook_secret")
-    @classmethod
-    def _a_secret(cls, secret: str | None, info: ValidationInfo) -> str | None:
-        return long_enough(variable_of(cls, info), secret)
-
-
-class WhatsAppSettings(BaseSettings):
-    """The WhatsApp channel, through Twilio."""
-
-    model_config = section("TWILIO_")
-
-    account_sid: str | None = None
-    """Your Twilio account's SID; with the auth token, enables the WhatsApp channel."""
-    auth_token: str | None = None
-    """Your Twilio account's auth token (its 32 characters); with the SID, enables the
-    WhatsApp channel."""
-    number: str | None = Field(default=None, validation_alias="TWILIO_WHATSAPP_NUMBER")
-    """The WhatsApp sender, e.g. `whatsapp:+14155238886`."""
-    webhook_shared_key: str | None = Field(
-        default=None, validation_alias="TWILIO_WEBHOOK_SHARED_KEY_SECRET"
-    )
-    """The SharedKey secret Twilio signs with when the webhook has signature settings
-    (`X-Twilio-Webhooks-Signature-Settings`); else the auth token signs (at least 16
-    characters)."""
-    api_url: str | None = None
-    """Unset: Twilio. REST API base URL override (tests)."""
-
-    @field_validator("auth_token")
-    @classmethod
-    def _twilios_shape(cls, token: str | None) -> str | None:
-        if token and len(token) < TWILIO_AUTH_TOKEN_CHARS:
-            raise ValueError(
-                f"TWILIO_AUTH_TOKEN is too short: Twilio's auth tokens are "
-                f"{TWILIO_AUTH_TOKEN_CHARS} characters (the Twilio Console's Account Info)"
-            )
-        return token
-
-    @field_validator("webhook_shared_key")
-    @classmethod
-    def _a_secret(cls, secret: str | None, info: ValidationInfo) -> str | None:
-        return long_enough(variable_of(cls, info), secret)
-
-
-class Settings(BaseSettings):
-    """Every knob Pam has, by section. Build it with `Settings()` at the edge; tests pass
-    values directly (`Settings(database_url=..., llm={"api_key": ...})`) or `replace` some."""
+class CoreSettings(BaseSettings):
+    """The sections the core reads: the database, the log level, the model, memory, limits, the
+    worker, charts and voice. bot/ takes these (or one of its sections) and nothing else; the
+    whole configuration, with the web's and each channel's sections, extends it in the outer
+    layer (webhooks/settings.py)."""
 
     model_config = section("PAM_")
 
@@ -426,12 +280,19 @@ class Settings(BaseSettings):
     memory: MemoryConfig = Field(default_factory=MemorySettings, validate_default=True)
     limits: LimitSettings = Field(default_factory=LimitSettings)
     service: ServiceSettings = Field(default_factory=ServiceSettings)
-    web: WebSettings = Field(default_factory=WebSettings)
     charts: ChartSettings = Field(default_factory=ChartSettings)
     voice: VoiceSettings = Field(default_factory=VoiceSettings)
-    api: ApiSettings = Field(default_factory=ApiSettings)
-    telegram: TelegramSettings = Field(default_factory=TelegramSettings)
-    whatsapp: WhatsAppSettings = Field(default_factory=WhatsAppSettings)
+
+    # Each section's settings class, by its field (`memory` is read as MemorySettings, given as
+    # a MemoryConfig); the fields not named here are the top level's.
+    SECTIONS: ClassVar[dict[str, type[BaseModel]]] = {
+        "llm": LLMSettings,
+        "memory": MemorySettings,
+        "limits": LimitSettings,
+        "service": ServiceSettings,
+        "charts": ChartSettings,
+        "voice": VoiceSettings,
+    }
 
     @field_validator("log_level", mode="before")
     @classmethod
@@ -448,20 +309,35 @@ class Settings(BaseSettings):
             return memory
         return memory.model_copy(update={"memory_model": info.data["llm"].model})
 
+    @classmethod
+    def variables(cls) -> dict[str, tuple[str | None, str]]:
+        """Every environment variable these settings read, section by section: its section
+        (None: the top level) and field."""
+        top = {
+            str(field.validation_alias): (None, name)
+            for name, field in cls.model_fields.items()
+            if name not in cls.SECTIONS
+        }
+        return top | {
+            str(field.validation_alias): (section, name)
+            for section, model in cls.SECTIONS.items()
+            for name, field in model.model_fields.items()
+        }
+
     def value_of(self, variable: str) -> object:
         """The value of the setting the environment variable `variable` sets."""
-        section, field = variables()[variable]
+        section, field = self.variables()[variable]
         return getattr(getattr(self, section) if section else self, field)
 
-    def replace(self, **changes: Any) -> Settings:
+    def replace(self, **changes: Any) -> Self:
         """These settings with some values replaced (they are frozen): a top-level value, or
         for a section a dict of the fields to replace in it, e.g.
         `settings.replace(limits={"rate_limit_per_minute": 0})`. Nothing is derived again: a
         new `llm.model` leaves `memory.memory_model` as it was."""
         update: dict[str, Any] = {}
         for name, value in changes.items():
-            if name not in Settings.model_fields:
-                raise TypeError(f"Settings has no {name!r}")
+            if name not in type(self).model_fields:
+                raise TypeError(f"{type(self).__name__} has no {name!r}")
             if isinstance(value, dict):
                 value = _replaced(getattr(self, name), value)
             update[name] = value
@@ -474,38 +350,3 @@ def _replaced(section: M, values: dict[str, Any]) -> M:
     if unknown:
         raise TypeError(f"{type(section).__name__} has no {', '.join(sorted(unknown))}")
     return section.model_copy(update=values)
-
-
-def variables() -> dict[str, tuple[str | None, str]]:
-    """Every environment variable the settings read, section by section: its section (None:
-    the top level) and field."""
-    top = {
-        str(field.validation_alias): (None, name)
-        for name, field in Settings.model_fields.items()
-        if name not in SECTIONS
-    }
-    return top | {
-        str(field.validation_alias): (section, name)
-        for section, model in SECTIONS.items()
-        for name, field in model.model_fields.items()
-    }
-
-
-def env_names() -> tuple[str, ...]:
-    """Every environment variable the settings read."""
-    return tuple(variables())
-
-
-# Each section's settings class (`memory` is read as MemorySettings, given as a MemoryConfig).
-SECTIONS: dict[str, type[BaseModel]] = {
-    "llm": LLMSettings,
-    "memory": MemorySettings,
-    "limits": LimitSettings,
-    "service": ServiceSettings,
-    "web": WebSettings,
-    "charts": ChartSettings,
-    "voice": VoiceSettings,
-    "api": ApiSettings,
-    "telegram": TelegramSettings,
-    "whatsapp": WhatsAppSettings,
-}

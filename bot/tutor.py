@@ -25,7 +25,7 @@ from bot.hearing import (
 from bot.limits import Limits
 from bot.recall import NO_RECALL, RecallUse
 from bot.review import NO_REVIEW, Asked, Grading, Reviewing, ReviewUse
-from bot.settings import Settings
+from bot.settings import CoreSettings
 from bot.speaking import Speaking, Spoken
 from bot.voice import Speaker, Transcriber
 from memory import metrics
@@ -148,7 +148,7 @@ class Tutor:
         model: ChatModel,
         counter: TokenCounter,
         runner: JobRunner,
-        settings: Settings,
+        settings: CoreSettings,
         writer: TurnWriter,
         clock: Clock = utcnow,
         searcher: Searcher | None = None,

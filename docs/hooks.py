@@ -39,7 +39,9 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str
 
 
 # Each section's heading and a sentence for the operator (the classes' docstrings are for
-# developers); a section of bot/settings.py missing here fails the build.
+# developers), in the reference's order. They must be the sections of the settings
+# (webhooks/settings.py's `Settings.SECTIONS`: the core's, the web's, the channels'): one
+# missing here, or a heading no section has, fails the build.
 SECTIONS = {
     "": ("General", "Where the database is, and how much Pam logs."),
     "llm": (
@@ -74,19 +76,23 @@ SECTIONS = {
 
 
 def settings_reference() -> str:
-    """One table per section of bot/settings.py: each variable, its default and range, and
-    what it does (the field's docstring)."""
-    from bot.settings import SECTIONS as MODELS
-    from bot.settings import Settings
+    """One table per section of the settings: each variable, its default and range, and what
+    it does (the field's docstring)."""
+    from webhooks.settings import Settings
 
-    missing = set(MODELS) - set(SECTIONS)
-    if missing:
-        raise ValueError(f"docs/hooks.py has no heading for the settings sections {missing}")
-    title, intro = SECTIONS[""]
-    parts = [_table(title, intro, _top_fields(Settings, MODELS))]
-    for name, model in MODELS.items():
-        title, intro = SECTIONS[name]
-        fields = [(str(f.validation_alias), f) for f in model.model_fields.values()]
+    models = Settings.SECTIONS
+    headings = set(SECTIONS) - {""}
+    if headings != set(models):
+        raise ValueError(
+            f"docs/hooks.py's headings {sorted(headings)} are not the settings sections "
+            f"{sorted(models)}"
+        )
+    parts = []
+    for name, (title, intro) in SECTIONS.items():
+        if name:
+            fields = [(str(f.validation_alias), f) for f in models[name].model_fields.values()]
+        else:
+            fields = _top_fields(Settings, models)
         parts.append(_table(title, intro, fields))
     return "\n".join(parts)
 
@@ -104,7 +110,7 @@ def _table(title: str, doc: str, fields: list[tuple[str, FieldInfo]]) -> str:
     rows.append("|---|---|---|")
     for variable, field in fields:
         if field.description is None:
-            raise ValueError(f"{variable} has no docstring in bot/settings.py")
+            raise ValueError(f"{variable} has no docstring in its settings model")
         meaning = " ".join(field.description.split()).replace("|", "\\|")
         rows.append(f"| `{variable}` | {_default(field)} | {meaning} |")
     return "\n".join(rows) + "\n"

@@ -12,7 +12,6 @@ import pytest
 from sqlalchemy import Engine, delete
 
 from bot.runtime import Pam
-from bot.settings import Settings
 from loopback.harness import ROOT, postgres_schema, sqlite_url
 from loopback.openai_server import OpenAIServer
 from memory import db
@@ -22,6 +21,7 @@ from memory.store import Store
 from memory.tokens import TokenCounter
 from tests.fakes import FakeChatModel
 from tests.support import RecordingSender
+from webhooks.settings import Settings
 from webhooks.wiring import build
 
 SHARED_TIKTOKEN = ROOT.parent / "shared" / "tiktoken-cache"

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bot.settings import env_names
+from webhooks.settings import env_names
 
 ROOT = Path(__file__).resolve().parents[1]
 

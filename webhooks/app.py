@@ -16,13 +16,13 @@ from sqlalchemy.exc import DatabaseError, DataError, OperationalError, SQLAlchem
 from werkzeug.exceptions import HTTPException
 
 from bot import logs
-from bot.settings import Settings
 from memory import db
 from memory.charts import Charts
 from memory.inbox import Inbox
 from memory.outbox import Outbox
 from webhooks import admin, charts, health, metrics
 from webhooks.api import route as api
+from webhooks.settings import Settings
 from webhooks.startup import load_settings, read_dotenv
 from webhooks.telegram import route as telegram
 from webhooks.web import WebContext, trust_proxies

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from bot.settings import Settings
+from webhooks.settings import Settings
 
 # What a process does with the channels: the web process takes their webhooks (and the
 # operator's endpoints); a worker answers and delivers; `pam serve` does both; `pam telegram`

@@ -22,7 +22,7 @@ from webhooks.startup import read_dotenv
 # Telegram clients nor matplotlib, and with no bytecode cache every module loaded is compiled
 # again (tests/webhooks/test_cold_start.py checks what --help loads).
 if TYPE_CHECKING:
-    from bot.settings import Settings
+    from webhooks.settings import Settings
 
 # The log of `pam chat` in a terminal: beside its SQLite file, else in the working directory.
 CHAT_LOG = "pam-chat.log"

@@ -70,8 +70,8 @@ def when_ready(server: Arbiter) -> None:
     with one clear line (webhooks/app.py)."""
     from pydantic import ValidationError
 
-    from bot.settings import Settings
     from webhooks.channels import log_channels
+    from webhooks.settings import Settings
     from webhooks.startup import read_dotenv
 
     read_dotenv()  # as the workers will, so that the line says what they will do

@@ -19,8 +19,8 @@ from flask.typing import ResponseReturnValue
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
-from bot.settings import Settings
 from memory import db
+from webhooks.settings import Settings
 from webhooks.web import web
 
 log = logging.getLogger(__name__)

@@ -14,9 +14,9 @@ import sys
 from sqlalchemy.exc import DatabaseError
 
 from bot import logs
-from bot.settings import Settings
 from memory import db
 from webhooks.services import TELEGRAM_SECRET_HELP, webhook_url_problem
+from webhooks.settings import Settings
 from webhooks.startup import fail, load_settings
 
 # Exit statuses: what the release phase reads.

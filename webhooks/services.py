@@ -15,8 +15,8 @@ from urllib.parse import urlsplit
 
 from bot import logs
 from bot.memory_process import HAND_BACK_SECONDS, JobRequests, lower_priority
-from bot.settings import Settings
 from webhooks.channels import log_channels
+from webhooks.settings import Settings
 from webhooks.startup import SETUP_HELP, build_or_exit, fail, load_settings
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ from dotenv import dotenv_values
 # the .env file through this module and needs none of them (each costs a start its imports).
 if TYPE_CHECKING:
     from bot.runtime import Pam
-    from bot.settings import Settings
+    from webhooks.settings import Settings
 
 SETUP_HELP = """Pam needs a language model to talk to, and none is configured.
 
@@ -59,7 +59,7 @@ def load_settings(*, needs_llm: bool = False) -> Settings:
     """The settings from the environment, or a clear exit when they are unusable."""
     from pydantic import ValidationError
 
-    from bot.settings import Settings
+    from webhooks.settings import Settings
 
     try:
         settings = Settings()

@@ -15,10 +15,10 @@ from prometheus_client import CollectorRegistry, Counter
 from sqlalchemy import Engine
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from bot.settings import Settings
 from memory.inbox import Admission, Inbox
 from memory.messages import Inbound
 from memory.outbox import Outbox
+from webhooks.settings import Settings
 from webhooks.telegram.client import TelegramClient
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,6 @@ from bot.memory_process import MemoryProcess
 from bot.openai_audio import OpenAISpeaker, OpenAITranscriber, audio_client
 from bot.openai_chat import OpenAIChatModel, openai_client
 from bot.runtime import Pam
-from bot.settings import Settings
 from bot.tutor import Tutor
 from bot.voice import Speaker, Transcriber
 from memory import db
@@ -33,6 +32,7 @@ from memory.turns import TurnWriter
 from webhooks.api import CHANNEL as API
 from webhooks.api.sender import ApiCallbackSender
 from webhooks.charts import SignedLinks
+from webhooks.settings import Settings
 from webhooks.telegram import CHANNEL as TELEGRAM
 from webhooks.whatsapp import CHANNEL as WHATSAPP
 

@@ -16,7 +16,6 @@ from sqlalchemy import Engine
 import prompts
 from bot import recall
 from bot.runtime import Pam
-from bot.settings import Settings
 from memory.clock import ManualClock, utcnow
 from memory.jobs import RETRY_AFTER_FAILURE
 from memory.llm import ChatMessage
@@ -24,6 +23,7 @@ from memory.profile import FIELDS, MAX_PROFILE_CHARS, document
 from memory.records import LEARNER
 from tests.conftest import learner_of, unique_user
 from tests.fakes import Call, FakeChatModel, FakeSearcher, recall_call, reply_json
+from webhooks.settings import Settings
 from webhooks.wiring import build
 
 REPLY_SECTIONS = ("learner_profile", "conversation_summary")

@@ -12,11 +12,11 @@ import pytest
 from sqlalchemy import Engine
 
 from bot.runtime import Pam
-from bot.settings import Settings
 from memory.llm import ChatMessage
 from memory.records import LEARNER
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel, fresh_ending, reply_json
+from webhooks.settings import Settings
 from webhooks.wiring import build
 
 LEARNERS = 6

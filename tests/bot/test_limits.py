@@ -8,11 +8,11 @@ from sqlalchemy import Engine
 
 from bot import phrases
 from bot.runtime import Pam
-from bot.settings import Settings
 from memory.clock import Clock, ManualClock, utcnow
 from memory.messages import TURNED_AWAY
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel
+from webhooks.settings import Settings
 from webhooks.wiring import build
 
 

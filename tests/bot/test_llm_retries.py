@@ -15,13 +15,13 @@ from bot.backoff import backoff
 from bot.llm_retries import MAX_RETRY_AFTER, Retrying
 from bot.openai_chat import OpenAIChatModel, openai_client
 from bot.runtime import Pam
-from bot.settings import Settings
 from bot.tutor import ModelUnavailable
 from loopback.openai_server import Fault, OpenAIServer, default_answer
 from memory.llm import Completion, Outage
 from memory.tokens import TokenCounter
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel
+from webhooks.settings import Settings
 from webhooks.wiring import build
 
 PROMPT = [

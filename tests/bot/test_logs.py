@@ -14,7 +14,6 @@ import pytest
 from sqlalchemy import Engine
 
 from bot import logs
-from bot.settings import Settings
 from bot.worker import Worker
 from loopback.local_server import Answer, LocalServer
 from loopback.openai_server import Fault, OpenAIServer
@@ -22,6 +21,7 @@ from loopback.telegram_server import TOKEN as TELEGRAM_TOKEN
 from loopback.telegram_server import TelegramServer
 from loopback.twilio_server import ACCOUNT_SID, AUTH_TOKEN, NUMBER, TwilioServer, sign
 from webhooks.app import create_app
+from webhooks.settings import Settings
 from webhooks.wiring import build, senders
 
 OPENAI_KEY = "sk-test-SECRET-openai-key-4b1d"

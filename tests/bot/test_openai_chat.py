@@ -17,7 +17,6 @@ from bot.corrections import parse_answer, render
 from bot.llm_requests import REASONING_ROOM, THINKING_ROOM
 from bot.openai_chat import MAX_UNUSABLE_CALLS, OpenAIChatModel, openai_client
 from bot.runtime import Pam
-from bot.settings import Settings
 from loopback.llm_shapes import encoded
 from loopback.local_server import Answer
 from loopback.openai_server import Fault, OpenAIServer, default_answer, refuse_like_openai_reasoning
@@ -38,6 +37,7 @@ from tests import error_shapes as errors
 from tests import llm_shapes as shapes
 from tests.conftest import unique_user
 from tests.llm_shapes import REASONING, REPLY
+from webhooks.settings import Settings
 from webhooks.wiring import build
 
 MODEL = "gpt-4o-mini"

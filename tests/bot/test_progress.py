@@ -21,7 +21,6 @@ from bot import phrases
 from bot.channels import TransientSendError
 from bot.progress import HEIGHT_IN, WIDTH_IN, render, summary
 from bot.runtime import Pam
-from bot.settings import Settings
 from bot.worker import Worker
 from memory.messages import Sent
 from memory.progress import Week
@@ -30,6 +29,7 @@ from tests.fakes import FakeChatModel
 from tests.helpers.queues import make_available_now, outbox_rows
 from tests.support import WAIT, RecordingSender, inbound
 from webhooks.charts import SignedLinks
+from webhooks.settings import Settings
 from webhooks.wiring import build
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

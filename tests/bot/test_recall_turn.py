@@ -15,7 +15,6 @@ from sqlalchemy import Engine, select
 from bot import phrases, recall
 from bot.recall import RECALL_TOOL, TAG, RecallUse
 from bot.runtime import Pam
-from bot.settings import Settings
 from bot.tutor import Turn
 from memory.clock import utcnow
 from memory.llm import ToolsRefused
@@ -23,6 +22,7 @@ from memory.models import Usage
 from memory.tokens import TokenCounter
 from tests.conftest import unique_user
 from tests.fakes import Call, FakeChatModel, FakeSearcher, recall_call, reply_json, tool_calls
+from webhooks.settings import Settings
 from webhooks.wiring import build
 
 ASKS = "¿Te acuerdas de cómo se llama mi perro?"

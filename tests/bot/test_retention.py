@@ -16,7 +16,6 @@ from sqlalchemy import Engine, event, select, update
 
 from bot import retention as retention_module
 from bot.runtime import Pam
-from bot.settings import Settings
 from bot.worker import Worker
 from memory.claims import CLAIMED, DONE, FAILED, PENDING, SENT
 from memory.clock import ManualClock, utcnow
@@ -26,6 +25,7 @@ from memory.outbox import Outbox
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel
 from tests.support import WAIT, inbound, queue_items, wait_until
+from webhooks.settings import Settings
 from webhooks.wiring import build
 
 LEASE = 300.0

@@ -26,7 +26,6 @@ from bot.review import (
     exercise_result,
     when,
 )
-from bot.settings import Settings
 from memory.clock import ManualClock
 from memory.llm import ChatMessage
 from memory.review import DueItem, Exercise
@@ -44,6 +43,7 @@ from tests.helpers.review import (
     section,
     system_of,
 )
+from webhooks.settings import Settings
 
 AGAIN, GOOD = 1, 3  # fsrs.Rating
 NOW = datetime(2025, 3, 10, 12, tzinfo=UTC)

@@ -31,7 +31,6 @@ from bot.review import (
     report,
 )
 from bot.runtime import Pam
-from bot.settings import Settings
 from bot.tutor import store_reply
 from loopback.openai_server import OpenAIServer
 from memory.clock import ManualClock
@@ -55,6 +54,7 @@ from tests.helpers.review import (
     section,
     system_of,
 )
+from webhooks.settings import Settings
 from webhooks.wiring import build
 
 AGAIN, GOOD = 1, 3  # fsrs.Rating

@@ -18,13 +18,13 @@ from bot import phrases
 from bot.channels import PermanentSendError
 from bot.runtime import Pam
 from bot.scrubbing import IDLE_POLL_SECONDS, MAX_RETRY_SECONDS, WAITING_POLL_SECONDS, Scrubbing
-from bot.settings import Settings
 from bot.worker import Worker
 from memory import db
 from memory.messages import Inbound
 from memory.scrubs import Outcome, Scrubs
 from tests.fakes import FakeChatModel
 from tests.support import RecordingSender
+from webhooks.settings import Settings
 from webhooks.wiring import build
 
 CHANNEL = "test"

@@ -13,22 +13,15 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from bot.settings import (
-    SECTIONS,
-    ApiSettings,
-    LimitSettings,
-    LLMSettings,
-    ServiceSettings,
-    Settings,
-    TelegramSettings,
-    WebSettings,
-    WhatsAppSettings,
-    env_names,
-)
+from bot.settings import CoreSettings, LimitSettings, LLMSettings, ServiceSettings
 from loopback.harness import ROOT
 from memory.config import MemoryConfig
 from memory.db import DatabaseURLError, normalize_url
+from webhooks.api.settings import ApiSettings
+from webhooks.settings import Settings, WebSettings, env_names
 from webhooks.startup import load_settings, read_dotenv
+from webhooks.telegram.settings import TelegramSettings
+from webhooks.whatsapp.settings import WhatsAppSettings
 
 
 def test_defaults_without_environment() -> None:
@@ -297,7 +290,17 @@ def test_the_settings_come_in_sections() -> None:
     assert isinstance(settings.whatsapp, WhatsAppSettings)
     with pytest.raises(ValidationError):
         settings.telegram.bot_token = "x"  # type: ignore[misc]
-    assert set(SECTIONS) == set(Settings.model_fields) - {"database_url", "log_level"}
+    assert set(Settings.SECTIONS) == set(Settings.model_fields) - {"database_url", "log_level"}
+
+
+def test_the_core_reads_no_channels_settings() -> None:
+    """bot/ takes the core's sections; the web's and the channels' are the outer layer's,
+    added to them by the whole Settings."""
+    core = set(CoreSettings.variables())
+    assert core < set(env_names())
+    assert not {name for name in core if name.startswith(("TELEGRAM_", "TWILIO_", "PAM_API_"))}
+    assert {"PORT", "PAM_PUBLIC_URL", "PAM_ADMIN_TOKEN"}.isdisjoint(core)
+    assert Settings().value_of("PAM_MODEL") == CoreSettings().value_of("PAM_MODEL")
 
 
 def test_a_section_passed_as_values_keeps_the_environment_for_the_rest(

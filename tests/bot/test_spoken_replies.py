@@ -17,7 +17,6 @@ from sqlalchemy import Engine, func, select
 
 from bot.audio import inspect
 from bot.runtime import Pam
-from bot.settings import Settings
 from bot.voice import Speech
 from bot.worker import Worker
 from loopback.audio_samples import sample
@@ -29,6 +28,7 @@ from memory.models import OutboxItem, VoiceClip
 from tests.bot.test_voice_turn import FakeTranscriber, VoiceChannel, spanish_learner
 from tests.fakes import FakeChatModel, reply_json
 from tests.support import outlive
+from webhooks.settings import Settings
 from webhooks.wiring import build
 
 REPLY = "¡Qué bien! ¿Y qué hiciste después?"

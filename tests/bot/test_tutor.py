@@ -11,13 +11,13 @@ from sqlalchemy import Engine, select
 
 from bot import phrases
 from bot.runtime import Pam
-from bot.settings import Settings
 from bot.tutor import MAX_MESSAGE_CHARS, ModelUnavailable
 from memory.models import Correction, MemoryJob, Usage
 from memory.records import LEARNER, PAM
 from memory.tokens import MESSAGE_OVERHEAD, TokenCounter
 from tests.conftest import learner_of, unique_user
 from tests.fakes import Call, FakeChatModel, default_reply, failing, reply_json
+from webhooks.settings import Settings
 from webhooks.wiring import build
 
 NOTHING_LEARNED = "(nothing learned yet)"

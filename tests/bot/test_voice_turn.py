@@ -21,7 +21,6 @@ from bot.openai_audio import OpenAITranscriber
 from bot.openai_chat import openai_client
 from bot.prompt import SPOKEN_RULE
 from bot.runtime import Pam
-from bot.settings import Settings
 from bot.speaking import SPEECH, Spoken
 from bot.tutor import ModelUnavailable, Turn
 from bot.voice import Speech, Transcriber, Transcript
@@ -39,6 +38,7 @@ from tests.fakes import FakeChatModel, reply_json
 from tests.helpers.crafted_audio import CRAFTED
 from tests.support import WAIT, RecordingSender, wait_until
 from tests.transcription_shapes import NOISE
+from webhooks.settings import Settings
 from webhooks.wiring import build
 
 SAID = "Ayer yo es muy cansado, pero fui al cine."

@@ -22,7 +22,6 @@ from sqlalchemy import Engine
 from bot.corrections import CATEGORY_LIST, RULE_PLACEHOLDER
 from bot.openai_chat import OpenAIChatModel, openai_client
 from bot.runtime import Pam
-from bot.settings import Settings
 from loopback.openai_server import OpenAIServer
 from memory.clock import ManualClock
 from memory.config import MemoryConfig
@@ -32,6 +31,7 @@ from memory.tokens import TokenCounter
 from tests.conftest import learner_of, unique_user
 from tests.helpers.review import say
 from tests.llm_shapes import QWEN_CODER, llama_cpp_python
+from webhooks.settings import Settings
 from webhooks.wiring import build
 
 Served = tuple[Pam, OpenAIServer, ManualClock]

@@ -23,7 +23,6 @@ from bot.answering import LLM_TURN_ATTEMPTS
 from bot.backoff import MAX_BACKOFF_SECONDS, backoff
 from bot.channels import PermanentSendError, Sender, TransientSendError
 from bot.runtime import Pam
-from bot.settings import Settings
 from bot.worker import Worker
 from memory import db
 from memory.claims import DONE, FAILED, PENDING, SENT
@@ -47,6 +46,7 @@ from tests.support import (
 )
 from webhooks.api.sender import ApiCallbackSender
 from webhooks.app import create_app
+from webhooks.settings import Settings
 from webhooks.wiring import build, senders
 
 CHANNEL = "test"

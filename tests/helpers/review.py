@@ -10,13 +10,13 @@ from datetime import timedelta
 from sqlalchemy import Engine, select
 
 from bot.runtime import Pam
-from bot.settings import Settings
 from bot.tutor import Turn
 from memory.clock import ManualClock
 from memory.models import ReviewItem, ReviewLog
 from memory.records import LearnerInfo
 from tests.conftest import learner_of, unique_user
 from tests.fakes import Call, FakeChatModel, reply_json
+from webhooks.settings import Settings
 from webhooks.wiring import build
 
 MISTAKE = "Tengo un bueno amigo y yo es de Madrid."

@@ -107,7 +107,7 @@ def test_any_other_engine_waits_for_the_disk(engine: Engine) -> None:
 
 
 def test_pam_built_for_a_worker_process_commits_without_waiting(postgres_url: str) -> None:
-    from bot.settings import Settings
+    from webhooks.settings import Settings
     from webhooks.wiring import build
 
     settings = Settings(database_url=postgres_url, llm={"api_key": "test-key"})

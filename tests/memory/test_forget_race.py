@@ -10,13 +10,13 @@ from sqlalchemy import Engine
 
 from bot import phrases
 from bot.runtime import Pam
-from bot.settings import Settings
 from memory.jobs import FOLD, PROFILE
 from memory.llm import ChatMessage, Purpose
 from memory.records import LEARNER, PAM, LearnerInfo
 from memory.store import Store
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel, Gate, ManualExecutor
+from webhooks.settings import Settings
 from webhooks.wiring import build
 
 WAIT = 20.0  # a safety bound for joins and events, never an expectation about speed

@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 from sqlalchemy import Engine
 
 from bot.openai_chat import OpenAIChatModel, openai_client
-from bot.settings import Settings
 from loopback.openai_server import OpenAIServer
 from memory.config import MemoryConfig
 from memory.llm import (
@@ -47,6 +46,7 @@ from memory.tokens import TokenCounter
 from tests import llm_shapes as shapes
 from tests.conftest import unique_user, unread_by_profile
 from tests.fakes import FakeChatModel, failing
+from webhooks.settings import Settings
 from webhooks.wiring import build
 
 CONFIG = MemoryConfig(memory_model="memory-model-x")

@@ -10,7 +10,6 @@ import pytest
 from sqlalchemy import Engine
 
 from bot.runtime import Pam
-from bot.settings import Settings
 from memory import summary as summary_module
 from memory.config import MemoryConfig
 from memory.jobs import FOLD
@@ -37,6 +36,7 @@ from memory.summary import (
 from memory.tokens import TokenCounter
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel, failing
+from webhooks.settings import Settings
 from webhooks.wiring import build
 
 # The tests' arithmetic is written for these values, whatever the defaults become.

@@ -9,7 +9,6 @@ import time
 import pytest
 from sqlalchemy import Engine, text
 
-from bot.settings import Settings
 from bot.worker import Worker
 from memory import db
 from memory.inbox import Inbox
@@ -17,6 +16,7 @@ from memory.wakeup import CHANNEL, InboxListener
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel
 from tests.support import WAIT, RecordingSender, inbound, wait_until
+from webhooks.settings import Settings
 from webhooks.wiring import build
 
 

@@ -8,7 +8,6 @@ from collections.abc import Sequence
 
 from sqlalchemy import Engine
 
-from bot.settings import Settings
 from bot.worker import Worker
 from memory.inbox import Inbox
 from memory.llm import ChatMessage
@@ -17,6 +16,7 @@ from tests.fakes import ENDINGS, FakeChatModel, fresh_ending, reply_json
 from tests.support import API_TOKEN, WAIT, RecordingSender, wait_until
 from webhooks.api.payload import recipient
 from webhooks.app import create_app
+from webhooks.settings import Settings
 from webhooks.wiring import build
 
 

@@ -14,7 +14,6 @@ import pytest
 from sqlalchemy import Engine, func, select
 
 from bot import phrases
-from bot.settings import Settings
 from bot.worker import Worker
 from memory.claims import UNFINISHED
 from memory.models import InboxItem
@@ -23,6 +22,7 @@ from tests.fakes import FakeChatModel
 from tests.support import API_TOKEN, RecordingSender, wait_until
 from webhooks.api.payload import recipient
 from webhooks.app import create_app
+from webhooks.settings import Settings
 from webhooks.wiring import build
 
 BURST = 2_000

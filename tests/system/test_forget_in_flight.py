@@ -16,7 +16,6 @@ from sqlalchemy import Engine, MetaData, make_url, select
 
 from bot import phrases
 from bot.runtime import Pam
-from bot.settings import Settings
 from bot.worker import Worker
 from memory.llm import ChatMessage
 from memory.messages import Inbound
@@ -33,6 +32,7 @@ from tests.conftest import unique_user
 from tests.fakes import ENDINGS, FakeChatModel, Gate, fresh_ending, reply_json
 from tests.support import WAIT, RecordingSender, inbound
 from webhooks.app import create_app
+from webhooks.settings import Settings
 from webhooks.wiring import build
 
 CHANNEL = "test"

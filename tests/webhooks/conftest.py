@@ -11,9 +11,9 @@ from flask import Flask
 from flask.testing import FlaskClient
 from sqlalchemy import Engine
 
-from bot.settings import Settings
 from loopback.telegram_server import TelegramServer
 from webhooks.app import create_app
+from webhooks.settings import Settings
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 import requests
 
-from bot.settings import Settings
 from loopback.harness import (
     db_upgrade,
     free_port,
@@ -24,6 +23,7 @@ from loopback.harness import (
 )
 from webhooks.access_log import redact_path, redact_target, redact_text
 from webhooks.app import create_app
+from webhooks.settings import Settings
 
 CHART_TOKEN = "MTIzNDU2.chart-s3cr3t_sig"
 VOICE_TOKEN = "Nzg5.voice-s3cr3t_sig"

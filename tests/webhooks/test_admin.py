@@ -14,7 +14,6 @@ from flask.testing import FlaskClient
 from sqlalchemy import Engine, text
 
 from bot.runtime import Pam
-from bot.settings import Settings
 from memory import db
 from memory.records import LEARNER, PAM
 from memory.scrubs import Outcome
@@ -22,6 +21,7 @@ from memory.store import Store
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel, reply_json
 from webhooks.app import create_app
+from webhooks.settings import Settings
 
 ADMIN = "admin-token-3b9d"
 

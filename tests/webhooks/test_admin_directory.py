@@ -10,12 +10,12 @@ import pytest
 from flask.testing import FlaskClient
 from sqlalchemy import Engine
 
-from bot.settings import Settings
 from memory.records import LEARNER, PAM
 from memory.store import Store
 from tests.conftest import unique_user
 from tests.webhooks.test_admin import ADMIN, bearer, client_for
 from webhooks.addresses import BadAddress, stored_address
+from webhooks.settings import Settings
 
 PHONE = "+34600111222"
 

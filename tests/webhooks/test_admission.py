@@ -10,12 +10,12 @@ import uuid
 from flask.testing import FlaskClient
 from sqlalchemy import Engine
 
-from bot.settings import Settings
 from memory.messages import TURNED_AWAY
 from tests.conftest import unique_user
 from tests.helpers.queues import inbox_items
 from tests.support import API_TOKEN
 from webhooks.app import create_app
+from webhooks.settings import Settings
 
 AUTH = {"Authorization": f"Bearer {API_TOKEN}"}
 SECRET = "telegram-secret-0123456789"

@@ -17,7 +17,6 @@ from sqlalchemy import update
 from standardwebhooks import Webhook, WebhookVerificationError
 
 from bot.runtime import Pam
-from bot.settings import Settings
 from bot.worker import Worker
 from loopback.callback_server import CallbackServer
 from memory.clock import utcnow
@@ -27,6 +26,7 @@ from tests.support import API_TOKEN
 from webhooks.api.sender import ApiCallbackSender
 from webhooks.api.signing import webhook_signature
 from webhooks.app import create_app
+from webhooks.settings import Settings
 
 API_PAGE = Path(__file__).resolve().parents[2] / "docs" / "channels" / "api.md"
 KEY = "whsec_" + base64.b64encode(API_TOKEN.encode()).decode()  # the token, as the spec spells it

@@ -8,9 +8,9 @@ import logging
 
 import pytest
 
-from bot.settings import Settings
 from loopback.telegram_server import TOKEN
 from webhooks.channels import ChannelState, channel_report, channels_line, log_channels
+from webhooks.settings import Settings
 
 SECRET = "pam-webhook_Secret-7f3a9c"
 ADMIN_TOKEN = "admin-token-5e1f"

@@ -11,7 +11,7 @@ import pytest
 from flask.testing import FlaskClient
 from sqlalchemy import Engine
 
-from bot.settings import ChartSettings, Settings
+from bot.settings import ChartSettings
 from memory.charts import Charts
 from memory.clock import ManualClock
 from memory.store import Store
@@ -19,6 +19,7 @@ from tests.conftest import unique_user
 from tests.support import forged
 from webhooks.app import create_app
 from webhooks.charts import EXPIRED, SignedLinks
+from webhooks.settings import Settings
 
 PUBLIC = "https://pam.example/"
 PNG = b"\x89PNG\r\n\x1a\n a chart"

@@ -19,7 +19,6 @@ import requests
 from alembic.script import ScriptDirectory
 from click.testing import CliRunner
 
-from bot import settings as pam_settings
 from loopback.harness import (
     PAM_CMD,
     ROOT,
@@ -34,6 +33,7 @@ from loopback.telegram_server import TOKEN, TelegramServer
 from memory import db
 from tests.conftest import PG_URL
 from webhooks import cli
+from webhooks import settings as pam_settings
 from webhooks.services import webhook_url_problem
 
 TIMEOUT = 60

@@ -10,11 +10,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from bot.settings import Settings
 from loopback import harness
 from loopback.harness import ROOT
 from tests.helpers.deploy_files import KINDS, deploy_commands, fly_config
 from webhooks import gunicorn_config
+from webhooks.settings import Settings
 
 WEB = ("gunicorn", "-c", harness.WEB_CONFIG, harness.WEB_APP)
 # Fly's kill_timeout must leave the worker time to stop after its shutdown wait.

@@ -24,7 +24,6 @@ from werkzeug.datastructures import MultiDict
 from werkzeug.test import EnvironBuilder, TestResponse
 from werkzeug.wrappers import Request
 
-from bot.settings import Settings
 from loopback.telegram_server import TOKEN, TelegramServer
 from loopback.twilio_server import ACCOUNT_SID, AUTH_TOKEN, NUMBER, sign
 from memory.models import InboxItem
@@ -33,6 +32,7 @@ from tests.support import API_TOKEN
 from tests.webhooks.telegram import updates
 from tests.webhooks.telegram.conftest import SECRET
 from tests.webhooks.whatsapp.conftest import LOCAL, new_sid, new_wa_id, text_form
+from webhooks.settings import Settings
 from webhooks.telegram.route import SECRET_HEADER
 from webhooks.whatsapp.signature import SIGNATURE_HEADER
 

@@ -13,7 +13,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import Engine
 
 from bot.runtime import Pam
-from bot.settings import Settings
 from bot.worker import Worker
 from memory import db, metrics
 from memory.clock import ManualClock
@@ -28,6 +27,7 @@ from tests.support import RecordingSender, inbound
 from tests.webhooks.test_admin import ADMIN, bearer
 from webhooks.app import create_app
 from webhooks.metrics import ServiceCollector
+from webhooks.settings import Settings
 from webhooks.wiring import build
 
 API_TOKEN = "api-token-metrics"

@@ -12,7 +12,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bot.settings import Settings
 from loopback.harness import (
     PAM_CMD,
     db_upgrade,
@@ -26,6 +25,7 @@ from loopback.harness import (
 from loopback.openai_server import OpenAIServer
 from loopback.twilio_server import ACCOUNT_SID, AUTH_TOKEN, NUMBER
 from tests.webhooks.whatsapp.conftest import new_wa_id, sign, text_form
+from webhooks.settings import Settings
 
 APP_HOST = "pam-tutor.herokuapp.com"
 WEBHOOK = "/whatsapp/webhook"

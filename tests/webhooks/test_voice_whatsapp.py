@@ -23,7 +23,6 @@ from bot.channels import (
     VoiceUnavailable,
 )
 from bot.logs import QUIET
-from bot.settings import Settings
 from loopback.callback_server import CallbackServer
 from loopback.local_server import Trickle
 from loopback.twilio_server import ACCOUNT_SID, AUTH_TOKEN, NUMBER, Item, MediaCDN, TwilioServer
@@ -31,6 +30,7 @@ from memory.messages import VoiceNote
 from tests.support import API_TOKEN
 from webhooks.api.sender import ApiCallbackSender
 from webhooks.services import service_logging
+from webhooks.settings import Settings
 from webhooks.whatsapp.media import TwilioMedia, file_name
 from webhooks.whatsapp.sender import TwilioSender
 

@@ -17,7 +17,6 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 from werkzeug.test import TestResponse
 
-from bot.settings import Settings
 from memory import db
 from memory.claims import PENDING
 from memory.models import InboxItem
@@ -27,6 +26,7 @@ from tests.helpers.queues import queue_rows
 from tests.support import API_TOKEN
 from tests.webhooks.conftest import app_for
 from webhooks.app import MAX_BODY_BYTES, create_app
+from webhooks.settings import Settings
 
 AUTH = {"Authorization": f"Bearer {API_TOKEN}"}
 UNREACHABLE_POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:1/x"

@@ -1,6 +1,6 @@
 """The HTTP API channel, for custom front-ends (and the service's own end-to-end tests): the
 JSON body validated (payload), the route (route), replies to the operator's callback URL
-(sender), signed the Standard Webhooks way (signing).
+(sender), signed the Standard Webhooks way (signing), and its PAM_API_* settings (settings).
 
 Inbound: `POST /api/messages` with `Authorization: Bearer $PAM_API_TOKEN` and JSON
 `{"id": "<unique message id>", "user": "<user id>", "text": "...", "name": "<optional>"}`.

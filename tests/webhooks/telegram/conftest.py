@@ -12,9 +12,9 @@ from flask.testing import FlaskClient
 from werkzeug.test import TestResponse
 
 from bot.runtime import Pam
-from bot.settings import Settings
 from bot.worker import Worker
 from loopback.telegram_server import TOKEN, TelegramServer
+from webhooks.settings import Settings
 from webhooks.telegram.client import TelegramClient
 from webhooks.telegram.route import SECRET_HEADER
 

@@ -17,7 +17,6 @@ from sqlalchemy import Engine
 
 from bot import phrases
 from bot.runtime import Pam
-from bot.settings import Settings
 from bot.worker import Worker
 from loopback.telegram_server import USERNAME, Failure, TelegramServer
 from memory.clock import ManualClock, utcnow
@@ -29,6 +28,7 @@ from tests.helpers.review import BUEN, MISTAKE, review_pam
 from tests.webhooks.telegram import updates as u
 from tests.webhooks.telegram.conftest import post_update
 from tests.webhooks.telegram.updates import Json
+from webhooks.settings import Settings
 
 FACT = "Mi hermana es enfermera en Sevilla."
 # Words of the member's private chat: none may reach the group, its prompt or its memory.

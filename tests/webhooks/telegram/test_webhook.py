@@ -16,7 +16,6 @@ from sqlalchemy import Engine
 
 from bot import phrases
 from bot.commands import Command, parse_command
-from bot.settings import Settings
 from bot.worker import Worker
 from loopback.telegram_server import USERNAME, TelegramServer
 from tests.fakes import DEFAULT_REPLIES, FakeChatModel, reply_json
@@ -24,6 +23,7 @@ from tests.helpers.queues import inbox_items, queue_rows
 from tests.webhooks.telegram import updates as u
 from tests.webhooks.telegram.conftest import SECRET, WEBHOOK, post_update
 from webhooks.app import MAX_BODY_BYTES, create_app
+from webhooks.settings import Settings
 from webhooks.telegram.route import SECRET_HEADER
 
 Json = dict[str, Any]

@@ -13,9 +13,9 @@ from flask.testing import FlaskClient
 from werkzeug.test import TestResponse
 
 from bot.runtime import Pam
-from bot.settings import Settings
 from bot.worker import Worker
 from loopback.twilio_server import ACCOUNT_SID, AUTH_TOKEN, NUMBER, TwilioServer, sign
+from webhooks.settings import Settings
 from webhooks.whatsapp.signature import SIGNATURE_HEADER
 from webhooks.wiring import senders
 

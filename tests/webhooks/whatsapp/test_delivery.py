@@ -13,7 +13,6 @@ from sqlalchemy import Engine
 from bot import phrases
 from bot.channels import PermanentSendError, TransientSendError
 from bot.runtime import Pam
-from bot.settings import Settings
 from bot.worker import Worker
 from loopback.twilio_server import ACCOUNT_SID, AUTH_TOKEN, NUMBER, Failure
 from memory.claims import FAILED, PENDING, SENT
@@ -28,6 +27,7 @@ from tests.webhooks.whatsapp.conftest import (
     text_form,
 )
 from webhooks.services import service_logging
+from webhooks.settings import Settings
 from webhooks.whatsapp.sender import TwilioSender
 from webhooks.wiring import build, senders
 

@@ -14,7 +14,6 @@ from sqlalchemy import Engine
 from werkzeug.test import TestResponse
 
 from bot import phrases
-from bot.settings import Settings
 from bot.worker import Worker
 from loopback.twilio_server import NUMBER, sign
 from memory.claims import FAILED, SENT
@@ -35,6 +34,7 @@ from tests.webhooks.whatsapp.conftest import (
     with_twilio,
 )
 from webhooks.app import create_app
+from webhooks.settings import Settings
 from webhooks.whatsapp.signature import SIGNATURE_HEADER
 
 DEFAULT_REPLY = "¡Qué bien! ¿Y qué más hiciste?"  # the fake model's answer
