@@ -17,7 +17,13 @@ from bot import logs
 from bot.memory_process import HAND_BACK_SECONDS, JobRequests, lower_priority
 from webhooks.channels import log_channels
 from webhooks.settings import Settings
-from webhooks.startup import SETUP_HELP, build_or_exit, fail, load_settings
+from webhooks.startup import (
+    SERVICE_DATABASE_WAIT_SECONDS,
+    SETUP_HELP,
+    build_or_exit,
+    fail,
+    load_settings,
+)
 
 if TYPE_CHECKING:
     from bot.runtime import Pam
@@ -72,7 +78,13 @@ def start_worker(
     from webhooks.wiring import senders
 
     in_child = settings.service.memory_process
-    pam = build_or_exit(settings, migrate=migrate, memory_process=in_child, replayable=replayable)
+    pam = build_or_exit(
+        settings,
+        migrate=migrate,
+        memory_process=in_child,
+        replayable=replayable,
+        wait_seconds=SERVICE_DATABASE_WAIT_SECONDS,
+    )
     sys.setswitchinterval(GIL_SWITCH_SECONDS)
     worker = Worker(pam, senders(settings))
     worker.start(settings.service.worker_threads, settings.service.delivery_threads)
@@ -176,7 +188,9 @@ def run_memory_jobs(from_stdin: bool) -> int:
     niceness = lower_priority()
     # Its writes need not wait for the disk either: a job whose last commits a database crash
     # loses is left running under its lease, and the sweep runs it again (see db.make_engine).
-    pam = build_or_exit(settings, migrate=False, replayable=True)
+    pam = build_or_exit(
+        settings, migrate=False, replayable=True, wait_seconds=SERVICE_DATABASE_WAIT_SECONDS
+    )
     assert pam.scheduler is not None
     pam.scheduler.start()
     recovered = sweep_memory_jobs(pam)

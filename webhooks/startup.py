@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import time
 from collections.abc import MutableMapping
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
@@ -34,6 +35,13 @@ Or a local OpenAI-compatible server, e.g. Ollama (https://ollama.com):
 Then run the pam command again."""
 
 DOTENV = Path(".env")
+# A service (worker, memory jobs) that starts while its database server restarts or fails
+# over waits this long for it, as a platform's restart would, instead of exiting at once and
+# being counted a crash. One-off commands do not wait: their operator is watching.
+SERVICE_DATABASE_WAIT_SECONDS = 60.0
+DATABASE_RETRY_SECONDS = 2.0
+
+log = logging.getLogger("pam.cli")
 
 
 def fail(message: str) -> NoReturn:
@@ -74,31 +82,50 @@ def load_settings(*, needs_llm: bool = False) -> Settings:
 
 
 def build_or_exit(
-    settings: Settings, *, migrate: bool, memory_process: bool = False, replayable: bool = False
+    settings: Settings,
+    *,
+    migrate: bool,
+    memory_process: bool = False,
+    replayable: bool = False,
+    wait_seconds: float = 0.0,
 ) -> Pam:
     """Pam assembled from `settings` (with its scheduler, or its memory process), or a clear
-    exit when the database cannot be used."""
+    exit when the database cannot be used. A database server that cannot be reached (down,
+    restarting, failing over) is tried again every few seconds for `wait_seconds`, each
+    failure logged; a wrong URL, a schema that is not current or a file that is no database
+    exits at once."""
     # Imported here: the web process reads its settings through this module and never builds
     # Pam, so it need not load the composition root's clients (OpenAI, APScheduler, PTB); nor
     # does gunicorn's master, which reads them to say its channels, need SQLAlchemy's.
-    from sqlalchemy.exc import DatabaseError
+    from sqlalchemy.exc import DatabaseError, OperationalError
 
     from memory import db
     from webhooks.wiring import build
 
-    try:
-        if not migrate:
-            warning = db.require_current_schema(settings.database_url)
-            if warning:
-                logging.getLogger("pam.cli").warning("%s", warning)
-        return build(
-            settings, migrate=migrate, memory_process=memory_process, replayable=replayable
-        )
-    except (db.DatabaseURLError, db.SchemaNotCurrent) as exc:
-        fail(f"pam: {exc}")
-    except DatabaseError as exc:  # unreachable, refused, or a file that is no database
-        fail(
-            f"pam: cannot open the database in DATABASE_URL: {exc.orig}. Check that the "
-            "server is running, the credentials are right, or that a SQLite file's folder "
-            "exists and the file is a SQLite database."
-        )
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        try:
+            if not migrate:
+                warning = db.require_current_schema(settings.database_url)
+                if warning:
+                    log.warning("%s", warning)
+            return build(
+                settings, migrate=migrate, memory_process=memory_process, replayable=replayable
+            )
+        except (db.DatabaseURLError, db.SchemaNotCurrent) as exc:
+            fail(f"pam: {exc}")
+        except DatabaseError as exc:  # unreachable, refused, or a file that is no database
+            server = db.sqlite_file(settings.database_url) is None
+            if server and isinstance(exc, OperationalError) and time.monotonic() < deadline:
+                log.warning(
+                    "database not reachable yet (%s); trying again in %.0fs",
+                    str(exc.orig).strip().splitlines()[0] if exc.orig else type(exc).__name__,
+                    DATABASE_RETRY_SECONDS,
+                )
+                time.sleep(DATABASE_RETRY_SECONDS)
+                continue
+            fail(
+                f"pam: cannot open the database in DATABASE_URL: {exc.orig}. Check that the "
+                "server is running, the credentials are right, or that a SQLite file's folder "
+                "exists and the file is a SQLite database."
+            )
