@@ -14,6 +14,7 @@ from typing import Any
 from bot import corrections, recall
 from bot.prompt import reply_prompt
 from bot.recall import NO_RECALL, RecallUse
+from bot.reply_format import REPLY_SCHEMA, reply_schema
 from bot.review import Asked
 from bot.settings import Settings
 from memory.clock import Clock, utcnow
@@ -204,7 +205,7 @@ class Asking:
             model=self.settings.llm.model,
             max_tokens=self.settings.llm.reply_max_tokens,
             purpose="reply",
-            schema=corrections.reply_schema(review.schema) if review else corrections.REPLY_SCHEMA,
+            schema=reply_schema(review.schema) if review else REPLY_SCHEMA,
             accept=accept,
             **offered,
         )

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from bot.corrections import strict_object
+from bot.reply_format import strict_object
 from memory.clock import Clock, utcnow
 from memory.grounding import overlap
 from memory.model_output import flat_items, key_name, scalar_text

@@ -11,7 +11,8 @@ import re
 
 import pytest
 
-from bot.corrections import CATEGORY_LIST, NoReply, checked, grounded, parse_answer
+from bot.corrections import NoReply, checked, grounded, parse_answer
+from bot.reply_format import CATEGORY_LIST
 from bot.review import EXERCISE_REPORT, exercise_result
 from memory.profile_answer import InvalidProfile, parse_profile_answer
 from memory.profile_facts import format_pieces, is_placeholder, settled

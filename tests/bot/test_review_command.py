@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import Engine
 
 from bot import phrases
-from bot.corrections import reply_schema
+from bot.reply_format import reply_schema
 from bot.review import (
     DUE_TAG,
     EXERCISE_SCHEMA,
