@@ -13,7 +13,8 @@ import pytest
 
 from bot.corrections import NoReply, checked, grounded, parse_answer
 from bot.reply_format import CATEGORY_LIST
-from bot.review import EXERCISE_REPORT, exercise_result
+from bot.review_exercises import exercise_result
+from bot.review_prompt import EXERCISE_REPORT
 from memory.profile_answer import InvalidProfile, parse_profile_answer
 from memory.profile_facts import format_pieces, is_placeholder, settled
 from memory.profile_facts import grounded as grounded_facts

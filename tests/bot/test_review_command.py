@@ -14,18 +14,9 @@ from sqlalchemy import Engine
 
 from bot import phrases
 from bot.reply_format import reply_schema
-from bot.review import (
-    DUE_TAG,
-    EXERCISE_SCHEMA,
-    EXERCISE_TAG,
-    NOTHING_YET,
-    REVIEW_OFF,
-    STALE,
-    ReviewUse,
-    exercise,
-    exercise_result,
-    when,
-)
+from bot.review import NOTHING_YET, REVIEW_OFF, STALE, ReviewUse, when
+from bot.review_exercises import exercise, exercise_result
+from bot.review_prompt import DUE_TAG, EXERCISE_SCHEMA, EXERCISE_TAG
 from bot.settings import Settings
 from memory.clock import ManualClock
 from memory.llm import ChatMessage

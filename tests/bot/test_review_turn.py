@@ -23,14 +23,8 @@ from bot.corrections import parse_answer
 from bot.llm_answers import read_answer
 from bot.prompt import reply_prompt
 from bot.reply_format import REPLY_SCHEMA, RULE_PLACEHOLDER, reply_schema
-from bot.review import (
-    DUE_REPORT,
-    DUE_RULE,
-    DUE_SCHEMA,
-    DUE_TAG,
-    NO_REVIEW,
-    report,
-)
+from bot.review import NO_REVIEW
+from bot.review_prompt import DUE_REPORT, DUE_RULE, DUE_SCHEMA, DUE_TAG, report
 from bot.runtime import Pam
 from bot.settings import Settings
 from bot.tutor import store_reply

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select, update
 
-from bot.review import DUE_TAG
+from bot.review_prompt import DUE_TAG
 from loopback.openai_server import OpenAIServer
 from memory import db
 from memory.clock import utcnow
