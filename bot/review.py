@@ -17,7 +17,8 @@ from bot.review_exercises import KINDS, exercise, exercise_result
 from bot.review_prompt import Asked, due_prompt, exercise_prompt, report
 from memory.clock import Clock, utcnow
 from memory.records import LEARNER, Context, CorrectionRecord, LearnerGone
-from memory.review import Exercise, Reviews, ReviewState
+from memory.review import Reviews
+from memory.review_reads import Exercise, ReviewState
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from bot.review_prompt import exercise_verdict, folded
 from memory.grounding import overlap
-from memory.review import DueItem, Exercise
+from memory.review_reads import DueItem, Exercise
 
 SHOWN_CHARS = 200  # the learner's words, each, in an exercise
 KINDS = ("fix", "gap")  # a session alternates them, "fix" first

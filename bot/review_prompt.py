@@ -14,7 +14,7 @@ from typing import Any
 from bot.reply_format import strict_object
 from memory.model_output import flat_items, key_name, scalar_text
 from memory.recall_terms import plain
-from memory.review import DueItem, ReviewState
+from memory.review_reads import DueItem, ReviewState
 from prompts import as_data
 
 DUE_TAG = "review_due"

@@ -19,7 +19,7 @@ from memory.profile_answer import InvalidProfile, parse_profile_answer
 from memory.profile_facts import format_pieces, is_placeholder, settled
 from memory.profile_facts import grounded as grounded_facts
 from memory.records import CorrectionRecord, LearnerInfo
-from memory.review import Exercise
+from memory.review_reads import Exercise
 from prompts import template
 
 LENA = LearnerInfo(1, "lena", "Lena", "Spanish", "English", "A2")

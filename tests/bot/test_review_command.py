@@ -20,7 +20,7 @@ from bot.review_prompt import DUE_TAG, EXERCISE_SCHEMA, EXERCISE_TAG
 from bot.settings import Settings
 from memory.clock import ManualClock
 from memory.llm import ChatMessage
-from memory.review import DueItem, Exercise
+from memory.review_reads import DueItem, Exercise
 from tests.conftest import learner_of, unique_user
 from tests.fakes import FakeChatModel, reply_json
 from tests.helpers.review import (

@@ -31,7 +31,7 @@ from bot.tutor import store_reply
 from loopback.openai_server import OpenAIServer
 from memory.clock import ManualClock
 from memory.llm import ChatMessage
-from memory.review import DueItem
+from memory.review_reads import DueItem
 from memory.tokens import TokenCounter
 from tests import llm_shapes as shapes
 from tests.conftest import learner_of, unique_user

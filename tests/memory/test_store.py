@@ -28,7 +28,7 @@ from memory.records import (
     ReplyRecord,
     StoredMessage,
 )
-from memory.review import Exercise
+from memory.review_reads import Exercise
 from memory.store import Store
 from tests.conftest import unique_user, unread_by_profile
 
