@@ -18,7 +18,8 @@ from sqlalchemy.orm import Session
 from sqlalchemy.orm.exc import StaleDataError
 
 from memory.db import Tables
-from memory.models import Learner, ReviewItem, ReviewLog, ReviewSession
+from memory.models import Learner
+from memory.models_review import ReviewItem, ReviewLog, ReviewSession
 from memory.records import CorrectionRecord, LearnerGone
 from memory.review_items import (
     MISSED,

@@ -12,7 +12,8 @@ from typing import Any
 from sqlalchemy import Integer, Select, and_, bindparam, func, literal, or_, select
 from sqlalchemy.orm import aliased
 
-from memory.models import Id, ReviewItem, ReviewSession, UTCDateTime
+from memory.models import Id, UTCDateTime
+from memory.models_review import ReviewItem, ReviewSession
 
 # An item the reply prompt carried this many times without the learner taking it up (no
 # grade) rests: a friend who brings the same thing up every few messages is nagging. It is

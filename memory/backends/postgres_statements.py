@@ -34,7 +34,8 @@ from memory.claims import (
     SAME_FOR_EVERY_REPLY,
     TIMES_OF_A_REPLY,
 )
-from memory.models import Correction, InboxItem, Message, OutboxItem, Usage, UTCDateTime
+from memory.models import Correction, Message, Usage, UTCDateTime
+from memory.models_queue import InboxItem, OutboxItem
 from memory.records import LEARNER, PAM, CorrectionRecord
 from memory.statements import ACTIVITIES, COUNTS, UNREAD_BY_PROFILE, context_query
 from memory.wakeup import CHANNEL

@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import Engine, event, select
 
 from memory.clock import ManualClock
-from memory.models import ReviewItem, ReviewLog
+from memory.models_review import ReviewItem, ReviewLog
 from memory.records import LEARNER, CorrectionRecord, LearnerGone
 from memory.review_items import LEARNING_STEPS, RELEARNING_STEPS
 from memory.review_reads import REST, DueItem, Exercise, ReviewState

@@ -17,7 +17,7 @@ from bot import phrases
 from bot.settings import Settings
 from bot.worker import Worker
 from memory.claims import UNFINISHED
-from memory.models import InboxItem
+from memory.models_queue import InboxItem
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel
 from tests.support import API_TOKEN, RecordingSender, wait_until
