@@ -87,7 +87,8 @@ from loopback.harness import (
 )
 from memory import db
 from memory.claims import UNFINISHED
-from memory.models import InboxItem, MemoryJob, OutboxItem
+from memory.models import MemoryJob
+from memory.models_queue import InboxItem, OutboxItem
 
 DEFAULT_DATABASE = "postgresql://postgres@127.0.0.1:5432/test"
 WEBHOOK_SECRET = "latency-bench-webhook-secret"

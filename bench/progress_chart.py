@@ -22,7 +22,7 @@ from pathlib import Path
 from bench.conversations import SPANISH, Learner, learner_messages
 from bench.token_model import ScriptedModel
 from bench.token_runs import START, temporary_pam
-from bot.review import DUE_TAG
+from bot.review_prompt import DUE_TAG
 from memory.clock import ManualClock
 from memory.config import MemoryConfig
 from memory.tokens import TokenCounter

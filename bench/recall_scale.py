@@ -44,7 +44,8 @@ from sqlalchemy import Engine, func, insert, select, text
 from loopback.harness import postgres_problem, postgres_schema
 from memory import db
 from memory.backends import backend_for
-from memory.models import Learner, Message, Profile, RecallEntry, Summary
+from memory.models import Learner, Message, Profile, Summary
+from memory.models_recall import RecallEntry
 from memory.recall import MESSAGE
 from memory.records import LEARNER, PAM
 from memory.store import Store

@@ -43,7 +43,7 @@ from bench.token_runs import (
     run_pam,
 )
 from bot.recall import recall_in
-from bot.review import DUE_TAG
+from bot.review_prompt import DUE_TAG
 from memory.config import MemoryConfig
 from memory.llm import ChatMessage
 from memory.tokens import TokenCounter

@@ -62,7 +62,8 @@ from loopback.twilio_server import MediaCDN, TwilioServer
 from memory import db, prices
 from memory.config import MemoryConfig
 from memory.messages import VOICE, Inbound, Sent, VoiceNote
-from memory.models import Base, Usage, VoiceClip
+from memory.models import Usage, VoiceClip
+from memory.schema import metadata
 from webhooks.settings import Settings
 from webhooks.telegram import CHANNEL as TELEGRAM
 from webhooks.telegram.client import TelegramClient
@@ -250,7 +251,7 @@ def database_rows(engine: Engine) -> Counter[str]:
     """Rows in every table, and the bytes of the stored voice clips."""
     counts: Counter[str] = Counter()
     with engine.connect() as connection:
-        for table in Base.metadata.sorted_tables:
+        for table in metadata.sorted_tables:
             counts[table.name] = int(
                 connection.execute(select(func.count()).select_from(table)).scalar_one()
             )

@@ -14,7 +14,8 @@ from typing import Any
 from bot import corrections, recall
 from bot.prompt import reply_prompt
 from bot.recall import NO_RECALL, RecallUse
-from bot.review import Asked
+from bot.reply_format import REPLY_SCHEMA, reply_schema
+from bot.review_prompt import Asked
 from bot.settings import CoreSettings
 from memory.clock import Clock, utcnow
 from memory.llm import (
@@ -96,7 +97,7 @@ class Asking:
         once more without tools with what the search found; a provider that takes no tools
         gets the auto path instead (learned once per process by the client). auto searches
         when the message asks for it (bot.recall.wants_recall). `review`: what review adds
-        to the prompt and to the answer's schema (bot.review), on every request."""
+        to the prompt and to the answer's schema (bot.review_prompt), on every request."""
         mode = self.memory.recall if self.searcher is not None else "off"
         earlier: tuple[Usage, ...] = ()
         previous = _previous_reply(context)
@@ -204,7 +205,7 @@ class Asking:
             model=self.settings.llm.model,
             max_tokens=self.settings.llm.reply_max_tokens,
             purpose="reply",
-            schema=corrections.reply_schema(review.schema) if review else corrections.REPLY_SCHEMA,
+            schema=reply_schema(review.schema) if review else REPLY_SCHEMA,
             accept=accept,
             **offered,
         )

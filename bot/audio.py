@@ -10,18 +10,25 @@ first MPEG frames), each walk with a cap on what it visits, and a file that need
 "unreadable". A general tag reader (mutagen's, before issue 27) walks every FLAC block, WAV
 chunk, Ogg page, MP4 box and ID3 frame in pure Python, holding the GIL: a crafted 10 MB FLAC
 cost it 8.6 s of CPU, and four such notes held every lane. mutagen still reads MPEG frames
-(their headers and VBR tables), within a bounded window."""
+(their headers and VBR tables), within a bounded window. What a reading gives or refuses is
+bot/audio_info.py's; the MP4 walk is bot/audio_mp4.py's."""
 
 from __future__ import annotations
 
 import io
 import logging
 import struct
-from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from mutagen.mp3 import MPEGInfo
+
+from bot.audio_info import (
+    AudioInfo,
+    UnreadableAudio,
+    UnsupportedAudio,
+    checked_length,
+)
+from bot.audio_mp4 import is_mp4, read_mp4
 
 log = logging.getLogger(__name__)
 
@@ -46,46 +53,15 @@ _MAGIC_UNSUPPORTED = {
 _OGG_UNSUPPORTED = {b"Speex   ": "Speex", b"\x80theora": "Theora video", b"\x80kate": "Kate"}
 # ADTS (AAC without a container) begins with 0xFFF and MPEG's reserved "layer 0".
 _ADTS = (b"\xf0", b"\xf1", b"\xf8", b"\xf9")
-# MP4's names of AAC (RFC 6381 codecs: MPEG-4 audio object types 2, 5 and 29: LC, HE, HE v2).
-_AAC = {"mp4a.40.2": "aac", "mp4a.40.5": "aac", "mp4a.40.29": "aac"}
 
 # The caps on each walk. Real notes need a handful of each; a crafted file needs more and is
 # refused before its walk costs more than a few milliseconds.
-_MAX_BOXES = 256  # MP4 boxes looked at, in all, on the way to the tracks
 _MAX_BLOCKS = 32  # FLAC metadata blocks looked at, up to the audio
 _MAX_CHUNKS = 64  # WAV chunks looked at before both "fmt " and "data" are found
 _MAX_TAGS = 8  # ID3v2 tags skipped before an MP3's (or a FLAC's) audio (WMP stacks them)
 _MPEG_WINDOW = 128 * 1024  # the bytes after the tags where the first MPEG frames must be
 _OGG_TAIL = 64 * 1024  # where the Ogg stream's last page must start, from the file's end
 _MAX_OGG_PAGES = 64  # candidate pages looked at in that tail
-
-
-@dataclass(frozen=True)
-class AudioInfo:
-    """What the transcription request needs of a file: the type to send it as ("audio/ogg",
-    "audio/mpeg", "video/mp4", ...), its file extension ("ogg", "mp3", "mp4", "m4a", "wav",
-    "flac") and its length in seconds, from the container. `codec`: what the audio inside is
-    ("opus", "vorbis", "mp3", "aac", "pcm", "flac", or the MP4 sample entry's name) — a spoken
-    reply must be Opus, not merely Ogg."""
-
-    content_type: str
-    extension: str
-    seconds: float
-    codec: str = ""
-
-
-class UnreadableAudio(ValueError):
-    """The bytes are no audio the transcription API takes: empty, corrupt, truncated, crafted
-    to cost more than a note's reading may, or a format it lacks."""
-
-
-class UnsupportedAudio(UnreadableAudio):
-    """A real audio format the transcription API does not take (AMR, AAC without a container,
-    WMA, ...); the message names it."""
-
-
-class NoSound(UnreadableAudio):
-    """A video (a video note) without an audio track: there is nothing to hear."""
 
 
 def inspect(data: bytes, content_type: str | None) -> AudioInfo:
@@ -109,8 +85,8 @@ def _read(data: bytes) -> AudioInfo:
         return _ogg(data)
     if data.startswith(b"RIFF") and data[8:12] == b"WAVE":
         return _wav(data)
-    if _is_mp4(data):
-        return _mp4(data)
+    if is_mp4(data):
+        return read_mp4(data)
     start = _after_id3(data)
     if data.startswith(b"fLaC", start):
         return _flac(data, start)
@@ -119,13 +95,6 @@ def _read(data: bytes) -> AudioInfo:
     if start or _is_mpeg(data):
         return _mp3(data, start)
     raise UnreadableAudio("no audio format recognised in the bytes")
-
-
-def _seconds(seconds: float) -> float:
-    """A length read from a header; refused when the container holds no audio at all."""
-    if not seconds > 0.0 or seconds == float("inf"):
-        raise UnreadableAudio("the file holds no audio (its length is 0)")
-    return seconds
 
 
 # Ogg (RFC 3533): Opus (RFC 7845), Vorbis, FLAC. The length is the last page's granule
@@ -168,7 +137,7 @@ def _ogg(data: bytes) -> AudioInfo:
     if not rate:
         raise UnreadableAudio("the Ogg stream's sample rate is 0")
     return AudioInfo(
-        "audio/ogg", "ogg", _seconds((_ogg_end(data, first.serial) - skip) / rate), codec
+        "audio/ogg", "ogg", checked_length((_ogg_end(data, first.serial) - skip) / rate), codec
     )
 
 
@@ -231,7 +200,7 @@ def _flac(data: bytes, start: int) -> AudioInfo:
         raise UnreadableAudio("the FLAC file has too many metadata blocks")
     if not rate:
         raise UnreadableAudio("the FLAC stream's sample rate is 0")
-    return AudioInfo("audio/flac", "flac", _seconds(samples / rate), "flac")
+    return AudioInfo("audio/flac", "flac", checked_length(samples / rate), "flac")
 
 
 def _streaminfo(block: bytes) -> tuple[int, int]:
@@ -266,7 +235,7 @@ def _wav(data: bytes) -> AudioInfo:
     _, _, rate, _, frame_bytes, _ = struct.unpack_from("<HHIIHH", fmt)
     if not rate or not frame_bytes:
         raise UnreadableAudio("the WAV file's format is empty")
-    return AudioInfo("audio/wav", "wav", _seconds(audio_bytes / frame_bytes / rate), "pcm")
+    return AudioInfo("audio/wav", "wav", checked_length(audio_bytes / frame_bytes / rate), "pcm")
 
 
 # MPEG audio (MP3): mutagen reads the frame headers and the Xing/VBRI tables.
@@ -319,151 +288,7 @@ def _mp3(data: bytes, start: int) -> AudioInfo:
         raise UnreadableAudio(f"no MPEG audio frames ({type(exc).__name__})") from exc
     if stream.sketchy:  # something like MPEG frames, which could not be confirmed: noise
         raise UnreadableAudio("no valid MPEG audio frames")
-    return AudioInfo("audio/mpeg", "mp3", _seconds(float(stream.length)), "mp3")
-
-
-# MP4 (ISO base media file format: MP4, M4A, 3GP, MOV).
-
-
-def _is_mp4(data: bytes) -> bool:
-    """Whether `data` begins as an ISO base media file (MP4, M4A, 3GP, MOV)."""
-    return data[4:8] in (b"ftyp", b"moov", b"mdat", b"free", b"wide", b"skip")
-
-
-def _mp4(data: bytes) -> AudioInfo:
-    """An MP4 file's format and length: a video (a video note) only when it has a sound track,
-    an audio-only file as M4A. The first sound track is read, as players do (its media header's
-    length, not the movie's: the AAC track of a video note outlasts its video)."""
-    boxes = _Boxes(data)
-    handlers, sound = set(), None
-    moov = boxes.first(0, len(data), b"moov")
-    for trak in boxes.each(*moov, b"trak") if moov else ():
-        mdia = boxes.first(*trak, b"mdia")
-        hdlr = boxes.first(*mdia, b"hdlr") if mdia else None
-        # A full box: version and flags, pre_defined, then the handler type.
-        handler = data[hdlr[0] + 8 : hdlr[0] + 12] if hdlr and hdlr[1] - hdlr[0] >= 12 else b""
-        handlers.add(handler)
-        if handler == b"soun" and sound is None:
-            sound = mdia
-    if sound is None:
-        kind = "video" if b"vide" in handlers else "MP4 file"
-        raise NoSound(f"the {kind} has no audio track")
-    codec = _mp4_codec(boxes, boxes.first(*sound, b"minf", b"stbl", b"stsd"))
-    seconds = _seconds(_mp4_length(data, boxes.first(*sound, b"mdhd")))
-    if b"vide" in handlers:
-        return AudioInfo("video/mp4", "mp4", seconds, codec)
-    return AudioInfo("audio/mp4", "m4a", seconds, codec)
-
-
-class _Boxes:
-    """A walk over an MP4 file's boxes that looks at _MAX_BOXES of them at most, in all: a
-    hostile file of a million empty boxes is refused, not walked."""
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.seen = 0
-
-    def each(self, start: int, end: int, kind: bytes) -> Iterator[tuple[int, int]]:
-        """The (start, end) of the payloads of the boxes of type `kind` between `start` and
-        `end`. Raises UnreadableAudio for a box that runs past its parent."""
-        data, at = self.data, start
-        while at + 8 <= end:
-            self.seen += 1
-            if self.seen > _MAX_BOXES:
-                raise UnreadableAudio("the MP4 file has too many boxes")
-            size, name = struct.unpack_from(">I4s", data, at)
-            header = 8
-            if size == 1:  # a 64-bit size follows the type
-                if at + 16 > end:
-                    raise UnreadableAudio("the MP4 file is truncated")
-                (size,) = struct.unpack_from(">Q", data, at + 8)
-                header = 16
-            elif size == 0:  # the box runs to the end of its parent
-                size = end - at
-            if size < header or at + size > end:
-                raise UnreadableAudio("the MP4 file is truncated or corrupt")
-            if name == kind:
-                yield at + header, at + size
-            at += size
-
-    def first(self, start: int, end: int, *path: bytes) -> tuple[int, int] | None:
-        """The payload of the first box at `path` (b"minf", b"stbl", ...) under `start`-`end`."""
-        found: tuple[int, int] | None = (start, end)
-        for kind in path:
-            found = next(self.each(*found, kind), None) if found else None
-        return found
-
-
-def _mp4_length(data: bytes, mdhd: tuple[int, int] | None) -> float:
-    """The track's length from its media header (ISO 14496-12 8.4.2): duration / timescale."""
-    if mdhd is None:
-        raise UnreadableAudio("the MP4 file's audio track has no media header")
-    start, end = mdhd
-    version = data[start]
-    layout = {0: (start + 12, ">II"), 1: (start + 20, ">IQ")}.get(version)
-    if layout is None or layout[0] + struct.calcsize(layout[1]) > end:
-        raise UnreadableAudio("the MP4 file's media header cannot be read")
-    timescale, duration = struct.unpack_from(layout[1], data, layout[0])
-    return duration / timescale if timescale else 0.0
-
-
-def _mp4_codec(boxes: _Boxes, stsd: tuple[int, int] | None) -> str:
-    """What the track's first sample entry holds (ISO 14496-12 8.5.2): its name, and for AAC
-    the RFC 6381 codec ("mp4a.40.2") mapped to "aac"."""
-    data = boxes.data
-    if stsd is None or stsd[1] - stsd[0] < 16 or not struct.unpack_from(">I", data, stsd[0] + 4)[0]:
-        raise UnreadableAudio("the MP4 file's audio track cannot be read")
-    entry_size, name = struct.unpack_from(">I4s", data, stsd[0] + 8)  # after version, count
-    codec: str = name.decode("latin-1")
-    # An AudioSampleEntry's 28 bytes of fields, then (for AAC) its esds box; QuickTime's
-    # longer sound descriptions have none there, and are named "mp4a" alone.
-    at, end = stsd[0] + 16 + 28, min(stsd[0] + 8 + entry_size, stsd[1])
-    if name == b"mp4a" and at + 8 <= end:
-        size, child = struct.unpack_from(">I4s", data, at)
-        if child == b"esds" and 8 <= size <= end - at:
-            codec += _esds_codec(data[at + 8 : at + size])
-    return _AAC.get(codec, codec)
-
-
-def _esds_codec(esds: bytes) -> str:
-    """The RFC 6381 suffix of an MPEG-4 audio track (".40.2": object type 0x40, audio object
-    type 2), from its ES descriptor (ISO 14496-1 7.2.6); what it does not say is left out."""
-    es = _descriptor(esds, 4, 0x03)  # after the full box's version and flags
-    if es is None or es[1] - es[0] < 3:
-        return ""
-    flags, at = esds[es[0] + 2], es[0] + 3
-    at += 2 if flags & 0x80 else 0  # streamDependenceFlag: dependsOn_ES_ID
-    if flags & 0x40 and at < len(esds):  # URL_Flag: a counted URL
-        at += 1 + esds[at]
-    at += 2 if flags & 0x20 else 0  # OCRstreamFlag: OCR_ES_Id
-    config = _descriptor(esds, at, 0x04)
-    if config is None or config[1] - config[0] < 2:
-        return ""
-    object_type, stream_type = esds[config[0]], esds[config[0] + 1] >> 2
-    suffix = f".{object_type:X}"
-    info = _descriptor(esds, config[0] + 13, 0x05)
-    if (object_type, stream_type) == (0x40, 0x05) and info is not None and info[1] > info[0]:
-        audio_type = esds[info[0]] >> 3  # AudioSpecificConfig (ISO 14496-3 1.6.2.1)
-        if audio_type == 31 and info[1] - info[0] >= 2:  # escaped: 32 + the next 6 bits
-            audio_type = 32 + ((esds[info[0]] & 0x07) << 3 | esds[info[0] + 1] >> 5)
-        suffix += f".{audio_type}"
-    return suffix
-
-
-def _descriptor(data: bytes, at: int, tag: int) -> tuple[int, int] | None:
-    """The (start, end) of the payload of the MPEG-4 descriptor at `at` when its tag is `tag`:
-    a tag byte, then a length in 1 to 4 bytes of 7 bits."""
-    if at >= len(data) or data[at] != tag:
-        return None
-    length = 0
-    for size in range(1, 5):
-        if at + size >= len(data):
-            return None
-        length = length << 7 | data[at + size] & 0x7F
-        if not data[at + size] & 0x80:
-            start = at + size + 1
-            return start, min(start + length, len(data))
-    return None
+    return AudioInfo("audio/mpeg", "mp3", checked_length(float(stream.length)), "mp3")
 
 
 def _major(content_type: str) -> str:

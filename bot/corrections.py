@@ -1,5 +1,6 @@
 """Reading the tutor's answer (JSON, or whatever the model managed) into a reply and structured
-corrections, and showing them to the learner."""
+corrections, and showing them to the learner. The format it was asked in is
+bot/reply_format.py's."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from bot.reply_format import CATEGORIES, PLACEHOLDERS, RULE_PLACEHOLDER
 from memory.grounding import dropped, echoes, quoted_in, written_in
-from memory.llm import JsonSchema
 from memory.model_output import (
     final_object,
     flat_items,
@@ -23,29 +24,12 @@ from memory.records import CorrectionRecord
 
 log = logging.getLogger(__name__)
 
-CATEGORIES = (
-    "grammar",
-    "vocabulary",
-    "spelling",
-    "word-order",
-    "gender",
-    "conjugation",
-    "punctuation",
-    "other",
-)
 MAX_CORRECTIONS = 5
 QUOTE_CHARS = 500  # original, corrected
 EXPLANATION_CHARS = 300
 RULE_CHARS = 200  # the column's size
-# reply.txt's example of a rule: a model that echoes it named none.
-RULE_PLACEHOLDER = "stable English name of the pattern"
-# reply.txt's placeholder of a category lists them all ("grammar|vocabulary|…"): a category
-# naming two or more, or written with a bar, is the format copied, not a category.
-CATEGORY_LIST = "|".join(CATEGORIES)
 # Keys models use for the chat message, "reply" first (the one Pam asks for).
 REPLY_KEYS = ("reply", "message", "response", "answer", "text", "content")
-# The reply.txt format's own example text: a model that echoes the format has not answered.
-PLACEHOLDERS = ("chat message", "...", "…")
 _FIELD_KEYS = {
     "original": ("original", "wrong", "mistake", "error", "incorrect", "before"),
     "corrected": ("corrected", "correction", "correct", "fixed", "after"),
@@ -64,49 +48,6 @@ _CATEGORY_WORDS = (
     ("grammar", ("grammar", "grammatical", "syntax", "agreement", "preposition", "article")),
 )
 _REPLY_FIELD = re.compile(r'"reply"\s*:\s*"((?:[^"\\]|\\.)*)', re.DOTALL)
-
-
-def strict_object(**properties: Any) -> dict[str, Any]:
-    """A strict schema object: every property required, no others."""
-    return {
-        "type": "object",
-        "properties": properties,
-        "required": list(properties),
-        "additionalProperties": False,
-    }
-
-
-def _item_schema() -> dict[str, Any]:
-    text = {"type": "string"}
-    return strict_object(
-        original=text,
-        corrected=text,
-        explanation=text,
-        category={"type": "string", "enum": list(CATEGORIES)},
-        rule=text,
-    )
-
-
-def reply_schema(report: dict[str, Any] | None = None) -> JsonSchema:
-    """The tutor answer's schema; `report`: the properties a review report adds to it (only
-    in a prompt that asks for one: bot/review.py)."""
-    return {
-        "name": "tutor_reply",
-        "strict": True,
-        "schema": strict_object(
-            reply={"type": "string"},
-            corrections={"type": "array", "items": _item_schema()},
-            **(report or {}),
-        ),
-    }
-
-
-# Structured output for the tutor's answer, the shape reply.txt asks for. Strict, because only
-# strict mode makes OpenAI keep to it; every field is one the answer always has (no
-# corrections: an empty list; no rule named: ""), so strict mode's "all required, nothing
-# else" costs nothing.
-# Caps are Pam's to keep when reading, not the schema's.
-REPLY_SCHEMA: JsonSchema = reply_schema()
 
 
 class NoReply(ValueError):

@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bot import phrases
-from bot.audio import NoSound, UnreadableAudio, UnsupportedAudio, inspect
+from bot.audio import inspect
+from bot.audio_info import NoSound, UnreadableAudio, UnsupportedAudio
 from bot.channels import VoiceFetcher, VoiceRefused, VoiceTooLarge, VoiceUnavailable
 from bot.languages import iso_code
 from bot.settings import VoiceSettings

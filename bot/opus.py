@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import io
 
-from bot.audio import AudioInfo, UnreadableAudio, inspect
+from bot.audio import inspect
+from bot.audio_info import AudioInfo, UnreadableAudio
 
 OGG = "audio/ogg"
 # Opus codes at 48 kHz in frames of 20 ms; one voice is mono; 32 kbit/s is clear speech (what

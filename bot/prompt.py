@@ -7,7 +7,7 @@ import json
 from bot import corrections
 from bot.languages import LEVEL_DESCRIPTIONS, explanation_language, languages_of
 from bot.llm_answers import has_reasoning_markup, strip_reasoning
-from bot.review import Asked
+from bot.review_prompt import Asked
 from memory.llm import ChatMessage
 from memory.profile import MAX_PROFILE_CHARS
 from memory.profile_facts import settled
@@ -42,7 +42,7 @@ def reply_prompt(
     `recalled`: the recall section (bot.recall.section), or nothing; `tool`: the recall tool
     is offered, so its answer may bring recalled conversation. Only then do the rules name
     recalled conversation as data: a turn without recall costs not one token more. `review`:
-    what review adds (bot.review: due items or a /review exercise, their rule and report);
+    what review adds (bot.review_prompt: due items or a /review exercise, their rule and report);
     without it the prompt has none of it."""
     # What the learner set is said once, in the settings lines: not again as learned.
     learner, profile = context.learner, settled(context.profile.data, context.learner)

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bot.audio import UnreadableAudio
+from bot.audio_info import UnreadableAudio
 from bot.backoff import backoff
 from bot.languages import iso_code
 from bot.logs import OnceLog

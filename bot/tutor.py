@@ -24,7 +24,8 @@ from bot.hearing import (
 )
 from bot.limits import Limits
 from bot.recall import NO_RECALL, RecallUse
-from bot.review import NO_REVIEW, Asked, Grading, Reviewing, ReviewUse
+from bot.review import NO_REVIEW, Grading, Reviewing, ReviewUse
+from bot.review_prompt import Asked
 from bot.settings import CoreSettings
 from bot.speaking import Speaking, Spoken
 from bot.voice import Speaker, Transcriber

@@ -27,7 +27,8 @@ from sqlalchemy import (
 )
 
 from memory.messages import TURNED_AWAY, VoiceNote
-from memory.models import InboxItem, Learner, OutboxItem, UTCDateTime
+from memory.models import Learner, UTCDateTime
+from memory.models_queue import InboxItem, OutboxItem
 from memory.records import LearnerInfo
 
 PENDING, CLAIMED, DONE, SENT, FAILED = "pending", "claimed", "done", "sent", "failed"

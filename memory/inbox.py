@@ -15,7 +15,7 @@ from sqlalchemy.exc import IntegrityError
 
 from memory.claims import Claim, Finishing
 from memory.messages import Inbound, VoiceNote
-from memory.models import InboxItem
+from memory.models_queue import InboxItem
 from memory.queue import Queue
 
 _SURROGATE = re.compile("[\ud800-\udfff]")

@@ -11,7 +11,8 @@ from sqlalchemy import func, select
 
 from memory.claims import CLAIMED, PENDING
 from memory.db import Tables
-from memory.models import InboxItem, Learner, MemoryJob, Message, OutboxItem
+from memory.models import Learner, MemoryJob, Message
+from memory.models_queue import InboxItem, OutboxItem
 from memory.records import LEARNER_TABLES
 
 # The largest id a learner can have (a signed 64-bit key): a bigger one names no learner.

@@ -10,7 +10,9 @@ from sqlalchemy.exc import IntegrityError
 
 from memory.backends import backend_for
 from memory.db import Tables
-from memory.models import InboxItem, Learner, OutboxItem, Profile, RecallEntry, Summary
+from memory.models import Learner, Profile, Summary
+from memory.models_queue import InboxItem, OutboxItem
+from memory.models_recall import RecallEntry
 from memory.recall import reindex
 from memory.records import LEARNER_TABLES, LearnerGone, LearnerInfo
 from memory.scrubs import Outcome, Scrubs

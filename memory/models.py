@@ -1,8 +1,12 @@
-"""Pam's tables, as SQLAlchemy 2.0 typed models. Alembic migrations mirror this file."""
+"""Pam's tables, as SQLAlchemy 2.0 typed models: the declarative base and column types every
+table module shares, and the store's own tables (learners, their conversation, memory state,
+corrections, usage, memory jobs, charts and voice clips, the service's keys, metrics and
+scrubs). The queues', review's and recall's tables are in memory/models_queue.py,
+models_review.py and models_recall.py; memory/schema.py gathers them all. Alembic migrations
+mirror these modules."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,11 +23,8 @@ from sqlalchemy import (
     MetaData,
     String,
     Text,
-    UniqueConstraint,
     false,
-    text,
 )
-from sqlalchemy.dialects.postgresql import TSVECTOR
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
@@ -164,92 +165,6 @@ class Correction(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
-class ReviewItem(Base):
-    """One recurring mistake pattern of one learner, scheduled for review with FSRS: the
-    card's fields (state, step, stability, difficulty, due, last_review) as the `fsrs` package
-    keeps them, the pattern's name and key (memory/patterns.py groups corrections by it), its
-    latest example, and when Pam last offered it in a reply prompt."""
-
-    __tablename__ = "review_items"
-    __table_args__ = (
-        Index("ix_review_items_learner_id_due", "learner_id", "due"),
-        UniqueConstraint("learner_id", "rule_key"),
-        {"sqlite_autoincrement": True},
-    )
-
-    id: Mapped[int] = mapped_column(Id, primary_key=True)
-    learner_id: Mapped[int] = mapped_column(ForeignKey("learners.id", ondelete="CASCADE"))
-    rule: Mapped[str] = mapped_column(String(200))  # the name shown: the latest wording
-    rule_key: Mapped[str] = mapped_column(String(200))  # the normalised name (exact matches)
-    terms: Mapped[str] = mapped_column(Text, default="")  # its normalised words, for near ones
-    category: Mapped[str] = mapped_column(String(40), default="other")
-    original: Mapped[str] = mapped_column(Text)  # the latest example
-    corrected: Mapped[str] = mapped_column(Text)
-    explanation: Mapped[str] = mapped_column(Text, default="")
-    mistakes: Mapped[int] = mapped_column(Integer, default=0)  # times made
-    successes: Mapped[int] = mapped_column(Integer, default=0)  # times used correctly
-    # The FSRS card.
-    state: Mapped[int] = mapped_column(Integer)  # fsrs.State: 1 learning, 2 review, 3 relearning
-    step: Mapped[int | None] = mapped_column(Integer)
-    stability: Mapped[float | None] = mapped_column(Float)
-    difficulty: Mapped[float | None] = mapped_column(Float)
-    due: Mapped[datetime] = mapped_column(UTCDateTime())
-    last_review: Mapped[datetime | None] = mapped_column(UTCDateTime())
-    # The learner message of the latest mistake: the item is not offered while that message
-    # is still in the reply prompt's verbatim window.
-    last_message_id: Mapped[int] = mapped_column(Id, default=0)
-    offers: Mapped[int] = mapped_column(Integer, default=0)  # prompts since its last grade
-    offered_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
-    # The learner message whose reply prompt last carried it: Pam invites one review at a
-    # time, at most once per verbatim window, and looks at the next message for the answer.
-    offered_message_id: Mapped[int] = mapped_column(Id, default=0)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
-    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
-
-
-class ReviewLog(Base):
-    """One grade of a review item: the FSRS rating and what earned it — "mistake" (made
-    again), "used" (used correctly in chat), "missed" (got wrong again where the reply
-    invited it), "review" (an answer in /review). At most one per item and learner message,
-    so a turn run again after a crash never grades twice."""
-
-    __tablename__ = "review_logs"
-    __table_args__ = (
-        UniqueConstraint("item_id", "message_id"),
-        Index("ix_review_logs_learner_id_reviewed_at", "learner_id", "reviewed_at"),
-        {"sqlite_autoincrement": True},
-    )
-
-    id: Mapped[int] = mapped_column(Id, primary_key=True)
-    learner_id: Mapped[int] = mapped_column(ForeignKey("learners.id", ondelete="CASCADE"))
-    item_id: Mapped[int] = mapped_column(ForeignKey("review_items.id", ondelete="CASCADE"))
-    rating: Mapped[int] = mapped_column(Integer)  # fsrs.Rating: 1 again … 4 easy
-    source: Mapped[str] = mapped_column(String(10))
-    message_id: Mapped[int | None] = mapped_column(Id)  # the learner message graded
-    state: Mapped[int] = mapped_column(Integer)  # the card's state after this grade
-    reviewed_at: Mapped[datetime] = mapped_column(UTCDateTime())
-
-
-class ReviewSession(Base):
-    """A learner's /review under way: the exercise Pam asked, the items still to come, and
-    the score so far. One per learner; chatting about something else ends it."""
-
-    __tablename__ = "review_sessions"
-
-    learner_id: Mapped[int] = mapped_column(
-        ForeignKey("learners.id", ondelete="CASCADE"), primary_key=True
-    )
-    item_id: Mapped[int] = mapped_column(ForeignKey("review_items.id", ondelete="CASCADE"))
-    kind: Mapped[str] = mapped_column(String(20))  # "fix", "gap" or "translate"
-    exercise: Mapped[str] = mapped_column(Text)  # what Pam asked
-    expected: Mapped[str] = mapped_column(Text)  # the answer it takes
-    queue: Mapped[list[int]] = mapped_column(JSON, default=list)  # item ids still to come
-    asked: Mapped[int] = mapped_column(Integer, default=1)
-    right: Mapped[int] = mapped_column(Integer, default=0)
-    started_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
-    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
-
-
 class Chart(Base):
     """A /progress chart: the PNG as rendered and its two-line summary, kept until its signed
     link expires (retention) or the learner is forgotten. `nonce` goes into the link, so a
@@ -301,61 +216,6 @@ class ServiceKey(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
-class RecallEntry(Base):
-    """One thing recall can find (memory/recall.py): a folded-out message, learner's or Pam's,
-    or a correction of a folded learner message, as "original → corrected (explanation)".
-    Written in the fold's own transaction, so the index holds exactly what the summary has
-    taken. `terms` is what the search matches: on Postgres the tsvector of the text (the
-    learner's language's stems and the plain words, accents removed where `unaccent` is
-    there), GIN-indexed; on SQLite the Snowball stems of the text's words (the words
-    themselves for a language without a stemmer), accent-free, each prefixed with the
-    learner's id, which the FTS5 table `recall_fts` indexes (kept in step
-    by triggers; see migration 0005 and memory/recall_terms.py)."""
-
-    __tablename__ = "recall_entries"
-    __table_args__ = (
-        Index("ix_recall_entries_learner_id_said_at", "learner_id", "said_at"),
-        Index("ix_recall_entries_terms", "terms", postgresql_using="gin").ddl_if(
-            dialect="postgresql"
-        ),
-        {"sqlite_autoincrement": True},
-    )
-
-    id: Mapped[int] = mapped_column(Id, primary_key=True)
-    learner_id: Mapped[int] = mapped_column(ForeignKey("learners.id", ondelete="CASCADE"))
-    kind: Mapped[str] = mapped_column(String(10))  # "message" or "correction"
-    role: Mapped[str] = mapped_column(String(10))  # "learner" or "pam"
-    text: Mapped[str] = mapped_column(Text)
-    terms: Mapped[str] = mapped_column(Text().with_variant(TSVECTOR(), "postgresql"))
-    said_at: Mapped[datetime] = mapped_column(UTCDateTime())
-    source_id: Mapped[int] = mapped_column(Id)  # the message's id, or the correction's
-
-
-# SQLite's full-text index over recall_entries and the tables FTS5 keeps it in: created by
-# migration 0005, not by the models (SQLAlchemy has no virtual tables), so schema comparisons
-# leave them out; and the indexes only Postgres has (see `compared_on`).
-RECALL_FTS = "recall_fts"
-RECALL_FTS_TABLES = frozenset(
-    {RECALL_FTS, *(f"{RECALL_FTS}_{part}" for part in ("data", "idx", "docsize", "config"))}
-)
-POSTGRES_ONLY_INDEXES = frozenset({"ix_recall_entries_terms"})
-
-
-def compared_on(dialect: str) -> Callable[[Any, str | None, str, bool, Any], bool]:
-    """Alembic's `include_object` for a database of `dialect`: whether an object is one the
-    models describe there (all but SQLite's FTS5 tables, and Postgres' own indexes
-    elsewhere)."""
-
-    def compared(item: Any, name: str | None, type_: str, reflected: bool, other: Any) -> bool:
-        if type_ == "table":
-            return name not in RECALL_FTS_TABLES
-        if type_ == "index" and dialect != "postgresql":
-            return name not in POSTGRES_ONLY_INDEXES
-        return True
-
-    return compared
-
-
 class Usage(Base):
     """One LLM call's cost: model, purpose (reply / summary / profile / transcription /
     speech) and tokens. An audio call also records what it is billed by — seconds heard,
@@ -375,7 +235,7 @@ class Usage(Base):
     input_tokens: Mapped[int] = mapped_column(Integer)
     output_tokens: Mapped[int] = mapped_column(Integer)
     # Server defaults only: a Python-side default would be bound as NULL in the hot path's
-    # INSERTs, which name the columns they set (memory/backends/postgres.py).
+    # INSERTs, which name the columns they set (memory/backends/postgres_statements.py).
     audio_seconds: Mapped[float] = mapped_column(Float, server_default="0")
     speech_chars: Mapped[int] = mapped_column(Integer, server_default="0")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
@@ -398,97 +258,6 @@ class MemoryJob(Base):
     failures: Mapped[int] = mapped_column(Integer, default=0)
     last_error: Mapped[str | None] = mapped_column(String(300))
     updated_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
-
-
-UNFINISHED_SQL = "status IN ('pending', 'claimed')"
-
-
-def unfinished_indexes(table: str) -> tuple[Index, Index]:
-    """Partial indexes over a queue's unfinished items only: finished ones pile up for as long
-    as Pam runs, and a claim must not read past them (it did: 20 ms a claim at 200,000)."""
-    where = text(UNFINISHED_SQL)
-    return (
-        Index(f"ix_{table}_unfinished_id", "id", postgresql_where=where, sqlite_where=where),
-        Index(
-            f"ix_{table}_unfinished_address_id",
-            "address",
-            "id",
-            postgresql_where=where,
-            sqlite_where=where,
-        ),
-    )
-
-
-class QueueItem:
-    """Columns shared by the inbox and the outbox: a per-address queue with claims and leases.
-
-    status: pending → claimed → done/sent, or failed; a claim whose lease expired (its worker
-    died) can be claimed again. `available_at` delays a retry."""
-
-    address: Mapped[str] = mapped_column(String(200))
-    status: Mapped[str] = mapped_column(String(10), default="pending")
-    attempts: Mapped[int] = mapped_column(Integer, default=0)
-    claim_token: Mapped[str | None] = mapped_column(String(36))
-    lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
-    available_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
-    last_error: Mapped[str | None] = mapped_column(String(300))
-
-
-class InboxItem(QueueItem, Base):
-    """A message received from a channel, persisted before it is acknowledged. Unique per
-    channel and platform message id, so a redelivery is recognised."""
-
-    __tablename__ = "inbox"
-    __table_args__ = (
-        UniqueConstraint("channel", "platform_id"),
-        Index("ix_inbox_address_id", "address", "id"),
-        *unfinished_indexes("inbox"),
-        {"sqlite_autoincrement": True},
-    )
-
-    id: Mapped[int] = mapped_column(Id, primary_key=True)
-    channel: Mapped[str] = mapped_column(String(20))
-    platform_id: Mapped[str] = mapped_column(String(100))
-    chat_id: Mapped[str] = mapped_column(String(100))
-    display_name: Mapped[str | None] = mapped_column(String(100))
-    text: Mapped[str] = mapped_column(Text)
-    # "text", or what the learner sent instead (voice, photo, …) for a friendly answer.
-    kind: Mapped[str] = mapped_column(String(20), default="text", server_default="text")
-    # A voice note: where its audio is (memory.messages.VoiceNote as JSON), until answered.
-    voice: Mapped[str | None] = mapped_column(Text)
-    received_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
-    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
-
-
-class OutboxItem(QueueItem, Base):
-    """One reply text to deliver; `seq` orders the texts answering one inbox item."""
-
-    __tablename__ = "outbox"
-    __table_args__ = (
-        UniqueConstraint("inbox_id", "seq"),
-        Index("ix_outbox_address_id", "address", "id"),
-        *unfinished_indexes("outbox"),
-        {"sqlite_autoincrement": True},
-    )
-
-    id: Mapped[int] = mapped_column(Id, primary_key=True)
-    inbox_id: Mapped[int | None] = mapped_column(Id)
-    seq: Mapped[int] = mapped_column(Integer, default=0)
-    channel: Mapped[str] = mapped_column(String(20))
-    chat_id: Mapped[str] = mapped_column(String(100))
-    text: Mapped[str] = mapped_column(Text)
-    # A /progress chart sent with the text as its caption (a photo on Telegram, media on
-    # WhatsApp, an image URL in the API's callback); None for text alone.
-    chart_id: Mapped[int | None] = mapped_column(Id)
-    # A spoken reply (a VoiceClip), sent as a voice message after the reply's text.
-    voice_id: Mapped[int | None] = mapped_column(Id)
-    # A part to speak: its text is the words, spoken by a speech lane (bot/speaking.py) into
-    # `voice_id` after the reply's text went out. Until it is spoken it holds no newer reply
-    # to the address back, and delivery passes it over.
-    speak: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
-    sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
-    platform_message_id: Mapped[str | None] = mapped_column(String(100))
 
 
 class MetricSnapshot(Base):

@@ -25,7 +25,8 @@ from memory.claims import (
     unspoken,
 )
 from memory.messages import Sent
-from memory.models import OutboxItem, UTCDateTime
+from memory.models import UTCDateTime
+from memory.models_queue import OutboxItem
 from memory.queue import Queue
 
 log = logging.getLogger(__name__)

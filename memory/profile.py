@@ -23,7 +23,7 @@ from memory.profile_answer import (
 )
 from memory.profile_facts import grounded, settled
 from memory.records import LEARNER, ProfileState, StoredMessage
-from memory.review import PatternCount
+from memory.review_reads import PatternCount
 from memory.store import Store
 from prompts import as_data, render
 

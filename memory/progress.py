@@ -12,7 +12,8 @@ from datetime import date, datetime, time, timedelta
 from fsrs import State
 from sqlalchemy import Engine, Row, literal, select, union_all
 
-from memory.models import Correction, Message, ReviewItem, ReviewLog
+from memory.models import Correction, Message
+from memory.models_review import ReviewItem, ReviewLog
 from memory.records import LEARNER
 
 WEEKS = 8

@@ -45,7 +45,8 @@ from memory.claims import (
 )
 from memory.clock import Clock, utcnow
 from memory.messages import VoiceNote
-from memory.models import InboxItem, Learner, OutboxItem, UTCDateTime
+from memory.models import Learner, UTCDateTime
+from memory.models_queue import InboxItem, OutboxItem
 from memory.records import LearnerInfo
 from memory.statements import LEARNER_COLUMNS
 

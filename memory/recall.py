@@ -18,7 +18,8 @@ from memory.backends import backend_for
 from memory.backends.base import Backend
 from memory.clock import Clock, utcnow
 from memory.db import Tables
-from memory.models import Correction, Learner, Message, RecallEntry
+from memory.models import Correction, Learner, Message
+from memory.models_recall import RecallEntry
 from memory.recall_terms import plain, query_words, snowball_language, stems, words
 from memory.records import LEARNER, PAM
 

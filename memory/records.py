@@ -6,20 +6,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple, Protocol
 
-from memory.models import (
-    Chart,
-    Correction,
-    MemoryJob,
-    Message,
-    Profile,
-    RecallEntry,
-    ReviewItem,
-    ReviewLog,
-    ReviewSession,
-    Summary,
-    Usage,
-    VoiceClip,
-)
+from memory.models import Chart, Correction, MemoryJob, Message, Profile, Summary, Usage, VoiceClip
+from memory.models_recall import RecallEntry
+from memory.models_review import ReviewItem, ReviewLog, ReviewSession
 
 LEARNER = "learner"
 PAM = "pam"

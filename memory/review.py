@@ -1,23 +1,25 @@
 """Review: each learner's recurring mistakes as spaced-repetition items. Every correction
 joins its pattern's item (memory/patterns.py finds it), which FSRS schedules; a turn grades
 its items (made again, used correctly, missed where the reply invited it), the reply prompt
-asks for the items due, and /review practises them one exercise at a time."""
+asks for the items due, and /review practises them one exercise at a time. What it reads, and
+the statements that read it, are memory/review_reads.py's; how a turn changes an item,
+memory/review_items.py's."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import fsrs
-from sqlalchemy import Integer, Select, and_, bindparam, delete, func, literal, or_, select
+from sqlalchemy import Select, delete, func, select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session, aliased
+from sqlalchemy.orm import Session
 from sqlalchemy.orm.exc import StaleDataError
 
 from memory.db import Tables
-from memory.models import Id, Learner, ReviewItem, ReviewLog, ReviewSession, UTCDateTime
+from memory.models import Learner
+from memory.models_review import ReviewItem, ReviewLog, ReviewSession
 from memory.records import CorrectionRecord, LearnerGone
 from memory.review_items import (
     MISSED,
@@ -29,87 +31,22 @@ from memory.review_items import (
     graded_for,
     learner_items,
 )
-
-# An item the reply prompt carried this many times without the learner taking it up (no
-# grade) rests: a friend who brings the same thing up every few messages is nagging. It is
-# offered again once REST has passed since the last offer: a later conversation.
-OFFERS_BEFORE_REST = 2
-REST = timedelta(hours=4)
+from memory.review_reads import (
+    DUE_COLUMNS,
+    FOR_PROMPT,
+    REST,
+    SESSION_COLUMNS,
+    DueItem,
+    Exercise,
+    PatternCount,
+    ReviewState,
+    due_query,
+    review_state,
+)
 
 _MAX_KIND = 20
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class DueItem:
-    """A review item as the prompt and /review use it: its rule and latest example."""
-
-    id: int
-    rule: str
-    original: str
-    corrected: str
-    explanation: str
-    category: str
-    due: datetime
-    state: int
-    mistakes: int
-    successes: int
-
-
-@dataclass(frozen=True)
-class PatternCount:
-    """One of a learner's recurring mistakes: how often made, and when last."""
-
-    rule: str
-    mistakes: int
-    last_seen: datetime
-
-
-@dataclass(frozen=True)
-class Exercise:
-    """What /review asks about one item: "fix" (the learner's original, to correct) or "gap"
-    (the corrected form with the changed words blanked), and the answer it takes."""
-
-    item_id: int
-    kind: str
-    prompt: str
-    expected: str
-
-
-@dataclass(frozen=True)
-class ReviewState:
-    """A /review under way: the exercise asked, the item ids still to come, the score."""
-
-    exercise: Exercise
-    queue: tuple[int, ...]
-    asked: int
-    right: int
-    started_at: datetime
-
-
-_DUE_COLUMNS = (
-    ReviewItem.id,
-    ReviewItem.rule,
-    ReviewItem.original,
-    ReviewItem.corrected,
-    ReviewItem.explanation,
-    ReviewItem.category,
-    ReviewItem.due,
-    ReviewItem.state,
-    ReviewItem.mistakes,
-    ReviewItem.successes,
-)
-
-
-def _due(learner_id: Any, now: Any) -> Select[*tuple[Any, ...]]:
-    """The learner's items due at `now`, most overdue first (the index on (learner_id, due));
-    either may be a bound parameter, for a statement built once."""
-    return (
-        select(*_DUE_COLUMNS)
-        .where(ReviewItem.learner_id == learner_id, ReviewItem.due <= now)
-        .order_by(ReviewItem.due, ReviewItem.id)
-    )
 
 
 class Reviews(Tables):
@@ -201,7 +138,7 @@ class Reviews(Tables):
     ) -> list[DueItem]:
         """The items to carry in a reply prompt, most overdue first: due now, last made in a
         message older than `before_message_id` (out of the prompt's verbatim window, which
-        shows the correction already), and not resting (see REST).
+        shows the correction already), and not resting (see memory/review_reads.py's REST).
 
         One invitation at a time, at most once per window: when the prompt that carried
         items was that of a message still in the window, nothing new is offered — except
@@ -234,18 +171,18 @@ class Reviews(Tables):
             "limit": max(limit, 0),
         }
         with self.single.connect() as connection:
-            rows = connection.execute(_FOR_PROMPT, values).all()
+            rows = connection.execute(FOR_PROMPT, values).all()
         if rows and rows[0].started_at is not None:
-            return _state(rows[0])
+            return review_state(rows[0])
         return [
-            DueItem(**{c.key: row._mapping[c.key] for c in _DUE_COLUMNS})
+            DueItem(**{c.key: row._mapping[c.key] for c in DUE_COLUMNS})
             for row in rows
             if row.id is not None
         ]
 
     def due(self, learner_id: int) -> list[DueItem]:
         """Every item due now, most overdue first."""
-        return self._items(_due(learner_id, self.clock()))
+        return self._items(due_query(learner_id, self.clock()))
 
     def next_due(self, learner_id: int) -> datetime | None:
         """When the learner's next item is due (in the past if one is due now); None without
@@ -258,7 +195,7 @@ class Reviews(Tables):
     def item(self, learner_id: int, item_id: int) -> DueItem | None:
         """The learner's item `item_id`, or None (none such, or another learner's)."""
         found = self._items(
-            select(*_DUE_COLUMNS).where(
+            select(*DUE_COLUMNS).where(
                 ReviewItem.learner_id == learner_id, ReviewItem.id == item_id
             )
         )
@@ -314,10 +251,10 @@ class Reviews(Tables):
 
     def session(self, learner_id: int) -> ReviewState | None:
         """The learner's /review under way, or None."""
-        query = select(*_SESSION_COLUMNS).where(ReviewSession.learner_id == learner_id)
+        query = select(*SESSION_COLUMNS).where(ReviewSession.learner_id == learner_id)
         with self.single.connect() as connection:
             row = connection.execute(query).first()
-        return _state(row) if row is not None else None
+        return review_state(row) if row is not None else None
 
     def start_session(self, learner_id: int, first: Exercise, queue: Sequence[int]) -> None:
         """Start a /review (replacing any under way) that asks `first`, then the items of
@@ -367,25 +304,6 @@ class Reviews(Tables):
             session.execute(delete(ReviewSession).where(ReviewSession.learner_id == learner_id))
 
 
-_SESSION_COLUMNS = (
-    ReviewSession.item_id.label("session_item_id"),
-    ReviewSession.kind,
-    ReviewSession.exercise,
-    ReviewSession.expected,
-    ReviewSession.queue,
-    ReviewSession.asked,
-    ReviewSession.right,
-    ReviewSession.started_at,
-)
-
-
-def _state(row: Any) -> ReviewState:
-    """A /review under way, from a row of _SESSION_COLUMNS."""
-    exercise = Exercise(row.session_item_id, row.kind, row.exercise, row.expected)
-    queue = tuple(i for i in row.queue or () if isinstance(i, int))
-    return ReviewState(exercise, queue, row.asked, row.right, row.started_at)
-
-
 def _ask(row: ReviewSession, exercise: Exercise, now: datetime) -> None:
     """Make `exercise` the one the session is waiting on."""
     row.item_id = exercise.item_id
@@ -393,50 +311,3 @@ def _ask(row: ReviewSession, exercise: Exercise, now: datetime) -> None:
     row.exercise = exercise.prompt
     row.expected = exercise.expected
     row.updated_at = now
-
-
-def _for_prompt() -> Any:
-    """`Reviews.for_prompt`'s statement: a /review under way, else the items due for the
-    prompt (see `Reviews.due_for_prompt`), left-joined to one row so that either comes back;
-    its parameters are bound at each call."""
-    learner_id = bindparam("learner_id", type_=Id)
-    now = bindparam("now", type_=UTCDateTime())
-    before = bindparam("before", type_=Id)
-    offered: Any = aliased(ReviewItem, name="offered")
-    last_offer = (
-        select(func.coalesce(func.max(offered.offered_message_id), 0))
-        .where(offered.learner_id == learner_id)
-        .scalar_subquery()
-    )
-    in_window = last_offer >= before
-    follow_up = and_(
-        last_offer == bindparam("previous", type_=Id),
-        ReviewItem.offered_message_id == last_offer,
-        ReviewItem.offers == 1,
-    )
-    fresh = or_(
-        ReviewItem.offers < OFFERS_BEFORE_REST,
-        ReviewItem.offered_at <= bindparam("rested", type_=UTCDateTime()),
-    )
-    due = (
-        _due(learner_id, now)
-        .where(
-            ReviewItem.last_message_id < before,
-            or_(and_(in_window, follow_up), and_(~in_window, fresh)),
-        )
-        .limit(bindparam("limit", type_=Integer))
-        .subquery("due")
-    )
-    one = select(literal(1).label("one")).subquery("one")
-    return (
-        select(*_SESSION_COLUMNS, *due.c)
-        .select_from(
-            one.outerjoin(ReviewSession, ReviewSession.learner_id == learner_id).outerjoin(
-                due, ReviewSession.learner_id.is_(None)
-            )
-        )
-        .order_by(due.c.due, due.c.id)
-    )
-
-
-_FOR_PROMPT = _for_prompt()

@@ -11,7 +11,7 @@ import fsrs
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from memory.models import ReviewItem, ReviewLog
+from memory.models_review import ReviewItem, ReviewLog
 from memory.patterns import MAX_KEY, derived_rule, pattern_terms, rule_key, same_pattern, similarity
 from memory.records import CorrectionRecord
 

@@ -27,7 +27,8 @@ from sqlalchemy import ColumnElement, Connection, delete, exists, insert, or_, s
 from memory.backends import backend_for
 from memory.claims import UNFINISHED
 from memory.db import Tables
-from memory.models import InboxItem, OutboxItem, Scrub
+from memory.models import Scrub
+from memory.models_queue import InboxItem, OutboxItem
 
 # How long one checkpoint waits for other connections to let go: it blocks every new writer
 # while it waits (a webhook's accept, a lane's claim), so briefly, and is tried again.

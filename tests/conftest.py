@@ -15,7 +15,8 @@ from bot.runtime import Pam
 from loopback.harness import ROOT, postgres_schema, sqlite_url
 from loopback.openai_server import OpenAIServer
 from memory import db
-from memory.models import Chart, InboxItem, OutboxItem, VoiceClip
+from memory.models import Chart, VoiceClip
+from memory.models_queue import InboxItem, OutboxItem
 from memory.records import LearnerInfo
 from memory.store import Store
 from memory.tokens import TokenCounter

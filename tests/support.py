@@ -19,7 +19,7 @@ from loopback.harness import wait_for
 from memory.claims import Claim
 from memory.clock import ManualClock
 from memory.messages import Inbound, Sent
-from memory.models import InboxItem, OutboxItem
+from memory.models_queue import InboxItem, OutboxItem
 
 Q = TypeVar("Q", InboxItem, OutboxItem)
 WAIT = 20.0  # a safety bound for polling loops, never an expectation about speed

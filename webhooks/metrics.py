@@ -34,7 +34,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from memory.clock import Clock, utcnow
 from memory.inspection import Inspection
 from memory.metric_snapshots import Families, Snapshots, added, read_registry
-from memory.models import InboxItem, OutboxItem
+from memory.models_queue import InboxItem, OutboxItem
 from webhooks import admin
 from webhooks.multiprocess import VARIABLE
 from webhooks.web import WEB_METRICS, web

@@ -1,6 +1,6 @@
-"""Postgres: each hot write in one statement and one round trip (data-modifying CTEs), claims
-that skip the rows other workers hold, and a NOTIFY with every message stored, so that idle
-workers wake at once."""
+"""Postgres: each hot write in one statement and one round trip (data-modifying CTEs, built in
+memory/backends/postgres_statements.py), claims that skip the rows other workers hold, and a
+NOTIFY with every message stored, so that idle workers wake at once."""
 
 from __future__ import annotations
 
@@ -9,242 +9,29 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import (
-    ARRAY,
-    BigInteger,
-    Boolean,
-    Connection,
-    Float,
-    Integer,
-    Row,
-    Text,
-    TextClause,
-    and_,
-    bindparam,
-    case,
-    func,
-    insert,
-    select,
-    text,
-    true,
-)
+from sqlalchemy import Connection, Row, TextClause, bindparam, text
 from sqlalchemy.dialects import postgresql
-from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql.dml import Insert
 from sqlalchemy.sql.selectable import TextualSelect
 
 from memory.backends.base import RECALL_COLUMNS, Backend, ContextRead
-from memory.claims import (
-    ADMIT,
-    FINISH,
-    NOTE_TURNED_AWAY,
-    PENDING,
-    SAME_FOR_EVERY_REPLY,
-    TIMES_OF_A_REPLY,
-    Finishing,
-    admission_values,
-    turned_away_values,
+from memory.backends.postgres_statements import (
+    ACCEPT_AND_NOTIFY,
+    ADMIT_AND_NOTIFY,
+    FINISH_AND_QUEUE,
+    NOTE_AND_NOTIFY,
+    SAVE_REPLY,
+    SAVE_REPLY_AND_FINISH,
+    STORE_AND_READ,
+    correction_arrays,
 )
-from memory.models import Correction, InboxItem, MemoryJob, Message, OutboxItem, Usage, UTCDateTime
+from memory.claims import Finishing, admission_values, turned_away_values
+from memory.models import MemoryJob, UTCDateTime
 from memory.recall_terms import pg_config
-from memory.records import (
-    LEARNER,
-    PAM,
-    ActivityWindow,
-    Backlog,
-    LearnerGone,
-    ReplyRecord,
-    StoredMessage,
-)
-from memory.statements import (
-    ACTIVITIES,
-    COUNTS,
-    UNREAD_BY_PROFILE,
-    activity_key,
-    backlog_in,
-    context_query,
-    decode_context,
-    window_values,
-)
-from memory.wakeup import CHANNEL, InboxListener
-
-# -- storing a reply --------------------------------------------------------------------------
-
-
-def _save_reply() -> Any:
-    """Pam's reply, the call's usage and the corrections inserted in CTEs, and the memory
-    backlog read, in one statement and one round trip: the reply's id (`reply_id`) on every
-    row of the backlog's. The backlog is read from the snapshot the statement started with, so
-    it leaves out the reply itself: `PostgresBackend.save_reply` adds it."""
-    now = bindparam("now", type_=UTCDateTime())
-    learner_id = bindparam("learner_id", type_=BigInteger)
-    reply = (
-        insert(Message)
-        .values(
-            learner_id=learner_id,
-            role=PAM,
-            content=bindparam("reply_content", type_=Text),
-            tokens=bindparam("reply_tokens", type_=Integer),
-            reply_to=bindparam("reply_to", type_=BigInteger),
-            created_at=now,
-        )
-        .returning(Message.id)
-        .cte("reply")
-    )
-    usage = (
-        insert(Usage)
-        .values(
-            learner_id=learner_id,
-            model=bindparam("usage_model", type_=Text),
-            purpose="reply",
-            input_tokens=bindparam("usage_input", type_=Integer),
-            output_tokens=bindparam("usage_output", type_=Integer),
-            created_at=now,
-        )
-        .cte("usage")
-    )
-    found = (
-        func.unnest(*(bindparam(name, type_=ARRAY(Text)) for name in _CORRECTION_ARRAYS))
-        .table_valued(*_CORRECTION_FIELDS)
-        .render_derived(name="found")
-    )
-    made = select(learner_id, bindparam("reply_to", type_=BigInteger), *found.c, now)
-    corrections = (
-        insert(Correction)
-        .from_select(
-            ["learner_id", "message_id", *_CORRECTION_FIELDS, "created_at"],
-            made,
-            include_defaults=False,
-        )
-        .cte("corrections")
-    )
-    return (
-        select(reply.c.id.label("reply_id"), *COUNTS.c, UNREAD_BY_PROFILE.c.unread)
-        .select_from(reply.join(COUNTS, true()).outerjoin(UNREAD_BY_PROFILE, true()))
-        .order_by(UNREAD_BY_PROFILE.c.id)
-        .add_cte(usage, corrections)
-    )
-
-
-_CORRECTION_FIELDS = ("original", "corrected", "explanation", "category", "rule")
-_CORRECTION_ARRAYS = ("originals", "correcteds", "explanations", "categories", "rules")
-_SAVE_REPLY = _save_reply()
-
-
-# -- finishing a claim ------------------------------------------------------------------------
-
-
-def _finish_and_queue_ctes() -> tuple[Any, Any]:
-    """`FINISH` and the replies' INSERT as two CTEs, "finished" (the inbox item's id, no row
-    if the claim was lost) and "queued" (id and seq of each reply queued, only if the claim
-    was held). The replies' seq and text come as two arrays; every other column is the same
-    for all of them but the chart (the first one's) and the part to speak (the last one).
-    Their parameters are `Finishing.values`."""
-    finished = FINISH.returning(InboxItem.id).cte("finished")
-    replies = (
-        func.unnest(bindparam("seqs", type_=ARRAY(Integer)), bindparam("texts", type_=ARRAY(Text)))
-        .table_valued("seq", "text")
-        .render_derived(name="replies")
-    )
-    # Named apart from the columns: the UPDATE would take a same-named value as its own.
-    columns: list[Any] = [
-        bindparam(f"out_{name}", type_=OutboxItem.__table__.c[name].type)
-        for name in SAME_FOR_EVERY_REPLY
-    ]
-    columns += [bindparam(f"out_{name}", type_=UTCDateTime()) for name in TIMES_OF_A_REPLY]
-    # A /progress chart goes with the first reply, its caption.
-    columns.append(case((replies.c.seq == 0, bindparam("out_chart_id", type_=BigInteger))))
-    # The words to speak are the last part, the one the writer added for them.
-    last = bindparam("out_last_seq", type_=Integer)
-    speak = bindparam("out_speak", type_=Boolean)
-    columns.append(and_(replies.c.seq == last, speak))
-    names = ["inbox_id", "seq", "text", *SAME_FOR_EVERY_REPLY, *TIMES_OF_A_REPLY, "chart_id"]
-    names.append("speak")
-    rows = select(finished.c.id, replies.c.seq, replies.c.text, *columns).select_from(
-        finished.join(replies, true())
-    )
-    queued = (
-        insert(OutboxItem)
-        .from_select(names, rows, include_defaults=False)
-        .returning(OutboxItem.id, OutboxItem.seq)
-        .cte("queued")
-    )
-    return finished, queued
-
-
-def _finish_and_queue() -> Any:
-    """Finish the claim and queue its replies in one statement: (id, seq) of each reply
-    queued, no row if the claim was lost."""
-    _, queued = _finish_and_queue_ctes()
-    return select(queued.c.id, queued.c.seq)
-
-
-def _save_reply_and_finish() -> Any:
-    """`_SAVE_REPLY` with the claim finished and the reply queued in two more CTEs, one
-    statement for the turn's whole write. Two columns more on every row: whether the claim
-    was still held (`held`), and the queued replies' ids in order (`queued_ids`)."""
-    finished, queued = _finish_and_queue_ctes()
-    held = select(func.count()).select_from(finished).scalar_subquery().label("held")
-    ids = select(func.array_agg(aggregate_order_by(queued.c.id, queued.c.seq)))
-    return _SAVE_REPLY.add_cte(finished, queued).add_columns(
-        held, ids.scalar_subquery().label("queued_ids")
-    )
-
-
-_FINISH_AND_QUEUE = _finish_and_queue()
-_SAVE_REPLY_AND_FINISH = _save_reply_and_finish()
-
-# -- a turn's first statement, and accepting a message ----------------------------------------
-
-# The learner's message inserted in a CTE of the statement that reads the context.
-_STORED = (
-    insert(Message)
-    .values(
-        learner_id=bindparam("learner_id", type_=BigInteger),
-        role=LEARNER,
-        content=bindparam("stored_content", type_=Text),
-        tokens=bindparam("stored_tokens", type_=Integer),
-        inbox_id=bindparam("stored_inbox_id", type_=BigInteger),
-        spoken_seconds=bindparam("stored_spoken_seconds", type_=Float),
-        created_at=bindparam("now", type_=UTCDateTime()),
-    )
-    .returning(Message.id)
-    .cte("stored")
-)
-_STORE_AND_READ = {
-    key: context_query(*activity, stored=_STORED) for key, activity in ACTIVITIES.items()
-}
-
-_INBOUND = ("channel", "platform_id", "address", "chat_id", "display_name", "text", "kind", "voice")
-_ACCEPTED = (
-    insert(InboxItem)
-    .values(
-        {
-            **{
-                name: bindparam(f"in_{name}", type_=InboxItem.__table__.c[name].type)
-                for name in _INBOUND
-            },
-            "received_at": bindparam("now", type_=UTCDateTime()),
-            "available_at": bindparam("now", type_=UTCDateTime()),
-            "status": PENDING,
-            "attempts": 0,
-        }
-    )
-    .returning(InboxItem.id)
-    .cte("accepted")
-)
-# The NOTIFY goes out once the INSERT commits, and not at all if it is a redelivery.
-_ACCEPT_AND_NOTIFY = select(func.pg_notify(CHANNEL, "")).select_from(_ACCEPTED)
-# The same with admission bounded per address (a row if the message was stored), and for the
-# note that one was turned away.
-_ADMIT_AND_NOTIFY, _NOTE_AND_NOTIFY = (
-    select(func.pg_notify(CHANNEL, "")).select_from(
-        statement.returning(InboxItem.id).cte("admitted")
-    )
-    for statement in (ADMIT, NOTE_TURNED_AWAY)
-)
-
+from memory.records import PAM, ActivityWindow, Backlog, LearnerGone, ReplyRecord, StoredMessage
+from memory.statements import activity_key, backlog_in, decode_context, window_values
+from memory.wakeup import InboxListener
 
 # -- recall ------------------------------------------------------------------------------------
 
@@ -325,13 +112,13 @@ class PostgresBackend(Backend):
         if not max_queued:
             values = {f"in_{name}": value for name, value in row.items()}
             with self.single.begin() as connection:
-                connection.execute(_ACCEPT_AND_NOTIFY, values | {"now": now})
+                connection.execute(ACCEPT_AND_NOTIFY, values | {"now": now})
             return True
         values = admission_values(dict(row), now, max_queued)
         with self.single.begin() as connection:
-            if connection.execute(_ADMIT_AND_NOTIFY, values).first() is not None:
+            if connection.execute(ADMIT_AND_NOTIFY, values).first() is not None:
                 return True
-            connection.execute(_NOTE_AND_NOTIFY, turned_away_values(values))
+            connection.execute(NOTE_AND_NOTIFY, turned_away_values(values))
         return False
 
     def finish(self, finishing: Finishing, parts: Sequence[str]) -> list[int] | None:
@@ -341,7 +128,7 @@ class PostgresBackend(Backend):
             with self.engine.begin() as connection:
                 return finishing.run(connection, parts)
         with self.single.connect() as connection:
-            rows = connection.execute(_FINISH_AND_QUEUE, finishing.values(parts)).all()
+            rows = connection.execute(FINISH_AND_QUEUE, finishing.values(parts)).all()
         return [row.id for row in sorted(rows, key=lambda row: row.seq)] if rows else None
 
     def save_reply(
@@ -364,10 +151,9 @@ class PostgresBackend(Backend):
             "usage_output": output_tokens,
             "limit": backlog_limit,
         }
-        for array, field in zip(_CORRECTION_ARRAYS, _CORRECTION_FIELDS, strict=True):
-            values[array] = [getattr(c, field) for c in reply.corrections]
+        values |= correction_arrays(reply.corrections)
         statement, more = (
-            (_SAVE_REPLY_AND_FINISH, finish[0].values(finish[1])) if finish else (_SAVE_REPLY, {})
+            (SAVE_REPLY_AND_FINISH, finish[0].values(finish[1])) if finish else (SAVE_REPLY, {})
         )
         with self.single.connect() as connection:
             rows = connection.execute(statement, more | values).all()
@@ -399,7 +185,7 @@ class PostgresBackend(Backend):
         }
         try:
             with self.single.connect() as connection:
-                rows = connection.execute(_STORE_AND_READ[activity_key(window)], values).all()
+                rows = connection.execute(STORE_AND_READ[activity_key(window)], values).all()
         except IntegrityError:
             return None  # stored before (a re-run), or the learner is gone: the two steps say which
         if not rows:

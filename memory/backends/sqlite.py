@@ -23,7 +23,9 @@ from memory.claims import (
     turned_away_values,
 )
 from memory.db import SQLITE_BUSY_SECONDS
-from memory.models import RECALL_FTS, InboxItem, MemoryJob, RecallEntry
+from memory.models import MemoryJob
+from memory.models_queue import InboxItem
+from memory.models_recall import RECALL_FTS, RecallEntry
 from memory.recall_terms import learner_terms, snowball_language, terms_of
 from memory.records import PAM, ActivityWindow, Backlog, ReplyRecord, StoredMessage
 from memory.statements import (

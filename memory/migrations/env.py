@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from alembic import context
 
-from memory.models import Base, compared_on
+from memory.schema import compared_on, metadata
 
 config = context.config
-target_metadata = Base.metadata
+target_metadata = metadata
 
 
 def run_migrations_online() -> None:

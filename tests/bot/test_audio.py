@@ -17,7 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.audio import AudioInfo, NoSound, UnreadableAudio, UnsupportedAudio, inspect
+from bot.audio import inspect
+from bot.audio_info import AudioInfo, NoSound, UnreadableAudio, UnsupportedAudio
 from loopback.audio_samples import sample
 from tests.helpers.crafted_audio import CRAFTED
 

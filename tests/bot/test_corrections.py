@@ -11,11 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bot.corrections import (
-    CATEGORIES,
     EXPLANATION_CHARS,
     MAX_CORRECTIONS,
     QUOTE_CHARS,
-    REPLY_SCHEMA,
     NoReply,
     TutorAnswer,
     chat_part,
@@ -23,6 +21,7 @@ from bot.corrections import (
     parse_answer,
     render,
 )
+from bot.reply_format import CATEGORIES, REPLY_SCHEMA
 from memory.model_output import looks_like_json, well_formed
 from memory.records import CorrectionRecord
 

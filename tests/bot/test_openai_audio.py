@@ -15,7 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.audio import UnreadableAudio, inspect
+from bot.audio import inspect
+from bot.audio_info import UnreadableAudio
 from bot.openai_audio import OpenAISpeaker, OpenAITranscriber, audio_client
 from bot.openai_chat import openai_client
 from bot.opus import ogg_opus

@@ -11,13 +11,15 @@ import re
 
 import pytest
 
-from bot.corrections import CATEGORY_LIST, NoReply, checked, grounded, parse_answer
-from bot.review import EXERCISE_REPORT, exercise_result
+from bot.corrections import NoReply, checked, grounded, parse_answer
+from bot.reply_format import CATEGORY_LIST
+from bot.review_exercises import exercise_result
+from bot.review_prompt import EXERCISE_REPORT
 from memory.profile_answer import InvalidProfile, parse_profile_answer
 from memory.profile_facts import format_pieces, is_placeholder, settled
 from memory.profile_facts import grounded as grounded_facts
 from memory.records import CorrectionRecord, LearnerInfo
-from memory.review import Exercise
+from memory.review_reads import Exercise
 from prompts import template
 
 LENA = LearnerInfo(1, "lena", "Lena", "Spanish", "English", "A2")

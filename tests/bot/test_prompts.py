@@ -7,8 +7,8 @@ import re
 import pytest
 
 import prompts
-from bot.corrections import PLACEHOLDERS, REPLY_SCHEMA
 from bot.prompt import reply_prompt
+from bot.reply_format import PLACEHOLDERS, REPLY_SCHEMA
 from memory.profile import PROFILE_SCHEMA
 from memory.records import (
     LEARNER,

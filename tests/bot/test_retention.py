@@ -20,7 +20,7 @@ from bot.worker import Worker
 from memory.claims import CLAIMED, DONE, FAILED, PENDING, SENT
 from memory.clock import ManualClock, utcnow
 from memory.inbox import Inbox
-from memory.models import InboxItem, OutboxItem
+from memory.models_queue import InboxItem, OutboxItem
 from memory.outbox import Outbox
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel

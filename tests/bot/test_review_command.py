@@ -13,22 +13,13 @@ import pytest
 from sqlalchemy import Engine
 
 from bot import phrases
-from bot.corrections import reply_schema
-from bot.review import (
-    DUE_TAG,
-    EXERCISE_SCHEMA,
-    EXERCISE_TAG,
-    NOTHING_YET,
-    REVIEW_OFF,
-    STALE,
-    ReviewUse,
-    exercise,
-    exercise_result,
-    when,
-)
+from bot.reply_format import reply_schema
+from bot.review import NOTHING_YET, REVIEW_OFF, STALE, ReviewUse, when
+from bot.review_exercises import exercise, exercise_result
+from bot.review_prompt import DUE_TAG, EXERCISE_SCHEMA, EXERCISE_TAG
 from memory.clock import ManualClock
 from memory.llm import ChatMessage
-from memory.review import DueItem, Exercise
+from memory.review_reads import DueItem, Exercise
 from tests.conftest import learner_of, unique_user
 from tests.fakes import FakeChatModel, reply_json
 from tests.helpers.review import (

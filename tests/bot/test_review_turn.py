@@ -19,23 +19,18 @@ from sqlalchemy import Engine
 
 import prompts
 from bot import corrections
-from bot.corrections import REPLY_SCHEMA, parse_answer, reply_schema
+from bot.corrections import parse_answer
 from bot.llm_answers import read_answer
 from bot.prompt import reply_prompt
-from bot.review import (
-    DUE_REPORT,
-    DUE_RULE,
-    DUE_SCHEMA,
-    DUE_TAG,
-    NO_REVIEW,
-    report,
-)
+from bot.reply_format import REPLY_SCHEMA, RULE_PLACEHOLDER, reply_schema
+from bot.review import NO_REVIEW
+from bot.review_prompt import DUE_REPORT, DUE_RULE, DUE_SCHEMA, DUE_TAG, report
 from bot.runtime import Pam
 from bot.tutor import store_reply
 from loopback.openai_server import OpenAIServer
 from memory.clock import ManualClock
 from memory.llm import ChatMessage
-from memory.review import DueItem
+from memory.review_reads import DueItem
 from memory.tokens import TokenCounter
 from tests import llm_shapes as shapes
 from tests.conftest import learner_of, unique_user
@@ -118,10 +113,10 @@ def test_the_rule_is_in_the_schema_and_the_report_only_where_review_asks_for_it(
 def test_the_rule_is_asked_for_in_few_tokens_and_an_echo_of_the_example_is_none() -> None:
     counter = TokenCounter("gpt-4o-mini")
     text = prompts.template("reply").template
-    example = f', "rule": "{corrections.RULE_PLACEHOLDER}"'
+    example = f', "rule": "{RULE_PLACEHOLDER}"'
     assert example in text
     assert counter.count(example) <= 12  # every reply prompt pays for it
-    fix = {"original": "yo es", "corrected": "yo soy", "rule": corrections.RULE_PLACEHOLDER}
+    fix = {"original": "yo es", "corrected": "yo soy", "rule": RULE_PLACEHOLDER}
     answer = parse_answer(json.dumps({"reply": "Vale", "corrections": [fix]}))
     assert answer.corrections[0].rule == ""
 

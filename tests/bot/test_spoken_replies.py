@@ -24,7 +24,8 @@ from memory.claims import FAILED
 from memory.clock import ManualClock
 from memory.llm import Outage
 from memory.messages import Inbound, Sent
-from memory.models import OutboxItem, VoiceClip
+from memory.models import VoiceClip
+from memory.models_queue import OutboxItem
 from tests.bot.test_voice_turn import FakeTranscriber, VoiceChannel, spanish_learner
 from tests.fakes import FakeChatModel, reply_json
 from tests.support import outlive

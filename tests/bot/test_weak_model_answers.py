@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
-from bot.corrections import CATEGORY_LIST, RULE_PLACEHOLDER
 from bot.openai_chat import OpenAIChatModel, openai_client
+from bot.reply_format import CATEGORY_LIST, RULE_PLACEHOLDER
 from bot.runtime import Pam
 from loopback.openai_server import OpenAIServer
 from memory.clock import ManualClock

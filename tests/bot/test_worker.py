@@ -29,7 +29,7 @@ from memory.claims import DONE, FAILED, PENDING, SENT
 from memory.clock import Clock, ManualClock, utcnow
 from memory.llm import ChatMessage
 from memory.messages import Sent
-from memory.models import InboxItem, OutboxItem
+from memory.models_queue import InboxItem, OutboxItem
 from memory.records import LEARNER, PAM
 from tests.conftest import unique_user
 from tests.fakes import ENDINGS, FakeChatModel, failing, fresh_ending, reply_json

@@ -8,7 +8,7 @@ from sqlalchemy.orm import Session
 
 from memory.claims import PENDING
 from memory.clock import utcnow
-from memory.models import InboxItem, OutboxItem
+from memory.models_queue import InboxItem, OutboxItem
 from tests.support import queue_items
 
 

@@ -12,7 +12,7 @@ from sqlalchemy import Engine, select
 from bot.runtime import Pam
 from bot.tutor import Turn
 from memory.clock import ManualClock
-from memory.models import ReviewItem, ReviewLog
+from memory.models_review import ReviewItem, ReviewLog
 from memory.records import LearnerInfo
 from tests.conftest import learner_of, unique_user
 from tests.fakes import Call, FakeChatModel, reply_json

@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import Engine, event, func, insert
 
 from memory.inbox import Inbox
-from memory.models import InboxItem
+from memory.models_queue import InboxItem
 from memory.outbox import Outbox
 from tests.conftest import empty_queues
 from tests.support import WAIT, inbound

@@ -14,12 +14,13 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, inspect, text
 
 from memory import db
-from memory.models import RECALL_FTS_TABLES, Base, compared_on
+from memory.models_recall import RECALL_FTS_TABLES
 from memory.records import LEARNER, CorrectionRecord
+from memory.schema import compared_on, metadata
 from memory.store import Store
 from tests.conftest import BACKENDS, postgres_schema
 
-TABLES = {table.name for table in Base.metadata.sorted_tables}
+TABLES = {table.name for table in metadata.sorted_tables}
 
 
 def head_revision(engine: Engine) -> str:
@@ -41,7 +42,7 @@ def schema_differences(engine: Engine) -> list[Any]:
         context = MigrationContext.configure(
             connection, opts={"compare_type": True, "include_object": compared}
         )
-        return list(compare_metadata(context, Base.metadata))
+        return list(compare_metadata(context, metadata))
 
 
 def pam_tables(engine: Engine) -> set[str]:
@@ -122,7 +123,7 @@ def test_foreign_keys_cascade_on_delete(blank: Engine) -> None:
     db.upgrade(blank)
     inspector = inspect(blank)
     about_learners = {
-        table.name for table in Base.metadata.sorted_tables if "learner_id" in table.columns
+        table.name for table in metadata.sorted_tables if "learner_id" in table.columns
     }
     assert about_learners
     for table in about_learners:

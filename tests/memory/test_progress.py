@@ -13,7 +13,8 @@ from sqlalchemy.orm import Session
 
 from memory.charts import Charts
 from memory.clock import ManualClock
-from memory.models import Correction, Message, ReviewItem, ReviewLog
+from memory.models import Correction, Message
+from memory.models_review import ReviewItem, ReviewLog
 from memory.progress import Week, progress, week_starts
 from memory.records import LEARNER, PAM, LearnerGone
 from memory.store import Store

@@ -18,7 +18,7 @@ from memory.claims import CLAIMED, DONE, FAILED, PENDING, SENT, Claim
 from memory.clock import ManualClock, utcnow
 from memory.inbox import Inbox
 from memory.messages import VoiceNote
-from memory.models import InboxItem, OutboxItem
+from memory.models_queue import InboxItem, OutboxItem
 from memory.outbox import Outbox
 from memory.store import Store
 from tests.conftest import unique_user

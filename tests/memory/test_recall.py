@@ -13,7 +13,8 @@ from sqlalchemy import event, func, select, text, update
 
 from memory.backends.postgres import _recall_statements
 from memory.config import MemoryConfig
-from memory.models import RecallEntry, Summary
+from memory.models import Summary
+from memory.models_recall import RecallEntry
 from memory.recall import CORRECTION, MESSAGE, Snippet, index_folded
 from memory.recall_terms import (
     MAX_QUERY_WORDS,

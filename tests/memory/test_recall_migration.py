@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import Engine, func, select, text
 
 from memory import db
-from memory.models import RecallEntry
+from memory.models_recall import RecallEntry
 from memory.recall import CORRECTION
 from memory.store import Store
 from tests.conftest import BACKENDS, postgres_schema

@@ -14,10 +14,10 @@ import pytest
 from sqlalchemy import Engine, event, select
 
 from memory.clock import ManualClock
-from memory.models import ReviewItem, ReviewLog
+from memory.models_review import ReviewItem, ReviewLog
 from memory.records import LEARNER, CorrectionRecord, LearnerGone
-from memory.review import REST, DueItem, Exercise, ReviewState
 from memory.review_items import LEARNING_STEPS, RELEARNING_STEPS
+from memory.review_reads import REST, DueItem, Exercise, ReviewState
 from memory.store import Store
 from tests.conftest import unique_user
 

@@ -15,7 +15,8 @@ from memory import db
 from memory.backends import backend_for
 from memory.clock import ManualClock, utcnow
 from memory.jobs import FOLD, Coordinator
-from memory.models import Base, Learner, Profile, ReviewItem, Summary
+from memory.models import Learner, Profile, Summary
+from memory.models_review import ReviewItem
 from memory.records import (
     LEARNER,
     LEARNER_TABLES,
@@ -28,7 +29,8 @@ from memory.records import (
     ReplyRecord,
     StoredMessage,
 )
-from memory.review import Exercise
+from memory.review_reads import Exercise
+from memory.schema import metadata
 from memory.store import Store
 from tests.conftest import unique_user, unread_by_profile
 
@@ -429,7 +431,7 @@ def test_forget_covers_every_table_with_a_learner_id() -> None:
     """rows_about and forget walk LEARNER_TABLES: a new table about learners must be listed."""
     with_learner_id = {
         table.name
-        for table in Base.metadata.sorted_tables
+        for table in metadata.sorted_tables
         if "learner_id" in table.columns and table.name != "learners"
     }
     assert with_learner_id == {m.__tablename__ for m in LEARNER_TABLES}

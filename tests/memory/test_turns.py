@@ -13,7 +13,7 @@ from memory.clock import ManualClock
 from memory.config import MemoryConfig
 from memory.inbox import Inbox
 from memory.jobs import FOLD
-from memory.models import InboxItem, OutboxItem
+from memory.models_queue import InboxItem, OutboxItem
 from memory.outbox import Outbox
 from memory.records import LEARNER, CorrectionRecord, LearnerGone, ReplyRecord
 from memory.store import Store

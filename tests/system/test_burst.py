@@ -16,7 +16,7 @@ from sqlalchemy import Engine, func, select
 from bot import phrases
 from bot.worker import Worker
 from memory.claims import UNFINISHED
-from memory.models import InboxItem
+from memory.models_queue import InboxItem
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel
 from tests.support import API_TOKEN, RecordingSender, wait_until

@@ -13,7 +13,7 @@ from memory import db
 from memory.claims import SENT
 from memory.inbox import Inbox
 from memory.messages import Sent
-from memory.models import OutboxItem
+from memory.models_queue import OutboxItem
 from memory.outbox import Outbox
 from tests.conftest import unique_user
 from tests.support import inbound, queue_items

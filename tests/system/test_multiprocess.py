@@ -47,7 +47,7 @@ from loopback.local_server import Answer, LocalServer
 from loopback.openai_server import OpenAIServer, default_answer
 from memory import db
 from memory.inbox import Inbox
-from memory.models import InboxItem, OutboxItem
+from memory.models_queue import InboxItem, OutboxItem
 from memory.outbox import Outbox
 from memory.records import LEARNER, PAM
 from memory.store import Store

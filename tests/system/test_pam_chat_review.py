@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 from sqlalchemy import select, update
 
-from bot.review import DUE_TAG
+from bot.review_prompt import DUE_TAG
 from loopback.openai_server import OpenAIServer
 from memory import db
 from memory.clock import utcnow
-from memory.models import ReviewItem, ReviewLog
+from memory.models_review import ReviewItem, ReviewLog
 from memory.review_items import USED
 from memory.store import Store
 from tests.system.test_pam_chat_recall import FILLER, chat, folded_out, pam_env

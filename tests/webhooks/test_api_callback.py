@@ -20,7 +20,7 @@ from bot.runtime import Pam
 from bot.worker import Worker
 from loopback.callback_server import CallbackServer
 from memory.clock import utcnow
-from memory.models import OutboxItem
+from memory.models_queue import OutboxItem
 from tests.conftest import unique_user
 from tests.support import API_TOKEN
 from webhooks.api.sender import ApiCallbackSender

@@ -26,7 +26,7 @@ from werkzeug.wrappers import Request
 
 from loopback.telegram_server import TOKEN, TelegramServer
 from loopback.twilio_server import ACCOUNT_SID, AUTH_TOKEN, NUMBER, sign
-from memory.models import InboxItem
+from memory.models_queue import InboxItem
 from memory.store import Store
 from tests.support import API_TOKEN
 from tests.webhooks.telegram import updates

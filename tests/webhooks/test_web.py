@@ -19,7 +19,7 @@ from werkzeug.test import TestResponse
 
 from memory import db
 from memory.claims import PENDING
-from memory.models import InboxItem
+from memory.models_queue import InboxItem
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel
 from tests.helpers.queues import queue_rows

@@ -23,7 +23,7 @@ from loopback.telegram_server import TOKEN, Failure, TelegramServer
 from memory import db
 from memory.claims import DONE
 from memory.inbox import Inbox
-from memory.models import InboxItem
+from memory.models_queue import InboxItem
 from tests.support import WAIT, wait_until
 from tests.webhooks.telegram import updates as u
 from webhooks.telegram.client import COMMANDS, UPDATE_TYPES, TelegramClient, WebhookIsSet
