@@ -17,7 +17,7 @@ from bot.delivery import Delivery, ms_since
 from bot.splitting import split_message
 from bot.tutor import ModelUnavailable, Turn, Tutor, store_reply
 from memory import metrics
-from memory.claims import Claim
+from memory.claims import InboxClaim
 from memory.clock import Clock
 from memory.heartbeat import Heartbeats
 from memory.inbox import Inbox
@@ -46,12 +46,14 @@ def parts_of(replies: list[str], sender: Sender | None) -> list[str]:
     ]
 
 
-def _in_group(sender: Sender | None, claim: Claim) -> TypeGuard[GroupChats]:
+def _in_group(sender: Sender | None, claim: InboxClaim) -> TypeGuard[GroupChats]:
     """Whether `claim` was said in a group of `sender`'s channel (a chat others read)."""
     return isinstance(sender, GroupChats) and sender.in_group(claim.chat_id)
 
 
-def _log_answered(claim: Claim, turn: Turn, replies: int, started: float, clock: Clock) -> None:
+def _log_answered(
+    claim: InboxClaim, turn: Turn, replies: int, started: float, clock: Clock
+) -> None:
     """The answered message's log line: ids, timings and counts, never the text."""
     since_received = (
         int((clock() - claim.received_at).total_seconds() * 1000) if claim.received_at else -1
@@ -129,13 +131,15 @@ class Answering:
         self.tutor.start_jobs(turn, written.due)  # after the reply: it never waits for them
         return True
 
-    def _write(self, claim: Claim, turn: Turn, sender: Sender | None) -> tuple[list[str], Written]:
+    def _write(
+        self, claim: InboxClaim, turn: Turn, sender: Sender | None
+    ) -> tuple[list[str], Written]:
         """Store `turn`'s reply, finish `claim` and queue the parts to send, in one write; the
         parts queued, and what the write handed back."""
         stored = store_reply(self.writer, claim, turn, lambda texts: parts_of(texts, sender))
         return stored.parts, stored.written
 
-    def _give_up(self, claim: Claim) -> None:
+    def _give_up(self, claim: InboxClaim) -> None:
         """The message crashed its worker every time: stop retrying, tell the learner."""
         learner = claim.learner
         apology = phrases.apology(learner.target_language if learner else None)
@@ -144,7 +148,7 @@ class Answering:
         if written.held is not None:
             self.delivery.held(written.held, 1)
 
-    def _answer(self, claim: Claim, sender: Sender | None) -> Turn:
+    def _answer(self, claim: InboxClaim, sender: Sender | None) -> Turn:
         """The tutor's answer to `claim`. Raises ModelUnavailable if the LLM failed and the
         message has attempts left."""
         # A slow LLM keeps the claim alive; a dead worker's claim lapses within one lease.
@@ -182,7 +186,7 @@ class Answering:
             return False
         return True
 
-    def _defer(self, claim: Claim, exc: ModelUnavailable) -> None:
+    def _defer(self, claim: InboxClaim, exc: ModelUnavailable) -> None:
         """The LLM failed: the message goes back to the inbox, to be tried after a backoff
         (never before a server that timed out may be done with the request)."""
         delay = backoff(claim.attempts, exc.retry_after)
@@ -196,7 +200,7 @@ class Answering:
         )
 
     def _typing(
-        self, sender: Sender | None, claim: Claim
+        self, sender: Sender | None, claim: InboxClaim
     ) -> contextlib.AbstractContextManager[object]:
         """Show "typing…" on channels that have it, renewed while the turn runs."""
         typing = getattr(sender, "typing", None)

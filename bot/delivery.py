@@ -21,7 +21,7 @@ from bot.channels import (
 from bot.progress import drawn
 from memory import metrics
 from memory.charts import Charts
-from memory.claims import Claim
+from memory.claims import OutboxClaim
 from memory.heartbeat import Heartbeats
 from memory.messages import Sent
 from memory.outbox import Outbox
@@ -69,7 +69,7 @@ class Delivery:
         self.send(claim)
         return True
 
-    def held(self, held: list[Claim], replies: int) -> None:
+    def held(self, held: list[OutboxClaim], replies: int) -> None:
         """Deliver what finishing a turn handed this lane; replies queued behind an older
         one instead are the delivery lanes' to send. A part to speak is handed to the speech
         lanes once the texts before it are sent: the text never waits for its speech."""
@@ -89,7 +89,7 @@ class Delivery:
                 self.outbox.unclaim(claim)
                 self.hand_over()
 
-    def _send_in_order(self, held: list[Claim]) -> None:
+    def _send_in_order(self, held: list[OutboxClaim]) -> None:
         """Send the replies this lane holds, in order, without a hop to a delivery lane. Once
         one is not delivered, the rest are handed to the delivery lanes, which keep the order."""
         for n, claim in enumerate(held):
@@ -99,7 +99,7 @@ class Delivery:
                 self.hand_over()
                 return
 
-    def send(self, claim: Claim) -> bool:
+    def send(self, claim: OutboxClaim) -> bool:
         """Send one claimed reply and record the outcome. True if it was delivered."""
         started = time.monotonic()
         sender = self.senders.get(claim.channel)
@@ -144,7 +144,7 @@ class Delivery:
         )
         return True
 
-    def _sending(self, claim: Claim, sender: Sender, key: str) -> Callable[[], Sent] | None:
+    def _sending(self, claim: OutboxClaim, sender: Sender, key: str) -> Callable[[], Sent] | None:
         """How to send `claim`: its text, or its chart with the text as caption. A chart gone
         by now (pruned) leaves the caption alone; None (nothing to send) when the reply itself
         is gone too: its learner was forgotten."""
@@ -174,7 +174,7 @@ class Delivery:
             claim.chat_id, chart.png, url, claim.text, idempotency_key=key
         )
 
-    def _voice(self, claim: Claim, sender: Sender, key: str) -> Callable[[], Sent] | None:
+    def _voice(self, claim: OutboxClaim, sender: Sender, key: str) -> Callable[[], Sent] | None:
         """How to send a spoken reply: as a voice message. Its text went before it; a clip gone
         by now (pruned), or a channel that takes none, leaves nothing more to send; None when
         the reply itself is gone: its learner was forgotten."""
@@ -187,7 +187,7 @@ class Delivery:
         url = self.links.voice_url(clip.id, clip.nonce) if self.links is not None else None
         return lambda: sender.send_voice(claim.chat_id, clip.audio, url, idempotency_key=key)
 
-    def _retry(self, claim: Claim, error: str, retry_after: float | None) -> None:
+    def _retry(self, claim: OutboxClaim, error: str, retry_after: float | None) -> None:
         """Try the reply again after a backoff, unless it has had all its attempts."""
         if claim.attempts >= self.max_attempts:
             self.outbox.fail(claim, f"gave up after {claim.attempts} attempts: {error}")

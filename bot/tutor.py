@@ -29,7 +29,7 @@ from bot.settings import Settings
 from bot.speaking import Speaking, Spoken
 from bot.voice import Speaker, Transcriber
 from memory import metrics
-from memory.claims import Claim
+from memory.claims import InboxClaim
 from memory.clock import Clock, utcnow
 from memory.jobs import JobRunner
 from memory.llm import (
@@ -101,7 +101,7 @@ class Stored:
 
 def store_reply(
     writer: TurnWriter,
-    claim: Claim | None,
+    claim: InboxClaim | None,
     turn: Turn,
     split: Callable[[list[str]], list[str]] = list,
 ) -> Stored:

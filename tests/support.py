@@ -16,12 +16,13 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from loopback.harness import wait_for
-from memory.claims import Claim
+from memory.claims import Lease
 from memory.clock import ManualClock
 from memory.messages import Inbound, Sent
 from memory.models import InboxItem, OutboxItem
 
 Q = TypeVar("Q", InboxItem, OutboxItem)
+C = TypeVar("C", bound=Lease)  # a queue's claim type
 WAIT = 20.0  # a safety bound for polling loops, never an expectation about speed
 API_TOKEN = "test-api-token-5f2c"
 
@@ -62,9 +63,7 @@ def outlive(clock: ManualClock, lease: timedelta) -> None:
     clock.advance(lease + timedelta(milliseconds=1))
 
 
-def claim_eventually(
-    take: Callable[[], Claim | None], clock: ManualClock, lease: timedelta
-) -> Claim:
+def claim_eventually(take: Callable[[], C | None], clock: ManualClock, lease: timedelta) -> C:
     """The next claim from `take` (a queue's claim_next) once the `lease` an earlier claim
     holds has run out on `clock`."""
     outlive(clock, lease)

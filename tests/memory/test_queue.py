@@ -7,19 +7,20 @@ import threading
 from collections import Counter
 from dataclasses import replace
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from sqlalchemy import Engine, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from memory import db
-from memory.claims import CLAIMED, DONE, FAILED, PENDING, SENT, Claim
+from memory.claims import CLAIMED, DONE, FAILED, PENDING, SENT, InboxClaim, Lease, OutboxClaim
 from memory.clock import ManualClock, utcnow
 from memory.inbox import Inbox
 from memory.messages import VoiceNote
 from memory.models import InboxItem, OutboxItem
 from memory.outbox import Outbox
+from memory.queue import Queue
 from memory.store import Store
 from tests.conftest import unique_user
 from tests.support import WAIT, inbound, queue_items
@@ -48,7 +49,10 @@ def inbox_ids(engine: Engine, address: str) -> list[int]:
         )
 
 
-def claim(queue: Inbox | Outbox) -> Claim:
+C = TypeVar("C", bound=Lease)
+
+
+def claim(queue: Queue[C]) -> C:
     claimed = queue.claim_next()
     assert claimed is not None, "expected something to claim"
     return claimed
@@ -176,10 +180,10 @@ def test_complete_finishes_the_item_and_queues_its_replies_in_order(engine: Engi
 # -- exclusive claims ------------------------------------------------------------------------
 
 
-def claim_everything(queues: list[Inbox], expected: int, threads: int) -> list[Claim]:
+def claim_everything(queues: list[Inbox], expected: int, threads: int) -> list[InboxClaim]:
     """Run `threads` threads, spread over `queues`, claiming and completing until `expected`
     items were claimed in total. Returns every claim, in the order they were made."""
-    claims: list[Claim] = []
+    claims: list[InboxClaim] = []
     errors: list[BaseException] = []
     lock = threading.Lock()
     start = threading.Barrier(threads)
@@ -251,7 +255,7 @@ def test_outbox_claims_from_two_engines_never_deliver_twice(
         assert inbox.complete(item, [f"{item.address} {item.text} a", f"{item.address} b"])
 
     other = db.make_engine(database_url)
-    sent: list[Claim] = []
+    sent: list[OutboxClaim] = []
     lock = threading.Lock()
     errors: list[BaseException] = []
 
