@@ -6,6 +6,7 @@ its replies, the first ones perhaps already claimed by the caller to send at onc
 
 from __future__ import annotations
 
+import enum
 import functools
 import uuid
 from collections.abc import Sequence
@@ -52,6 +53,16 @@ class Lease:
     id: int
     token: str
     attempts: int
+
+
+class Standing(enum.Enum):
+    """Where a claim stands when its holder looks (`Queue.standing`), each with what it means
+    for the work: still held, its lease renewed; its learner forgotten (/forget deleted their
+    queue items); or lost, taken over by another worker once the lease ran out."""
+
+    HELD = "held"
+    FORGOTTEN = "its learner was forgotten"
+    LOST = "its claim was lost (the lease ran out)"
 
 
 @dataclass(frozen=True)

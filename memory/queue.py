@@ -16,7 +16,16 @@ from sqlalchemy.orm import aliased
 
 from memory import db
 from memory.backends import backend_for
-from memory.claims import CLAIMED, PENDING, Lease, claimable, held, held_params, unfinished
+from memory.claims import (
+    CLAIMED,
+    PENDING,
+    Lease,
+    Standing,
+    claimable,
+    held,
+    held_params,
+    unfinished,
+)
 from memory.clock import Clock, utcnow
 from memory.models import InboxItem, OutboxItem, UTCDateTime
 
@@ -209,6 +218,17 @@ class Queue(ABC, Generic[C]):
         statement = statement.values(lease_expires_at=self.clock() + self.lease)
         with self.single.begin() as connection:
             return bool(connection.execute(statement, held_params(lease)).rowcount)
+
+    def standing(self, lease: Lease) -> Standing:
+        """Renew `lease` and say where its claim stands: held, or why not (the item is gone
+        with its forgotten learner, or another worker holds it now)."""
+        if self.renew(lease):
+            return Standing.HELD
+        there = exists().where(self.model.id == lease.id)
+        with self.single.connect() as connection:
+            return (
+                Standing.LOST if connection.execute(select(there)).scalar() else Standing.FORGOTTEN
+            )
 
     def retry_later(self, lease: Lease, delay_seconds: float, error: str) -> bool:
         """Give the item back to be tried again after `delay_seconds`."""

@@ -14,7 +14,17 @@ from sqlalchemy import Engine, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from memory import db
-from memory.claims import CLAIMED, DONE, FAILED, PENDING, SENT, InboxClaim, Lease, OutboxClaim
+from memory.claims import (
+    CLAIMED,
+    DONE,
+    FAILED,
+    PENDING,
+    SENT,
+    InboxClaim,
+    Lease,
+    OutboxClaim,
+    Standing,
+)
 from memory.clock import ManualClock, utcnow
 from memory.inbox import Inbox
 from memory.messages import VoiceNote
@@ -323,6 +333,31 @@ def test_an_expired_lease_makes_the_item_claimable_again_and_voids_the_old_claim
     assert inbox.complete(second, ["fresh reply"]) is True
     assert [r.text for r in outbox_rows(engine, first.id)] == ["fresh reply"]
     assert inbox_row(engine, first.id).status == DONE
+
+
+def test_a_claims_standing_says_held_lost_or_forgotten(engine: Engine) -> None:
+    """What a holder finds when it looks again after slow work (a chart drawn): its claim
+    still held (and renewed), taken over once the lease ran out, or gone with its learner."""
+    clock = ManualClock()
+    inbox, outbox = Inbox(engine, LONG_LEASE, clock), Outbox(engine, LONG_LEASE, clock)
+    store = Store(engine, clock)
+    user = unique_user()
+    learner = store.learners.learner(user, "Lena")
+    inbox.accept(inbound(user, "Hola"))
+    first = claim(inbox)
+    assert inbox.standing(first) is Standing.HELD
+    clock.advance(timedelta(seconds=LONG_LEASE - 1))
+    assert inbox.standing(first) is Standing.HELD  # renewed: not claimable a second later
+    clock.advance(timedelta(seconds=2))
+    assert inbox.claim_next() is None
+    clock.advance(timedelta(seconds=LONG_LEASE))
+    second = claim(inbox)
+    assert inbox.standing(first) is Standing.LOST
+    assert inbox.complete(second, ["¡Hola!"])
+    reply = claim(outbox)
+    assert outbox.standing(reply) is Standing.HELD
+    assert store.learners.forget(learner.id)
+    assert outbox.standing(reply) is Standing.FORGOTTEN
 
 
 def test_an_unexpired_lease_is_not_claimable(engine: Engine) -> None:
