@@ -14,7 +14,6 @@ from bot.asking import Asking
 from bot.channels import GroupChats, VoiceFetcher
 from bot.commands import CommandAnswer, Commands, parse_command
 from bot.hearing import (
-    NOT_TRANSCRIBED,
     Heard,
     Hearing,
     HearingUnavailable,
@@ -321,7 +320,7 @@ class Tutor:
                     )
                 except HearingUnavailable as exc:
                     raise ModelUnavailable(str(exc)) from exc
-        elif stored.content.startswith(NOT_TRANSCRIBED.split("{", 1)[0]):
+        elif stored.untranscribed:
             said = phrases.in_language(phrases.VOICE_UNREADABLE, language)
             heard = NotHeard("answered before", said, stored.spoken_seconds)
         else:  # the transcript, after the caption if there was one, as it was stored
@@ -356,7 +355,9 @@ class Tutor:
         kept = heard.kept()
         if caption:
             text = stored.content if stored is not None else f"{kept}\n\n{caption}"
-            return self._converse(learner, text, inbox_id, can_retry=can_retry, note=heard.said)
+            return self._converse(
+                learner, text, inbox_id, can_retry=can_retry, note=heard.said, untranscribed=True
+            )
         if stored is None:
             self.store.conversation.add_learner_message(
                 learner.id,
@@ -364,6 +365,7 @@ class Tutor:
                 self.counter.count_message(kept),
                 inbox_id=inbox_id,
                 spoken_seconds=heard.seconds,
+                untranscribed=True,
             )
         # Said is "" when a limit stopped it and Pam said so within the minute.
         return Turn([heard.said] if heard.said else [], learner.id, problem=heard.problem)
@@ -400,6 +402,7 @@ class Tutor:
         heard: str | None = None,
         can_speak: bool = False,
         spoken: float | None = None,
+        untranscribed: bool = False,
     ) -> Turn:
         """A conversational turn: the reply to store and send. The learner's message is
         stored first, so an LLM failure loses nothing. `note`: a line said before the reply
@@ -414,6 +417,7 @@ class Tutor:
             inbox_id=inbox_id,
             window=self.limits.window(),
             spoken_seconds=spoken,
+            untranscribed=untranscribed,
         )
         if answered is not None:  # a re-run after a crash: the reply exists already
             return Turn([answered.content], learner.id)

@@ -246,6 +246,7 @@ def test_a_voice_note_is_transcribed_and_answered_like_text(
     pam.writer.write(None, [], turn.reply)
     (said, reply) = messages_of(pam, learner.id)
     assert said[:2] == (LEARNER, SAID) and said[2] == pytest.approx(2.0, abs=0.2)
+    assert not pam.store.conversation.messages(learner.id)[0].untranscribed
     assert reply[0] == PAM and HEARD_MARK not in reply[1]
     # The seconds heard are counted, converted to tokens for the budgets.
     ((purpose, tokens, seconds, _),) = audio_usage(engine, learner.id)
@@ -301,6 +302,8 @@ def _answered_with(turn: Turn, texts: dict[str, str], **values: object) -> None:
 def _kept_untranscribed(pam: Pam, learner_id: int, why: str) -> None:
     ((role, content, _),) = messages_of(pam, learner_id)
     assert role == LEARNER and content.startswith("🎙 (a voice note of") and why in content
+    # Marked so, for a turn run again after a crash: not told by its words.
+    assert [m.untranscribed for m in pam.store.conversation.messages(learner_id)] == [True]
 
 
 @pytest.mark.parametrize(
@@ -417,6 +420,8 @@ def test_a_caption_is_answered_when_its_note_cannot_be_heard(
     assert turn.replies[0].startswith(phrases.VOICE_UNREADABLE["Spanish"] + "\n\n")
     (said,) = [m for m in messages_of(pam, learner.id) if m[0] == LEARNER]
     assert "not transcribed: unsupported format" in said[1]
+    (stored,) = pam.store.conversation.messages(learner.id, role=LEARNER)
+    assert stored.untranscribed
     assert said[1].endswith("¿Cómo se dice 'library'?")
     assert fake_model.of("reply")[0].messages[-1]["content"] == said[1]
 
@@ -479,6 +484,20 @@ def test_a_transcription_the_server_could_not_make_is_not_asked_again(
     _answered_with(hear(pam, user, fetcher, can_retry=True), phrases.VOICE_UNREADABLE)
     assert len(transcriber.calls) == 1
     _kept_untranscribed(pam, learner.id, "the transcription failed")
+
+
+def test_a_note_not_heard_is_not_fetched_again_when_its_turn_runs_again(
+    pam: Pam, fake_model: FakeChatModel, transcriber: FakeTranscriber
+) -> None:
+    # The worker died after the friendly word was kept: the re-run says it again from what
+    # was stored, without a download, a transcription or a second message.
+    user, learner = spanish_learner(pam)
+    amr = FakeFetcher(Audio(sample("voice.amr"), "audio/amr", "v.amr"))
+    inbox_id = next(_inbox_ids)
+    _answered_with(hear(pam, user, amr, inbox_id=inbox_id), phrases.VOICE_UNREADABLE)
+    _answered_with(hear(pam, user, amr, inbox_id=inbox_id), phrases.VOICE_UNREADABLE)
+    assert amr.calls == 1 and transcriber.calls == [] and fake_model.of("reply") == []
+    _kept_untranscribed(pam, learner.id, "unsupported format")
 
 
 def test_a_turn_retried_after_the_llm_failed_does_not_transcribe_again(
