@@ -335,6 +335,24 @@ def test_an_expired_lease_makes_the_item_claimable_again_and_voids_the_old_claim
     assert inbox_row(engine, first.id).status == DONE
 
 
+def test_each_queue_claims_its_own_type_under_one_lease(engine: Engine) -> None:
+    """An inbox claim carries the message and its learner, an outbox claim the part and what
+    goes with it; both are a Lease, which renewing and giving back take alike."""
+    inbox, outbox = Inbox(engine, LONG_LEASE), Outbox(engine, LONG_LEASE)
+    user = unique_user()
+    note = VoiceNote("file-7", "audio/ogg", 3.0, 2048)
+    assert inbox.accept(replace(inbound(user, ""), kind="voice", voice=note))
+    message = claim(inbox)
+    assert isinstance(message, InboxClaim) and isinstance(message, Lease)
+    assert (message.kind, message.voice, message.learner) == ("voice", note, None)
+    assert inbox.complete(message, ["¿Me lo repites?"])
+    part = claim(outbox)
+    assert isinstance(part, OutboxClaim) and isinstance(part, Lease)
+    assert (part.inbox_id, part.text, part.speak) == (message.id, "¿Me lo repites?", False)
+    assert not inbox.renew(message)  # answered: its claim ended with it
+    assert outbox.renew(part) and outbox.retry_later(part, 0, "later")
+
+
 def test_a_claims_standing_says_held_lost_or_forgotten(engine: Engine) -> None:
     """What a holder finds when it looks again after slow work (a chart drawn): its claim
     still held (and renewed), taken over once the lease ran out, or gone with its learner."""
