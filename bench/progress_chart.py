@@ -23,6 +23,7 @@ from bench.conversations import SPANISH, Learner, learner_messages
 from bench.token_model import ScriptedModel
 from bench.token_runs import START, temporary_pam
 from bot.review_prompt import DUE_TAG
+from bot.turn import TurnRequest
 from memory.clock import ManualClock
 from memory.config import MemoryConfig
 from memory.tokens import TokenCounter
@@ -66,7 +67,8 @@ def run(out: Path, learner: Learner = SPANISH) -> str:
     clock = ManualClock(START)
     script = iter(learner_messages(learner, WEEKS * 7 * PER_DAY))
     with temporary_pam(MemoryConfig(), model, clock) as pam:
-        pam.tutor.handle(learner.external_id, f"/language {learner.target} {learner.native}")
+        turns = pam.local_turns()
+        turns.take(TurnRequest(learner.external_id, f"/language {learner.target} {learner.native}"))
         for day in range(WEEKS * 7):
             week, weekday = divmod(day, 7)
             today = midnight + timedelta(days=day)
@@ -74,11 +76,11 @@ def run(out: Path, learner: Learner = SPANISH) -> str:
             for n in range(messages):
                 clock.now = today + timedelta(hours=9, minutes=50 * n)
                 text = _answer(learner, model, _fixed(learner, next(script), week), week)
-                pam.tutor.handle(learner.external_id, text, "Tom")
+                turns.take(TurnRequest(learner.external_id, text, "Tom"))
             if weekday == 6:
                 print(f"week {week + 1}/{WEEKS} done", flush=True)
         clock.now = midnight + timedelta(days=WEEKS * 7 - 1, hours=20)
-        turn = pam.tutor.respond(learner.external_id, "/progress")
+        turn = turns.reply(TurnRequest(learner.external_id, "/progress"))
         assert turn.chart_id is not None, "/progress made no chart"
         chart = pam.store.charts.find(turn.chart_id)
         assert chart is not None

@@ -17,6 +17,7 @@ from bench.token_model import Call, ScriptedModel
 from bot.prompt import reply_prompt
 from bot.runtime import Pam
 from bot.settings import LimitSettings, LLMSettings
+from bot.turn import TurnRequest
 from memory import db
 from memory.clock import Clock, ManualClock
 from memory.config import MemoryConfig
@@ -117,14 +118,17 @@ def run_pam(
     series = {learner.target: Series() for learner in learners}
     clock = ManualClock(START)
     with temporary_pam(memory, model, clock) as pam:
+        turns_of = pam.local_turns()
         for learner in learners:
-            pam.tutor.handle(learner.external_id, f"/language {learner.target} {learner.native}")
-            pam.tutor.handle(learner.external_id, f"/level {learner.level}")
+            say = f"/language {learner.target} {learner.native}"
+            turns_of.take(TurnRequest(learner.external_id, say))
+            turns_of.take(TurnRequest(learner.external_id, f"/level {learner.level}"))
         for turn in range(turns):
             clock.advance(BETWEEN_MESSAGES)
             for learner in learners:
                 first = len(model.calls)
-                pam.tutor.handle(learner.external_id, scripts[learner.target][turn], learner.name)
+                said = scripts[learner.target][turn]
+                turns_of.take(TurnRequest(learner.external_id, said, learner.name))
                 made = model.calls[first:]
                 reply = made[0]
                 assert reply.purpose == "reply", "every turn starts with its reply call"
@@ -222,9 +226,10 @@ def run_density(
     model = ScriptedModel(counter, [learner])
     external_id = "bench:low-info"
     with temporary_pam(memory, model) as pam:
-        pam.tutor.handle(external_id, f"/language {learner.target} {learner.native}")
+        turns = pam.local_turns()
+        turns.take(TurnRequest(external_id, f"/language {learner.target} {learner.native}"))
         for _, text in chat:
-            pam.tutor.handle(external_id, text, "Marta")
+            turns.take(TurnRequest(external_id, text, "Marta"))
     profile_calls = [c for c in model.calls if c.purpose == "profile"]
     rich = [text for is_rich, text in chat if is_rich]
     seen = [t for t in rich if any(t in m["content"] for c in profile_calls for m in c.messages)]

@@ -1,23 +1,27 @@
-"""Answering: one inbox message taken from claim to reply, top to bottom. Claim it; the tutor
-answers (a plain `Turn`); split the texts to fit the channel; one write stores the reply,
-finishes the claim and queues the parts; send the parts this lane holds; start the memory
-jobs the turn made due."""
+"""Answering: one inbox message taken from claim to reply, top to bottom. Claim it; make it
+a `TurnRequest`; the tutor answers (a plain `Turn`); split the texts to fit the channel; one
+write stores the reply, finishes the claim and queues the parts; send the parts this lane
+holds; then the turn's after-send work (review grades, memory jobs)."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
 import time
+from dataclasses import replace
 from typing import TypeGuard
 
 from bot import phrases
+from bot.after_send import AfterSending
 from bot.backoff import backoff
 from bot.channels import GroupChats, Sender, VoiceFetcher, VoiceSender
 from bot.delivery import Delivery, ms_since
 from bot.splitting import split_message
-from bot.tutor import ModelUnavailable, Turn, Tutor, store_reply
+from bot.storing import store_turn
+from bot.turn import ModelUnavailable, Turn, TurnRequest
+from bot.tutor import Tutor
 from memory import metrics
-from memory.claims import Claim
+from memory.claims import InboxClaim
 from memory.clock import Clock
 from memory.heartbeat import Heartbeats
 from memory.inbox import Inbox
@@ -46,12 +50,14 @@ def parts_of(replies: list[str], sender: Sender | None) -> list[str]:
     ]
 
 
-def _in_group(sender: Sender | None, claim: Claim) -> TypeGuard[GroupChats]:
+def _in_group(sender: Sender | None, claim: InboxClaim) -> TypeGuard[GroupChats]:
     """Whether `claim` was said in a group of `sender`'s channel (a chat others read)."""
     return isinstance(sender, GroupChats) and sender.in_group(claim.chat_id)
 
 
-def _log_answered(claim: Claim, turn: Turn, replies: int, started: float, clock: Clock) -> None:
+def _log_answered(
+    claim: InboxClaim, turn: Turn, replies: int, started: float, clock: Clock
+) -> None:
     """The answered message's log line: ids, timings and counts, never the text."""
     since_received = (
         int((clock() - claim.received_at).total_seconds() * 1000) if claim.received_at else -1
@@ -70,8 +76,8 @@ def _log_answered(claim: Claim, turn: Turn, replies: int, started: float, clock:
 
 
 class Answering:
-    """Takes inbox messages, runs tutor turns, stores them with `writer`, and hands the
-    replies to `delivery`."""
+    """Takes inbox messages, runs tutor turns, stores them with `writer`, hands the replies
+    to `delivery`, and then does each turn's after-send work with `after_sending`."""
 
     def __init__(
         self,
@@ -79,6 +85,7 @@ class Answering:
         tutor: Tutor,
         writer: TurnWriter,
         delivery: Delivery,
+        after_sending: AfterSending,
         max_turn_attempts: int,
         leases: Heartbeats,
         clock: Clock,
@@ -87,6 +94,7 @@ class Answering:
         self.tutor = tutor
         self.writer = writer
         self.delivery = delivery
+        self.after_sending = after_sending
         self.max_turn_attempts = max_turn_attempts
         self.clock = clock
         self.typing_after = TYPING_AFTER_SECONDS
@@ -126,16 +134,19 @@ class Answering:
         _log_answered(claim, turn, len(parts), started, self.clock)
         metrics.TURN_SECONDS.labels(claim.channel).observe(time.monotonic() - started)
         self.delivery.held(written.held, len(parts))
-        self.tutor.start_jobs(turn, written.due)  # after the reply: it never waits for them
+        # After the reply, which never waits for it; with the jobs the write found due.
+        self.after_sending.run(replace(turn, after_send=turn.after_send.and_jobs(written.due)))
         return True
 
-    def _write(self, claim: Claim, turn: Turn, sender: Sender | None) -> tuple[list[str], Written]:
+    def _write(
+        self, claim: InboxClaim, turn: Turn, sender: Sender | None
+    ) -> tuple[list[str], Written]:
         """Store `turn`'s reply, finish `claim` and queue the parts to send, in one write; the
         parts queued, and what the write handed back."""
-        stored = store_reply(self.writer, claim, turn, lambda texts: parts_of(texts, sender))
+        stored = store_turn(self.writer, claim, turn, lambda texts: parts_of(texts, sender))
         return stored.parts, stored.written
 
-    def _give_up(self, claim: Claim) -> None:
+    def _give_up(self, claim: InboxClaim) -> None:
         """The message crashed its worker every time: stop retrying, tell the learner."""
         learner = claim.learner
         apology = phrases.apology(learner.target_language if learner else None)
@@ -144,26 +155,30 @@ class Answering:
         if written.held is not None:
             self.delivery.held(written.held, 1)
 
-    def _answer(self, claim: Claim, sender: Sender | None) -> Turn:
+    def _answer(self, claim: InboxClaim, sender: Sender | None) -> Turn:
         """The tutor's answer to `claim`. Raises ModelUnavailable if the LLM failed and the
         message has attempts left."""
         # A slow LLM keeps the claim alive; a dead worker's claim lapses within one lease.
         every = self.inbox.lease.total_seconds() / 3
         lease = self.leases.beat(every, lambda: self.inbox.renew(claim))
         with lease, self._typing(sender, claim):
-            return self.tutor.answer(
-                claim.address,
-                claim.text,
-                display_name=claim.display_name,
-                inbox_id=claim.id,
-                kind=claim.kind,
-                can_retry=claim.attempts < min(LLM_TURN_ATTEMPTS, self.max_turn_attempts),
-                known=claim.learner,
-                voice=claim.voice,
-                fetcher=sender if isinstance(sender, VoiceFetcher) else None,
-                can_speak=self._can_speak(sender),
-                group=sender if _in_group(sender, claim) else None,
-            )
+            return self.tutor.answer(self._request(claim, sender))
+
+    def _request(self, claim: InboxClaim, sender: Sender | None) -> TurnRequest:
+        """The turn `claim` asks for, with what its attempts and its channel allow."""
+        return TurnRequest(
+            claim.address,
+            claim.text,
+            display_name=claim.display_name,
+            kind=claim.kind,
+            voice=claim.voice,
+            inbox_id=claim.id,
+            learner=claim.learner,
+            can_retry=claim.attempts < min(LLM_TURN_ATTEMPTS, self.max_turn_attempts),
+            fetcher=sender if isinstance(sender, VoiceFetcher) else None,
+            can_speak=self._can_speak(sender),
+            group=sender if _in_group(sender, claim) else None,
+        )
 
     def _can_speak(self, sender: Sender | None) -> bool:
         """Whether a spoken reply could reach the learner on `sender`'s channel: it takes
@@ -182,7 +197,7 @@ class Answering:
             return False
         return True
 
-    def _defer(self, claim: Claim, exc: ModelUnavailable) -> None:
+    def _defer(self, claim: InboxClaim, exc: ModelUnavailable) -> None:
         """The LLM failed: the message goes back to the inbox, to be tried after a backoff
         (never before a server that timed out may be done with the request)."""
         delay = backoff(claim.attempts, exc.retry_after)
@@ -196,7 +211,7 @@ class Answering:
         )
 
     def _typing(
-        self, sender: Sender | None, claim: Claim
+        self, sender: Sender | None, claim: InboxClaim
     ) -> contextlib.AbstractContextManager[object]:
         """Show "typing…" on channels that have it, renewed while the turn runs."""
         typing = getattr(sender, "typing", None)

@@ -21,7 +21,7 @@ from bot.channels import (
 from bot.progress import drawn
 from memory import metrics
 from memory.charts import Charts
-from memory.claims import Claim
+from memory.claims import OutboxClaim, Standing
 from memory.heartbeat import Heartbeats
 from memory.messages import Sent
 from memory.outbox import Outbox
@@ -69,7 +69,7 @@ class Delivery:
         self.send(claim)
         return True
 
-    def held(self, held: list[Claim], replies: int) -> None:
+    def held(self, held: list[OutboxClaim], replies: int) -> None:
         """Deliver what finishing a turn handed this lane; replies queued behind an older
         one instead are the delivery lanes' to send. A part to speak is handed to the speech
         lanes once the texts before it are sent: the text never waits for its speech."""
@@ -89,7 +89,7 @@ class Delivery:
                 self.outbox.unclaim(claim)
                 self.hand_over()
 
-    def _send_in_order(self, held: list[Claim]) -> None:
+    def _send_in_order(self, held: list[OutboxClaim]) -> None:
         """Send the replies this lane holds, in order, without a hop to a delivery lane. Once
         one is not delivered, the rest are handed to the delivery lanes, which keep the order."""
         for n, claim in enumerate(held):
@@ -99,7 +99,7 @@ class Delivery:
                 self.hand_over()
                 return
 
-    def send(self, claim: Claim) -> bool:
+    def send(self, claim: OutboxClaim) -> bool:
         """Send one claimed reply and record the outcome. True if it was delivered."""
         started = time.monotonic()
         sender = self.senders.get(claim.channel)
@@ -115,8 +115,8 @@ class Delivery:
                 return True
             with self.leases.beat(lease, lambda: self.outbox.renew(claim)):
                 send = self._sending(claim, sender, key)
-                if send is None:
-                    log.info("delivery outbox=%s dropped: its learner was forgotten", claim.id)
+                if isinstance(send, Standing):  # no longer this lane's to send
+                    log.info("delivery outbox=%s dropped: %s", claim.id, send.value)
                     return True
                 self.outbox.deliver(claim, send)
         except PermanentSendError as exc:
@@ -144,18 +144,20 @@ class Delivery:
         )
         return True
 
-    def _sending(self, claim: Claim, sender: Sender, key: str) -> Callable[[], Sent] | None:
+    def _sending(
+        self, claim: OutboxClaim, sender: Sender, key: str
+    ) -> Callable[[], Sent] | Standing:
         """How to send `claim`: its text, or its chart with the text as caption. A chart gone
-        by now (pruned) leaves the caption alone; None (nothing to send) when the reply itself
-        is gone too: its learner was forgotten."""
+        by now (pruned) leaves the caption alone. Where it had to look up more first, the
+        claim's standing if it is no longer held (its learner was forgotten meanwhile)."""
         if claim.voice_id is not None:
             return self._voice(claim, sender, key)
         if claim.chart_id is None or self.charts is None or not isinstance(sender, ChartSender):
             return lambda: sender.send(claim.chat_id, claim.text, idempotency_key=key)
         chart = self.charts.find(claim.chart_id)
         if chart is None:
-            if not self.outbox.renew(claim):
-                return None
+            if (standing := self.outbox.standing(claim)) is not Standing.HELD:
+                return standing
             log.warning("delivery outbox=%s: its chart is gone; sending the caption", claim.id)
             return lambda: sender.send(claim.chat_id, claim.text, idempotency_key=key)
         try:
@@ -165,8 +167,9 @@ class Delivery:
             # holds up every newer reply to the learner: the caption goes alone.
             log.exception("delivery outbox=%s: its chart could not be drawn", claim.id)
             chart = None
-        if not self.outbox.renew(claim):  # the learner was forgotten while it was drawn
-            return None
+        # The learner may have been forgotten while it was drawn.
+        if (standing := self.outbox.standing(claim)) is not Standing.HELD:
+            return standing
         if chart is None:
             return lambda: sender.send(claim.chat_id, claim.text, idempotency_key=key)
         url = self.links.url(chart.id, chart.nonce) if self.links is not None else None
@@ -174,20 +177,20 @@ class Delivery:
             claim.chat_id, chart.png, url, claim.text, idempotency_key=key
         )
 
-    def _voice(self, claim: Claim, sender: Sender, key: str) -> Callable[[], Sent] | None:
+    def _voice(self, claim: OutboxClaim, sender: Sender, key: str) -> Callable[[], Sent] | Standing:
         """How to send a spoken reply: as a voice message. Its text went before it; a clip gone
-        by now (pruned), or a channel that takes none, leaves nothing more to send; None when
-        the reply itself is gone: its learner was forgotten."""
+        by now (pruned), or a channel that takes none, leaves nothing more to send; the claim's
+        standing when it is no longer held (its learner was forgotten)."""
         clip = self.clips.find(claim.voice_id) if self.clips and claim.voice_id else None
         if clip is None or not isinstance(sender, VoiceSender):
-            if not self.outbox.renew(claim):
-                return None
+            if (standing := self.outbox.standing(claim)) is not Standing.HELD:
+                return standing
             log.warning("delivery outbox=%s: no voice to send; its text went alone", claim.id)
             return Sent
         url = self.links.voice_url(clip.id, clip.nonce) if self.links is not None else None
         return lambda: sender.send_voice(claim.chat_id, clip.audio, url, idempotency_key=key)
 
-    def _retry(self, claim: Claim, error: str, retry_after: float | None) -> None:
+    def _retry(self, claim: OutboxClaim, error: str, retry_after: float | None) -> None:
         """Try the reply again after a backoff, unless it has had all its attempts."""
         if claim.attempts >= self.max_attempts:
             self.outbox.fail(claim, f"gave up after {claim.attempts} attempts: {error}")

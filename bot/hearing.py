@@ -33,8 +33,9 @@ log = logging.getLogger(__name__)
 TRANSCRIPTION = "transcription"
 HEARD_MARK = "🎙"
 HEARD_CHARS = 160  # the "🎙 …" line shows at most this much of the transcript
-# What a voice note Pam could not transcribe is kept as, in the conversation: the summary and
-# the profile see that the learner sent one, and a re-run after a crash knows it was answered.
+# What a voice note Pam could not transcribe is kept as, in the conversation (marked
+# `untranscribed`, so a re-run after a crash knows it was answered): the summary and the
+# profile see that the learner sent one.
 NOT_TRANSCRIBED = "🎙 (a voice note of {length}, not transcribed: {why})"
 # Corrections of these kinds, in a transcript, are the transcriber's: it wrote the spelling
 # and the punctuation, the learner only spoke.

@@ -5,7 +5,8 @@ validation errors wrapped into a 500, plain text — and one classifier of what 
 for Pam: a request shape the model refuses (a parameter, a response format, tools: stepped
 down once), a setting an operator must fix (the key, the model, the voice, the URL), an outage
 worth trying again, or a request the server would refuse again. The chat (bot.openai_chat) and
-the audio API (bot.openai_audio) read their errors here."""
+the audio API (bot.openai_audio) read their errors here, and bot.llm_failures turns what they
+mean into Pam's LLMError kinds for both alike."""
 
 from __future__ import annotations
 
@@ -54,7 +55,10 @@ _NO_SUCH_VOICE = re.compile(
 )
 
 Cause = Literal["key", "quota", "forbidden", "model", "voice", "endpoint"]
-Kind = Literal["refused", "misconfigured", "outage", "rejected"]
+Kind = Literal["flagged", "refused", "misconfigured", "outage", "rejected"]
+# The codes of a prompt the provider's own safety check stopped: OpenAI's reasoning models
+# ("invalid_prompt", a 400) and Azure's content filter ("content_filter").
+FLAGGED_CODES = frozenset({"invalid_prompt", "content_filter"})
 
 
 @dataclass(frozen=True)
@@ -163,11 +167,15 @@ def server_error(exc: openai.APIStatusError) -> ServerError:
 
 def classify(error: ServerError, refused: bool = False) -> Verdict:
     """What `error` means. `refused`: the caller found that it refuses a part of the request
-    it sent (see `refuses`). A wrong key, model or voice is the operator's to fix whatever the
-    status; a refusal is one whatever the status (4xx or 5xx); any other 5xx, a 429 (but for
-    an empty quota), a 408 or a 409 is an outage; a 404 is a wrong URL; the rest is a request
-    the server would refuse again ("rejected": each caller knows whose fault that is)."""
+    it sent (see `refuses`). A prompt the provider's safety check stopped is "flagged" (a
+    refusal to answer, not a setting); a wrong key, model or voice is the operator's to fix
+    whatever the status; a refusal is one whatever the status (4xx or 5xx); any other 5xx, a
+    429 (but for an empty quota), a 408 or a 409 is an outage; a 404 is a wrong URL; the rest
+    is a request the server would refuse again ("rejected": each caller knows whose fault
+    that is)."""
     status, text = error.status, f"{error.code or ''} {error.type or ''} {error.message}"
+    if error.code in FLAGGED_CODES or flagged_reasons(error) is not None:
+        return Verdict("flagged")
     if status == 401:
         return Verdict("misconfigured", "key")
     if status == 402 or "insufficient_quota" in text:

@@ -14,13 +14,13 @@ from typing import Any, Literal
 
 import openai
 
-from bot.llm_errors import Edge, ServerError, advice, classify, refuses, server_error
-from bot.logs import OnceLog
-from bot.openai_chat import openai_client, unreachable
+from bot.llm_errors import Edge, ServerError, refuses, server_error
+from bot.llm_failures import Call, Failures
+from bot.openai_chat import openai_client
 from bot.settings import LLMSettings, VoiceSettings
 from bot.transcripts import read_transcript, without_silence
 from bot.voice import Speech, Transcript
-from memory.llm import LLMError, Misconfigured, Outage, Unusable
+from memory.llm import LLMError, Outage, Unusable
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +35,8 @@ _JSON_ONLY = re.compile(r"gpt-4o.*transcribe", re.IGNORECASE)
 # How a server that has no verbose_json says so: OpenAI's param "response_format", vLLM's
 # "Currently do not support verbose_json for <model>", FastAPI's location of the field.
 _FORMAT_WORDS = re.compile(r"verbose_json|response_format|timestamp_granularit", re.IGNORECASE)
+# The statuses of a request the audio server read and refused for its content.
+CONTENT_STATUSES = frozenset({400, 413, 415, 422})
 
 
 class OpenAITranscriber:
@@ -145,53 +147,40 @@ class _Errors:
         self.task = task
         self.endpoint = endpoint
         self.model = model
-        self._once = OnceLog(log)
+        self.failures = Failures(log)
 
     def told(self, cause: str, message: str, *args: object) -> None:
         """Tell the operator `message` at WARNING, once per process and cause."""
-        self._once.warning(cause, message, *args)
+        self.failures.once.warning(cause, message, *args)
 
     def rejected(self, error: ServerError, sent: Mapping[str, Any], name: str) -> LLMError:
         """The LLMError for an HTTP error the SDK gave up on or never retries; `sent`: the
         request's parameters that a server may refuse; `name`: the SDK's for the error."""
-        status, words = error.status, error.words
         refused = refuses(error, sent, ("response_format",), {"response_format": _FORMAT_WORDS})
-        verdict = classify(error, refused=refused is not None)
-        if verdict.kind == "outage":
-            log.warning("Audio %s call failed: %s %s", self.task, status, name)
-            return Outage(f"{name} ({status})")
-        if verdict.kind == "rejected" and status in (400, 413, 415, 422):
-            # The server read the request and refused its content: the file (unsupported,
-            # corrupt, too short) or the text. Asking again would get the same answer.
-            log.warning("Audio %s call rejected (%s): %s", self.task, status, words)
-            return Unusable(f"{name} ({status}): {words}")
-        setting = self._SETTING[self.task]
-        if verdict.kind == "refused":
-            said = (
-                f"The {self.task} server at {self.base_url()} refused response_format="
-                f"{sent['response_format']} for {self.model!r} ({status}: {words}): Pam needs "
-                f"it; set PAM_AUDIO_BASE_URL to a server that has it, or {setting} to a model "
-                "that does."
-            )
-        else:
-            said = advice(verdict, error, self._edge())
-        self._once.error(
-            f"{status} {verdict.cause}", "Audio %s call rejected (%s): %s", self.task, status, said
+        refusal = (
+            f"The {self.task} server at {self.base_url()} refused response_format="
+            f"{sent['response_format']} for {self.model!r} ({error.status}: {error.words}): Pam "
+            f"needs it; set PAM_AUDIO_BASE_URL to a server that has it, or "
+            f"{self._SETTING[self.task]} to a model that does."
         )
-        # OpenAI's 401 message quotes part of the key: it stays out of messages and logs.
-        quoted = "" if status == 401 else f": {words}"
-        return Misconfigured(f"{name} ({status}){quoted}", said)
+        return self.failures.rejected(
+            error, name, self._call(), self._edge(), refused=refused is not None, refusal=refusal
+        )
 
     def outage(self, exc: openai.APIError) -> LLMError:
         """The LLMError for a request that got no answer at all."""
-        log.warning("Audio %s call failed: %s", self.task, type(exc).__name__)
-        said = None
-        if unreachable(exc):
-            said = (
-                f"Pam cannot reach the audio server at {self.base_url()}: is it running, and "
-                "is PAM_AUDIO_BASE_URL (or OPENAI_BASE_URL) right?"
-            )
-        return Outage(f"{type(exc).__name__}: {exc}", advice=said)
+        return self.failures.no_answer(
+            exc,
+            self._call(),
+            unreachable_advice=f"Pam cannot reach the audio server at {self.base_url()}: is it "
+            "running, and is PAM_AUDIO_BASE_URL (or OPENAI_BASE_URL) right?",
+        )
+
+    def _call(self) -> Call:
+        """A call to this endpoint, as its failures name it. A request the server read and
+        refused for its content (the file: unsupported, corrupt, too short; the text) is
+        unusable."""
+        return Call(f"Audio {self.task}", content_statuses=CONTENT_STATUSES)
 
     def speech_timed_out(self, exc: openai.APITimeoutError) -> LLMError:
         """The LLMError for a speech call that got no answer within PAM_SPEECH_TIMEOUT."""

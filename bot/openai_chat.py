@@ -14,26 +14,16 @@ from typing import Any
 
 import openai
 
-from bot.llm_answers import Reading, complete_json_object, filtered_categories
+from bot.llm_answers import Reading, complete_json_object
 from bot.llm_answers import read_answer as read
-from bot.llm_errors import (
-    Edge,
-    ServerError,
-    Verdict,
-    advice,
-    classify,
-    failed_generation,
-    flagged_reasons,
-    refuses,
-    server_error,
-)
+from bot.llm_errors import Edge, ServerError, failed_generation, refuses, server_error
+from bot.llm_failures import Call, Failures
 from bot.llm_requests import (
     OPTIONAL,
     ModelQuirks,
     refuses_structured,
 )
-from bot.llm_retries import CONNECT_SECONDS, Retrying, still_working
-from bot.logs import OnceLog
+from bot.llm_retries import CONNECT_SECONDS, Retrying
 from memory.llm import (
     Accept,
     ChatMessage,
@@ -41,8 +31,6 @@ from memory.llm import (
     Effort,
     JsonSchema,
     LLMError,
-    Misconfigured,
-    Outage,
     Purpose,
     Refused,
     StructuredOutput,
@@ -91,7 +79,8 @@ class OpenAIChatModel:
             },
         )
         self.sleep = sleep
-        self._once = OnceLog(log)
+        self.failures = Failures(log)
+        self._once = self.failures.once  # what a server taught, told once
         # Pam decides what is sent again (bot.llm_retries), not the SDK: never a request the
         # server may still be working on.
         timeout = client.timeout
@@ -285,47 +274,15 @@ class OpenAIChatModel:
     ) -> LLMError:
         """The LLMError for an HTTP error the SDK gave up on, never retries, or that taught
         nothing more; `sent`: the parameters of the request; `name`: the SDK's for the error."""
-        status, words = error.status, error.words
-        if error.code == "invalid_prompt":
-            # OpenAI's reasoning models answer a prompt their safety check flagged with a 400:
-            # a refusal, to be answered as one, not a configuration to fix or to try again.
-            log.warning("LLM %s call refused (%s): invalid_prompt", purpose, status)
-            return Refused("the provider flagged the prompt", "invalid_prompt", billed)
-        flagged = flagged_reasons(error)
-        if error.code == "content_filter" or flagged is not None:
-            categories = filtered_categories(error.body) or flagged or []
-            reason = "content_filter" + (f" ({', '.join(categories)})" if categories else "")
-            log.warning("LLM %s call refused (%s): %s", purpose, status, reason)
-            return Refused(f"the provider filtered the prompt ({reason})", reason, billed)
         structured = refuses_structured(error, sent)
         refused = structured or refuses(error, sent, sorted(OPTIONAL)) is not None
-        verdict = classify(error, refused=refused)
-        if verdict.kind == "outage":
-            # Not the server's words: a 5xx may echo the request, and so the learner's.
-            log.warning("LLM %s call failed: %s %s", purpose, status, name)
-            return _outage(f"{name} ({status})", billed)
+        refusal = None
         if structured:
-            mode = sent["response_format"]["type"]
-            said = (
+            refusal = (
                 f"The LLM server at {self._base_url()} does not take structured output in "
-                f"{mode} mode for {model!r} ({status}: {words}): set PAM_STRUCTURED_OUTPUT=auto "
-                "(or off)."
+                f"{sent['response_format']['type']} mode for {model!r} ({error.status}: "
+                f"{error.words}): set PAM_STRUCTURED_OUTPUT=auto (or off)."
             )
-        else:
-            said = self._advice(error, verdict, model)
-        self._once.error(
-            f"{status} {model} {verdict.cause}",
-            "LLM %s call rejected (%s): %s",
-            purpose,
-            status,
-            said,
-        )
-        # OpenAI's 401 message quotes part of the key: it stays out of messages and logs.
-        quoted = "" if status == 401 else f": {words}"
-        return Misconfigured(f"{name} ({status}){quoted}", said, billed)
-
-    def _advice(self, error: ServerError, verdict: Verdict, model: str) -> str:
-        """What an operator should do about a rejection, naming the URL or model, never the key."""
         edge = Edge(
             "LLM server",
             self._base_url(),
@@ -335,30 +292,21 @@ class OpenAIChatModel:
             missing="OPENAI_BASE_URL should be the OpenAI-compatible API's base, usually ending "
             "in /v1.",
         )
-        return advice(verdict, error, edge)
+        call = Call(f"LLM {purpose}", billed)
+        return self.failures.rejected(error, name, call, edge, refused=refused, refusal=refusal)
 
     def _outage(
         self, exc: openai.APIError, purpose: Purpose, billed: tuple[Usage, ...]
     ) -> LLMError:
         """The LLMError for a request that got no answer at all."""
-        log.warning("LLM %s call failed: %s", purpose, type(exc).__name__)
-        advice = None
-        if unreachable(exc):
-            advice = (
-                f"Pam cannot reach the LLM server at {self._base_url()}: is it running, "
-                "and is OPENAI_BASE_URL right?"
-            )
-        elif still_working(exc):
-            advice = self.retrying.timeout_advice()
-        message = f"{type(exc).__name__}: {exc}"
-        if not still_working(exc):
-            return _outage(message, billed, advice)
-        # A timeout is not sent again at once (the server may still be working on it), so
-        # it is no sign of a model that cannot answer: the turn is tried again later, even
-        # after unusable answers, rather than apologising for a slow server.
-        error = Outage(message, billed, advice=advice)
-        error.retry_after = self.retrying.timeout  # not before the server may be done
-        return error
+        return self.failures.no_answer(
+            exc,
+            Call(f"LLM {purpose}", billed),
+            unreachable_advice=f"Pam cannot reach the LLM server at {self._base_url()}: is it "
+            "running, and is OPENAI_BASE_URL right?",
+            timed_out_advice=self.retrying.timeout_advice(),
+            retry_after=self.retrying.timeout,  # not before the server may be done
+        )
 
     def _base_url(self) -> str:
         """The API base URL, as the operator wrote it in OPENAI_BASE_URL."""
@@ -375,22 +323,6 @@ def _completion(text: str, usage: Usage, billed: list[Usage], *, truncated: bool
         truncated=truncated,
         billed=tuple(billed),
     )
-
-
-def unreachable(exc: openai.APIError) -> bool:
-    """Whether a request found no server at all (a connection that failed, not one that timed
-    out): the base URL is likely wrong, or the server down, and an operator should look."""
-    return isinstance(exc, openai.APIConnectionError) and not isinstance(
-        exc, openai.APITimeoutError
-    )
-
-
-def _outage(message: str, billed: tuple[Usage, ...], advice: str | None = None) -> LLMError:
-    """An Outage, worth trying the turn again later; but Unusable when unusable answers came
-    first in this call, so that trying again cannot spend the unusable budget twice."""
-    if billed:
-        return Unusable(message, billed)
-    return Outage(message, billed, advice=advice)
 
 
 def _failed_generation(error: ServerError) -> Reading | None:

@@ -10,7 +10,9 @@ from dataclasses import dataclass
 from apscheduler.schedulers.background import BackgroundScheduler
 from sqlalchemy import Engine
 
+from bot.after_send import AfterSending
 from bot.channels import MediaLinks
+from bot.local_turns import LocalTurns
 from bot.memory_process import MemoryProcess
 from bot.settings import CoreSettings
 from bot.tutor import Tutor
@@ -36,10 +38,15 @@ class Pam:
     runner: JobRunner
     tutor: Tutor
     writer: TurnWriter  # stores a turn's reply, finishes its claim, queues its delivery
+    after_sending: AfterSending  # a turn's review grades and memory jobs, once it is sent
     clock: Clock  # what every lease, backoff, retention cutoff and limit window goes by
     scheduler: BackgroundScheduler | None = None
     memory_process: MemoryProcess | None = None
     links: MediaLinks | None = None  # the signed links delivery gives charts and voice
+
+    def local_turns(self) -> LocalTurns:
+        """Turns taken without the inbox, the replies stored at once (the terminal)."""
+        return LocalTurns(self.tutor, self.writer, self.after_sending, self.store.learners)
 
     def close(self, wait_seconds: float) -> bool:
         """Let running memory jobs finish for up to `wait_seconds` (here, or in the memory

@@ -27,7 +27,7 @@ from bot.logs import OnceLog
 from bot.opus import ogg_opus
 from bot.settings import VoiceSettings
 from bot.voice import Speaker
-from memory.claims import Claim
+from memory.claims import OutboxClaim
 from memory.heartbeat import Heartbeats
 from memory.learners import Learners
 from memory.ledger import Ledger
@@ -159,7 +159,7 @@ class Voicing:
             self.parts.retry_later(claim, backoff(claim.attempts), f"{type(exc).__name__}")
         return True
 
-    def _voice(self, claim: Claim) -> None:
+    def _voice(self, claim: OutboxClaim) -> None:
         """Speak one claimed part, or drop it."""
         if claim.attempts > self.max_attempts:
             self._drop(claim, f"gave up after {claim.attempts - 1} attempts")
@@ -179,7 +179,7 @@ class Voicing:
         elif self.parts.spoken(claim, spoken.clip_id):
             self.hand_over()
 
-    def _drop(self, claim: Claim, why: str) -> None:
+    def _drop(self, claim: OutboxClaim, why: str) -> None:
         """The part is not spoken (its text went alone)."""
         self.parts.drop(claim, why)
         log.info("speech outbox=%s dropped: %s", claim.id, why)

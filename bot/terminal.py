@@ -20,7 +20,7 @@ from typing import Protocol, TextIO
 
 from bot.progress import drawn
 from bot.speaking import Spoken
-from bot.tutor import Turn
+from bot.turn import Turn, TurnRequest
 from memory.charts import Charts
 from memory.clock import Clock, utcnow
 from memory.voice_clips import VoiceClips
@@ -41,26 +41,19 @@ ERASE_LINE = "\r\x1b[K"
 
 
 class Turns(Protocol):
-    """What the terminal needs of the tutor (bot.tutor.Tutor)."""
+    """What the terminal needs of the tutor's turns (bot.local_turns.LocalTurns)."""
 
-    def respond(
-        self,
-        external_id: str,
-        text: str,
-        display_name: str | None = None,
-        *,
-        can_speak: bool = False,
-    ) -> Turn:
+    def reply(self, request: TurnRequest) -> Turn:
         """Answer one line from the learner, the reply stored (with the words to speak, if
-        `can_speak` and they asked for it)."""
+        the request `can_speak` and they asked for it)."""
         ...
 
     def speak(self, turn: Turn) -> Spoken:
         """The turn's spoken copy, made now (after its text was shown)."""
         ...
 
-    def start_jobs(self, turn: Turn) -> None:
-        """Start the memory jobs the turn made due."""
+    def after_send(self, turn: Turn) -> None:
+        """Grade the review items by the turn's reply and start the memory jobs it made due."""
         ...
 
 
@@ -202,7 +195,7 @@ class LineEditing:
 
 
 def chat(
-    tutor: Turns,
+    turns: Turns,
     user: str,
     stdin: TextIO = sys.stdin,
     stdout: TextIO = sys.stdout,
@@ -245,11 +238,12 @@ def chat(
             text = line.rstrip("\n")
             if text.strip().lower() == QUIT:
                 break
+            request = TurnRequest(external_id, text, user, can_speak=clips is not None)
             if interactive:
                 with Typing(stdout):
-                    turn = tutor.respond(external_id, text, user, can_speak=clips is not None)
+                    turn = turns.reply(request)
             else:
-                turn = tutor.respond(external_id, text, user, can_speak=clips is not None)
+                turn = turns.reply(request)
             name = f"{BOLD}pam>{RESET}" if colour else "pam>"
             for reply in turn.replies:
                 print(f"{name} {styled(reply, colour)}\n", file=stdout, flush=True)
@@ -259,12 +253,12 @@ def chat(
                     print(f"{name} {CHART}{saved}\n", file=stdout, flush=True)
             problem = turn.problem
             if clips is not None and turn.speech is not None:  # spoken after the text shows
-                spoken = tutor.speak(turn)
+                spoken = turns.speak(turn)
                 problem = problem or spoken.problem
                 path = chart_file(chart_dir or Path(), user, clock, "voice")
                 if (saved := save_voice(spoken, clips, path, stderr)) is not None:
                     print(f"{name} {VOICE}{saved}\n", file=stdout, flush=True)
-            tutor.start_jobs(turn)
+            turns.after_send(turn)
             if problem and problem != said_problem:
                 # Said once per cause, not after every message that meets it.
                 print(f"pam: {problem}", file=stderr, flush=True)

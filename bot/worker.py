@@ -77,6 +77,7 @@ class Worker:
             pam.tutor,
             pam.writer,
             self.delivery,
+            pam.after_sending,
             settings.service.max_turn_attempts,
             leases,
             pam.clock,

@@ -1,10 +1,12 @@
 """Claims on queue items, and finishing an inbox claim: the values and statements that the
-queues and every backend share. A claim holds an item under a token and a lease; finishing
-an inbox claim marks it answered and queues its replies, the first ones perhaps already
-claimed by the caller to send at once."""
+queues and every backend share. A claim holds an item under a token and a lease (`Lease`, the
+same for both queues); an inbox claim (`InboxClaim`) and an outbox claim (`OutboxClaim`) each
+carry what a worker needs of their item. Finishing an inbox claim marks it answered and queues
+its replies, the first ones perhaps already claimed by the caller to send at once."""
 
 from __future__ import annotations
 
+import enum
 import functools
 import uuid
 from collections.abc import Sequence
@@ -43,33 +45,64 @@ def unfinished(item: Any) -> Any:
 
 
 @dataclass(frozen=True)
-class Claim:
-    """A claimed queue item: the fields a worker needs, and the token that proves the claim."""
+class Lease:
+    """A claim on one queue item, whichever queue: the item's id, the token that proves the
+    claim, and how many times the item has been claimed (this time included). Renewing,
+    releasing and finishing a claim go by these alone (`held`); the claim types add what a
+    worker needs of their item."""
 
     id: int
     token: str
     attempts: int
+
+
+class Standing(enum.Enum):
+    """Where a claim stands when its holder looks (`Queue.standing`), each with what it means
+    for the work: still held, its lease renewed; its learner forgotten (/forget deleted their
+    queue items); or lost, taken over by another worker once the lease ran out."""
+
+    HELD = "held"
+    FORGOTTEN = "its learner was forgotten"
+    LOST = "its claim was lost (the lease ran out)"
+
+
+@dataclass(frozen=True)
+class InboxClaim(Lease):
+    """A claimed inbox message: who sent it where, what it says, and what the worker knew of
+    its learner and their replies when it was claimed."""
+
     address: str
     channel: str
     chat_id: str
     text: str
     display_name: str | None = None
-    inbox_id: int | None = None
     received_at: datetime | None = None
     kind: str = "text"
-    # An inbox claim: whether an older reply to the address was still undelivered when it was
-    # claimed. Only its own finish adds replies to the address, so "no" stays true until then.
+    # Whether an older reply to the address was still undelivered when it was claimed. Only
+    # its own finish adds replies to the address, so "no" stays true until then.
     replies_waiting: bool = False
-    # An inbox claim: the learner the address belonged to when it was claimed (None: nobody
-    # yet), so that the turn need not look them up again.
+    # The learner the address belonged to when it was claimed (None: nobody yet), so that the
+    # turn need not look them up again.
     learner: LearnerInfo | None = None
-    # An inbox claim: the voice note to transcribe, if the message is one.
+    # The voice note to transcribe, if the message is one.
     voice: VoiceNote | None = None
-    # An outbox claim: the /progress chart sent with this text as its caption, if any.
+
+
+@dataclass(frozen=True)
+class OutboxClaim(Lease):
+    """A claimed outbox part: where it goes, what it says, and what goes with it."""
+
+    address: str
+    channel: str
+    chat_id: str
+    text: str
+    # The inbox message it answers (None: Pam wrote first).
+    inbox_id: int | None = None
+    # The /progress chart sent with this text as its caption, if any.
     chart_id: int | None = None
-    # An outbox claim: a spoken reply (a voice clip) to send as a voice message.
+    # A spoken reply (a voice clip) to send as a voice message.
     voice_id: int | None = None
-    # An outbox claim: a part to speak (its text is the words), not sent until it is spoken.
+    # A part to speak (its text is the words), not sent until it is spoken.
     speak: bool = False
 
 
@@ -83,23 +116,22 @@ def held(model: Any) -> Any:
     )
 
 
-def held_params(claim: Claim) -> dict[str, Any]:
-    """The parameters of `held` for `claim`."""
-    return {"item_id": claim.id, "held_token": claim.token}
+def held_params(lease: Lease) -> dict[str, Any]:
+    """The parameters of `held` for `lease`."""
+    return {"item_id": lease.id, "held_token": lease.token}
 
 
-def unlinked_if_forgotten(model: Any) -> dict[str, Any]:
+def unlinked_if_forgotten(model: Any, *nullable: str) -> dict[str, Any]:
     """SET values for finishing an item: one whose learner was forgotten (the /forget itself,
-    its confirmation) keeps nothing that names them; its platform id still recognises a
-    redelivery."""
+    its confirmation) keeps nothing that names them — its address and chat emptied, the
+    `nullable` columns that name them too (a display name) set to NULL; its platform id still
+    recognises a redelivery."""
     known = exists().where(Learner.external_id == model.address)
     values = {
         "address": case((known, model.address), else_=""),
         "chat_id": case((known, model.chat_id), else_=""),
     }
-    if model is InboxItem:
-        values["display_name"] = case((known, InboxItem.display_name), else_=None)
-    return values
+    return values | {name: case((known, getattr(model, name)), else_=None) for name in nullable}
 
 
 def unspoken(item: Any) -> Any:
@@ -173,7 +205,7 @@ FINISH = (
         claim_token=None,
         lease_expires_at=None,
         finished_at=bindparam("now", type_=UTCDateTime()),
-        **unlinked_if_forgotten(InboxItem),
+        **unlinked_if_forgotten(InboxItem, "display_name"),
     )
 )
 QUEUE_REPLIES = insert(OutboxItem).returning(OutboxItem.id, sort_by_parameter_order=True)
@@ -192,7 +224,7 @@ class Finishing:
     the words of the reply's spoken copy (the writer adds it after the texts), a part to speak
     before it is sent."""
 
-    claim: Claim
+    claim: InboxClaim
     now: datetime
     failed: bool = False
     deliver_lease: timedelta | None = None
@@ -245,7 +277,7 @@ class Finishing:
         ]
         return list(connection.execute(QUEUE_REPLIES, rows).scalars()) if rows else []
 
-    def claims(self, replies: Sequence[str], ids: list[int] | None) -> list[Claim] | None:
+    def claims(self, replies: Sequence[str], ids: list[int] | None) -> list[OutboxClaim] | None:
         """The claims the caller holds on the queued replies, given their ids in order (None:
         the claim was lost); none if they went to the delivery lanes."""
         if ids is None:
@@ -255,7 +287,7 @@ class Finishing:
             return []
         claim = self.claim
         return [
-            Claim(
+            OutboxClaim(
                 id=id,
                 token=token,
                 attempts=1,

@@ -73,13 +73,15 @@ class Conversation(Tables):
         *,
         inbox_id: int | None = None,
         spoken_seconds: float | None = None,
+        untranscribed: bool = False,
     ) -> tuple[StoredMessage, StoredMessage | None]:
         """Store the learner's message; with it, Pam's reply to it if there is one already.
         With `inbox_id` the write is idempotent: if the message for that inbox item is stored
         (the turn runs again after a crash or a failed LLM call), that one is returned, with
         the reply made to it, if any. A message stored just now has no reply, so only a repeat
-        costs a lookup. `spoken_seconds`: the message was a voice note this long. Raises
-        LearnerGone if the learner was forgotten meanwhile."""
+        costs a lookup. `spoken_seconds`: the message was a voice note this long;
+        `untranscribed`: one Pam could not transcribe (`content` says so). Raises LearnerGone if
+        the learner was forgotten meanwhile."""
         try:
             with self.single.begin() as connection:  # one INSERT
                 stored = insert_message(
@@ -91,6 +93,7 @@ class Conversation(Tables):
                     self.clock(),
                     inbox_id,
                     spoken_seconds=spoken_seconds,
+                    untranscribed=untranscribed,
                 )
                 return stored, None
         except IntegrityError as exc:
@@ -110,17 +113,23 @@ class Conversation(Tables):
         inbox_id: int | None,
         window: ActivityWindow | None,
         spoken_seconds: float | None = None,
+        untranscribed: bool = False,
     ) -> TurnStart:
         """`add_learner_message`, then, unless the message was answered before,
         `context_and_activity`: in one statement and one round trip where the backend can. Raises
         LearnerGone if the learner was forgotten meanwhile."""
-        message = StoredMessage(0, LEARNER, content, tokens, spoken_seconds)
+        message = StoredMessage(0, LEARNER, content, tokens, spoken_seconds, untranscribed)
         found = self.backend.begin_turn(learner_id, message, inbox_id, window, self.clock())
         if found is not None:
             context, activity = found
             return TurnStart(context.messages[-1], None, context, activity)
         stored, answered = self.add_learner_message(
-            learner_id, content, tokens, inbox_id=inbox_id, spoken_seconds=spoken_seconds
+            learner_id,
+            content,
+            tokens,
+            inbox_id=inbox_id,
+            spoken_seconds=spoken_seconds,
+            untranscribed=untranscribed,
         )
         if answered is not None:
             return TurnStart(stored, answered, None, None)

@@ -1,5 +1,6 @@
 """Lease renewal for long work: a claim stays live while its holder is alive, however slow,
-and lapses soon after the holder dies."""
+and lapses soon after the holder dies. One primitive for every lease Pam renews (an inbox or
+outbox claim, a memory job's): `Heartbeats`."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from types import TracebackType
 
 log = logging.getLogger(__name__)
 # How long a beat with `first` 0 waits for the beat thread to start its first call: a
@@ -20,51 +20,14 @@ STARTS_WITHIN = 1.0
 IDLE_SECONDS = 30.0
 
 
-class Heartbeat:
-    """Calls `renew` every `interval` seconds on a background thread while the `with` block
-    runs, the first time after `first` seconds if given. `renew` returning False means the
-    claim is gone (forgotten, taken over): the heartbeat stops, and the work's own
-    compare-and-set writes will find out."""
-
-    def __init__(
-        self, interval: float, renew: Callable[[], bool], *, first: float | None = None
-    ) -> None:
-        self.interval = interval
-        self.renew = renew
-        self.first = interval if first is None else first
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._beat, name="pam-heartbeat", daemon=True)
-
-    def _beat(self) -> None:
-        wait = self.first
-        while not self._stop.wait(wait):
-            if not self._beat_once():
-                return
-            wait = self.interval
-
-    def _beat_once(self) -> bool:
-        return _renewed(self.renew)
-
-    def __enter__(self) -> Heartbeat:
-        self._thread.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self._stop.set()
-        self._thread.join()
-
-
 class Heartbeats:
-    """Many heartbeats on one background thread: `beat(interval, renew)` is a `Heartbeat`
-    that costs no thread of its own, so a worker keeps every lease of every turn and send on
-    one thread instead of starting and joining one for each. A `renew` that blocks delays the
-    others: give slow calls (a platform's "typing…") their own `Heartbeats`. The thread ends
-    once no beat has run for `idle_seconds`; the next beat starts another."""
+    """Lease renewals, many on one background thread: `beat(interval, renew)` calls `renew`
+    every `interval` seconds while its block runs, at no thread of its own, so a worker keeps
+    every lease of every turn and send on one thread instead of starting and joining one for
+    each. `renew` returning False means the claim is gone (forgotten, taken over): its beat
+    stops, and the work's own compare-and-set writes will find out. A `renew` that blocks
+    delays the others: give slow calls (a platform's "typing…") their own `Heartbeats`. The
+    thread ends once no beat has run for `idle_seconds`; the next beat starts another."""
 
     def __init__(self, name: str, *, idle_seconds: float = IDLE_SECONDS) -> None:
         self.name = name
@@ -101,7 +64,7 @@ class Heartbeats:
         finally:
             with self._changed:
                 self._due.pop(key, None)
-                # Like leaving a Heartbeat: no call of this `renew` is still running after it.
+                # No call of this `renew` is still running once the block is left.
                 self._changed.wait_for(lambda: self._renewing != key)
 
     def _run(self) -> None:

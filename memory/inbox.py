@@ -7,16 +7,28 @@ import re
 import string
 from collections.abc import Sequence
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, func
+from sqlalchemy import Boolean, and_, exists, func, literal_column, select, type_coerce
 from sqlalchemy.exc import IntegrityError
 
-from memory.claims import Claim, Finishing
+from memory.claims import (
+    DONE,
+    FAILED,
+    UNFINISHED,
+    Finishing,
+    InboxClaim,
+    OutboxClaim,
+    unfinished,
+    unspoken,
+)
 from memory.messages import Inbound, VoiceNote
-from memory.models_queue import InboxItem
+from memory.models import Learner
+from memory.models_queue import InboxItem, OutboxItem
 from memory.queue import Queue
+from memory.records import LearnerInfo
+from memory.statements import LEARNER_COLUMNS
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -43,10 +55,58 @@ class Admission(enum.Enum):
     TURNED_AWAY = "turned away"
 
 
-class Inbox(Queue):
+class Inbox(Queue[InboxClaim]):
     """Messages received from the channels, kept until a worker has answered them."""
 
     model = InboxItem
+
+    def claimed_columns(self) -> list[Any]:
+        """The message, and what the turn needs to know with it: whether an older reply to
+        its address is still undelivered, and the learner the address belongs to."""
+        # Named with its table: SQLite's RETURNING is rendered with bare column names, and a
+        # bare `address` in the subquery would be the outbox's own.
+        claimed_address: Any = literal_column(f"{InboxItem.__tablename__}.address")
+        waiting = exists().where(
+            OutboxItem.address == claimed_address,
+            unfinished(OutboxItem),
+            ~unspoken(OutboxItem),  # a slow spoken copy holds no newer reply back
+        )
+        learner = (
+            select(column)
+            .where(Learner.external_id == claimed_address)
+            .scalar_subquery()
+            .label(f"learner_{column.key}")
+            for column in LEARNER_COLUMNS
+        )
+        return [
+            *(InboxItem.address, InboxItem.channel, InboxItem.chat_id, InboxItem.text),
+            *(InboxItem.display_name, InboxItem.received_at, InboxItem.kind, InboxItem.voice),
+            type_coerce(waiting, Boolean).label("replies_waiting"),  # SQLite says 0/1
+            *learner,
+        ]
+
+    def claim_of(self, token: str, fields: dict[str, Any]) -> InboxClaim:
+        """The inbox claim of `fields`, with the learner they name (if any) and the voice
+        note read from its JSON."""
+        learner = {column.key: fields.pop(f"learner_{column.key}") for column in LEARNER_COLUMNS}
+        known = LearnerInfo(**learner) if learner["id"] is not None else None
+        fields["voice"] = VoiceNote.from_json(fields["voice"])
+        return InboxClaim(token=token, learner=known, **fields)
+
+    def stored_at(self) -> Any:
+        return InboxItem.received_at
+
+    def prunable(self, cutoff: datetime) -> Any:
+        """Messages answered or given up before `cutoff` with no reply still waiting to be
+        delivered."""
+        replies_waiting = exists().where(
+            OutboxItem.inbox_id == InboxItem.id, OutboxItem.status.in_(UNFINISHED)
+        )
+        return and_(
+            InboxItem.status.in_((DONE, FAILED)),
+            func.coalesce(InboxItem.finished_at, InboxItem.received_at) < cutoff,
+            ~replies_waiting,
+        )
 
     def accept(self, message: Inbound) -> bool:
         """Persist an inbound message (and wake the workers, where the database can). False
@@ -80,19 +140,19 @@ class Inbox(Queue):
             return Admission.DUPLICATE
         return Admission.ACCEPTED if stored else Admission.TURNED_AWAY
 
-    def complete(self, claim: Claim, replies: Sequence[str], *, failed: bool = False) -> bool:
+    def complete(self, claim: InboxClaim, replies: Sequence[str], *, failed: bool = False) -> bool:
         """Mark the message answered and queue its replies for the delivery lanes, in one
         transaction. False (and nothing written) if the claim was lost meanwhile."""
         return self.finish(claim, replies, failed=failed) is not None
 
     def finish(
         self,
-        claim: Claim,
+        claim: InboxClaim,
         replies: Sequence[str],
         *,
         failed: bool = False,
         deliver_lease: timedelta | None = None,
-    ) -> list[Claim] | None:
+    ) -> list[OutboxClaim] | None:
         """Mark the message answered and queue its replies, atomically (on Postgres in one
         statement). The message text is cleared: it lives on in the conversation, not in the
         queue. None (and nothing written) if the claim was lost meanwhile.

@@ -18,7 +18,7 @@ from sqlalchemy.exc import IntegrityError
 from memory import db, metrics
 from memory.backends import backend_for
 from memory.clock import utcnow
-from memory.heartbeat import Heartbeat
+from memory.heartbeat import Heartbeats
 from memory.models import MemoryJob
 from memory.records import LearnerGone
 
@@ -232,6 +232,9 @@ class JobRunner:
         self.hand_off = hand_off
         self._active: dict[str, tuple[int, str]] = {}
         self._idle = threading.Condition()
+        # A running job's lease stays live while it runs, however slow: every job's on one
+        # thread.
+        self._leases = Heartbeats("pam-job-leases")
 
     def request(self, learner_id: int, kind: str) -> None:
         """Ask for a run of `kind`; start it (or hand it off) unless one is running (which
@@ -274,12 +277,9 @@ class JobRunner:
         return True
 
     def _run(self, learner_id: int, kind: str, token: str) -> None:
-        heartbeat = Heartbeat(
-            self.coordinator.lease.total_seconds() / 3,
-            lambda: self.coordinator.renew(learner_id, kind, token),
-        )
+        every = self.coordinator.lease.total_seconds() / 3
         try:
-            with heartbeat:
+            with self._leases.beat(every, lambda: self.coordinator.renew(learner_id, kind, token)):
                 self._run_until_done(learner_id, kind, token)
         finally:
             self._release(token)

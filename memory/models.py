@@ -109,8 +109,9 @@ class Message(Base):
     inbox_id: Mapped[int | None] = mapped_column(Id)
     reply_to: Mapped[int | None] = mapped_column(Id)
     # A learner message that was a voice note: its length. `content` is then the transcript
-    # (or, when it could not be transcribed, a note saying so).
+    # (or, when it could not be transcribed, a note saying so: `untranscribed`).
     spoken_seconds: Mapped[float | None] = mapped_column(Float)
+    untranscribed: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
 
 class Summary(Base):

@@ -7,48 +7,28 @@ waits while an older one of the same address is unfinished."""
 from __future__ import annotations
 
 import uuid
+from abc import ABC, abstractmethod
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-from sqlalchemy import (
-    Boolean,
-    Engine,
-    and_,
-    bindparam,
-    delete,
-    exists,
-    func,
-    literal_column,
-    select,
-    true,
-    type_coerce,
-    update,
-)
+from sqlalchemy import Engine, and_, bindparam, delete, exists, func, select, true, update
 from sqlalchemy.orm import aliased
 
 from memory import db
 from memory.backends import backend_for
 from memory.claims import (
     CLAIMED,
-    DONE,
-    FAILED,
     PENDING,
-    SENT,
-    UNFINISHED,
-    Claim,
+    Lease,
+    Standing,
     claimable,
     held,
     held_params,
     unfinished,
-    unlinked_if_forgotten,
-    unspoken,
 )
 from memory.clock import Clock, utcnow
-from memory.messages import VoiceNote
-from memory.models import Learner, UTCDateTime
+from memory.models import UTCDateTime
 from memory.models_queue import InboxItem, OutboxItem
-from memory.records import LearnerInfo
-from memory.statements import LEARNER_COLUMNS
 
 # Retention: finished items are deleted this many rows per statement, each in a transaction
 # of its own, so a prune never holds many row locks (or SQLite's write lock) for long.
@@ -60,34 +40,12 @@ OLDEST_LOOKED_AT = 8
 # it reads again, this many times at most (then the lane looks again at its next poll).
 CLAIM_TRIES = 3
 
-
-def _prunable(model: Any, cutoff: datetime) -> Any:
-    """Items that nothing needs any more: finished (answered or given up; sent or failed for
-    good, never one waiting for a retry) before `cutoff`, and for an inbox item, no reply of
-    it still waiting to be delivered."""
-    if model is InboxItem:
-        replies_waiting = exists().where(
-            OutboxItem.inbox_id == InboxItem.id, OutboxItem.status.in_(UNFINISHED)
-        )
-        return and_(
-            InboxItem.status.in_((DONE, FAILED)),
-            func.coalesce(InboxItem.finished_at, InboxItem.received_at) < cutoff,
-            ~replies_waiting,
-        )
-    return and_(
-        OutboxItem.status.in_((SENT, FAILED)),
-        func.coalesce(OutboxItem.sent_at, OutboxItem.created_at) < cutoff,
-    )
+C = TypeVar("C", bound=Lease)  # a queue's claim type
 
 
-def _stored_at(model: Any) -> Any:
-    """When an item was stored: it grows with the id (both are set as the row is inserted)."""
-    return InboxItem.received_at if model is InboxItem else OutboxItem.created_at
-
-
-class Queue:
+class Queue(ABC, Generic[C]):
     """A queue of items claimed under a lease, in order per address; `Inbox` and `Outbox` are
-    the two."""
+    the two, each with its claim type `C` and what its claim reads of an item."""
 
     model: type[InboxItem] | type[OutboxItem]
 
@@ -178,7 +136,7 @@ class Queue:
         return self.backend.lock_next(query, chosen)
 
     def _claim_statement(self) -> Any:
-        """One statement that takes the next item and returns a Claim's fields, by name: built
+        """One statement that takes the next item and returns a claim's fields, by name: built
         once (statement building was a fifth of a worker's CPU), one round trip per claim.
         Where the database has one write lock (SQLite), it takes the item the parameter
         `item_id` names, read before by `_next` without the lock."""
@@ -189,33 +147,7 @@ class Queue:
             target: Any = bindparam("item_id")
         else:
             target = self.next_item_query(now).scalar_subquery()
-        columns: list[Any] = [model.id, model.attempts, model.address, model.channel]
-        columns += [model.chat_id, model.text]
-        if model is InboxItem:
-            columns += [InboxItem.display_name, InboxItem.received_at, InboxItem.kind]
-            columns += [InboxItem.voice]
-            # Named with its table: SQLite's RETURNING is rendered with bare column names, and
-            # a bare `address` in the subquery would be the outbox's own.
-            claimed_address: Any = literal_column(f"{InboxItem.__tablename__}.address")
-            waiting = exists().where(
-                OutboxItem.address == claimed_address,
-                unfinished(OutboxItem),
-                ~unspoken(OutboxItem),  # a slow spoken copy holds no newer reply back
-            )
-            columns += [
-                InboxItem.id.label("inbox_id"),
-                type_coerce(waiting, Boolean).label("replies_waiting"),  # SQLite says 0/1
-                *(
-                    select(column)
-                    .where(Learner.external_id == claimed_address)
-                    .scalar_subquery()
-                    .label(f"learner_{column.key}")
-                    for column in LEARNER_COLUMNS
-                ),
-            ]
-        else:
-            columns += [OutboxItem.inbox_id, OutboxItem.chart_id, OutboxItem.voice_id]
-            columns += [OutboxItem.speak]
+        columns = [model.id, model.attempts, *self.claimed_columns()]
         return (
             update(model)
             # Compare-and-set on top of the row lock: SQLite has no SKIP LOCKED.
@@ -229,7 +161,7 @@ class Queue:
             .returning(*columns)
         )
 
-    def claim_next(self) -> Claim | None:
+    def claim_next(self) -> C | None:
         """Claim the next item whose turn it is, or None when there is none right now. Where
         a claim takes the database's one write lock (SQLite), the next item is read first,
         without it, and then taken by its id (compare-and-set): idle lanes polling an empty
@@ -253,34 +185,56 @@ class Queue:
                         break  # else another lane took it between the read and the write
         if row is None:
             return None
-        fields = dict(row._mapping)
-        if self.model is not InboxItem:
-            return Claim(token=token, **fields)
-        learner = {column.key: fields.pop(f"learner_{column.key}") for column in LEARNER_COLUMNS}
-        known = LearnerInfo(**learner) if learner["id"] is not None else None
-        fields["voice"] = VoiceNote.from_json(fields["voice"])
-        return Claim(token=token, learner=known, **fields)
+        return self.claim_of(token, dict(row._mapping))
 
-    def _release(self, claim: Claim, *, finished: bool = False, **values: Any) -> bool:
+    @abstractmethod
+    def claimed_columns(self) -> list[Any]:
+        """What a claim reads of its item, beside its id and attempts, each by a name of
+        `claim_of`'s fields."""
+
+    @abstractmethod
+    def claim_of(self, token: str, fields: dict[str, Any]) -> C:
+        """The claim under `token` of the item whose `claimed_columns` are `fields`."""
+
+    @abstractmethod
+    def stored_at(self) -> Any:
+        """When an item was stored: it grows with the id (both are set as the row is
+        inserted)."""
+
+    @abstractmethod
+    def prunable(self, cutoff: datetime) -> Any:
+        """The items nothing needs any more, finished before `cutoff` (see `prune`)."""
+
+    def _release(self, lease: Lease, **values: Any) -> bool:
+        """End the claim `lease` with `values` set. False if it was gone."""
         model = self.model
-        if finished:
-            values |= unlinked_if_forgotten(model)
         statement = update(model).where(held(model))
         statement = statement.values(claim_token=None, lease_expires_at=None, **values)
         with self.engine.begin() as connection:
-            return bool(connection.execute(statement, held_params(claim)).rowcount)
+            return bool(connection.execute(statement, held_params(lease)).rowcount)
 
-    def renew(self, claim: Claim) -> bool:
+    def renew(self, lease: Lease) -> bool:
         """Extend a live claim's lease (its worker is alive). False if the claim is gone."""
         statement = update(self.model).where(held(self.model))
         statement = statement.values(lease_expires_at=self.clock() + self.lease)
         with self.single.begin() as connection:
-            return bool(connection.execute(statement, held_params(claim)).rowcount)
+            return bool(connection.execute(statement, held_params(lease)).rowcount)
 
-    def retry_later(self, claim: Claim, delay_seconds: float, error: str) -> bool:
+    def standing(self, lease: Lease) -> Standing:
+        """Renew `lease` and say where its claim stands: held, or why not (the item is gone
+        with its forgotten learner, or another worker holds it now)."""
+        if self.renew(lease):
+            return Standing.HELD
+        there = exists().where(self.model.id == lease.id)
+        with self.single.connect() as connection:
+            return (
+                Standing.LOST if connection.execute(select(there)).scalar() else Standing.FORGOTTEN
+            )
+
+    def retry_later(self, lease: Lease, delay_seconds: float, error: str) -> bool:
         """Give the item back to be tried again after `delay_seconds`."""
         return self._release(
-            claim,
+            lease,
             status=PENDING,
             available_at=self.clock() + timedelta(seconds=delay_seconds),
             last_error=error[:300],
@@ -296,15 +250,14 @@ class Queue:
 
     def prune(self, cutoff: datetime, batch: int = PRUNE_BATCH) -> int:
         """Delete the items finished before `cutoff` that nothing needs any more (see
-        `_prunable`); the number deleted. Unfinished items, retries and the replies still to
+        `prunable`); the number deleted. Unfinished items, retries and the replies still to
         deliver are never touched, however old.
 
         It walks the table in id order, `batch` ids at a time, each page one short DELETE
         by primary key range: no statement reads or locks more than a page, whatever the
         table holds, and it stops at the first page stored after `cutoff` (later ones are
         newer still). Claims read only the unfinished items, so they never wait for it."""
-        model = self.model
-        stored_at = _stored_at(model)
+        model, stored_at = self.model, self.stored_at()
         page_end = (
             select(model.id, stored_at.label("stored_at"))
             .where(model.id > bindparam("after"))
@@ -317,7 +270,7 @@ class Queue:
             with self.single.begin() as connection:
                 end = connection.execute(page_end, {"after": after}).first()
             page = [model.id > after] + ([model.id <= end.id] if end is not None else [])
-            statement = delete(model).where(*page, _prunable(model, cutoff))
+            statement = delete(model).where(*page, self.prunable(cutoff))
             with self.single.begin() as connection:
                 deleted += connection.execute(statement).rowcount
             if end is None or end.stored_at >= cutoff:

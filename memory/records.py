@@ -52,6 +52,8 @@ class StoredMessage:
     content: str
     tokens: int
     spoken_seconds: float | None = None  # a voice note's length: its content was heard
+    # A voice note Pam could not transcribe: its content says so (and why), not what was said.
+    untranscribed: bool = False
 
 
 @dataclass(frozen=True)

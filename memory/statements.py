@@ -65,6 +65,7 @@ MESSAGE_COLUMNS = (
     Message.content,
     Message.tokens,
     Message.spoken_seconds,
+    Message.untranscribed,
 )
 SUMMARY_COLUMNS = (
     Summary.text,
@@ -119,7 +120,7 @@ INSERT_CORRECTIONS = insert(Correction)
 
 # The learner message stored for an inbox item, with Pam's reply to it if there is one.
 _REPLY = aliased(Message, name="reply")
-_REPLY_COLUMNS = (_REPLY.id, _REPLY.role, _REPLY.content, _REPLY.tokens, _REPLY.spoken_seconds)
+_REPLY_COLUMNS = tuple(getattr(_REPLY, column.key) for column in MESSAGE_COLUMNS)
 _STORED_WITH_REPLY = (
     select(*labelled("message", MESSAGE_COLUMNS), *labelled("reply", _REPLY_COLUMNS))
     .outerjoin_from(
@@ -298,10 +299,12 @@ def insert_message(
     inbox_id: int | None = None,
     reply_to: int | None = None,
     spoken_seconds: float | None = None,
+    untranscribed: bool = False,
 ) -> StoredMessage:
     """Insert one message, stored at `now`, and return it as stored."""
     values = {
         "spoken_seconds": spoken_seconds,
+        "untranscribed": untranscribed,
         "learner_id": learner_id,
         "role": role,
         "content": content,
@@ -311,7 +314,7 @@ def insert_message(
         "created_at": now,
     }
     message_id = connection.execute(_INSERT_MESSAGE, values).scalar_one()
-    return StoredMessage(message_id, role, content, tokens, spoken_seconds)
+    return StoredMessage(message_id, role, content, tokens, spoken_seconds, untranscribed)
 
 
 def read_messages(

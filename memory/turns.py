@@ -10,7 +10,7 @@ from datetime import timedelta
 
 from sqlalchemy.exc import IntegrityError
 
-from memory.claims import Claim, Finishing
+from memory.claims import Finishing, InboxClaim, OutboxClaim
 from memory.clock import Clock
 from memory.config import MemoryConfig
 from memory.conversation import Conversation
@@ -32,7 +32,7 @@ class Written:
 
     # The outbox claims this lane holds to send now, in order; None: the inbox claim was lost
     # (its lease expired) and nothing was finished or queued.
-    held: list[Claim] | None
+    held: list[OutboxClaim] | None
     # The memory jobs due, from the backlog read in the same transaction.
     due: tuple[str, ...] = ()
     # Another worker stored a reply to this message first: its content. Nothing was finished;
@@ -72,7 +72,7 @@ class TurnWriter:
 
     def write(
         self,
-        claim: Claim | None,
+        claim: InboxClaim | None,
         parts: Sequence[str],
         reply: ReplyRecord | None = None,
         *,

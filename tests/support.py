@@ -15,15 +15,26 @@ from typing import Any, TypeVar
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
+from bot.runtime import Pam
+from bot.turn import TurnRequest
 from loopback.harness import wait_for
-from memory.claims import Claim
+from memory.claims import Lease
 from memory.clock import ManualClock
 from memory.messages import Inbound, Sent
 from memory.models_queue import InboxItem, OutboxItem
 
 Q = TypeVar("Q", InboxItem, OutboxItem)
+C = TypeVar("C", bound=Lease)  # a queue's claim type
 WAIT = 20.0  # a safety bound for polling loops, never an expectation about speed
 API_TOKEN = "test-api-token-5f2c"
+
+
+def handle(
+    pam: Pam, address: str, text: str, display_name: str | None = None, **request: Any
+) -> list[str]:
+    """The texts Pam answers `text` with, the whole turn taken as `pam chat` takes it: the
+    reply stored, then its after-send work (`request`: the TurnRequest's other fields)."""
+    return pam.local_turns().take(TurnRequest(address, text, display_name, **request)).replies
 
 
 def queue_items(engine: Engine, model: type[Q], *conditions: Any, order_by: Any = None) -> list[Q]:
@@ -62,9 +73,7 @@ def outlive(clock: ManualClock, lease: timedelta) -> None:
     clock.advance(lease + timedelta(milliseconds=1))
 
 
-def claim_eventually(
-    take: Callable[[], Claim | None], clock: ManualClock, lease: timedelta
-) -> Claim:
+def claim_eventually(take: Callable[[], C | None], clock: ManualClock, lease: timedelta) -> C:
     """The next claim from `take` (a queue's claim_next) once the `lease` an earlier claim
     holds has run out on `clock`."""
     outlive(clock, lease)

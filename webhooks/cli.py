@@ -211,7 +211,7 @@ def chat(user: str) -> None:
         sys.stdin.reconfigure(errors="replace")
     try:
         talk(
-            pam.tutor,
+            pam.local_turns(),
             user,
             log_file=log_file,
             charts=pam.store.charts,

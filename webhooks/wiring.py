@@ -12,6 +12,7 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from sqlalchemy import Engine
 
+from bot.after_send import AfterSending
 from bot.channels import Sender
 from bot.memory_process import MemoryProcess
 from bot.openai_audio import OpenAISpeaker, OpenAITranscriber, audio_client
@@ -160,9 +161,7 @@ def build(
         store,
         chat_model,
         counter,
-        runner,
         settings,
-        writer,
         clock,
         searcher=store.recall,
         transcriber=transcriber,
@@ -180,6 +179,7 @@ def build(
         runner,
         tutor,
         writer,
+        AfterSending(tutor.review, runner),
         clock,
         scheduler,
         process,

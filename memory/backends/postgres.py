@@ -181,6 +181,7 @@ class PostgresBackend(Backend):
             "stored_tokens": message.tokens,
             "stored_inbox_id": inbox_id,
             "stored_spoken_seconds": message.spoken_seconds,
+            "stored_untranscribed": message.untranscribed,
             "now": now,
         }
         try:

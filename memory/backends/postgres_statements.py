@@ -186,6 +186,7 @@ _STORED = (
         tokens=bindparam("stored_tokens", type_=Integer),
         inbox_id=bindparam("stored_inbox_id", type_=BigInteger),
         spoken_seconds=bindparam("stored_spoken_seconds", type_=Float),
+        untranscribed=bindparam("stored_untranscribed", type_=Boolean),
         created_at=bindparam("now", type_=UTCDateTime()),
     )
     .returning(Message.id)

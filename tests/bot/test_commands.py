@@ -7,15 +7,17 @@ import pytest
 from bot import phrases
 from bot.commands import parse_command
 from bot.runtime import Pam
+from bot.turn import TurnRequest
 from memory.records import LEARNER, CorrectionRecord
 from tests.bot.test_languages import EXPLAINED_IN
 from tests.conftest import learner_of, unique_user
 from tests.fakes import FakeChatModel
+from tests.support import handle
 
 
 def ask(pam: Pam, user: str, text: str) -> str:
     """The one answer Pam gives to `text`."""
-    answers = pam.tutor.handle(user, text)
+    answers = handle(pam, user, text)
     assert len(answers) == 1, answers
     return answers[0]
 
@@ -153,7 +155,7 @@ def test_the_level_confirmation_and_the_prompt_name_the_same_explanation_languag
     ask(pam, user, "/language es en")
 
     answer = ask(pam, user, f"/level {level}")
-    pam.tutor.handle(user, "Hola, yo es Lena")
+    handle(pam, user, "Hola, yo es Lena")
 
     assert answer == (
         f"Got it. We're practising Spanish at level {level}, "
@@ -169,7 +171,7 @@ def test_without_a_level_corrections_are_explained_in_the_target_language(
     user = unique_user()
 
     answer = ask(pam, user, "/language es en")
-    pam.tutor.handle(user, "Hola, yo es Lena")
+    handle(pam, user, "Hola, yo es Lena")
 
     assert answer == (
         "Great! We're practising Spanish, with corrections explained in Spanish "
@@ -218,7 +220,7 @@ def test_profile_shows_what_pam_knows(pam: Pam, fake_model: FakeChatModel) -> No
     user = unique_user()
     ask(pam, user, "/language Spanish English")
     info = learner_of(pam, user)
-    first = pam.tutor.handle(user, "Hola, yo es Lena")
+    first = handle(pam, user, "Hola, yo es Lena")
     assert first
     messages = pam.store.conversation.messages(info.id)
     profile = {
@@ -263,7 +265,7 @@ def test_forget_erases_every_row_and_confirms(pam: Pam, fake_model: FakeChatMode
                 '{"reply": "¡Qué bien!", "corrections": '
                 '[{"original": "yo es", "corrected": "yo soy", "category": "conjugation"}]}',
             )
-            pam.tutor.handle(who, text)
+            handle(pam, who, text)
     info, other_info = learner_of(pam, user), learner_of(pam, other)
     before = pam.store.inspection.rows_about(info.id, user)
     assert before["messages"] == 6 and before["corrections"] == 3 and before["llm_usage"] == 3
@@ -281,9 +283,9 @@ def test_forget_erases_every_row_and_confirms(pam: Pam, fake_model: FakeChatMode
 
 def test_after_forget_nothing_old_reaches_the_prompt(pam: Pam, fake_model: FakeChatModel) -> None:
     user = unique_user()
-    pam.tutor.handle(user, "Mi secreto es PINEAPPLE42")
+    handle(pam, user, "Mi secreto es PINEAPPLE42")
     ask(pam, user, "/forget")
-    pam.tutor.handle(user, "Hola de nuevo")
+    handle(pam, user, "Hola de nuevo")
     assert "PINEAPPLE42" not in fake_model.of("reply")[-1].text
     fresh = learner_of(pam, user)
     assert [m.content for m in pam.store.conversation.messages(fresh.id, role=LEARNER)] == [
@@ -317,7 +319,7 @@ class Group:
 
 
 def in_group(pam: Pam, user: str, text: str, group: Group) -> list[str]:
-    return pam.tutor.answer(user, text, group=group).replies
+    return pam.tutor.answer(TurnRequest(user, text, group=group)).replies
 
 
 @pytest.mark.parametrize("command", ["profile", "review", "progress"])

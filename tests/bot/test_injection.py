@@ -23,6 +23,7 @@ from memory.profile import FIELDS, MAX_PROFILE_CHARS, document
 from memory.records import LEARNER
 from tests.conftest import learner_of, unique_user
 from tests.fakes import Call, FakeChatModel, FakeSearcher, recall_call, reply_json
+from tests.support import handle
 from webhooks.settings import Settings
 from webhooks.wiring import build
 
@@ -63,7 +64,7 @@ def say(pam: Pam, user: str, texts: Sequence[str], display_name: str | None = No
     """Each text from `user` in turn; every answer Pam gave."""
     answers: list[str] = []
     for text in texts:
-        answers += pam.tutor.handle(user, text, display_name=display_name)
+        answers += handle(pam, user, text, display_name=display_name)
     return answers
 
 
@@ -179,7 +180,7 @@ def test_a_compromised_profile_answer_cannot_change_the_schema(
     state = pam.store.memory.profile(info.id)
     assert state.data == kept
     assert (state.messages_processed, state.watermark > 0) == ((5, True) if kept else (0, False))
-    shown = pam.tutor.handle(user, "/profile")[0]
+    shown = handle(pam, user, "/profile")[0]
     if not kept:
         assert "I haven't learned anything about you yet" in shown
     if "admin" not in json.dumps(kept):
@@ -207,7 +208,7 @@ def test_a_compromised_profile_answer_cannot_change_the_schema(
         "last_learned_at": state.updated_at.isoformat(timespec="seconds"),
         "messages_processed": 10,
     }
-    shown = pam.tutor.handle(user, "/profile")[0]
+    shown = handle(pam, user, "/profile")[0]
     if "admin" not in json.dumps(kept):
         assert "admin" not in shown.lower()
     assert "(learned from 10 of your messages, last updated " in shown
@@ -502,7 +503,7 @@ def test_a_learner_cannot_reach_another_learners_data(settings: Settings, engine
     for b_text, a_text in zip(b_says, a_says, strict=True):  # interleaved turns
         for user, name, text in ((b_user, b_name, b_text), (a_user, a_name, a_text)):
             before = len(model.calls)
-            answers_to[user] += pam.tutor.handle(user, text, display_name=name)
+            answers_to[user] += handle(pam, user, text, display_name=name)
             calls_of[user] += model.calls[before:]
     a_info, b_info = learner_of(pam, a_user), learner_of(pam, b_user)
     b_summary = pam.store.memory.summary(b_info.id).text
@@ -527,13 +528,13 @@ def test_a_learner_cannot_reach_another_learners_data(settings: Settings, engine
         ]
         for secret in foreign:
             assert not any(secret in text for text in kept), (user, secret)
-    shown = pam.tutor.handle(a_user, f"/profile {b_user}")[0]
+    shown = handle(pam, a_user, f"/profile {b_user}")[0]
     assert b_mark not in shown and b_name not in shown
     assert a_mark in shown
 
     # Naming the other learner in /forget erases only the one asking.
     b_before = pam.store.conversation.context(b_info.id)
-    assert pam.tutor.handle(a_user, f"/forget {b_user}") != []
+    assert handle(pam, a_user, f"/forget {b_user}") != []
     assert pam.store.learners.find_learner(a_user) is None
     assert pam.store.conversation.context(b_info.id) == b_before
     assert pam.store.ledger.corrections(b_info.id) == b_corrections
@@ -584,7 +585,7 @@ def test_a_command_carrying_an_injection_is_refused_and_changes_nothing(
     say(pam, user, ["/language Spanish English", "/level A2"])
     before = learner_of(pam, user)
 
-    [answer] = pam.tutor.handle(user, text)
+    [answer] = handle(pam, user, text)
 
     assert usage in answer  # friendly: it says how to write the command
     assert len(answer) < 600  # an echo of the argument, if any, is cut short
@@ -616,7 +617,7 @@ def test_a_private_use_language_tag_is_refused(
     user = unique_user()
     say(pam, user, ["/language Spanish English"])
     before = learner_of(pam, user)
-    [answer] = pam.tutor.handle(user, f"/language {tag}")
+    [answer] = handle(pam, user, f"/language {tag}")
     assert LANGUAGE_USAGE in answer
     assert learner_of(pam, user) == before
 

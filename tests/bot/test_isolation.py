@@ -16,6 +16,7 @@ from memory.llm import ChatMessage
 from memory.records import LEARNER
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel, fresh_ending, reply_json
+from tests.support import handle
 from webhooks.settings import Settings
 from webhooks.wiring import build
 
@@ -77,7 +78,7 @@ def test_concurrent_learners_stay_isolated(database_url: str, engine: Engine, jo
     def converse(i: int) -> list[list[str]]:
         start.wait()
         return [
-            pam.tutor.handle(users[i], f"Mensaje {n}: hoy hablé de {markers[i]} con mi amiga")
+            handle(pam, users[i], f"Mensaje {n}: hoy hablé de {markers[i]} con mi amiga")
             for n in range(MESSAGES)
         ]
 

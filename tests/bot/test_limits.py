@@ -8,10 +8,12 @@ from sqlalchemy import Engine
 
 from bot import phrases
 from bot.runtime import Pam
+from bot.turn import TurnRequest
 from memory.clock import Clock, ManualClock, utcnow
 from memory.messages import TURNED_AWAY
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel
+from tests.support import handle
 from webhooks.settings import Settings
 from webhooks.wiring import build
 
@@ -39,8 +41,8 @@ def test_too_many_messages_a_minute_get_a_friendly_answer_and_are_kept(
 ) -> None:
     pam = pam_with(settings, engine, fake_model, limits={"rate_limit_per_minute": 3})
     user = unique_user()
-    pam.tutor.handle(user, "/language Spanish English")
-    answers = [pam.tutor.handle(user, f"Mensaje {n}") for n in range(5)]
+    handle(pam, user, "/language Spanish English")
+    answers = [handle(pam, user, f"Mensaje {n}") for n in range(5)]
 
     # Said once, then silence for the rest of the minute (issue 27: one notice per window).
     assert answers[3:] == [[phrases.SLOW_DOWN["Spanish"]], []]
@@ -57,8 +59,8 @@ def test_the_rate_limit_counts_each_learner_alone(
     pam = pam_with(settings, engine, fake_model, limits={"rate_limit_per_minute": 2})
     first, second = unique_user(), unique_user()
     for n in range(2):
-        pam.tutor.handle(first, f"uno {n}")
-    assert pam.tutor.handle(second, "Hola") != [phrases.SLOW_DOWN["English"]]
+        handle(pam, first, f"uno {n}")
+    assert handle(pam, second, "Hola") != [phrases.SLOW_DOWN["English"]]
 
 
 def test_the_rate_limit_lifts_once_the_minute_has_passed(
@@ -68,10 +70,10 @@ def test_the_rate_limit_lifts_once_the_minute_has_passed(
     pam = pam_with(settings, engine, fake_model, clock, limits={"rate_limit_per_minute": 2})
     user = unique_user()
     for n in range(2):
-        pam.tutor.handle(user, f"uno {n}")
-    assert pam.tutor.handle(user, "tres") == [phrases.SLOW_DOWN["English"]]
+        handle(pam, user, f"uno {n}")
+    assert handle(pam, user, "tres") == [phrases.SLOW_DOWN["English"]]
     clock.advance(timedelta(minutes=1, seconds=1))
-    assert pam.tutor.handle(user, "cuatro") != [phrases.SLOW_DOWN["English"]]
+    assert handle(pam, user, "cuatro") != [phrases.SLOW_DOWN["English"]]
 
 
 def test_a_burst_over_the_rate_limit_is_told_to_slow_down_once_a_minute(
@@ -85,13 +87,13 @@ def test_a_burst_over_the_rate_limit_is_told_to_slow_down_once_a_minute(
     user, other = unique_user(), unique_user()
     answers = []
     for n in range(40):  # one every three seconds: two minutes of a burst
-        answers.append(pam.tutor.handle(user, f"spam {n}"))
+        answers.append(handle(pam, user, f"spam {n}"))
         clock.advance(timedelta(seconds=3))
     notices = [n for n, said in enumerate(answers) if said == [phrases.SLOW_DOWN["English"]]]
     assert notices == [2, 23]  # the first over the limit, then past a minute later
     assert [said for said in answers[2:] if said != [phrases.SLOW_DOWN["English"]]] == [[]] * 36
     assert len(fake_model.of("reply")) == 2
-    assert pam.tutor.handle(other, "Hola") != [phrases.SLOW_DOWN["English"]]  # theirs alone
+    assert handle(pam, other, "Hola") != [phrases.SLOW_DOWN["English"]]  # theirs alone
     learner = pam.store.learners.find_learner(user)
     assert learner is not None
     assert len(pam.store.conversation.messages(learner.id, role="learner")) == 40
@@ -105,11 +107,15 @@ def test_the_note_of_messages_turned_away_says_slow_down_as_seldom(
     clock = ManualClock()
     pam = pam_with(settings, engine, fake_model, clock)
     user = unique_user()
-    pam.tutor.handle(user, "/language Spanish English")
-    assert pam.tutor.answer(user, "", kind=TURNED_AWAY).replies == [phrases.SLOW_DOWN["Spanish"]]
-    assert pam.tutor.answer(user, "", kind=TURNED_AWAY).replies == []
+    handle(pam, user, "/language Spanish English")
+    assert pam.tutor.answer(TurnRequest(user, "", kind=TURNED_AWAY)).replies == [
+        phrases.SLOW_DOWN["Spanish"]
+    ]
+    assert pam.tutor.answer(TurnRequest(user, "", kind=TURNED_AWAY)).replies == []
     clock.advance(timedelta(minutes=1, seconds=1))
-    assert pam.tutor.answer(user, "", kind=TURNED_AWAY).replies == [phrases.SLOW_DOWN["Spanish"]]
+    assert pam.tutor.answer(TurnRequest(user, "", kind=TURNED_AWAY)).replies == [
+        phrases.SLOW_DOWN["Spanish"]
+    ]
     assert fake_model.of("reply") == []
     learner = pam.store.learners.find_learner(user)
     assert learner is not None
@@ -121,11 +127,11 @@ def test_a_learner_over_their_daily_tokens_is_told_kindly(
 ) -> None:
     pam = pam_with(settings, engine, fake_model, limits={"learner_daily_tokens": 1})
     user, other = unique_user(), unique_user()
-    first = pam.tutor.handle(user, "Hola")
+    first = handle(pam, user, "Hola")
     assert first != [phrases.LEARNER_BUDGET["English"]]  # the first call spends the budget
-    assert pam.tutor.handle(user, "¿Otra vez?") == [phrases.LEARNER_BUDGET["English"]]
+    assert handle(pam, user, "¿Otra vez?") == [phrases.LEARNER_BUDGET["English"]]
     assert len(fake_model.of("reply")) == 1
-    assert pam.tutor.handle(other, "Hola") != [phrases.LEARNER_BUDGET["English"]]
+    assert handle(pam, other, "Hola") != [phrases.LEARNER_BUDGET["English"]]
 
 
 def test_a_learners_daily_tokens_come_back_the_next_day(
@@ -134,18 +140,18 @@ def test_a_learners_daily_tokens_come_back_the_next_day(
     clock = ManualClock()
     pam = pam_with(settings, engine, fake_model, clock, limits={"learner_daily_tokens": 1})
     user = unique_user()
-    pam.tutor.handle(user, "Hola")
-    assert pam.tutor.handle(user, "¿Otra vez?") == [phrases.LEARNER_BUDGET["English"]]
+    handle(pam, user, "Hola")
+    assert handle(pam, user, "¿Otra vez?") == [phrases.LEARNER_BUDGET["English"]]
     clock.advance(timedelta(days=1))
-    assert pam.tutor.handle(user, "¿Y hoy?") != [phrases.LEARNER_BUDGET["English"]]
+    assert handle(pam, user, "¿Y hoy?") != [phrases.LEARNER_BUDGET["English"]]
 
 
 def test_the_service_wide_daily_budget_stops_every_reply(
     settings: Settings, engine: Engine, fake_model: FakeChatModel
 ) -> None:
     pam = pam_with(settings, engine, fake_model, limits={"daily_tokens": 1})
-    pam.tutor.handle(unique_user(), "Hola")  # spends the day's budget (and any earlier test's)
-    assert pam.tutor.handle(unique_user(), "Hola") == [phrases.SERVICE_BUDGET["English"]]
+    handle(pam, unique_user(), "Hola")  # spends the day's budget (and any earlier test's)
+    assert handle(pam, unique_user(), "Hola") == [phrases.SERVICE_BUDGET["English"]]
 
 
 def test_usage_is_queryable_per_learner_and_purpose(
@@ -154,7 +160,7 @@ def test_usage_is_queryable_per_learner_and_purpose(
     pam = pam_with(settings, engine, fake_model)
     user = unique_user()
     for n in range(5):
-        pam.tutor.handle(user, f"Mensaje {n}")
+        handle(pam, user, f"Mensaje {n}")
     learner = pam.store.learners.find_learner(user)
     assert learner is not None
     usage = pam.store.ledger.usage(learner.id)

@@ -197,6 +197,9 @@ def test_a_field_not_sent_is_never_refused() -> None:
         pytest.param(429, {"error": {"message": "Rate limit reached"}}, Verdict("outage")),
         pytest.param(400, shapes.GROQ_NO_JSON_SCHEMA["error"], Verdict("rejected")),
         pytest.param(400, errors.VLLM_NO_VERBOSE_JSON, Verdict("rejected")),
+        pytest.param(400, shapes.OPENAI_FLAGGED_PROMPT["error"], Verdict("flagged")),
+        pytest.param(400, shapes.AZURE_FILTERED_PROMPT["error"], Verdict("flagged")),
+        pytest.param(403, shapes.OPENROUTER_FLAGGED["error"], Verdict("flagged")),
     ],
 )
 def test_what_an_error_means(status: int, body: object, verdict: Verdict) -> None:
@@ -235,5 +238,5 @@ def test_any_body_is_read_without_failing(status: int, body: object) -> None:
     error = read_error(status, body)
 
     assert "\n" not in error.message and len(error.message) <= 300
-    assert classify(error).kind in ("refused", "misconfigured", "outage", "rejected")
+    assert classify(error).kind in ("flagged", "refused", "misconfigured", "outage", "rejected")
     assert refuses(error, SENT, ("response_format", "tools")) in (None, "response_format", "tools")

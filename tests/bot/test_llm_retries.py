@@ -15,7 +15,7 @@ from bot.backoff import backoff
 from bot.llm_retries import MAX_RETRY_AFTER, Retrying
 from bot.openai_chat import OpenAIChatModel, openai_client
 from bot.runtime import Pam
-from bot.tutor import ModelUnavailable
+from bot.turn import ModelUnavailable, TurnRequest
 from loopback.openai_server import Fault, OpenAIServer, default_answer
 from memory.llm import Completion, Outage
 from memory.tokens import TokenCounter
@@ -169,7 +169,9 @@ def test_the_tutor_hands_the_wait_to_the_worker(pam_with_fake: tuple[Pam, FakeCh
     fake.queue("reply", Outage("APITimeoutError: Request timed out.", retry_after=120.0))
 
     with pytest.raises(ModelUnavailable) as caught:
-        pam.tutor.answer(unique_user(), "Hola, ¿qué tal el trabajo hoy?", can_retry=True)
+        pam.tutor.answer(
+            TurnRequest(unique_user(), "Hola, ¿qué tal el trabajo hoy?", can_retry=True)
+        )
 
     assert caught.value.retry_after == 120.0
     assert backoff(1, caught.value.retry_after) >= 120.0

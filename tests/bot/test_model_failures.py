@@ -8,18 +8,19 @@ import pytest
 
 from bot import phrases
 from bot.runtime import Pam
-from bot.tutor import ModelUnavailable
+from bot.turn import ModelUnavailable, TurnRequest
 from memory.llm import Misconfigured, Outage, Refused, Unusable, Usage
 from memory.records import LEARNER, PAM
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel, reply_json
+from tests.support import handle
 
 BILLED = (Usage("test-model", 900, 40), Usage("test-model", 900, 35))
 
 
 def spanish_learner(pam: Pam) -> str:
     user = unique_user("ana")
-    pam.tutor.handle(user, "/language Spanish English")
+    handle(pam, user, "/language Spanish English")
     return user
 
 
@@ -42,7 +43,7 @@ def test_an_outage_is_tried_again_later_when_the_caller_can(
     fake_model.queue("reply", Outage("timed out"))
 
     with pytest.raises(ModelUnavailable):
-        pam.tutor.answer(user, "Hola, ¿qué tal?", inbox_id=7001, can_retry=True)
+        pam.tutor.answer(TurnRequest(user, "Hola, ¿qué tal?", inbox_id=7001, can_retry=True))
 
     assert stored(pam, user) == [(LEARNER, "Hola, ¿qué tal?")]
 
@@ -54,7 +55,7 @@ def test_unusable_answers_get_an_apology_at_once_and_their_calls_are_billed(
     fake_model.queue("reply", Unusable("four empty answers", billed=BILLED))
 
     # Even where the turn could be tried again: each try would cost billed calls again.
-    answer = pam.tutor.answer(user, "Hola, ¿qué tal?", inbox_id=7002, can_retry=True)
+    answer = pam.tutor.answer(TurnRequest(user, "Hola, ¿qué tal?", inbox_id=7002, can_retry=True))
 
     assert answer.replies == [phrases.APOLOGIES["Spanish"]]
     assert answer.problem is None
@@ -68,7 +69,9 @@ def test_a_refusal_gets_a_friendly_change_of_subject_and_is_not_retried(
     user = spanish_learner(pam)
     fake_model.queue("reply", Refused("refused", reason="content_filter", billed=BILLED[:1]))
 
-    answer = pam.tutor.answer(user, "Cuéntame algo prohibido", inbox_id=7003, can_retry=True)
+    answer = pam.tutor.answer(
+        TurnRequest(user, "Cuéntame algo prohibido", inbox_id=7003, can_retry=True)
+    )
 
     assert answer.replies == [phrases.REFUSED["Spanish"]]
     assert len(fake_model.of("reply")) == 1
@@ -84,7 +87,7 @@ def test_a_misconfigured_model_tells_the_operator_what_to_do(
     advice = "The server at http://127.0.0.1:9/v1 rejected the API key: check OPENAI_API_KEY."
     fake_model.queue("reply", Misconfigured("401", advice=advice))
 
-    answer = pam.tutor.answer(user, "Hola")
+    answer = pam.tutor.answer(TurnRequest(user, "Hola"))
 
     assert answer.replies == [phrases.APOLOGIES["Spanish"]]
     assert answer.problem == advice
@@ -99,7 +102,7 @@ def test_a_misconfigured_model_is_tried_again_later_when_the_caller_can(
     fake_model.queue("reply", Misconfigured("404", advice="unknown model"))
 
     with pytest.raises(ModelUnavailable):
-        pam.tutor.answer(user, "Hola", inbox_id=7004, can_retry=True)
+        pam.tutor.answer(TurnRequest(user, "Hola", inbox_id=7004, can_retry=True))
 
 
 def test_a_misconfiguration_after_unusable_answers_is_not_tried_again(
@@ -110,7 +113,7 @@ def test_a_misconfiguration_after_unusable_answers_is_not_tried_again(
     advice = "The LLM server at http://127.0.0.1:9/v1 rejected the API key (401)."
     fake_model.queue("reply", Misconfigured("401", advice=advice, billed=BILLED))
 
-    answer = pam.tutor.answer(user, "Hola", inbox_id=7005, can_retry=True)
+    answer = pam.tutor.answer(TurnRequest(user, "Hola", inbox_id=7005, can_retry=True))
 
     assert answer.replies == [phrases.APOLOGIES["Spanish"]]
     assert answer.problem == advice
@@ -143,14 +146,14 @@ def test_calls_billed_before_a_usable_answer_are_recorded_with_it(
             )
 
     pam.tutor.asking.model = BilledOnce()
-    pam.tutor.handle(user, "Hola")
+    handle(pam, user, "Hola")
 
     calls, _, _ = usage_of(pam, user)["reply"]
     assert calls == 3  # the answer's own call and the two unusable ones before it
 
 
 def test_the_reply_asks_for_structured_output(pam: Pam, fake_model: FakeChatModel) -> None:
-    pam.tutor.handle(spanish_learner(pam), "Hola")
+    handle(pam, spanish_learner(pam), "Hola")
 
     [call] = fake_model.of("reply")
     assert call.schema is not None
@@ -163,7 +166,7 @@ def test_a_photo_with_a_caption_is_answered_after_the_friendly_note(
     user = spanish_learner(pam)
     fake_model.queue("reply", reply_json("¡Qué playa tan bonita!"))
 
-    answer = pam.tutor.respond(user, "Mi playa favorita en Cádiz", kind="media")
+    answer = pam.local_turns().reply(TurnRequest(user, "Mi playa favorita en Cádiz", kind="media"))
 
     [reply] = answer.replies
     assert reply.startswith(phrases.NOT_TEXT["media"]["Spanish"] + "\n\n")
@@ -179,7 +182,7 @@ def test_a_photo_without_a_caption_gets_the_friendly_note_only(
 ) -> None:
     user = spanish_learner(pam)
 
-    answer = pam.tutor.answer(user, "  ", kind="media")
+    answer = pam.tutor.answer(TurnRequest(user, "  ", kind="media"))
 
     assert answer.replies == [phrases.NOT_TEXT["media"]["Spanish"]]
     assert fake_model.of("reply") == []

@@ -17,6 +17,7 @@ from bot.corrections import parse_answer, render
 from bot.llm_requests import REASONING_ROOM, THINKING_ROOM
 from bot.openai_chat import MAX_UNUSABLE_CALLS, OpenAIChatModel, openai_client
 from bot.runtime import Pam
+from bot.turn import TurnRequest
 from loopback.llm_shapes import encoded
 from loopback.local_server import Answer
 from loopback.openai_server import Fault, OpenAIServer, default_answer, refuse_like_openai_reasoning
@@ -37,6 +38,7 @@ from tests import error_shapes as errors
 from tests import llm_shapes as shapes
 from tests.conftest import unique_user
 from tests.llm_shapes import REASONING, REPLY
+from tests.support import handle
 from webhooks.settings import Settings
 from webhooks.wiring import build
 
@@ -371,7 +373,7 @@ def test_a_reasoning_models_turn_through_the_runtime_is_answered(
     )
     pam = build(settings, submit=lambda work: work())
     try:
-        answers = pam.tutor.handle(unique_user("lena"), "Hola, yo es Lena")
+        answers = handle(pam, unique_user("lena"), "Hola, yo es Lena")
     finally:
         pam.close(0)
 
@@ -503,9 +505,9 @@ def test_a_llama_cpp_python_server_answers_the_learner_through_the_runtime(
         pam = build(settings, submit=lambda work: work())
         try:
             user = unique_user("lena")
-            first = pam.tutor.handle(user, "Hola, yo es Lena")
+            first = handle(pam, user, "Hola, yo es Lena")
             # (With the server's "yo es" mistake: a correction quotes the latest message.)
-            second = pam.tutor.handle(user, "Trabajo en un hospital, yo es enfermera")
+            second = handle(pam, user, "Trabajo en un hospital, yo es enfermera")
         finally:
             pam.close(0)
         modes = [r.get("response_format", {}).get("type") for r in server.of("reply")]
@@ -952,7 +954,7 @@ def shown_reply(count: int, after: str = "") -> str:
 def test_a_tutor_turn_through_the_real_sdk(live_pam: Pam, server: OpenAIServer) -> None:
     user = unique_user("lena")
 
-    answers = live_pam.tutor.handle(user, "Hola, yo es Lena", display_name="Lena")
+    answers = handle(live_pam, user, "Hola, yo es Lena", display_name="Lena")
 
     assert answers == [shown_reply(1)]
     assert answers[0].startswith("Respuesta 1: ¡qué interesante!")
@@ -989,10 +991,10 @@ def test_when_the_llm_fails_the_learner_gets_an_apology_and_the_message_stays(
     live_pam: Pam, server: OpenAIServer, fault: Fault
 ) -> None:
     user = unique_user("lena")
-    live_pam.tutor.handle(user, "/language Spanish English")
+    handle(live_pam, user, "/language Spanish English")
     server.fail_next(fault)
 
-    answers = live_pam.tutor.handle(user, "Ayer yo es muy cansada")
+    answers = handle(live_pam, user, "Ayer yo es muy cansada")
 
     assert answers == [phrases.APOLOGIES["Spanish"]]
     store = live_pam.store
@@ -1006,7 +1008,7 @@ def test_when_the_llm_fails_the_learner_gets_an_apology_and_the_message_stays(
 
     # Once the LLM is back, the unanswered message is still part of the conversation.
     # (With the server's "yo es" mistake in it: a correction quotes the latest message.)
-    answers = live_pam.tutor.handle(user, "¿Estás ahí? Yo es aquí.")
+    answers = handle(live_pam, user, "¿Estás ahí? Yo es aquí.")
 
     assert answers == [shown_reply(2)]
     last = server.of("reply")[-1]
@@ -1022,7 +1024,7 @@ def test_an_unusable_answer_is_asked_again_and_both_calls_are_recorded(
     user = unique_user("lena")
     server.fail_next(Fault(status=200, body=b"<html><body>502 Bad Gateway</body></html>"))
 
-    answers = live_pam.tutor.handle(user, "Ayer yo es muy cansada")
+    answers = handle(live_pam, user, "Ayer yo es muy cansada")
 
     assert answers == [shown_reply(2)]
     learner = live_pam.store.learners.find_learner(user)
@@ -1067,11 +1069,11 @@ def test_json_without_a_chat_message_is_asked_again_within_the_budget(
     live_pam: Pam, server: OpenAIServer
 ) -> None:
     user = unique_user("lena")
-    live_pam.tutor.handle(user, "/language Spanish English")
+    handle(live_pam, user, "/language Spanish English")
     live_pam.model.sleep = lambda seconds: None  # type: ignore[attr-defined]
     server.answer_next(shapes.openai(NO_CHAT_MESSAGE), shapes.openai('{"reply": "chat message"}'))
 
-    answers = live_pam.tutor.handle(user, "Ayer yo es muy cansada")
+    answers = handle(live_pam, user, "Ayer yo es muy cansada")
 
     assert answers == [shown_reply(3)]  # the server's own answer to the third call
     assert len(server.of("reply")) == 3
@@ -1085,11 +1087,13 @@ def test_json_without_a_chat_message_every_time_gets_an_apology_after_four_calls
     live_pam: Pam, server: OpenAIServer
 ) -> None:
     user = unique_user("lena")
-    live_pam.tutor.handle(user, "/language Spanish English")
+    handle(live_pam, user, "/language Spanish English")
     live_pam.model.sleep = lambda seconds: None  # type: ignore[attr-defined]
     server.answer_next(*[shapes.openai(NO_CHAT_MESSAGE)] * (MAX_UNUSABLE_CALLS + 2))
 
-    answer = live_pam.tutor.answer(user, "Ayer yo es muy cansada", inbox_id=4242, can_retry=True)
+    answer = live_pam.tutor.answer(
+        TurnRequest(user, "Ayer yo es muy cansada", inbox_id=4242, can_retry=True)
+    )
 
     assert answer.replies == [phrases.APOLOGIES["Spanish"]]  # at once: not tried again later
     assert len(server.of("reply")) == MAX_UNUSABLE_CALLS

@@ -15,7 +15,7 @@ from sqlalchemy import Engine, select
 from bot import phrases, recall
 from bot.recall import RECALL_TOOL, TAG, RecallUse
 from bot.runtime import Pam
-from bot.tutor import Turn
+from bot.turn import Turn, TurnRequest
 from memory.clock import utcnow
 from memory.llm import ToolsRefused
 from memory.models import Usage
@@ -50,7 +50,7 @@ def pam_with(
 
 
 def turn(pam: Pam, user: str, text: str) -> Turn:
-    return pam.tutor.respond(user, text)
+    return pam.local_turns().reply(TurnRequest(user, text))
 
 
 def learner_id(pam: Pam, user: str) -> int:

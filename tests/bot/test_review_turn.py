@@ -26,7 +26,8 @@ from bot.reply_format import REPLY_SCHEMA, RULE_PLACEHOLDER, reply_schema
 from bot.review import NO_REVIEW
 from bot.review_prompt import DUE_REPORT, DUE_RULE, DUE_SCHEMA, DUE_TAG, report
 from bot.runtime import Pam
-from bot.tutor import store_reply
+from bot.storing import store_turn
+from bot.turn import TurnRequest
 from loopback.openai_server import OpenAIServer
 from memory.clock import ManualClock
 from memory.llm import ChatMessage
@@ -225,13 +226,15 @@ def test_a_turn_run_again_after_a_crash_grades_once(settings: Settings, engine: 
     inbox_id = uuid.uuid4().int % 2**62
     used = reply_json("¡Bien!", review={"used": [1], "missed": []})
     model.queue("reply", used, used)
-    pam.tutor.answer(ana.user, "Tengo un buen amigo.", inbox_id=inbox_id)  # never written
+    pam.tutor.answer(
+        TurnRequest(ana.user, "Tengo un buen amigo.", inbox_id=inbox_id)
+    )  # never written
     assert grades(engine, ana.info.id, "used") == []
-    turn = pam.tutor.answer(ana.user, "Tengo un buen amigo.", inbox_id=inbox_id)
-    assert turn.reply is not None and turn.grading is not None
-    store_reply(pam.writer, None, turn)
-    pam.tutor.start_jobs(turn)
-    pam.tutor.start_jobs(turn)  # a grading written twice
+    turn = pam.tutor.answer(TurnRequest(ana.user, "Tengo un buen amigo.", inbox_id=inbox_id))
+    assert turn.reply is not None and turn.after_send.grading is not None
+    store_turn(pam.writer, None, turn)
+    pam.after_sending.run(turn)
+    pam.after_sending.run(turn)  # a grading written twice
     (item,) = item_ids(engine, ana.info.id).values()
     assert grades(engine, ana.info.id, "used") == [(item, "used", GOOD)]
 
@@ -277,7 +280,7 @@ def test_the_turn_log_line_counts_the_review_and_quotes_nothing(
     settings: Settings, engine: Engine, caplog: pytest.LogCaptureFixture
 ) -> None:
     pam, _model, _clock, ana = due_scene(settings, engine, BUEN)
-    with caplog.at_level(logging.INFO, logger="bot.tutor"):
+    with caplog.at_level(logging.INFO, logger="bot.conversing"):
         turn = say(pam, ana.user, CHAT)
     (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("turn ")]
     assert f"review_items=1 review_tokens={turn.review.tokens} exercise=False" in line

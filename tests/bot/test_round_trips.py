@@ -17,7 +17,7 @@ from bot.runtime import Pam
 from bot.worker import Worker
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel, failing, reply_json
-from tests.support import RecordingSender, inbound
+from tests.support import RecordingSender, handle, inbound
 
 
 @dataclass
@@ -73,12 +73,12 @@ def test_a_turn_costs_four_round_trips_on_postgres(pam: Pam, engine: Engine, cos
     usage and corrections and read the memory backlog (on SQLite: three or four statements
     in a transaction)."""
     user, inbox_id = unique_user(), uuid.uuid4().int % 2**62
-    pam.tutor.handle(user, "Hola")  # the learner exists; no memory job is due after turn 2
-    turn = cost.of(lambda: pam.tutor.handle(user, "¿Qué tal?", inbox_id=inbox_id))
+    handle(pam, user, "Hola")  # the learner exists; no memory job is due after turn 2
+    turn = cost.of(lambda: handle(pam, user, "¿Qué tal?", inbox_id=inbox_id))
     assert turn == by_backend(engine, sqlite=7, postgres=4)
     # Run again after a crash: find the learner; the insert fails (on Postgres, both the
     # turn's first statement and the plain insert that tells why); message and reply in one.
-    rerun = cost.of(lambda: pam.tutor.handle(user, "¿Qué tal?", inbox_id=inbox_id))
+    rerun = cost.of(lambda: handle(pam, user, "¿Qué tal?", inbox_id=inbox_id))
     assert rerun == by_backend(engine, sqlite=3, postgres=4)
 
 
@@ -91,10 +91,10 @@ def test_a_turn_with_corrections_costs_one_review_transaction_more_on_postgres(
     and its card (a pattern seen before: the card's update and the log), BEGIN and
     COMMIT."""
     user = unique_user()
-    pam.tutor.handle(user, "Hola")
+    handle(pam, user, "Hola")
     correction = {"original": "yo es", "corrected": "yo soy", "explanation": "ser"}
     fake_model.queue("reply", reply_json("¡Hola, Lena!", [correction | {"category": "grammar"}]))
-    turn = cost.of(lambda: pam.tutor.handle(user, "Yo es Lena"))
+    turn = cost.of(lambda: handle(pam, user, "Yo es Lena"))
     assert turn == by_backend(engine, sqlite=12, postgres=10)
     learner = pam.store.learners.find_learner(user)
     assert learner is not None
@@ -108,9 +108,9 @@ def test_an_apology_costs_four_round_trips_on_postgres(
     """Find the learner; store the message and read; what review adds to the prompt; the
     memory backlog."""
     user = unique_user()
-    pam.tutor.handle(user, "Hola")
+    handle(pam, user, "Hola")
     fake_model.queue("reply", failing())
-    apology = cost.of(lambda: pam.tutor.handle(user, "¿Qué tal?"))
+    apology = cost.of(lambda: handle(pam, user, "¿Qué tal?"))
     assert apology == by_backend(engine, sqlite=5, postgres=4)
 
 

@@ -23,7 +23,7 @@ from memory import db
 from memory.messages import Inbound
 from memory.scrubs import Outcome, Scrubs
 from tests.fakes import FakeChatModel
-from tests.support import RecordingSender
+from tests.support import RecordingSender, handle
 from webhooks.settings import Settings
 from webhooks.wiring import build
 
@@ -73,7 +73,7 @@ def test_a_chat_forget_is_scrubbed_once_its_confirmation_is_out(
     # The /forget is answered, its confirmation queued for a delivery lane but not sent yet.
     claim = worker.inbox.claim_next()
     assert claim is not None and claim.text == "/forget"
-    replies = pam.tutor.handle(claim.address, claim.text, claim.display_name, inbox_id=claim.id)
+    replies = handle(pam, claim.address, claim.text, claim.display_name, inbox_id=claim.id)
     assert worker.inbox.complete(claim, replies)
     assert pam.store.learners.find_learner(ADDRESS) is None
 

@@ -58,7 +58,7 @@ def run(pam: Pam, lines: list[str], stdin: io.StringIO | None = None) -> tuple[s
     stdin = stdin or io.StringIO("".join(f"{line}\n" for line in lines))
     stdout = Terminal() if stdin.isatty() else io.StringIO()
     stderr = io.StringIO()
-    chat(pam.tutor, "lena", stdin, stdout, stderr)
+    chat(pam.local_turns(), "lena", stdin, stdout, stderr)
     return stdout.getvalue(), stderr.getvalue()
 
 
@@ -164,7 +164,7 @@ def test_progress_writes_the_chart_where_asked_and_says_where(pam: Pam, tmp_path
     stdin, stdout, stderr = io.StringIO("/progress\n"), io.StringIO(), io.StringIO()
     user = "lena/../../etc"  # a name is no path
     chat(
-        pam.tutor,
+        pam.local_turns(),
         user,
         stdin,
         stdout,
@@ -185,7 +185,9 @@ def test_a_chart_that_cannot_be_written_is_said_on_stderr(pam: Pam, tmp_path: Pa
     blocked = tmp_path / "file"
     blocked.write_text("not a folder")
     stdin, stdout, stderr = io.StringIO("/progress\n"), io.StringIO(), io.StringIO()
-    chat(pam.tutor, "lena", stdin, stdout, stderr, charts=pam.store.charts, chart_dir=blocked)
+    chat(
+        pam.local_turns(), "lena", stdin, stdout, stderr, charts=pam.store.charts, chart_dir=blocked
+    )
     assert len(stdout.getvalue().split("pam> ")) == 2  # the summary alone
     assert "could not write the chart" in stderr.getvalue()
 

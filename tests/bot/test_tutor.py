@@ -11,12 +11,14 @@ from sqlalchemy import Engine, select
 
 from bot import phrases
 from bot.runtime import Pam
-from bot.tutor import MAX_MESSAGE_CHARS, ModelUnavailable
+from bot.turn import ModelUnavailable, TurnRequest
+from bot.tutor import MAX_MESSAGE_CHARS
 from memory.models import Correction, MemoryJob, Usage
 from memory.records import LEARNER, PAM
 from memory.tokens import MESSAGE_OVERHEAD, TokenCounter
 from tests.conftest import learner_of, unique_user
 from tests.fakes import Call, FakeChatModel, default_reply, failing, reply_json
+from tests.support import handle
 from webhooks.settings import Settings
 from webhooks.wiring import build
 
@@ -52,7 +54,7 @@ def test_a_turn_stores_both_messages_with_tiktoken_counts(
     pam: Pam, fake_model: FakeChatModel
 ) -> None:
     user = unique_user()
-    answers = pam.tutor.handle(user, "Hola, yo es Lena y vivo en Berlín 🇩🇪")
+    answers = handle(pam, user, "Hola, yo es Lena y vivo en Berlín 🇩🇪")
     assert answers == ["¡Qué bien! ¿Y qué más hiciste?"]
     messages = pam.store.conversation.messages(learner_of(pam, user).id)
     assert [(m.role, m.content) for m in messages] == [
@@ -73,7 +75,7 @@ def test_an_answer_is_a_value_the_caller_stores(pam: Pam, fake_model: FakeChatMo
     user = unique_user()
     correction = {"original": "yo es", "corrected": "yo soy", "explanation": "ser"}
     fake_model.queue("reply", reply_json("¡Hola, Lena!", [correction | {"category": "grammar"}]))
-    turn = pam.tutor.answer(user, "Yo es Lena")
+    turn = pam.tutor.answer(TurnRequest(user, "Yo es Lena"))
     info = learner_of(pam, user)
     stored = pam.store.conversation.messages(info.id)
     assert [(m.role, m.content) for m in stored] == [(LEARNER, "Yo es Lena")]
@@ -91,8 +93,8 @@ def test_an_answer_is_a_value_the_caller_stores(pam: Pam, fake_model: FakeChatMo
 
 def test_a_turn_records_usage(pam: Pam, fake_model: FakeChatModel, engine: Engine) -> None:
     user = unique_user()
-    pam.tutor.handle(user, "Hola")
-    pam.tutor.handle(user, "¿Qué tal?")
+    handle(pam, user, "Hola")
+    handle(pam, user, "¿Qué tal?")
     info = learner_of(pam, user)
     with engine.connect() as connection:
         rows = connection.execute(
@@ -123,7 +125,7 @@ def test_memory_jobs_use_the_memory_model(
         llm={"model": "reply-model"},
     )
     user = unique_user()
-    pam.tutor.handle(user, "Me llamo Lena")
+    handle(pam, user, "Me llamo Lena")
     assert [(c.purpose, c.model) for c in fake_model.calls] == [
         ("reply", "reply-model"),
         ("profile", "memory-model"),
@@ -156,7 +158,7 @@ def test_corrections_are_stored_and_linked_to_the_learner_message(
             ],
         ),
     )
-    (answer,) = pam.tutor.handle(user, "Hola, yo es Lena, el casa es grande")
+    (answer,) = handle(pam, user, "Hola, yo es Lena, el casa es grande")
     assert "yo es Lena → yo soy Lena — ser → soy" in answer
     assert "el casa → la casa" in answer
     info = learner_of(pam, user)
@@ -195,7 +197,7 @@ def test_imperfect_model_output_still_produces_a_reply(
 ) -> None:
     user = unique_user()
     fake_model.queue("reply", raw)
-    assert pam.tutor.handle(user, "Hola") == [shown]
+    assert handle(pam, user, "Hola") == [shown]
     assert pam.store.conversation.messages(learner_of(pam, user).id)[-1].content == shown
 
 
@@ -205,7 +207,7 @@ def test_half_an_emoji_in_the_models_answer_is_stored_and_sent_replaced(
     user = unique_user()
     fake_model.queue("reply", '{"reply": "¡Hola! \\ud83d\\udc4b \\ud83d", "corrections": []}')
 
-    assert pam.tutor.handle(user, "Hola") == ["¡Hola! 👋 \ufffd"]
+    assert handle(pam, user, "Hola") == ["¡Hola! 👋 \ufffd"]
     stored = pam.store.conversation.messages(learner_of(pam, user).id)
     assert stored[-1].content == "¡Hola! 👋 \ufffd"
 
@@ -215,8 +217,8 @@ def test_a_nul_in_the_models_answer_is_left_out(pam: Pam, fake_model: FakeChatMo
     user = unique_user()
     fake_model.queue("reply", '{"reply": "¡Ho\\u0000la!", "corrections": []}', "Bien\x00. ¿Y tú?")
 
-    assert pam.tutor.handle(user, "Hola") == ["¡Hola!"]
-    assert pam.tutor.handle(user, "Muy bien") == ["Bien. ¿Y tú?"]
+    assert handle(pam, user, "Hola") == ["¡Hola!"]
+    assert handle(pam, user, "Muy bien") == ["Bien. ¿Y tú?"]
     assert pam.store.conversation.messages(learner_of(pam, user).id)[-1].content == "Bien. ¿Y tú?"
 
 
@@ -225,7 +227,7 @@ def test_a_degenerate_model_answer_still_produces_a_reply(
 ) -> None:
     user = unique_user()
     fake_model.queue("reply", "[" * 3000)
-    answers = pam.tutor.handle(user, "Hola")
+    answers = handle(pam, user, "Hola")
     assert len(answers) == 1 and answers[0]
 
 
@@ -233,16 +235,16 @@ def test_llm_error_apologises_in_the_target_language_and_keeps_the_message(
     pam: Pam, fake_model: FakeChatModel
 ) -> None:
     user = unique_user()
-    pam.tutor.handle(user, "/language Spanish English")
+    handle(pam, user, "/language Spanish English")
     fake_model.queue("reply", failing())
-    assert pam.tutor.handle(user, "Ayer fui a la playa") == [phrases.APOLOGIES["Spanish"]]
+    assert handle(pam, user, "Ayer fui a la playa") == [phrases.APOLOGIES["Spanish"]]
     info = learner_of(pam, user)
     assert [(m.role, m.content) for m in pam.store.conversation.messages(info.id)] == [
         (LEARNER, "Ayer fui a la playa")
     ]
     assert pam.store.ledger.usage(info.id) == {}
     # the next turn still sees the message the model never answered
-    pam.tutor.handle(user, "¿Hola?")
+    handle(pam, user, "¿Hola?")
     assert conversation_of(fake_model.of("reply")[-1]) == ["Ayer fui a la playa", "¿Hola?"]
 
 
@@ -251,7 +253,7 @@ def test_an_apology_still_triggers_the_memory_jobs(
 ) -> None:
     pam = build_pam(database_url, engine, fake_model, memory={"profile_every": 1})
     fake_model.queue("reply", failing())
-    pam.tutor.handle(unique_user(), "Soy enfermera en Berlín")
+    handle(pam, unique_user(), "Soy enfermera en Berlín")
     assert len(fake_model.of("profile")) == 1
 
 
@@ -262,8 +264,8 @@ def test_a_turn_run_again_for_its_inbox_item_answers_with_the_stored_reply(
     the reply already made, and nothing is stored, spent or asked of the model twice."""
     user, inbox_id = unique_user(), uuid.uuid4().int % 2**62
     fake_model.queue("reply", reply_json("¡Hola, Lena!"), reply_json("a second answer"))
-    assert pam.tutor.handle(user, "Hola, soy Lena", inbox_id=inbox_id) == ["¡Hola, Lena!"]
-    assert pam.tutor.handle(user, "Hola, soy Lena", inbox_id=inbox_id) == ["¡Hola, Lena!"]
+    assert handle(pam, user, "Hola, soy Lena", inbox_id=inbox_id) == ["¡Hola, Lena!"]
+    assert handle(pam, user, "Hola, soy Lena", inbox_id=inbox_id) == ["¡Hola, Lena!"]
     assert len(fake_model.of("reply")) == 1
     info = learner_of(pam, user)
     assert [(m.role, m.content) for m in pam.store.conversation.messages(info.id)] == [
@@ -279,8 +281,8 @@ def test_a_turn_retried_after_the_model_failed_is_answered_once(
     user, inbox_id = unique_user(), uuid.uuid4().int % 2**62
     fake_model.queue("reply", failing(), reply_json("¡Ahora sí!"))
     with pytest.raises(ModelUnavailable):
-        pam.tutor.handle(user, "¿Hola?", inbox_id=inbox_id, can_retry=True)
-    assert pam.tutor.handle(user, "¿Hola?", inbox_id=inbox_id, can_retry=True) == ["¡Ahora sí!"]
+        handle(pam, user, "¿Hola?", inbox_id=inbox_id, can_retry=True)
+    assert handle(pam, user, "¿Hola?", inbox_id=inbox_id, can_retry=True) == ["¡Ahora sí!"]
     assert conversation_of(fake_model.of("reply")[-1]) == ["¿Hola?"]  # not twice
     info = learner_of(pam, user)
     assert [m.content for m in pam.store.conversation.messages(info.id)] == ["¿Hola?", "¡Ahora sí!"]
@@ -290,7 +292,7 @@ def test_llm_error_without_a_language_apologises_in_english(
     pam: Pam, fake_model: FakeChatModel
 ) -> None:
     fake_model.queue("reply", failing())
-    assert pam.tutor.handle(unique_user(), "Hello") == [phrases.APOLOGIES["English"]]
+    assert handle(pam, unique_user(), "Hello") == [phrases.APOLOGIES["English"]]
 
 
 TOPICS = (
@@ -316,11 +318,11 @@ def test_the_prompt_holds_the_system_prompt_and_every_unfolded_message(
     for i in range(12):
         # Replies that differ: one that says the previous one again is no reply.
         fake_model.queue("reply", reply_json(f"Respuesta {i}: {TOPICS[i]}"))
-        pam.tutor.handle(user, f"Mensaje número {i}")
+        handle(pam, user, f"Mensaje número {i}")
     info = learner_of(pam, user)
     assert pam.store.memory.summary(info.id).watermark == 0  # nothing folded at the default trigger
     stored = pam.store.conversation.messages(info.id)
-    pam.tutor.handle(user, "El último")
+    handle(pam, user, "El último")
     call = fake_model.of("reply")[-1]
     assert "You are Pam" in system_of(call)
     roles = [m["role"] for m in call.messages[1:]]
@@ -338,7 +340,7 @@ def test_folds_and_profile_reach_later_prompts_as_delimited_data(
     user = unique_user()
     for i in range(16):
         fake_model.queue("reply", reply_json(f"Respuesta {i}: {TOPICS[i % len(TOPICS)]}"))
-        pam.tutor.handle(user, f"Mensaje {i}: soy Lena, hoy fui al mercado con mi hermana")
+        handle(pam, user, f"Mensaje {i}: soy Lena, hoy fui al mercado con mi hermana")
     info = learner_of(pam, user)
     summary = pam.store.memory.summary(info.id)
     assert summary.folds >= 1 and summary.text == summary_text
@@ -361,7 +363,7 @@ def test_folds_and_profile_reach_later_prompts_as_delimited_data(
     watermark = pam.store.memory.summary(info.id).watermark
     unfolded = [m.content for m in pam.store.conversation.messages(info.id, after=watermark)]
     assert len(unfolded) >= 10
-    pam.tutor.handle(user, "Y ahora, ¿qué recuerdas?")
+    handle(pam, user, "Y ahora, ¿qué recuerdas?")
     last = fake_model.of("reply")[-1]
     assert conversation_of(last) == [*unfolded, "Y ahora, ¿qué recuerdas?"]
     assert conversation_of(last)[-11:-1] == everything[-10:]
@@ -372,7 +374,7 @@ def test_profile_jobs_run_every_five_learner_messages(pam: Pam, fake_model: Fake
     user = unique_user()
     counts = []
     for i in range(12):
-        pam.tutor.handle(user, f"Frase {i}")
+        handle(pam, user, f"Frase {i}")
         counts.append(len(fake_model.of("profile")))
     assert counts == [0, 0, 0, 0, 1, 1, 1, 1, 1, 2, 2, 2]
     profile = pam.store.memory.profile(learner_of(pam, user).id)
@@ -384,22 +386,22 @@ def test_profile_jobs_run_every_five_learner_messages(pam: Pam, fake_model: Fake
 def test_commands_do_not_count_towards_the_profile(pam: Pam, fake_model: FakeChatModel) -> None:
     user = unique_user()
     for i in range(4):
-        pam.tutor.handle(user, f"Frase {i}")
-        pam.tutor.handle(user, "/help")
+        handle(pam, user, f"Frase {i}")
+        handle(pam, user, "/help")
     assert fake_model.of("profile") == []
 
 
 @pytest.mark.parametrize("text", ["", "   ", "\n\t  \n", "\x00\x07\x1b"])
 def test_empty_input_gets_no_answer(pam: Pam, fake_model: FakeChatModel, text: str) -> None:
     user = unique_user()
-    assert pam.tutor.handle(user, text) == []
+    assert handle(pam, user, text) == []
     assert fake_model.calls == []
     assert pam.store.learners.find_learner(user) is None
 
 
 def test_an_oversized_message_is_refused_kindly(pam: Pam, fake_model: FakeChatModel) -> None:
     user = unique_user()
-    (answer,) = pam.tutor.handle(user, "palabra " * (MAX_MESSAGE_CHARS // 4))
+    (answer,) = handle(pam, user, "palabra " * (MAX_MESSAGE_CHARS // 4))
     assert "parts" in answer and str(MAX_MESSAGE_CHARS) in answer
     assert fake_model.calls == []
     assert pam.store.conversation.messages(learner_of(pam, user).id) == []
@@ -407,7 +409,7 @@ def test_an_oversized_message_is_refused_kindly(pam: Pam, fake_model: FakeChatMo
 
 def test_a_message_of_exactly_the_limit_is_answered(pam: Pam, fake_model: FakeChatModel) -> None:
     user = unique_user()
-    pam.tutor.handle(user, "a" * MAX_MESSAGE_CHARS)
+    handle(pam, user, "a" * MAX_MESSAGE_CHARS)
     assert len(fake_model.of("reply")) == 1
 
 
@@ -417,7 +419,7 @@ def test_control_characters_go_while_rtl_cjk_and_emoji_stay(
     user = unique_user()
     kept = "مرحبا بك \u200fשלום עולם\u200e 你好，世界！ 👩‍👩‍👧 🇪🇸 👍🏽\nsegunda línea\tcon tab"
     noisy = "\x00" + kept[:9] + "\x07\x1b" + kept[9:] + "\x7f\r"
-    pam.tutor.handle(user, noisy)
+    handle(pam, user, noisy)
     stored = pam.store.conversation.messages(learner_of(pam, user).id, role=LEARNER)
     assert [m.content for m in stored] == [kept]
     assert conversation_of(fake_model.of("reply")[-1])[-1] == kept
@@ -426,7 +428,7 @@ def test_control_characters_go_while_rtl_cjk_and_emoji_stay(
 def test_a_lone_surrogate_does_not_crash_the_turn(pam: Pam, fake_model: FakeChatModel) -> None:
     """JSON payloads can carry half an emoji ("\\ud83d"); Python's json accepts it."""
     user = unique_user()
-    answers = pam.tutor.handle(user, json.loads('"hola \\ud83d amigo"'))
+    answers = handle(pam, user, json.loads('"hola \\ud83d amigo"'))
     assert answers
     (stored,) = pam.store.conversation.messages(learner_of(pam, user).id, role=LEARNER)
     assert stored.content.startswith("hola") and stored.content.endswith("amigo")
@@ -434,7 +436,7 @@ def test_a_lone_surrogate_does_not_crash_the_turn(pam: Pam, fake_model: FakeChat
 
 def _chat(pam: Pam, user: str, texts: list[str]) -> None:
     for text in texts:
-        assert pam.tutor.handle(user, text)
+        assert handle(pam, user, text)
 
 
 @pytest.mark.parametrize(

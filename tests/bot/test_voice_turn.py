@@ -22,7 +22,7 @@ from bot.openai_chat import openai_client
 from bot.prompt import SPOKEN_RULE
 from bot.runtime import Pam
 from bot.speaking import SPEECH, Spoken
-from bot.tutor import ModelUnavailable, Turn
+from bot.turn import ModelUnavailable, Turn, TurnRequest
 from bot.voice import Speech, Transcriber, Transcript
 from bot.worker import Worker
 from loopback.audio_samples import sample
@@ -36,7 +36,7 @@ from tests.conftest import unique_user
 from tests.error_shapes import FASTER_WHISPER_SERVER_UNKNOWN_MODEL
 from tests.fakes import FakeChatModel, reply_json
 from tests.helpers.crafted_audio import CRAFTED
-from tests.support import WAIT, RecordingSender, wait_until
+from tests.support import WAIT, RecordingSender, handle, wait_until
 from tests.transcription_shapes import NOISE
 from webhooks.settings import Settings
 from webhooks.wiring import build
@@ -189,14 +189,16 @@ def hear(
 ) -> Turn:
     """The turn for `note`, stored as the worker stores it (the inbox id keeps it idempotent)."""
     return pam.tutor.answer(
-        user,
-        caption,
-        inbox_id=inbox_id if inbox_id is not None else next(_inbox_ids),
-        kind=VOICE,
-        can_retry=can_retry,
-        voice=note,
-        fetcher=fetcher,
-        can_speak=True,
+        TurnRequest(
+            user,
+            caption,
+            inbox_id=inbox_id if inbox_id is not None else next(_inbox_ids),
+            kind=VOICE,
+            can_retry=can_retry,
+            voice=note,
+            fetcher=fetcher,
+            can_speak=True,
+        )
     )
 
 
@@ -246,6 +248,7 @@ def test_a_voice_note_is_transcribed_and_answered_like_text(
     pam.writer.write(None, [], turn.reply)
     (said, reply) = messages_of(pam, learner.id)
     assert said[:2] == (LEARNER, SAID) and said[2] == pytest.approx(2.0, abs=0.2)
+    assert not pam.store.conversation.messages(learner.id)[0].untranscribed
     assert reply[0] == PAM and HEARD_MARK not in reply[1]
     # The seconds heard are counted, converted to tokens for the budgets.
     ((purpose, tokens, seconds, _),) = audio_usage(engine, learner.id)
@@ -255,7 +258,7 @@ def test_a_voice_note_is_transcribed_and_answered_like_text(
 
 def test_a_text_turn_has_no_spoken_rule(pam: Pam, fake_model: FakeChatModel) -> None:
     user, _ = spanish_learner(pam)
-    pam.tutor.handle(user, "Hola, ¿qué tal?")
+    handle(pam, user, "Hola, ¿qué tal?")
     assert SPOKEN_RULE.strip() not in fake_model.of("reply")[0].messages[0]["content"]
 
 
@@ -301,6 +304,8 @@ def _answered_with(turn: Turn, texts: dict[str, str], **values: object) -> None:
 def _kept_untranscribed(pam: Pam, learner_id: int, why: str) -> None:
     ((role, content, _),) = messages_of(pam, learner_id)
     assert role == LEARNER and content.startswith("🎙 (a voice note of") and why in content
+    # Marked so, for a turn run again after a crash: not told by its words.
+    assert [m.untranscribed for m in pam.store.conversation.messages(learner_id)] == [True]
 
 
 @pytest.mark.parametrize(
@@ -417,6 +422,8 @@ def test_a_caption_is_answered_when_its_note_cannot_be_heard(
     assert turn.replies[0].startswith(phrases.VOICE_UNREADABLE["Spanish"] + "\n\n")
     (said,) = [m for m in messages_of(pam, learner.id) if m[0] == LEARNER]
     assert "not transcribed: unsupported format" in said[1]
+    (stored,) = pam.store.conversation.messages(learner.id, role=LEARNER)
+    assert stored.untranscribed
     assert said[1].endswith("¿Cómo se dice 'library'?")
     assert fake_model.of("reply")[0].messages[-1]["content"] == said[1]
 
@@ -424,7 +431,9 @@ def test_a_caption_is_answered_when_its_note_cannot_be_heard(
 def test_a_note_without_its_audio_s_address_gets_a_word(pam: Pam) -> None:
     user, _ = spanish_learner(pam)
     # Twilio's form named audio media but no MediaUrl: nothing to fetch.
-    turn = pam.tutor.answer(user, "", inbox_id=next(_inbox_ids), kind=VOICE, voice=None)
+    turn = pam.tutor.answer(
+        TurnRequest(user, "", inbox_id=next(_inbox_ids), kind=VOICE, voice=None)
+    )
     assert turn.replies == [phrases.VOICE_UNREADABLE["Spanish"]]
 
 
@@ -481,6 +490,20 @@ def test_a_transcription_the_server_could_not_make_is_not_asked_again(
     _kept_untranscribed(pam, learner.id, "the transcription failed")
 
 
+def test_a_note_not_heard_is_not_fetched_again_when_its_turn_runs_again(
+    pam: Pam, fake_model: FakeChatModel, transcriber: FakeTranscriber
+) -> None:
+    # The worker died after the friendly word was kept: the re-run says it again from what
+    # was stored, without a download, a transcription or a second message.
+    user, learner = spanish_learner(pam)
+    amr = FakeFetcher(Audio(sample("voice.amr"), "audio/amr", "v.amr"))
+    inbox_id = next(_inbox_ids)
+    _answered_with(hear(pam, user, amr, inbox_id=inbox_id), phrases.VOICE_UNREADABLE)
+    _answered_with(hear(pam, user, amr, inbox_id=inbox_id), phrases.VOICE_UNREADABLE)
+    assert amr.calls == 1 and transcriber.calls == [] and fake_model.of("reply") == []
+    _kept_untranscribed(pam, learner.id, "unsupported format")
+
+
 def test_a_turn_retried_after_the_llm_failed_does_not_transcribe_again(
     pam: Pam,
     fake_model: FakeChatModel,
@@ -527,7 +550,7 @@ def test_with_voice_notes_off_a_note_gets_the_text_only_answer(
     user, _ = spanish_learner(pam)
     assert hear(pam, user, fetcher).replies == [phrases.NOT_TEXT["voice"]["Spanish"]]
     assert fetcher.calls == 0 and transcriber.calls == []
-    assert pam.tutor.handle(user, "/voice on") == [phrases.VOICE_UNAVAILABLE]
+    assert handle(pam, user, "/voice on") == [phrases.VOICE_UNAVAILABLE]
 
 
 # -- spoken replies ----------------------------------------------------------------------------
@@ -537,9 +560,9 @@ def test_voice_on_speaks_the_chat_part_of_each_reply(
     pam: Pam, fake_model: FakeChatModel, speaker: FakeSpeaker, engine: Engine
 ) -> None:
     user, learner = spanish_learner(pam)
-    assert "Voice replies are off (/voice on to hear me)." in pam.tutor.handle(user, "/start")[0]
-    assert pam.tutor.handle(user, "/voice on") == [phrases.VOICE_ON]
-    assert "Voice replies are on" in pam.tutor.handle(user, "/profile")[0]
+    assert "Voice replies are off (/voice on to hear me)." in handle(pam, user, "/start")[0]
+    assert handle(pam, user, "/voice on") == [phrases.VOICE_ON]
+    assert "Voice replies are on" in handle(pam, user, "/profile")[0]
     fake_model.queue(
         "reply",
         reply_json(
@@ -547,10 +570,12 @@ def test_voice_on_speaks_the_chat_part_of_each_reply(
             [{"original": "yo es", "corrected": "yo estaba", "category": "conjugation"}],
         ),
     )
-    turn = pam.tutor.answer(user, "Ayer yo es cansado", inbox_id=next(_inbox_ids), can_speak=True)
+    turn = pam.tutor.answer(
+        TurnRequest(user, "Ayer yo es cansado", inbox_id=next(_inbox_ids), can_speak=True)
+    )
     # The turn only says what to speak (corrections stay text): nothing is spoken on its path.
     assert turn.speech == "¡Qué bien! ¿Qué película viste?" and speaker.texts == []
-    spoken = pam.tutor.speak(turn)  # as `pam chat` does, once the text is shown
+    spoken = pam.local_turns().speak(turn)  # as `pam chat` does, once the text is shown
     assert spoken.clip_id is not None and speaker.texts == [turn.speech]
     clip = pam.store.voice_clips.find(spoken.clip_id)
     assert clip is not None and clip.audio.startswith(b"OggS") and clip.learner_id == learner.id
@@ -558,9 +583,14 @@ def test_voice_on_speaks_the_chat_part_of_each_reply(
     assert (purpose, chars) == (SPEECH, len(speaker.texts[0]))
     assert tokens == round(chars * pam.settings.voice.speech_tokens_per_char)
     # A channel that takes no voice gets none; /voice off stops it.
-    assert pam.tutor.answer(user, "Hola", inbox_id=next(_inbox_ids)).speech is None
-    assert pam.tutor.handle(user, "/voice off") == [phrases.VOICE_OFF]
-    assert pam.tutor.answer(user, "Hola", inbox_id=next(_inbox_ids), can_speak=True).speech is None
+    assert pam.tutor.answer(TurnRequest(user, "Hola", inbox_id=next(_inbox_ids))).speech is None
+    assert handle(pam, user, "/voice off") == [phrases.VOICE_OFF]
+    assert (
+        pam.tutor.answer(
+            TurnRequest(user, "Hola", inbox_id=next(_inbox_ids), can_speak=True)
+        ).speech
+        is None
+    )
     assert len(speaker.texts) == 1
 
 
@@ -570,21 +600,23 @@ def test_a_failed_speech_call_never_costs_the_text(
     user, learner = spanish_learner(pam)
     pam.store.learners.update_settings(learner.id, voice_replies=True)
     speaker.failures.append(Unusable("the text cannot be spoken"))
-    turn = pam.tutor.answer(user, "Hola", inbox_id=next(_inbox_ids), can_speak=True)
+    turn = pam.tutor.answer(TurnRequest(user, "Hola", inbox_id=next(_inbox_ids), can_speak=True))
     assert turn.speech and turn.reply is not None and turn.replies and turn.problem is None
-    spoken = pam.tutor.speak(turn)
+    spoken = pam.local_turns().speak(turn)
     assert spoken.clip_id is None and spoken.problem is None
     # A speech server that is not there tells the operator (pam chat shows `problem`).
     advice = "set PAM_AUDIO_BASE_URL to a server with /audio/speech"
     speaker.failures.append(Misconfigured("404", advice))
-    turn = pam.tutor.answer(user, "Hola", inbox_id=next(_inbox_ids), can_speak=True)
+    turn = pam.tutor.answer(TurnRequest(user, "Hola", inbox_id=next(_inbox_ids), can_speak=True))
     assert turn.replies and turn.problem is None
-    assert pam.tutor.speak(turn) == Spoken(None, "the speech call failed (Misconfigured)", advice)
+    assert pam.local_turns().speak(turn) == Spoken(
+        None, "the speech call failed (Misconfigured)", advice
+    )
 
 
 def test_voice_usage_line(pam: Pam) -> None:
     user, _ = spanish_learner(pam)
-    (answer,) = pam.tutor.handle(user, "/voice")
+    (answer,) = handle(pam, user, "/voice")
     assert answer.startswith(phrases.VOICE_USAGE) and "off" in answer
 
 

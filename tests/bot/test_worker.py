@@ -39,6 +39,7 @@ from tests.support import (
     WAIT,
     RecordingSender,
     claim_eventually,
+    handle,
     inbound,
     outlive,
     queue_items,
@@ -249,7 +250,7 @@ def test_a_turn_that_crashed_mid_way_is_answered_once_without_a_second_llm_call(
     # A worker claims the message, runs the turn (the reply is stored)... and dies.
     crashed = worker.inbox.claim_next()
     assert crashed is not None
-    replies = pam.tutor.handle(user, crashed.text, inbox_id=crashed.id)
+    replies = handle(pam, user, crashed.text, inbox_id=crashed.id)
     assert replies == [reply_to("Ayer yo va al cine")]
     assert len(fake_model.of("reply")) == 1
 
@@ -440,7 +441,7 @@ def answered(worker: Worker, user: str, *texts: str) -> None:
     for text in texts:
         worker.inbox.accept(inbound(user, text))
     while (claim := worker.inbox.claim_next()) is not None:
-        replies = worker.pam.tutor.handle(claim.address, claim.text, inbox_id=claim.id)
+        replies = handle(worker.pam, claim.address, claim.text, inbox_id=claim.id)
         assert worker.inbox.complete(claim, replies)
 
 
@@ -553,7 +554,7 @@ def test_replies_held_by_a_worker_that_died_are_delivered_after_their_lease(
     worker.inbox.accept(inbound(user, "uno"))
     claim = worker.inbox.claim_next()
     assert claim is not None
-    replies = pam.tutor.handle(claim.address, claim.text, inbox_id=claim.id)
+    replies = handle(pam, claim.address, claim.text, inbox_id=claim.id)
     held = worker.inbox.finish(claim, replies, deliver_lease=worker.outbox.lease)
     assert held and sender.calls == []  # ...and the worker dies before sending
 

@@ -10,7 +10,7 @@ from datetime import timedelta
 from sqlalchemy import Engine, select
 
 from bot.runtime import Pam
-from bot.tutor import Turn
+from bot.turn import Turn, TurnRequest
 from memory.clock import ManualClock
 from memory.models_review import ReviewItem, ReviewLog
 from memory.records import LearnerInfo
@@ -54,8 +54,8 @@ def review_pam(
 
 def say(pam: Pam, user: str, text: str) -> Turn:
     """One turn as a channel runs it: the reply stored, then the memory jobs it made due."""
-    turn = pam.tutor.respond(user, text)
-    pam.tutor.start_jobs(turn)
+    turn = pam.local_turns().reply(TurnRequest(user, text))
+    pam.after_sending.run(turn)
     return turn
 
 

@@ -201,3 +201,39 @@ def test_upgrade_from_the_previous_revision_keeps_the_data(blank: Engine) -> Non
     new = store.conversation.add_message(learner_id, LEARNER, "otra vez", 3, inbox_id=1)
     assert new.id > context.messages[-1].id
     assert store.conversation.add_message(learner_id, LEARNER, "otra vez", 3, inbox_id=1) == new
+
+
+def test_0012_marks_the_voice_notes_kept_untranscribed_before(blank: Engine) -> None:
+    """A note Pam could not transcribe was recognised by the words it was kept as; after 0012
+    its column says so, and a transcript or a typed message that only mentions one does not."""
+    db.upgrade(blank, "0011")
+    kept = [
+        ("learner", "🎙 (a voice note of 0:42, not transcribed: too long)"),
+        ("learner", "🎙 (a voice note of unknown length, not transcribed: silence)\n\nMi perro"),
+        ("learner", "Hoy te mando 🎙 (a voice note of 0:10) mañana"),
+        ("pam", "🎙 (a voice note of 0:42, not transcribed: too long)"),
+        ("learner", "Ayer fui al mercado"),
+    ]
+    with blank.begin() as connection:
+        connection.execute(
+            text(
+                "INSERT INTO learners (external_id, created_at) "
+                "VALUES ('terminal:voice', CURRENT_TIMESTAMP)"
+            )
+        )
+        learner_id = connection.execute(
+            text("SELECT id FROM learners WHERE external_id = 'terminal:voice'")
+        ).scalar_one()
+        for role, content in kept:
+            connection.execute(
+                text(
+                    "INSERT INTO messages (learner_id, role, content, tokens, created_at) "
+                    "VALUES (:learner, :role, :content, 5, CURRENT_TIMESTAMP)"
+                ),
+                {"learner": learner_id, "role": role, "content": content},
+            )
+
+    db.upgrade(blank)
+
+    messages = Store(blank).conversation.messages(learner_id)
+    assert [m.untranscribed for m in messages] == [True, True, False, False, False]

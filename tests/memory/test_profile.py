@@ -46,6 +46,7 @@ from memory.tokens import TokenCounter
 from tests import llm_shapes as shapes
 from tests.conftest import unique_user, unread_by_profile
 from tests.fakes import FakeChatModel, failing
+from tests.support import handle
 from webhooks.settings import Settings
 from webhooks.wiring import build
 
@@ -814,9 +815,9 @@ def test_31_self_describing_turns_teach_the_profile_and_profile_shows_it(
         for n in range(31)
     ]
     for line in lines:
-        assert pam.tutor.handle(user, line)
+        assert handle(pam, user, line)
 
-    shown = pam.tutor.handle(user, "/profile")[0]
+    shown = handle(pam, user, "/profile")[0]
     assert "I haven't learned anything about you yet" not in shown
     expected = ", ".join(f"{en} ({es})" for es, en in HOBBIES.items())
     assert f"• Interests: {expected}" in shown

@@ -7,19 +7,30 @@ import threading
 from collections import Counter
 from dataclasses import replace
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from sqlalchemy import Engine, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from memory import db
-from memory.claims import CLAIMED, DONE, FAILED, PENDING, SENT, Claim
+from memory.claims import (
+    CLAIMED,
+    DONE,
+    FAILED,
+    PENDING,
+    SENT,
+    InboxClaim,
+    Lease,
+    OutboxClaim,
+    Standing,
+)
 from memory.clock import ManualClock, utcnow
 from memory.inbox import Inbox
 from memory.messages import VoiceNote
 from memory.models_queue import InboxItem, OutboxItem
 from memory.outbox import Outbox
+from memory.queue import Queue
 from memory.store import Store
 from tests.conftest import unique_user
 from tests.support import WAIT, inbound, queue_items
@@ -48,7 +59,10 @@ def inbox_ids(engine: Engine, address: str) -> list[int]:
         )
 
 
-def claim(queue: Inbox | Outbox) -> Claim:
+C = TypeVar("C", bound=Lease)
+
+
+def claim(queue: Queue[C]) -> C:
     claimed = queue.claim_next()
     assert claimed is not None, "expected something to claim"
     return claimed
@@ -176,10 +190,10 @@ def test_complete_finishes_the_item_and_queues_its_replies_in_order(engine: Engi
 # -- exclusive claims ------------------------------------------------------------------------
 
 
-def claim_everything(queues: list[Inbox], expected: int, threads: int) -> list[Claim]:
+def claim_everything(queues: list[Inbox], expected: int, threads: int) -> list[InboxClaim]:
     """Run `threads` threads, spread over `queues`, claiming and completing until `expected`
     items were claimed in total. Returns every claim, in the order they were made."""
-    claims: list[Claim] = []
+    claims: list[InboxClaim] = []
     errors: list[BaseException] = []
     lock = threading.Lock()
     start = threading.Barrier(threads)
@@ -251,7 +265,7 @@ def test_outbox_claims_from_two_engines_never_deliver_twice(
         assert inbox.complete(item, [f"{item.address} {item.text} a", f"{item.address} b"])
 
     other = db.make_engine(database_url)
-    sent: list[Claim] = []
+    sent: list[OutboxClaim] = []
     lock = threading.Lock()
     errors: list[BaseException] = []
 
@@ -319,6 +333,49 @@ def test_an_expired_lease_makes_the_item_claimable_again_and_voids_the_old_claim
     assert inbox.complete(second, ["fresh reply"]) is True
     assert [r.text for r in outbox_rows(engine, first.id)] == ["fresh reply"]
     assert inbox_row(engine, first.id).status == DONE
+
+
+def test_each_queue_claims_its_own_type_under_one_lease(engine: Engine) -> None:
+    """An inbox claim carries the message and its learner, an outbox claim the part and what
+    goes with it; both are a Lease, which renewing and giving back take alike."""
+    inbox, outbox = Inbox(engine, LONG_LEASE), Outbox(engine, LONG_LEASE)
+    user = unique_user()
+    note = VoiceNote("file-7", "audio/ogg", 3.0, 2048)
+    assert inbox.accept(replace(inbound(user, ""), kind="voice", voice=note))
+    message = claim(inbox)
+    assert isinstance(message, InboxClaim) and isinstance(message, Lease)
+    assert (message.kind, message.voice, message.learner) == ("voice", note, None)
+    assert inbox.complete(message, ["¿Me lo repites?"])
+    part = claim(outbox)
+    assert isinstance(part, OutboxClaim) and isinstance(part, Lease)
+    assert (part.inbox_id, part.text, part.speak) == (message.id, "¿Me lo repites?", False)
+    assert not inbox.renew(message)  # answered: its claim ended with it
+    assert outbox.renew(part) and outbox.retry_later(part, 0, "later")
+
+
+def test_a_claims_standing_says_held_lost_or_forgotten(engine: Engine) -> None:
+    """What a holder finds when it looks again after slow work (a chart drawn): its claim
+    still held (and renewed), taken over once the lease ran out, or gone with its learner."""
+    clock = ManualClock()
+    inbox, outbox = Inbox(engine, LONG_LEASE, clock), Outbox(engine, LONG_LEASE, clock)
+    store = Store(engine, clock)
+    user = unique_user()
+    learner = store.learners.learner(user, "Lena")
+    inbox.accept(inbound(user, "Hola"))
+    first = claim(inbox)
+    assert inbox.standing(first) is Standing.HELD
+    clock.advance(timedelta(seconds=LONG_LEASE - 1))
+    assert inbox.standing(first) is Standing.HELD  # renewed: not claimable a second later
+    clock.advance(timedelta(seconds=2))
+    assert inbox.claim_next() is None
+    clock.advance(timedelta(seconds=LONG_LEASE))
+    second = claim(inbox)
+    assert inbox.standing(first) is Standing.LOST
+    assert inbox.complete(second, ["¡Hola!"])
+    reply = claim(outbox)
+    assert outbox.standing(reply) is Standing.HELD
+    assert store.learners.forget(learner.id)
+    assert outbox.standing(reply) is Standing.FORGOTTEN
 
 
 def test_an_unexpired_lease_is_not_claimable(engine: Engine) -> None:

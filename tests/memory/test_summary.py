@@ -36,6 +36,7 @@ from memory.summary import (
 from memory.tokens import TokenCounter
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel, failing
+from tests.support import handle
 from webhooks.settings import Settings
 from webhooks.wiring import build
 
@@ -370,12 +371,12 @@ def test_forty_turns_of_ninety_token_messages_fold_at_most_twelve_times(
         "con mis compañeros de la oficina nueva."
     )
     user = unique_user("long")
-    pam.tutor.handle(user, "/language Spanish English")
+    handle(pam, user, "/language Spanish English")
     learner = pam.store.learners.learner(user)
     for n in range(40):
         text = line.format(n=n)
         assert 80 <= pam.counter.count(text) <= 100
-        pam.tutor.handle(user, text)
+        handle(pam, user, text)
         assert len(fake_model.of("reply")) == n + 1
         # The newest ten messages (all of them, early on) end the reply prompt verbatim, this
         # one last; the reply to it is stored after.

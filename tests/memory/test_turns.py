@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import Engine
 
-from memory.claims import DONE, FAILED, Claim
+from memory.claims import DONE, FAILED, InboxClaim
 from memory.clock import ManualClock
 from memory.config import MemoryConfig
 from memory.inbox import Inbox
@@ -28,7 +28,7 @@ def writer(engine: Engine, clock: ManualClock, config: MemoryConfig | None = Non
     return TurnWriter(Store(engine, clock), LEASE, config or MemoryConfig(), clock)
 
 
-def claimed(engine: Engine, clock: ManualClock, user: str) -> Claim:
+def claimed(engine: Engine, clock: ManualClock, user: str) -> InboxClaim:
     inbox = Inbox(engine, LEASE, clock)
     assert inbox.accept(inbound(user, "hola"))
     claim = inbox.claim_next()

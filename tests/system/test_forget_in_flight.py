@@ -30,7 +30,7 @@ from memory.records import (
 )
 from tests.conftest import unique_user
 from tests.fakes import ENDINGS, FakeChatModel, Gate, fresh_ending, reply_json
-from tests.support import WAIT, RecordingSender, inbound
+from tests.support import WAIT, RecordingSender, handle, inbound
 from webhooks.app import create_app
 from webhooks.settings import Settings
 from webhooks.wiring import build
@@ -118,8 +118,8 @@ class Scene:
             claim = inbox.claim_next()
             if claim is None:
                 return
-            replies = self.pam.tutor.handle(
-                claim.address, claim.text, claim.display_name, inbox_id=claim.id
+            replies = handle(
+                self.pam, claim.address, claim.text, claim.display_name, inbox_id=claim.id
             )
             assert inbox.complete(claim, replies)
         raise AssertionError("the inbox never emptied")

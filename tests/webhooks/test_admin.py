@@ -20,6 +20,7 @@ from memory.scrubs import Outcome
 from memory.store import Store
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel, reply_json
+from tests.support import handle
 from webhooks.app import create_app
 from webhooks.settings import Settings
 
@@ -79,7 +80,7 @@ def test_never_reachable_without_the_token(
     pam: Pam, settings: Settings, engine: Engine, headers: dict[str, str]
 ) -> None:
     learner = pam.store.learners.learner(unique_user())
-    pam.tutor.handle(learner.external_id, "Hola, me llamo Lena")
+    handle(pam, learner.external_id, "Hola, me llamo Lena")
     fold_all(pam.store, learner.id)
     client = client_for(settings, engine)
     memory = client.get(f"/admin/learners/{learner.id}/memory", headers=headers)
@@ -111,7 +112,7 @@ def test_memory_shows_window_summary_profile_corrections_usage_and_jobs(
     )
     fake_model.queue("profile", json.dumps({"who": "Lena, mensaje"}))  # the learner's words
     for n in range(5):
-        pam.tutor.handle(user, f"yo es Lena, mensaje {n}")
+        handle(pam, user, f"yo es Lena, mensaje {n}")
     learner = pam.store.learners.find_learner(user)
     assert learner is not None
 
@@ -194,7 +195,7 @@ def test_forget_erases_every_row_about_the_learner(
     bystander = unique_user("bystander")
     for who in (user, bystander):
         for n in range(6):
-            pam.tutor.handle(who, f"mensaje {n}")
+            handle(pam, who, f"mensaje {n}")
     learner = pam.store.learners.find_learner(user)
     assert learner is not None
 

@@ -23,7 +23,7 @@ from memory.models import MetricSnapshot
 from memory.prices import PRICES
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel
-from tests.support import RecordingSender, inbound
+from tests.support import RecordingSender, handle, inbound
 from tests.webhooks.test_admin import ADMIN, bearer
 from webhooks.app import create_app
 from webhooks.metrics import ServiceCollector
@@ -125,7 +125,7 @@ def test_a_turn_counts_llm_calls_tokens_and_estimated_dollars(
     tokens_out = registry_value("pam_llm_tokens_total", direction="output", **labels)
     dollars = registry_value("pam_llm_cost_dollars_total", **labels)
 
-    pam.tutor.handle(unique_user(), "Hola, me llamo Lena")
+    handle(pam, unique_user(), "Hola, me llamo Lena")
 
     assert len([c for c in fake_model.calls if c.purpose == "reply"]) == 1
     assert registry_value("pam_llm_calls_total", **labels) == calls + 1
@@ -179,8 +179,8 @@ def test_limits_count_refusals(
     )
     before = registry_value("pam_budget_refusals_total", limit="rate")
     user = unique_user()
-    pam.tutor.handle(user, "hola")
-    pam.tutor.handle(user, "¿estás?")
+    handle(pam, user, "hola")
+    handle(pam, user, "¿estás?")
     assert registry_value("pam_budget_refusals_total", limit="rate") == before + 1
 
 
@@ -244,7 +244,7 @@ def test_forget_leaves_nothing_of_the_learner_in_the_metrics(
     client: FlaskClient, pam: Pam, clean: Engine
 ) -> None:
     user = unique_user("forgotten")
-    pam.tutor.handle(user, "Me llamo Lena y vivo en Madrid")
+    handle(pam, user, "Me llamo Lena y vivo en Madrid")
     learner = pam.store.learners.find_learner(user)
     assert learner is not None
     copy_to_database(clean)
