@@ -13,7 +13,6 @@ from bot.after_send import AfterSending
 from bot.answering import LLM_TURN_ATTEMPTS
 from bot.review import Grading
 from bot.runtime import Pam
-from bot.settings import Settings
 from bot.turn import AfterSend, Turn, TurnRequest
 from bot.worker import Worker
 from memory.jobs import FOLD, PROFILE
@@ -21,6 +20,7 @@ from memory.models import InboxItem
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel
 from tests.support import RecordingSender, inbound, queue_items
+from webhooks.settings import Settings
 from webhooks.wiring import build
 
 
