@@ -16,7 +16,7 @@ from bot.runtime import Pam
 from bot.turn import AfterSend, Turn, TurnRequest
 from bot.worker import Worker
 from memory.jobs import FOLD, PROFILE
-from memory.models import InboxItem
+from memory.models_queue import InboxItem
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel
 from tests.support import RecordingSender, inbound, queue_items
