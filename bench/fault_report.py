@@ -13,8 +13,8 @@ from sqlalchemy import Engine
 
 from bench.fault_servers import MARKER, FaultyTelegram, RecordingTwilio, snapshot
 from bench.fault_traffic import Learner, Message, Platforms, progress
-from memory.records import LEARNER, PAM
-from memory.store import Store
+from memory.database.records import LEARNER, PAM
+from memory.store.message_store import Store
 
 KILL_GAP = 1.0  # seconds: a send this close before a worker's SIGKILL may not be recorded
 # The run notes each kill's time rounded to 10 ms (after the process is gone): a send in the

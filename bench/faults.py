@@ -51,9 +51,9 @@ from loopback.harness import (
     service_env,
     wait_for,
 )
-from memory import db
-from memory.inbox import Inbox
-from memory.outbox import Outbox
+from memory.database import db
+from memory.queue.inbox import Inbox
+from memory.queue.outbox import Outbox
 
 DEFAULT_DATABASE = "postgresql://postgres@127.0.0.1:5432/test"
 LLM_TIMEOUT = 2.0

@@ -85,10 +85,10 @@ from loopback.harness import (
     sqlite_url,
     wait_for,
 )
-from memory import db
-from memory.claims import UNFINISHED
-from memory.models import MemoryJob
-from memory.models_queue import InboxItem, OutboxItem
+from memory.database import db
+from memory.database.claims import UNFINISHED
+from memory.database.models import MemoryJob
+from memory.database.models_queue import InboxItem, OutboxItem
 
 DEFAULT_DATABASE = "postgresql://postgres@127.0.0.1:5432/test"
 WEBHOOK_SECRET = "latency-bench-webhook-secret"

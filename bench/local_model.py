@@ -52,10 +52,10 @@ from loopback.local_model import (
     set_up,
     settled_mode,
 )
-from memory import db
-from memory.models import Correction, Message
-from memory.records import LEARNER, PAM
-from memory.store import Store
+from memory.database import db
+from memory.database.models import Correction, Message
+from memory.database.records import LEARNER, PAM
+from memory.store.message_store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -86,7 +86,7 @@ def script(lines: int) -> list[str]:
 TURN = re.compile(
     r" turn learner=\S+ prompt_tokens=(\S+) output_tokens=(\S+) calls=(\d+) .*ms=(\d+)"
 )
-# Pam's warnings for an answer it asked again or a call that failed (bot/openai_chat.py).
+# Pam's warnings for an answer it asked again or a call that failed (bot/llm/openai_chat.py).
 TROUBLE = re.compile(r"LLM (\w+) (answer unusable|call refused|call failed)[^:]*:?\s*(.*)")
 # What a "dropped" log line is about, by the first of these words in it.
 DROPPED = ("correction", "profile", "summary", "reply")

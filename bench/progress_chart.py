@@ -22,8 +22,8 @@ from pathlib import Path
 from bench.conversations import SPANISH, Learner, learner_messages
 from bench.token_model import ScriptedModel
 from bench.token_runs import START, temporary_pam
-from bot.review_prompt import DUE_TAG
-from bot.turn import TurnRequest
+from bot.review.prompt import DUE_TAG
+from bot.turn.values import TurnRequest
 from memory.clock import ManualClock
 from memory.config import MemoryConfig
 from memory.tokens import TokenCounter

@@ -33,12 +33,12 @@ from bench.recall_script import (
     UPDATED,
     Question,
 )
-from bot.recall import RECALL_TOOL, wants_recall
+from bot.turn.recall import RECALL_TOOL, wants_recall
 from loopback.harness import ROOT, postgres_problem, postgres_schema, sqlite_url
-from memory import db
 from memory.clock import ManualClock
-from memory.recall import Searcher
-from memory.store import Store
+from memory.database import db
+from memory.recall.search import Searcher
+from memory.store.message_store import Store
 from memory.tokens import TokenCounter
 
 DEFAULT_DATABASE = "postgresql://postgres@127.0.0.1:5432/test"
@@ -167,7 +167,7 @@ def score(answers: Sequence[Answer]) -> dict[str, dict[str, int]]:
 
 def paths(answers: Sequence[Answer]) -> dict[str, Any]:
     """The two ways into recall on these questions. auto: Pam searches on its own when
-    bot.recall.wants_recall says so (against the summary and the window), so a question is
+    bot.turn.recall.wants_recall says so (against the summary and the window), so a question is
     answered from the past when it fires and the fact is in the top 3; a turn that does not
     fire costs nothing. tool: the model decides; with no model here, the upper bound is a
     model that calls the tool on every question with the question as its query (the search

@@ -42,13 +42,13 @@ from typing import Any
 from sqlalchemy import Engine, func, insert, select, text
 
 from loopback.harness import postgres_problem, postgres_schema
-from memory import db
-from memory.backends import backend_for
-from memory.models import Learner, Message, Profile, Summary
-from memory.models_recall import RecallEntry
-from memory.recall import MESSAGE
-from memory.records import LEARNER, PAM
-from memory.store import Store
+from memory.database import db
+from memory.database.backends import backend_for
+from memory.database.models import Learner, Message, Profile, Summary
+from memory.database.models_recall import RecallEntry
+from memory.database.records import LEARNER, PAM
+from memory.recall.search import MESSAGE
+from memory.store.message_store import Store
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PER_LEARNER = 100

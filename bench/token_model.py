@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bench.conversations import Learner, corrections_for
-from bot.review_prompt import DUE_TAG
+from bot.review.prompt import DUE_TAG
 from memory.llm import Accept, ChatMessage, Completion, JsonSchema, Purpose, Tool
 from memory.tokens import TokenCounter
 
@@ -32,7 +32,7 @@ NOTES = (
 )
 
 _PRACTISING = re.compile(r"^- practising: (.+)$", re.MULTILINE)
-# A due review item's line in the reply prompt (bot/review_prompt.py):
+# A due review item's line in the reply prompt (bot/review/prompt.py):
 # "1. original → corrected (rule)".
 _DUE_ITEM = re.compile(r"^(\d+)\. (.+?) → (.+?)(?: \(.*\))?$", re.MULTILINE)
 _MAX_WORDS = re.compile(r"at most (\d+) words")

@@ -14,17 +14,17 @@ from pathlib import Path
 
 from bench.conversations import LOW_INFO_CHAT, Learner, learner_messages
 from bench.token_model import Call, ScriptedModel
-from bot.prompt import reply_prompt
-from bot.runtime import Pam
 from bot.settings import LimitSettings, LLMSettings
-from bot.turn import TurnRequest
-from memory import db
+from bot.turn.prompt import reply_prompt
+from bot.turn.values import TurnRequest
+from bot.worker.runtime import Pam
 from memory.clock import Clock, ManualClock
 from memory.config import MemoryConfig
+from memory.database import db
+from memory.database.records import Context, LearnerInfo, ProfileState, StoredMessage, SummaryState
+from memory.jobs.profile import PROFILE_MAX_TOKENS
+from memory.jobs.summary import SUMMARY_ROOM
 from memory.llm import ChatMessage
-from memory.profile import PROFILE_MAX_TOKENS
-from memory.records import Context, LearnerInfo, ProfileState, StoredMessage, SummaryState
-from memory.summary import SUMMARY_ROOM
 from memory.tokens import TokenCounter
 from webhooks.settings import Settings
 from webhooks.wiring import build
@@ -189,7 +189,7 @@ def memory_calls_bounded(run: PamRun) -> tuple[bool, str]:
     """Whether every summary and profile call used the memory model and a bounded output."""
     memory = [c for c in run.calls if c.purpose != "reply"]
     wrong_model = [c for c in memory if c.model != MEMORY_MODEL]
-    # The summary request leaves room above the cap to end its sentence (memory/summary.py).
+    # The summary request leaves room above the cap to end its sentence (memory/jobs/summary.py).
     summary_limit = int(run.memory.summary_max_tokens * SUMMARY_ROOM)
     limits = {"summary": summary_limit, "profile": PROFILE_MAX_TOKENS}
     unbounded = [c for c in memory if c.max_tokens > limits[c.purpose]]

@@ -42,8 +42,8 @@ from bench.token_runs import (
     run_density,
     run_pam,
 )
-from bot.recall import recall_in
-from bot.review_prompt import DUE_TAG
+from bot.review.prompt import DUE_TAG
+from bot.turn.recall import recall_in
 from memory.config import MemoryConfig
 from memory.llm import ChatMessage
 from memory.tokens import TokenCounter

@@ -19,7 +19,7 @@ voice turn with a spoken reply. Memory jobs are off (no fold or profile call in 
 The voice parts are timed from the outside: the channel, transcriber and speaker objects Pam
 is given are wrapped in timing proxies (download = getFile + file download, or Twilio's media
 URL + its CDN; the transcription and speech requests, upload and parse included; the
-sendVoice). Reading the note's container (bot.audio) happens inside Pam's hearing, so it is
+sendVoice). Reading the note's container (bot.voice.audio) happens inside Pam's hearing, so it is
 timed on its own, on the same bytes, as often. Requests are counted at the fakes, rows and
 bytes in the database, around each turn.
 
@@ -47,23 +47,24 @@ from typing import Any
 from sqlalchemy import Engine, func, select
 
 from bench.latency_report import percentile
-from bot.audio import inspect
 from bot.channels import Audio, Sender
-from bot.openai_audio import OpenAISpeaker, OpenAITranscriber, audio_client
-from bot.runtime import Pam
+from bot.llm.openai_audio import OpenAISpeaker, OpenAITranscriber, audio_client
 from bot.settings import LimitSettings, LLMSettings, VoiceSettings
-from bot.voice import Speaker, Speech, Transcriber, Transcript
-from bot.worker import Worker
+from bot.voice.audio import inspect
+from bot.voice.ports import Speaker, Speech, Transcriber, Transcript
+from bot.worker.runtime import Pam
+from bot.worker.worker import Worker
 from loopback import twilio_server
 from loopback.audio_samples import sample
 from loopback.openai_server import HEARD, OpenAIServer
 from loopback.telegram_server import TOKEN, TelegramServer
 from loopback.twilio_server import MediaCDN, TwilioServer
-from memory import db, prices
+from memory import prices
 from memory.config import MemoryConfig
+from memory.database import db
+from memory.database.models import Usage, VoiceClip
+from memory.database.schema import metadata
 from memory.messages import VOICE, Inbound, Sent, VoiceNote
-from memory.models import Usage, VoiceClip
-from memory.schema import metadata
 from webhooks.settings import Settings
 from webhooks.telegram import CHANNEL as TELEGRAM
 from webhooks.telegram.client import TelegramClient
@@ -446,7 +447,7 @@ def run_turns(bench: Bench, turns: int, report: Progress) -> dict[str, Measured]
 
 
 def inspect_ms(data: bytes, times: int) -> list[float]:
-    """Reading the note's container (bot.audio.inspect), timed `times` times."""
+    """Reading the note's container (bot.voice.audio.inspect), timed `times` times."""
     found = []
     for _ in range(times):
         started = time.perf_counter()

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bot.reply_format import CATEGORIES, PLACEHOLDERS, RULE_PLACEHOLDER
+from memory.database.records import CorrectionRecord
 from memory.grounding import dropped, echoes, quoted_in, written_in
 from memory.model_output import (
     final_object,
@@ -20,7 +21,6 @@ from memory.model_output import (
     text_of,
     well_formed,
 )
-from memory.records import CorrectionRecord
 
 log = logging.getLogger(__name__)
 

@@ -51,7 +51,7 @@ def _item_schema() -> dict[str, Any]:
 
 def reply_schema(report: dict[str, Any] | None = None) -> JsonSchema:
     """The tutor answer's schema; `report`: the properties a review report adds to it (only
-    in a prompt that asks for one: bot/review_prompt.py)."""
+    in a prompt that asks for one: bot/review/prompt.py)."""
     return {
         "name": "tutor_reply",
         "strict": True,

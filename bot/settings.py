@@ -83,7 +83,7 @@ class LLMSettings(BaseSettings):
     """Model for replies."""
     # Seconds to wait for an answer. Long enough for a small local model on a CPU (a reply
     # there takes up to a minute); a request that times out is not sent again at once
-    # (bot/llm_retries.py), and a server slower than half of it is told to the operator once.
+    # (bot/llm/retries.py), and a server slower than half of it is told to the operator once.
     timeout_seconds: float = Field(default=120.0, gt=0, validation_alias="PAM_LLM_TIMEOUT")
     """Seconds to wait for an LLM answer (the connection alone gets 10); long enough for a
     small local model on a CPU. A timeout, or an answer slower than half of it, is logged

@@ -18,12 +18,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Protocol, TextIO
 
-from bot.progress import drawn
-from bot.speaking import Spoken
-from bot.turn import Turn, TurnRequest
-from memory.charts import Charts
+from bot.review.progress import drawn
+from bot.turn.values import Turn, TurnRequest
+from bot.voice.speaking import Spoken
 from memory.clock import Clock, utcnow
-from memory.voice_clips import VoiceClips
+from memory.store.charts import Charts
+from memory.store.voice_clips import VoiceClips
 
 QUIT = "/quit"
 FORGET = "/forget"
@@ -41,7 +41,7 @@ ERASE_LINE = "\r\x1b[K"
 
 
 class Turns(Protocol):
-    """What the terminal needs of the tutor's turns (bot.local_turns.LocalTurns)."""
+    """What the terminal needs of the tutor's turns (bot.turn.local_turns.LocalTurns)."""
 
     def reply(self, request: TurnRequest) -> Turn:
         """Answer one line from the learner, the reply stored (with the words to speak, if

@@ -19,7 +19,7 @@ from pathlib import Path
 import requests
 from sqlalchemy import make_url, text
 
-from memory import db
+from memory.database import db
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent

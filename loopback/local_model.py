@@ -61,7 +61,7 @@ NOT_A_REPLY = tuple(
     )
     for text in texts.values()
 )
-# Pam's log line when a model cannot do a structured-output mode (bot/llm_requests.py).
+# Pam's log line when a model cannot do a structured-output mode (bot/llm/requests.py).
 STEP_DOWN = re.compile(r"cannot do (\w+); asking in (\w+) mode")
 
 

@@ -1,5 +1,5 @@
 """The chat-model edge: one small interface and its kinds of failure. The OpenAI-compatible
-implementation is `bot.openai_chat`."""
+implementation is `bot.llm.openai_chat`."""
 
 from __future__ import annotations
 

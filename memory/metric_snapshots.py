@@ -26,8 +26,8 @@ from sqlalchemy import delete, insert, select, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from memory import metrics
-from memory.db import Tables
-from memory.models import MetricSnapshot
+from memory.database.db import Tables
+from memory.database.models import MetricSnapshot
 
 log = logging.getLogger(__name__)
 

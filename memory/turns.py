@@ -10,16 +10,16 @@ from datetime import timedelta
 
 from sqlalchemy.exc import IntegrityError
 
-from memory.claims import Finishing, InboxClaim, OutboxClaim
 from memory.clock import Clock
 from memory.config import MemoryConfig
-from memory.conversation import Conversation
-from memory.density import is_low_information
-from memory.jobs import FOLD, PROFILE
-from memory.profile import profile_due
-from memory.records import Backlog, LearnerGone, ReplyRecord
-from memory.store import Store
-from memory.summary import fold_due
+from memory.database.claims import Finishing, InboxClaim, OutboxClaim
+from memory.database.records import Backlog, LearnerGone, ReplyRecord
+from memory.jobs.coordinator import FOLD, PROFILE
+from memory.jobs.density import is_low_information
+from memory.jobs.profile import profile_due
+from memory.jobs.summary import fold_due
+from memory.store.conversation import Conversation
+from memory.store.message_store import Store
 
 # How many unread learner messages a turn looks at to decide whether the profile is due; a
 # profile that keeps failing leaves more, and counting them all would grow without bound.

@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, delete
 
-from bot.runtime import Pam
+from bot.worker.runtime import Pam
 from loopback.harness import ROOT, postgres_schema, sqlite_url
 from loopback.openai_server import OpenAIServer
-from memory import db
-from memory.models import Chart, VoiceClip
-from memory.models_queue import InboxItem, OutboxItem
-from memory.records import LearnerInfo
-from memory.store import Store
+from memory.database import db
+from memory.database.models import Chart, VoiceClip
+from memory.database.models_queue import InboxItem, OutboxItem
+from memory.database.records import LearnerInfo
+from memory.store.message_store import Store
 from memory.tokens import TokenCounter
 from tests.fakes import FakeChatModel
 from tests.support import RecordingSender

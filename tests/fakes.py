@@ -22,7 +22,7 @@ from memory.llm import (
     ToolCall,
     Unusable,
 )
-from memory.recall import Snippet
+from memory.recall.search import Snippet
 
 # A queued answer: its text, an exception to raise, a function of the messages, or a whole
 # Completion (one with tool calls, say).

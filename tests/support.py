@@ -15,13 +15,13 @@ from typing import Any, TypeVar
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from bot.runtime import Pam
-from bot.turn import TurnRequest
+from bot.turn.values import TurnRequest
+from bot.worker.runtime import Pam
 from loopback.harness import wait_for
-from memory.claims import Lease
 from memory.clock import ManualClock
+from memory.database.claims import Lease
+from memory.database.models_queue import InboxItem, OutboxItem
 from memory.messages import Inbound, Sent
-from memory.models_queue import InboxItem, OutboxItem
 
 Q = TypeVar("Q", InboxItem, OutboxItem)
 C = TypeVar("C", bound=Lease)  # a queue's claim type

@@ -4,7 +4,7 @@ types/audio/transcription_verbose.py) with the segment fields faster-whisper's `
 (faster_whisper/transcribe.py: temperature, avg_logprob, compression_ratio, no_speech_prob).
 NOISE carries the scores issue 26's run measured on background noise (a no-speech probability
 near 0.6, an average log-probability under -1.7, a temperature fallback); the other scores are
-typical values on either side of Whisper's own thresholds (bot/transcripts.py)."""
+typical values on either side of Whisper's own thresholds (bot/llm/transcripts.py)."""
 
 from __future__ import annotations
 

@@ -14,10 +14,10 @@ from typing import Any
 from flask import Blueprint, jsonify, request
 from flask.typing import ResponseReturnValue
 
-from memory.inspection import MAX_ID, LearnerEntry
-from memory.profile import document
-from memory.records import LearnerGone
-from memory.store import Store
+from memory.database.records import LearnerGone
+from memory.jobs.profile import document
+from memory.store.inspection import MAX_ID, LearnerEntry
+from memory.store.message_store import Store
 from webhooks.addresses import BadAddress, stored_address
 from webhooks.web import web
 

@@ -16,10 +16,10 @@ from sqlalchemy.exc import DatabaseError, DataError, OperationalError, SQLAlchem
 from werkzeug.exceptions import HTTPException
 
 from bot import logs
-from memory import db
-from memory.charts import Charts
-from memory.inbox import Inbox
-from memory.outbox import Outbox
+from memory.database import db
+from memory.queue.inbox import Inbox
+from memory.queue.outbox import Outbox
+from memory.store.charts import Charts
 from webhooks import admin, charts, health, metrics
 from webhooks.api import route as api
 from webhooks.settings import Settings

@@ -17,9 +17,9 @@ from flask import Blueprint, Response, current_app
 from itsdangerous import BadData, SignatureExpired, TimestampSigner, URLSafeTimedSerializer
 
 from bot.settings import ChartSettings
-from memory.charts import Charts
 from memory.clock import Clock, utcnow
-from memory.voice_clips import VoiceClips
+from memory.store.charts import Charts
+from memory.store.voice_clips import VoiceClips
 
 log = logging.getLogger(__name__)
 

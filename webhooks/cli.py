@@ -30,7 +30,7 @@ CHAT_LOG = "pam-chat.log"
 # What each command reads from the environment, for its --help (tests/webhooks/test_cli.py
 # checks that every setting is listed somewhere, that no name here is a typo and that each
 # command's help names its own). Every process that runs turns or jobs opens a pool of
-# PAM_DB_POOL_SIZE (bot/runtime.py).
+# PAM_DB_POOL_SIZE (bot/worker/runtime.py).
 DATABASE = ("DATABASE_URL", "PAM_DB_POOL_SIZE", "PAM_LOG_LEVEL")
 LLM = (
     "OPENAI_API_KEY",
@@ -233,7 +233,7 @@ def chat_log_file(settings: Settings) -> Path | None:
     """Where `pam chat` in a terminal writes its logs: beside its SQLite file, else in the
     working directory (a log line in the middle of `you> ` would garble what is typed).
     None when neither folder can be written to: the logs stay on stderr then."""
-    from memory import db
+    from memory.database import db
 
     try:
         database = db.sqlite_file(settings.database_url)

@@ -19,7 +19,7 @@ from flask.typing import ResponseReturnValue
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
-from memory import db
+from memory.database import db
 from webhooks.settings import Settings
 from webhooks.web import web
 

@@ -32,9 +32,9 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from memory.clock import Clock, utcnow
-from memory.inspection import Inspection
+from memory.database.models_queue import InboxItem, OutboxItem
 from memory.metric_snapshots import Families, Snapshots, added, read_registry
-from memory.models_queue import InboxItem, OutboxItem
+from memory.store.inspection import Inspection
 from webhooks import admin
 from webhooks.multiprocess import VARIABLE
 from webhooks.web import WEB_METRICS, web

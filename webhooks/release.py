@@ -14,7 +14,7 @@ import sys
 from sqlalchemy.exc import DatabaseError
 
 from bot import logs
-from memory import db
+from memory.database import db
 from webhooks.services import TELEGRAM_SECRET_HELP, webhook_url_problem
 from webhooks.settings import Settings
 from webhooks.startup import fail, load_settings

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from bot import logs
-from bot.memory_process import HAND_BACK_SECONDS, JobRequests, lower_priority
+from bot.worker.memory_process import HAND_BACK_SECONDS, JobRequests, lower_priority
 from webhooks.channels import log_channels
 from webhooks.settings import Settings
 from webhooks.startup import (
@@ -26,8 +26,8 @@ from webhooks.startup import (
 )
 
 if TYPE_CHECKING:
-    from bot.runtime import Pam
-    from bot.worker import Worker
+    from bot.worker.runtime import Pam
+    from bot.worker.worker import Worker
     from webhooks.telegram.client import TelegramClient
 
 log = logging.getLogger("pam.services")
@@ -70,11 +70,11 @@ def stop_on_sigterm() -> threading.Event:
 def start_worker(
     settings: Settings, *, migrate: bool, replayable: bool = False
 ) -> tuple[Pam, Worker]:
-    """Pam with a running worker: its lanes, and its memory process (bot/memory_process.py),
+    """Pam with a running worker: its lanes, and its memory process (bot/worker/memory_process.py),
     which runs the memory jobs, those asked for while no worker ran included. `replayable`:
     this process stores no inbound message itself (see `db.make_engine`)."""
-    from bot.progress import warm_in_background
-    from bot.worker import Worker
+    from bot.review.progress import warm_in_background
+    from bot.worker.worker import Worker
     from webhooks.wiring import senders
 
     in_child = settings.service.memory_process
@@ -334,7 +334,7 @@ def telegram_status(client: TelegramClient, settings: Settings) -> int:
 
 def poll_telegram(settings: Settings) -> int:
     """Long-poll Telegram with an in-process worker, until SIGTERM."""
-    from memory.inbox import Inbox
+    from memory.queue.inbox import Inbox
     from webhooks.telegram.client import TelegramClient, WebhookIsSet
     from webhooks.telegram.poll import poll
 

@@ -18,7 +18,7 @@ from dotenv import dotenv_values
 # pydantic, SQLAlchemy and the settings are imported where they are used: `pam --help` reads
 # the .env file through this module and needs none of them (each costs a start its imports).
 if TYPE_CHECKING:
-    from bot.runtime import Pam
+    from bot.worker.runtime import Pam
     from webhooks.settings import Settings
 
 SETUP_HELP = """Pam needs a language model to talk to, and none is configured.
@@ -99,7 +99,7 @@ def build_or_exit(
     # does gunicorn's master, which reads them to say its channels, need SQLAlchemy's.
     from sqlalchemy.exc import DatabaseError, OperationalError
 
-    from memory import db
+    from memory.database import db
     from webhooks.wiring import build
 
     deadline = time.monotonic() + wait_seconds

@@ -15,9 +15,9 @@ from prometheus_client import CollectorRegistry, Counter
 from sqlalchemy import Engine
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from memory.inbox import Admission, Inbox
 from memory.messages import Inbound
-from memory.outbox import Outbox
+from memory.queue.inbox import Admission, Inbox
+from memory.queue.outbox import Outbox
 from webhooks.settings import Settings
 from webhooks.telegram.client import TelegramClient
 

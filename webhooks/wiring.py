@@ -12,22 +12,22 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from sqlalchemy import Engine
 
-from bot.after_send import AfterSending
 from bot.channels import Sender
-from bot.memory_process import MemoryProcess
-from bot.openai_audio import OpenAISpeaker, OpenAITranscriber, audio_client
-from bot.openai_chat import OpenAIChatModel, openai_client
-from bot.runtime import Pam
-from bot.tutor import Tutor
-from bot.voice import Speaker, Transcriber
-from memory import db
+from bot.llm.openai_audio import OpenAISpeaker, OpenAITranscriber, audio_client
+from bot.llm.openai_chat import OpenAIChatModel, openai_client
+from bot.turn.after_send import AfterSending
+from bot.turn.tutor import Tutor
+from bot.voice.ports import Speaker, Transcriber
+from bot.worker.memory_process import MemoryProcess
+from bot.worker.runtime import Pam
 from memory.clock import Clock, utcnow
-from memory.jobs import FOLD, PROFILE, Coordinator, JobRunner, Submit
+from memory.database import db
+from memory.jobs.coordinator import FOLD, PROFILE, Coordinator, JobRunner, Submit
+from memory.jobs.profile import learn_profile
+from memory.jobs.summary import fold
 from memory.llm import ChatModel
 from memory.metrics import MeteredChatModel
-from memory.profile import learn_profile
-from memory.store import Store
-from memory.summary import fold
+from memory.store.message_store import Store
 from memory.tokens import TokenCounter
 from memory.turns import TurnWriter
 from webhooks.api import CHANNEL as API

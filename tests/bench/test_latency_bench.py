@@ -175,17 +175,18 @@ def test_profile_summary_attributes_samples_to_pam_code(tmp_path: Path) -> None:
     root = Path("/repo")
     raw = tmp_path / "profile.txt"
     raw.write_text(
-        "_lane (/repo/bot/worker.py:240);answer_next (/repo/bot/worker.py:70);"
+        "_lane (/repo/bot/worker/worker.py:240);answer_next (/repo/bot/worker/worker.py:70);"
         "execute (/venv/lib/python3.11/site-packages/sqlalchemy/engine/base.py:1400) 3\n"
-        "_lane (/repo/bot/worker.py:240);dumps (/usr/lib/python3.11/json/__init__.py:231) 1\n"
+        "_lane (/repo/bot/worker/worker.py:240);dumps (/usr/lib/python3.11/json/__init__.py:231) "
+        "1\n"
     )
     summary = profile_summary(raw, root)
     assert summary["samples"] == 4
     assert summary["top"][0] == {
-        "where": "answer_next (bot/worker.py) → sqlalchemy",
+        "where": "answer_next (bot/worker/worker.py) → sqlalchemy",
         "samples": 3,
         "share": 0.75,
     }
-    assert summary["inclusive"][0]["where"] == "_lane (bot/worker.py)"
+    assert summary["inclusive"][0]["where"] == "_lane (bot/worker/worker.py)"
     assert summary["inclusive"][0]["share"] == 1.0
     assert {row["where"] for row in summary["libraries"]} == {"sqlalchemy", "json"}

@@ -104,15 +104,16 @@ def test_log_lines_are_read_as_pam_writes_them() -> None:
     log = [
         "2026-12-02 04:00:00,000 INFO bot.corrections reply correction 2 dropped: no original",
         "2026-12-02 04:00:01,000 INFO bot.corrections reply correction 2 dropped: no original",
-        "2026-12-02 04:00:00,000 INFO memory.profile_answer profile answer learner=1: field "
+        "2026-12-02 04:00:00,000 INFO memory.jobs.profile_answer profile answer learner=1: field "
         "interests dropped: not a list",
-        "2026-12-02 04:00:00,000 INFO bot.tutor turn for learner 1 dropped: forgotten mid-turn",
+        "2026-12-02 04:00:00,000 INFO bot.turn.tutor turn for learner 1 dropped: forgotten "
+        "mid-turn",
         "2026-12-02 04:00:02,000 INFO memory.grounding dropped correction "
         "reason=not_in_message learner=1",
         "2026-12-02 04:00:03,000 INFO memory.grounding dropped reply reason=echo_learner learner=1",
-        "2026-12-02 04:00:00,000 WARNING bot.openai_chat LLM reply call failed: 500 "
+        "2026-12-02 04:00:00,000 WARNING bot.llm.openai_chat LLM reply call failed: 500 "
         "InternalServerError",
-        "2026-12-02 04:00:00,000 WARNING bot.openai_chat LLM model m cannot do json_schema; "
+        "2026-12-02 04:00:00,000 WARNING bot.llm.openai_chat LLM model m cannot do json_schema; "
         "asking in json_object mode (learned once per process; the server said: …)",
     ]
     assert drops(log) == {

@@ -21,7 +21,7 @@ from bench.conversations import (
 from bench.token_costs import PRICES, Bill, cached_tokens
 from bench.token_report import stable_prefix
 from bench.token_runs import REPLY_MODEL, Series
-from memory.density import is_low_information
+from memory.jobs.density import is_low_information
 from memory.llm import ChatMessage
 from memory.tokens import TokenCounter
 

@@ -1,4 +1,4 @@
-"""bot.audio.inspect on real files: each sample's type, codec and length, the 10-minute note,
+"""bot.voice.audio.inspect on real files: each sample's type, codec and length, the 10-minute note,
 files as FFmpeg writes them read as a full tag reader reads them, and the refusals — empty,
 random, truncated, AMR, a video without sound — never a crash; crafted files (issue 27) cost a
 fraction of a second of CPU."""
@@ -17,8 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.audio import inspect
-from bot.audio_info import AudioInfo, NoSound, UnreadableAudio, UnsupportedAudio
+from bot.voice.audio import inspect
+from bot.voice.audio_info import AudioInfo, NoSound, UnreadableAudio, UnsupportedAudio
 from loopback.audio_samples import sample
 from tests.helpers.crafted_audio import CRAFTED
 

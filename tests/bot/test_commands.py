@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from bot import phrases
-from bot.commands import parse_command
-from bot.runtime import Pam
-from bot.turn import TurnRequest
-from memory.records import LEARNER, CorrectionRecord
+from bot.turn.commands import parse_command
+from bot.turn.values import TurnRequest
+from bot.worker.runtime import Pam
+from memory.database.records import LEARNER, CorrectionRecord
 from tests.bot.test_languages import EXPLAINED_IN
 from tests.conftest import learner_of, unique_user
 from tests.fakes import FakeChatModel

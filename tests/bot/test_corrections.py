@@ -22,8 +22,8 @@ from bot.corrections import (
     render,
 )
 from bot.reply_format import CATEGORIES, REPLY_SCHEMA
+from memory.database.records import CorrectionRecord
 from memory.model_output import looks_like_json, well_formed
-from memory.records import CorrectionRecord
 
 GOOD = {
     "reply": "¡Qué bien, Lena! ¿Y qué hiciste el fin de semana?",

@@ -14,9 +14,9 @@ import pytest
 from sqlalchemy import Engine
 
 from bot import phrases
-from bot.worker import Worker
+from bot.worker.worker import Worker
 from loopback.openai_server import OpenAIServer, default_answer
-from memory.inbox import Inbox
+from memory.queue.inbox import Inbox
 from tests.conftest import unique_user
 from tests.support import WAIT, RecordingSender, inbound, wait_until
 from webhooks.settings import Settings

@@ -14,13 +14,13 @@ import pytest
 from sqlalchemy import Engine
 
 import prompts
-from bot import recall
-from bot.runtime import Pam
+from bot.turn import recall
+from bot.worker.runtime import Pam
 from memory.clock import ManualClock, utcnow
-from memory.jobs import RETRY_AFTER_FAILURE
+from memory.database.records import LEARNER
+from memory.jobs.coordinator import RETRY_AFTER_FAILURE
+from memory.jobs.profile import FIELDS, MAX_PROFILE_CHARS, document
 from memory.llm import ChatMessage
-from memory.profile import FIELDS, MAX_PROFILE_CHARS, document
-from memory.records import LEARNER
 from tests.conftest import learner_of, unique_user
 from tests.fakes import Call, FakeChatModel, FakeSearcher, recall_call, reply_json
 from tests.support import handle

@@ -11,9 +11,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from sqlalchemy import Engine
 
-from bot.runtime import Pam
+from bot.worker.runtime import Pam
+from memory.database.records import LEARNER
 from memory.llm import ChatMessage
-from memory.records import LEARNER
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel, fresh_ending, reply_json
 from tests.support import handle

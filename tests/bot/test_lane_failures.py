@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine
 
-from bot.lanes import MAX_FAILURE_PAUSE, Lanes, failure_pause
-from memory.inbox import Inbox
+from bot.worker.lanes import MAX_FAILURE_PAUSE, Lanes, failure_pause
+from memory.queue.inbox import Inbox
 
 WAIT = 20.0
 POLL = 0.25  # PAM_POLL_SECONDS' default
@@ -51,7 +51,7 @@ def test_a_failing_lane_backs_off_and_logs_each_causes_traceback_once(
         return 0.0  # the rest's length is failure_pause's (below); here only its count
 
     lanes = Lanes("test", 1, steps, 3600.0, pause=pause)
-    with caplog.at_level(logging.INFO, logger="bot.lanes"):
+    with caplog.at_level(logging.INFO, logger="bot.worker.lanes"):
         lanes.start()
         try:
             assert steps.done.wait(WAIT)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from bot.lanes import Lanes
+from bot.worker.lanes import Lanes
 
 WAIT = 20.0
 NEVER = 3600.0  # a poll interval no test waits for

@@ -7,8 +7,8 @@ from datetime import timedelta
 from sqlalchemy import Engine
 
 from bot import phrases
-from bot.runtime import Pam
-from bot.turn import TurnRequest
+from bot.turn.values import TurnRequest
+from bot.worker.runtime import Pam
 from memory.clock import Clock, ManualClock, utcnow
 from memory.messages import TURNED_AWAY
 from tests.conftest import unique_user

@@ -1,4 +1,4 @@
-"""Reading answers (bot.llm_answers) on the recorded shapes of real servers: reasoning is
+"""Reading answers (bot.llm.answers) on the recorded shapes of real servers: reasoning is
 never part of the answer, content arrays are text, refusals and filters are refusals, and
 in-body errors, empty choices and empty content are no answer."""
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.llm_answers import complete_json_object, read_answer, strip_reasoning
+from bot.llm.answers import complete_json_object, read_answer, strip_reasoning
 from tests import llm_shapes as shapes
 from tests.llm_shapes import REASONING, REPLY
 

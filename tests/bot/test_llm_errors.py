@@ -1,4 +1,4 @@
-"""The one reader of OpenAI-compatible servers' errors (bot.llm_errors) on the bodies real
+"""The one reader of OpenAI-compatible servers' errors (bot.llm.errors) on the bodies real
 servers send (tests/error_shapes.py, tests/llm_shapes.py, with their sources): the server's
 words, the fields it points at, and what the error means, whatever the status."""
 
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.llm_errors import Verdict, classify, read_error, refuses
-from bot.llm_requests import STRUCTURED_WORDS
+from bot.llm.errors import Verdict, classify, read_error, refuses
+from bot.llm.requests import STRUCTURED_WORDS
 from loopback.openai_server import VLLM_REFUSES_TOOLS
 from tests import error_shapes as errors
 from tests import llm_shapes as shapes

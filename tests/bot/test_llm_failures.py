@@ -1,4 +1,4 @@
-"""The one classifier of failed calls (bot.llm_failures), as the chat and the audio API use it,
+"""The one classifier of failed calls (bot.llm.failures), as the chat and the audio API use it,
 on the error bodies real servers send (tests/error_shapes.py, tests/llm_shapes.py, with their
 sources): the same body means the same LLMError kind to both, each with advice that names its
 own settings; only a request refused for its content is the audio's to call unusable."""
@@ -11,9 +11,9 @@ import httpx
 import openai
 import pytest
 
-from bot.llm_errors import Edge, read_error
-from bot.llm_failures import Call, Failures
-from bot.openai_audio import CONTENT_STATUSES
+from bot.llm.errors import Edge, read_error
+from bot.llm.failures import Call, Failures
+from bot.llm.openai_audio import CONTENT_STATUSES
 from memory.llm import LLMError, Misconfigured, Outage, Refused, Unusable, Usage
 from tests import error_shapes as errors
 from tests import llm_shapes as shapes

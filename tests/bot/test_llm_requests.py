@@ -1,4 +1,4 @@
-"""What each model is sent (bot.llm_requests): reasoning models by name, the parameters a
+"""What each model is sent (bot.llm.requests): reasoning models by name, the parameters a
 400 teaches a model refuses, the structured-output modes and the room left for reasoning."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from bot.llm_errors import read_error
-from bot.llm_requests import REASONING_ROOM, THINKING_ROOM, ModelQuirks, is_reasoning_model
+from bot.llm.errors import read_error
+from bot.llm.requests import REASONING_ROOM, THINKING_ROOM, ModelQuirks, is_reasoning_model
 from loopback.llm_shapes import OPENAI_REFUSES_MAX_TOKENS, openai_refuses_temperature
 from tests import llm_shapes as shapes
 

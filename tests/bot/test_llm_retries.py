@@ -1,4 +1,4 @@
-"""bot/llm_retries.py through the real openai SDK and the loopback server: what is sent again
+"""bot/llm/retries.py through the real openai SDK and the loopback server: what is sent again
 (a connection never made, a 429 or 503) and what is not (a timeout while the server may still
 be working, a gateway's 504, a Retry-After too long to wait), and what the operator is told
 about a slow server — once, naming PAM_LLM_TIMEOUT."""
@@ -12,10 +12,10 @@ import openai
 import pytest
 
 from bot.backoff import backoff
-from bot.llm_retries import MAX_RETRY_AFTER, Retrying
-from bot.openai_chat import OpenAIChatModel, openai_client
-from bot.runtime import Pam
-from bot.turn import ModelUnavailable, TurnRequest
+from bot.llm.openai_chat import OpenAIChatModel, openai_client
+from bot.llm.retries import MAX_RETRY_AFTER, Retrying
+from bot.turn.values import ModelUnavailable, TurnRequest
+from bot.worker.runtime import Pam
 from loopback.openai_server import Fault, OpenAIServer, default_answer
 from memory.llm import Completion, Outage
 from memory.tokens import TokenCounter
@@ -98,14 +98,14 @@ def test_a_timeout_is_not_sent_again_and_told_once_naming_the_setting(
     chat = model(server.base_url, counter, waits, timeout=0.3, retries=3)
     server.fail_next(Fault(status=200, delay=1.0), Fault(status=200, delay=1.0))
 
-    with caplog.at_level(logging.WARNING, logger="bot.llm_retries"):
+    with caplog.at_level(logging.WARNING, logger="bot.llm.retries"):
         for _ in range(2):
             with pytest.raises(Outage) as caught:
                 complete(chat)
 
     assert len(server.requests) == 2  # one per call: never a copy behind a busy server
     assert waits == []
-    told = [r.getMessage() for r in caplog.records if r.name == "bot.llm_retries"]
+    told = [r.getMessage() for r in caplog.records if r.name == "bot.llm.retries"]
     assert len(told) == 1
     assert "PAM_LLM_TIMEOUT" in told[0] and server.base_url in told[0]
     assert caught.value.advice == told[0]
@@ -128,7 +128,7 @@ def test_a_slow_server_is_told_once(caplog: pytest.LogCaptureFixture) -> None:
         3, 120.0, "http://127.0.0.1:8000/v1", sleep=lambda _: None, clock=lambda: next(times)
     )
 
-    with caplog.at_level(logging.WARNING, logger="bot.llm_retries"):
+    with caplog.at_level(logging.WARNING, logger="bot.llm.retries"):
         for _ in range(3):
             assert retrying.send(lambda: "answer") == "answer"
 

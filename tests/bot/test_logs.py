@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import Engine
 
 from bot import logs
-from bot.worker import Worker
+from bot.worker.worker import Worker
 from loopback.local_server import Answer, LocalServer
 from loopback.openai_server import Fault, OpenAIServer
 from loopback.telegram_server import TOKEN as TELEGRAM_TOKEN

@@ -1,4 +1,4 @@
-"""The services run their memory jobs in a child process (bot/memory_process.py): the worker
+"""The services run their memory jobs in a child process (bot/worker/memory_process.py): the worker
 marks each job and hands it over without ever waiting for the child; the child runs it, is
 restarted when it dies, runs what was marked while none ran, and stops with its worker.
 
@@ -20,15 +20,15 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, func, select
 
-from bot.memory_process import JobRequests, MemoryProcess
+from bot.worker.memory_process import JobRequests, MemoryProcess
 from loopback.harness import PAM_CMD, Process, Processes, db_upgrade, processes, service_env
 from loopback.local_server import Answer, LocalServer
 from loopback.openai_server import Fault, OpenAIServer
-from memory.inbox import Inbox
-from memory.jobs import FOLD, PROFILE, Coordinator, JobRunner
-from memory.models import MemoryJob
-from memory.records import LEARNER, PAM
-from memory.store import Store
+from memory.database.models import MemoryJob
+from memory.database.records import LEARNER, PAM
+from memory.jobs.coordinator import FOLD, PROFILE, Coordinator, JobRunner
+from memory.queue.inbox import Inbox
+from memory.store.message_store import Store
 from tests.conftest import unique_user
 from tests.support import WAIT, inbound, wait_until
 

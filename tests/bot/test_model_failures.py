@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 
 from bot import phrases
-from bot.runtime import Pam
-from bot.turn import ModelUnavailable, TurnRequest
+from bot.turn.values import ModelUnavailable, TurnRequest
+from bot.worker.runtime import Pam
+from memory.database.records import LEARNER, PAM
 from memory.llm import Misconfigured, Outage, Refused, Unusable, Usage
-from memory.records import LEARNER, PAM
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel, reply_json
 from tests.support import handle

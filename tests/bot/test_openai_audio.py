@@ -15,13 +15,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.audio import inspect
-from bot.audio_info import UnreadableAudio
-from bot.openai_audio import OpenAISpeaker, OpenAITranscriber, audio_client
-from bot.openai_chat import openai_client
-from bot.opus import ogg_opus
+from bot.llm.openai_audio import OpenAISpeaker, OpenAITranscriber, audio_client
+from bot.llm.openai_chat import openai_client
+from bot.llm.transcripts import is_silence, read_transcript, without_silence
 from bot.settings import LLMSettings, VoiceSettings
-from bot.transcripts import is_silence, read_transcript, without_silence
+from bot.voice.audio import inspect
+from bot.voice.audio_info import UnreadableAudio
+from bot.voice.opus import ogg_opus
 from loopback.audio_samples import sample
 from loopback.llm_shapes import encoded
 from loopback.openai_server import HEARD, Fault, OpenAIServer

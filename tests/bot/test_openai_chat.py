@@ -14,13 +14,14 @@ import pytest
 
 from bot import phrases
 from bot.corrections import parse_answer, render
-from bot.llm_requests import REASONING_ROOM, THINKING_ROOM
-from bot.openai_chat import MAX_UNUSABLE_CALLS, OpenAIChatModel, openai_client
-from bot.runtime import Pam
-from bot.turn import TurnRequest
+from bot.llm.openai_chat import MAX_UNUSABLE_CALLS, OpenAIChatModel, openai_client
+from bot.llm.requests import REASONING_ROOM, THINKING_ROOM
+from bot.turn.values import TurnRequest
+from bot.worker.runtime import Pam
 from loopback.llm_shapes import encoded
 from loopback.local_server import Answer
 from loopback.openai_server import Fault, OpenAIServer, default_answer, refuse_like_openai_reasoning
+from memory.database.records import LEARNER, PAM, CorrectionRecord
 from memory.llm import (
     ChatMessage,
     Completion,
@@ -32,7 +33,6 @@ from memory.llm import (
     Unusable,
     Usage,
 )
-from memory.records import LEARNER, PAM, CorrectionRecord
 from memory.tokens import TokenCounter
 from tests import error_shapes as errors
 from tests import llm_shapes as shapes
@@ -326,7 +326,7 @@ def test_an_unknown_model_learns_what_it_refuses_once_per_process(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     model = make_model(base_url=openai_reasoning_server.base_url)
-    caplog.set_level(logging.WARNING, logger="bot.openai_chat")
+    caplog.set_level(logging.WARNING, logger="bot.llm.openai_chat")
 
     first = complete(model, name="my-reasoning-deployment")
 

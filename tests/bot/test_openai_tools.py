@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from bot.llm_answers import read_answer
-from bot.openai_chat import OpenAIChatModel, openai_client
-from bot.recall import RECALL_TOOL
+from bot.llm.answers import read_answer
+from bot.llm.openai_chat import OpenAIChatModel, openai_client
+from bot.turn.recall import RECALL_TOOL
 from loopback.llm_shapes import encoded
 from loopback.openai_server import (
     VLLM_REFUSES_TOOLS,

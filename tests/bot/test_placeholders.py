@@ -13,13 +13,13 @@ import pytest
 
 from bot.corrections import NoReply, checked, grounded, parse_answer
 from bot.reply_format import CATEGORY_LIST
-from bot.review_exercises import exercise_result
-from bot.review_prompt import EXERCISE_REPORT
-from memory.profile_answer import InvalidProfile, parse_profile_answer
-from memory.profile_facts import format_pieces, is_placeholder, settled
-from memory.profile_facts import grounded as grounded_facts
-from memory.records import CorrectionRecord, LearnerInfo
-from memory.review_reads import Exercise
+from bot.review.exercises import exercise_result
+from bot.review.prompt import EXERCISE_REPORT
+from memory.database.records import CorrectionRecord, LearnerInfo
+from memory.jobs.profile_answer import InvalidProfile, parse_profile_answer
+from memory.jobs.profile_facts import format_pieces, is_placeholder, settled
+from memory.jobs.profile_facts import grounded as grounded_facts
+from memory.review.reads import Exercise
 from prompts import template
 
 LENA = LearnerInfo(1, "lena", "Lena", "Spanish", "English", "A2")

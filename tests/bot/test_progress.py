@@ -16,14 +16,14 @@ import pytest
 from PIL import Image
 from sqlalchemy import Engine
 
-import bot.progress
+import bot.review.progress
 from bot import phrases
 from bot.channels import TransientSendError
-from bot.progress import HEIGHT_IN, WIDTH_IN, render, summary
-from bot.runtime import Pam
-from bot.worker import Worker
+from bot.review.progress import HEIGHT_IN, WIDTH_IN, render, summary
+from bot.worker.runtime import Pam
+from bot.worker.worker import Worker
 from memory.messages import Sent
-from memory.progress import Week
+from memory.review.progress import Week
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel
 from tests.helpers.queues import make_available_now, outbox_rows
@@ -272,7 +272,7 @@ def test_the_learners_next_message_is_answered_while_their_chart_is_drawn(
         assert finish.wait(WAIT)
         return render(weeks)
 
-    monkeypatch.setattr(bot.progress, "render", slow_render)
+    monkeypatch.setattr(bot.review.progress, "render", slow_render)
     sender = ChartSender()
     worker = Worker(pam_on(settings, engine, fake_model, PUBLIC), {CHANNEL: sender})
     user = unique_user()
@@ -309,7 +309,7 @@ def test_a_chart_that_cannot_be_drawn_sends_its_caption_at_once(
     def broken_render(weeks: Sequence[Week]) -> bytes:
         raise ValueError("a shape of data the chart cannot draw")
 
-    monkeypatch.setattr(bot.progress, "render", broken_render)
+    monkeypatch.setattr(bot.review.progress, "render", broken_render)
     sender = ChartSender()
     worker = Worker(pam_on(settings, engine, fake_model, PUBLIC), {CHANNEL: sender})
     user = unique_user()
@@ -338,7 +338,7 @@ def test_a_learner_forgotten_while_their_chart_is_drawn_gets_nothing(
         pam.store.learners.forget(pam.store.learners.learner(user).id)
         return render(weeks)
 
-    monkeypatch.setattr(bot.progress, "render", forgetting_render)
+    monkeypatch.setattr(bot.review.progress, "render", forgetting_render)
     sender = ChartSender()
     worker = Worker(pam, {CHANNEL: sender})
     ask_progress(worker, user)

@@ -7,10 +7,9 @@ import re
 import pytest
 
 import prompts
-from bot.prompt import reply_prompt
 from bot.reply_format import PLACEHOLDERS, REPLY_SCHEMA
-from memory.profile import PROFILE_SCHEMA
-from memory.records import (
+from bot.turn.prompt import reply_prompt
+from memory.database.records import (
     LEARNER,
     PAM,
     Context,
@@ -19,6 +18,7 @@ from memory.records import (
     StoredMessage,
     SummaryState,
 )
+from memory.jobs.profile import PROFILE_SCHEMA
 
 LEFTOVER = re.compile(r"\$\{?[A-Za-z_][A-Za-z0-9_]*\}?")
 

@@ -1,4 +1,4 @@
-"""bot/recall.py without a database: when Pam searches on its own (phrases per language, with
+"""bot/turn/recall.py without a database: when Pam searches on its own (phrases per language, with
 ordinary messages that must not trigger it; names the prompt does not mention), the recall
 tool's arguments as untrusted input, relative dates, and the snippets' hard token cap."""
 
@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot import recall
-from bot.recall_phrases import PAST_PHRASES
+from bot.turn import recall
+from bot.turn.recall_phrases import PAST_PHRASES
 from memory.llm import ToolCall
-from memory.recall import Snippet
+from memory.recall.search import Snippet
 from memory.tokens import TokenCounter
 
 NOW = datetime(2026, 12, 1, 15, 0, tzinfo=UTC)

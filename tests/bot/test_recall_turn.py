@@ -12,13 +12,14 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import Engine, select
 
-from bot import phrases, recall
-from bot.recall import RECALL_TOOL, TAG, RecallUse
-from bot.runtime import Pam
-from bot.turn import Turn, TurnRequest
+from bot import phrases
+from bot.turn import recall
+from bot.turn.recall import RECALL_TOOL, TAG, RecallUse
+from bot.turn.values import Turn, TurnRequest
+from bot.worker.runtime import Pam
 from memory.clock import utcnow
+from memory.database.models import Usage
 from memory.llm import ToolsRefused
-from memory.models import Usage
 from memory.tokens import TokenCounter
 from tests.conftest import unique_user
 from tests.fakes import Call, FakeChatModel, FakeSearcher, recall_call, reply_json, tool_calls

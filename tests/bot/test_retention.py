@@ -14,14 +14,14 @@ import pytest
 from pydantic import ValidationError
 from sqlalchemy import Engine, event, select, update
 
-from bot import retention as retention_module
-from bot.runtime import Pam
-from bot.worker import Worker
-from memory.claims import CLAIMED, DONE, FAILED, PENDING, SENT
+from bot.worker import retention as retention_module
+from bot.worker.runtime import Pam
+from bot.worker.worker import Worker
 from memory.clock import ManualClock, utcnow
-from memory.inbox import Inbox
-from memory.models_queue import InboxItem, OutboxItem
-from memory.outbox import Outbox
+from memory.database.claims import CLAIMED, DONE, FAILED, PENDING, SENT
+from memory.database.models_queue import InboxItem, OutboxItem
+from memory.queue.inbox import Inbox
+from memory.queue.outbox import Outbox
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel
 from tests.support import WAIT, inbound, queue_items, wait_until

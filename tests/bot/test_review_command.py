@@ -14,12 +14,12 @@ from sqlalchemy import Engine
 
 from bot import phrases
 from bot.reply_format import reply_schema
-from bot.review import NOTHING_YET, REVIEW_OFF, STALE, ReviewUse, when
-from bot.review_exercises import exercise, exercise_result
-from bot.review_prompt import DUE_TAG, EXERCISE_SCHEMA, EXERCISE_TAG
+from bot.review.exercises import exercise, exercise_result
+from bot.review.prompt import DUE_TAG, EXERCISE_SCHEMA, EXERCISE_TAG
+from bot.review.reviewing import NOTHING_YET, REVIEW_OFF, STALE, ReviewUse, when
 from memory.clock import ManualClock
 from memory.llm import ChatMessage
-from memory.review_reads import DueItem, Exercise
+from memory.review.reads import DueItem, Exercise
 from tests.conftest import learner_of, unique_user
 from tests.fakes import FakeChatModel, reply_json
 from tests.helpers.review import (

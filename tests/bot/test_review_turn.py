@@ -20,18 +20,18 @@ from sqlalchemy import Engine
 import prompts
 from bot import corrections
 from bot.corrections import parse_answer
-from bot.llm_answers import read_answer
-from bot.prompt import reply_prompt
+from bot.llm.answers import read_answer
 from bot.reply_format import REPLY_SCHEMA, RULE_PLACEHOLDER, reply_schema
-from bot.review import NO_REVIEW
-from bot.review_prompt import DUE_REPORT, DUE_RULE, DUE_SCHEMA, DUE_TAG, report
-from bot.runtime import Pam
-from bot.storing import store_turn
-from bot.turn import TurnRequest
+from bot.review.prompt import DUE_REPORT, DUE_RULE, DUE_SCHEMA, DUE_TAG, report
+from bot.review.reviewing import NO_REVIEW
+from bot.turn.prompt import reply_prompt
+from bot.turn.storing import store_turn
+from bot.turn.values import TurnRequest
+from bot.worker.runtime import Pam
 from loopback.openai_server import OpenAIServer
 from memory.clock import ManualClock
 from memory.llm import ChatMessage
-from memory.review_reads import DueItem
+from memory.review.reads import DueItem
 from memory.tokens import TokenCounter
 from tests import llm_shapes as shapes
 from tests.conftest import learner_of, unique_user
@@ -280,7 +280,7 @@ def test_the_turn_log_line_counts_the_review_and_quotes_nothing(
     settings: Settings, engine: Engine, caplog: pytest.LogCaptureFixture
 ) -> None:
     pam, _model, _clock, ana = due_scene(settings, engine, BUEN)
-    with caplog.at_level(logging.INFO, logger="bot.conversing"):
+    with caplog.at_level(logging.INFO, logger="bot.turn.conversing"):
         turn = say(pam, ana.user, CHAT)
     (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("turn ")]
     assert f"review_items=1 review_tokens={turn.review.tokens} exercise=False" in line

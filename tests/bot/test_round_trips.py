@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from sqlalchemy import Connection, Engine, event
 
-from bot.runtime import Pam
-from bot.worker import Worker
+from bot.worker.runtime import Pam
+from bot.worker.worker import Worker
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel, failing, reply_json
 from tests.support import RecordingSender, handle, inbound

@@ -1,4 +1,4 @@
-"""/forget in chat, scrubbed by the worker (bot/scrubbing.py): the /forget message and its
+"""/forget in chat, scrubbed by the worker (bot/worker/scrubbing.py): the /forget message and its
 confirmation carry the learner's address and name until the confirmation is sent (or given
 up) and both are unlinked, so the checkpoint that clears the files waits for that, and then
 no byte of the SQLite files names the learner. A scrub that cannot complete is tried again
@@ -16,12 +16,17 @@ from sqlalchemy import Engine
 
 from bot import phrases
 from bot.channels import PermanentSendError
-from bot.runtime import Pam
-from bot.scrubbing import IDLE_POLL_SECONDS, MAX_RETRY_SECONDS, WAITING_POLL_SECONDS, Scrubbing
-from bot.worker import Worker
-from memory import db
+from bot.worker.runtime import Pam
+from bot.worker.scrubbing import (
+    IDLE_POLL_SECONDS,
+    MAX_RETRY_SECONDS,
+    WAITING_POLL_SECONDS,
+    Scrubbing,
+)
+from bot.worker.worker import Worker
+from memory.database import db
 from memory.messages import Inbound
-from memory.scrubs import Outcome, Scrubs
+from memory.store.scrubs import Outcome, Scrubs
 from tests.fakes import FakeChatModel
 from tests.support import RecordingSender, handle
 from webhooks.settings import Settings
@@ -104,7 +109,7 @@ class ScriptedScrubs(Scrubs):
 def test_a_scrub_that_cannot_complete_is_retried_with_a_growing_pause(
     sqlite_engine: Engine, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="bot.scrubbing")
+    caplog.set_level(logging.INFO, logger="bot.worker.scrubbing")
     busy = [Outcome.BUSY] * 12
     outcomes = (Outcome.NONE, Outcome.WAITING, *busy, Outcome.DONE, Outcome.NONE)
     scrubbing = Scrubbing(ScriptedScrubs(sqlite_engine, *outcomes))

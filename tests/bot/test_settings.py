@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from bot.settings import CoreSettings, LimitSettings, LLMSettings, ServiceSettings
 from loopback.harness import ROOT
 from memory.config import MemoryConfig
-from memory.db import DatabaseURLError, normalize_url
+from memory.database.db import DatabaseURLError, normalize_url
 from webhooks.api.settings import ApiSettings
 from webhooks.settings import Settings, WebSettings, env_names
 from webhooks.startup import load_settings, read_dotenv

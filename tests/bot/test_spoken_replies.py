@@ -15,17 +15,17 @@ from dataclasses import dataclass, field
 import pytest
 from sqlalchemy import Engine, func, select
 
-from bot.audio import inspect
-from bot.runtime import Pam
-from bot.voice import Speech
-from bot.worker import Worker
+from bot.voice.audio import inspect
+from bot.voice.ports import Speech
+from bot.worker.runtime import Pam
+from bot.worker.worker import Worker
 from loopback.audio_samples import sample
-from memory.claims import FAILED
 from memory.clock import ManualClock
+from memory.database.claims import FAILED
+from memory.database.models import VoiceClip
+from memory.database.models_queue import OutboxItem
 from memory.llm import Outage
 from memory.messages import Inbound, Sent
-from memory.models import VoiceClip
-from memory.models_queue import OutboxItem
 from tests.bot.test_voice_turn import FakeTranscriber, VoiceChannel, spanish_learner
 from tests.fakes import FakeChatModel, reply_json
 from tests.support import outlive

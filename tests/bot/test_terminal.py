@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from bot import phrases
-from bot.runtime import Pam
 from bot.terminal import (
     BOLD,
     CHART,
@@ -26,6 +25,7 @@ from bot.terminal import (
     styled,
     wants_colour,
 )
+from bot.worker.runtime import Pam
 from memory.clock import ManualClock
 from memory.llm import Misconfigured
 from tests.fakes import FakeChatModel, reply_json

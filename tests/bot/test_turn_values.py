@@ -1,5 +1,5 @@
-"""The turn's values (bot/turn.py): the one request the tutor is asked with, made from an inbox
-claim by the worker or from a line by the terminal; and the after-send work a turn leaves,
+"""The turn's values (bot/turn/values.py): the one request the tutor is asked with, made from an
+inbox claim by the worker or from a line by the terminal; and the after-send work a turn leaves,
 done only once its reply is on its way."""
 
 from __future__ import annotations
@@ -9,14 +9,14 @@ import dataclasses
 import pytest
 from sqlalchemy import Engine, update
 
-from bot.after_send import AfterSending
-from bot.answering import LLM_TURN_ATTEMPTS
-from bot.review import Grading
-from bot.runtime import Pam
-from bot.turn import AfterSend, Turn, TurnRequest
-from bot.worker import Worker
-from memory.jobs import FOLD, PROFILE
-from memory.models_queue import InboxItem
+from bot.review.reviewing import Grading
+from bot.turn.after_send import AfterSending
+from bot.turn.values import AfterSend, Turn, TurnRequest
+from bot.worker.answering import LLM_TURN_ATTEMPTS
+from bot.worker.runtime import Pam
+from bot.worker.worker import Worker
+from memory.database.models_queue import InboxItem
+from memory.jobs.coordinator import FOLD, PROFILE
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel
 from tests.support import RecordingSender, inbound, queue_items

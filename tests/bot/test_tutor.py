@@ -10,11 +10,11 @@ import tiktoken
 from sqlalchemy import Engine, select
 
 from bot import phrases
-from bot.runtime import Pam
-from bot.turn import ModelUnavailable, TurnRequest
-from bot.tutor import MAX_MESSAGE_CHARS
-from memory.models import Correction, MemoryJob, Usage
-from memory.records import LEARNER, PAM
+from bot.turn.tutor import MAX_MESSAGE_CHARS
+from bot.turn.values import ModelUnavailable, TurnRequest
+from bot.worker.runtime import Pam
+from memory.database.models import Correction, MemoryJob, Usage
+from memory.database.records import LEARNER, PAM
 from memory.tokens import MESSAGE_OVERHEAD, TokenCounter
 from tests.conftest import learner_of, unique_user
 from tests.fakes import Call, FakeChatModel, default_reply, failing, reply_json

@@ -16,22 +16,22 @@ from sqlalchemy import Engine, select
 
 from bot import phrases
 from bot.channels import Audio, VoiceRefused, VoiceTooLarge, VoiceUnavailable
-from bot.hearing import HEARD_MARK, TRANSCRIPTION
-from bot.openai_audio import OpenAITranscriber
-from bot.openai_chat import openai_client
-from bot.prompt import SPOKEN_RULE
-from bot.runtime import Pam
-from bot.speaking import SPEECH, Spoken
-from bot.turn import ModelUnavailable, Turn, TurnRequest
-from bot.voice import Speech, Transcriber, Transcript
-from bot.worker import Worker
+from bot.llm.openai_audio import OpenAITranscriber
+from bot.llm.openai_chat import openai_client
+from bot.turn.prompt import SPOKEN_RULE
+from bot.turn.values import ModelUnavailable, Turn, TurnRequest
+from bot.voice.hearing import HEARD_MARK, TRANSCRIPTION
+from bot.voice.ports import Speech, Transcriber, Transcript
+from bot.voice.speaking import SPEECH, Spoken
+from bot.worker.runtime import Pam
+from bot.worker.worker import Worker
 from loopback.audio_samples import sample
 from loopback.llm_shapes import encoded
 from loopback.openai_server import Fault, OpenAIServer
+from memory.database.models import Usage
+from memory.database.records import LEARNER, PAM, LearnerInfo
 from memory.llm import Misconfigured, Outage, Unusable
 from memory.messages import VOICE, Inbound, Sent, VoiceNote
-from memory.models import Usage
-from memory.records import LEARNER, PAM, LearnerInfo
 from tests.conftest import unique_user
 from tests.error_shapes import FASTER_WHISPER_SERVER_UNKNOWN_MODEL
 from tests.fakes import FakeChatModel, reply_json

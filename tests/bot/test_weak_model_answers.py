@@ -19,14 +19,14 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
-from bot.openai_chat import OpenAIChatModel, openai_client
+from bot.llm.openai_chat import OpenAIChatModel, openai_client
 from bot.reply_format import CATEGORY_LIST, RULE_PLACEHOLDER
-from bot.runtime import Pam
+from bot.worker.runtime import Pam
 from loopback.openai_server import OpenAIServer
 from memory.clock import ManualClock
 from memory.config import MemoryConfig
-from memory.records import LEARNER, PAM
-from memory.summary import SUMMARY_ROOM, fold
+from memory.database.records import LEARNER, PAM
+from memory.jobs.summary import SUMMARY_ROOM, fold
 from memory.tokens import TokenCounter
 from tests.conftest import learner_of, unique_user
 from tests.helpers.review import say

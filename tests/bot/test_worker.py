@@ -19,18 +19,18 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from bot import phrases
-from bot.answering import LLM_TURN_ATTEMPTS
 from bot.backoff import MAX_BACKOFF_SECONDS, backoff
 from bot.channels import PermanentSendError, Sender, TransientSendError
-from bot.runtime import Pam
-from bot.worker import Worker
-from memory import db
-from memory.claims import DONE, FAILED, PENDING, SENT
+from bot.worker.answering import LLM_TURN_ATTEMPTS
+from bot.worker.runtime import Pam
+from bot.worker.worker import Worker
 from memory.clock import Clock, ManualClock, utcnow
+from memory.database import db
+from memory.database.claims import DONE, FAILED, PENDING, SENT
+from memory.database.models_queue import InboxItem, OutboxItem
+from memory.database.records import LEARNER, PAM
 from memory.llm import ChatMessage
 from memory.messages import Sent
-from memory.models_queue import InboxItem, OutboxItem
-from memory.records import LEARNER, PAM
 from tests.conftest import unique_user
 from tests.fakes import ENDINGS, FakeChatModel, failing, fresh_ending, reply_json
 from tests.helpers.queues import make_available_now, outbox_rows

@@ -6,9 +6,9 @@ from __future__ import annotations
 from sqlalchemy import Engine, func, select, update
 from sqlalchemy.orm import Session
 
-from memory.claims import PENDING
 from memory.clock import utcnow
-from memory.models_queue import InboxItem, OutboxItem
+from memory.database.claims import PENDING
+from memory.database.models_queue import InboxItem, OutboxItem
 from tests.support import queue_items
 
 

@@ -9,11 +9,11 @@ from datetime import timedelta
 
 from sqlalchemy import Engine, select
 
-from bot.runtime import Pam
-from bot.turn import Turn, TurnRequest
+from bot.turn.values import Turn, TurnRequest
+from bot.worker.runtime import Pam
 from memory.clock import ManualClock
-from memory.models_review import ReviewItem, ReviewLog
-from memory.records import LearnerInfo
+from memory.database.models_review import ReviewItem, ReviewLog
+from memory.database.records import LearnerInfo
 from tests.conftest import learner_of, unique_user
 from tests.fakes import Call, FakeChatModel, reply_json
 from webhooks.settings import Settings

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, event, func, insert
 
-from memory.inbox import Inbox
-from memory.models_queue import InboxItem
-from memory.outbox import Outbox
+from memory.database.models_queue import InboxItem
+from memory.queue.inbox import Inbox
+from memory.queue.outbox import Outbox
 from tests.conftest import empty_queues
 from tests.support import WAIT, inbound
 

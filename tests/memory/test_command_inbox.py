@@ -1,5 +1,5 @@
-"""The commands lane's view of the inbox (memory/inbox.py CommandInbox): slash commands typed as
-text, which need no model, each claimed in its learner's order like any message."""
+"""The commands lane's view of the inbox (memory/queue/inbox.py CommandInbox): slash commands typed
+as text, which need no model, each claimed in its learner's order like any message."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from dataclasses import replace
 
 from sqlalchemy import Engine
 
-from bot.commands import parse_command
-from memory.inbox import CommandInbox, Inbox
+from bot.turn.commands import parse_command
 from memory.messages import clean_text
+from memory.queue.inbox import CommandInbox, Inbox
 from tests.conftest import unique_user
 from tests.support import inbound
 

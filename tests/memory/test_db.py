@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, event, text
 
-from memory import db
+from memory.database import db
 
 PID = text("SELECT pg_backend_pid()")
 

@@ -7,10 +7,10 @@ import json
 import pytest
 
 from memory.config import MemoryConfig
-from memory.density import is_low_information
-from memory.profile import learn_profile
-from memory.records import LEARNER
-from memory.store import Store
+from memory.database.records import LEARNER
+from memory.jobs.density import is_low_information
+from memory.jobs.profile import learn_profile
+from memory.store.message_store import Store
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel
 

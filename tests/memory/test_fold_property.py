@@ -13,13 +13,13 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from memory import db
-from memory import summary as summary_module
 from memory.config import MemoryConfig
+from memory.database import db
+from memory.database.records import LEARNER, PAM, StoredMessage
+from memory.jobs import summary as summary_module
+from memory.jobs.summary import fold, fold_due, plan_fold
 from memory.llm import ChatMessage, LLMError
-from memory.records import LEARNER, PAM, StoredMessage
-from memory.store import Store
-from memory.summary import fold, fold_due, plan_fold
+from memory.store.message_store import Store
 from memory.tokens import TokenCounter
 from tests.conftest import sqlite_url, unique_user
 from tests.fakes import FakeChatModel, failing

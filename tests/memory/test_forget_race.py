@@ -9,11 +9,11 @@ import pytest
 from sqlalchemy import Engine
 
 from bot import phrases
-from bot.runtime import Pam
-from memory.jobs import FOLD, PROFILE
+from bot.worker.runtime import Pam
+from memory.database.records import LEARNER, PAM, LearnerInfo
+from memory.jobs.coordinator import FOLD, PROFILE
 from memory.llm import ChatMessage, Purpose
-from memory.records import LEARNER, PAM, LearnerInfo
-from memory.store import Store
+from memory.store.message_store import Store
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel, Gate, ManualExecutor
 from tests.support import handle

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from memory.heartbeat import Heartbeats
+from memory.queue.heartbeat import Heartbeats
 from tests.support import wait_until
 
 WAIT = 10.0

@@ -11,9 +11,11 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import Engine, select
 
-from memory import db
 from memory.clock import ManualClock, utcnow
-from memory.jobs import (
+from memory.database import db
+from memory.database.models import MemoryJob
+from memory.database.records import LearnerGone
+from memory.jobs.coordinator import (
     FOLD,
     PROFILE,
     RETRY_AFTER_FAILURE,
@@ -22,9 +24,7 @@ from memory.jobs import (
     JobRunner,
     Submit,
 )
-from memory.models import MemoryJob
-from memory.records import LearnerGone
-from memory.store import Store
+from memory.store.message_store import Store
 from tests.conftest import unique_user
 from tests.fakes import ManualExecutor
 

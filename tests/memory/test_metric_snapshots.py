@@ -11,7 +11,8 @@ import pytest
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from sqlalchemy import Engine, func, select, text
 
-from memory import db
+from memory.database import db
+from memory.database.models import MetricSnapshot
 from memory.metric_snapshots import (
     RETIRED,
     STALE_AFTER,
@@ -22,7 +23,6 @@ from memory.metric_snapshots import (
     read_registry,
     to_json,
 )
-from memory.models import MetricSnapshot
 from tests.conftest import BACKENDS, postgres_schema
 from tests.memory.test_migrations import current_revision, head_revision, schema_differences
 

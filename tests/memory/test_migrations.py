@@ -13,11 +13,11 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, inspect, text
 
-from memory import db
-from memory.models_recall import RECALL_FTS_TABLES
-from memory.records import LEARNER, CorrectionRecord
-from memory.schema import compared_on, metadata
-from memory.store import Store
+from memory.database import db
+from memory.database.models_recall import RECALL_FTS_TABLES
+from memory.database.records import LEARNER, CorrectionRecord
+from memory.database.schema import compared_on, metadata
+from memory.store.message_store import Store
 from tests.conftest import BACKENDS, postgres_schema
 
 TABLES = {table.name for table in metadata.sorted_tables}

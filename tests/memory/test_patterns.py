@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memory.patterns import (
+from memory.review.patterns import (
     CHANGED,
     derived_rule,
     pattern_terms,

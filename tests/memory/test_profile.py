@@ -13,9 +13,21 @@ from hypothesis import given
 from hypothesis import strategies as st
 from sqlalchemy import Engine
 
-from bot.openai_chat import OpenAIChatModel, openai_client
+from bot.llm.openai_chat import OpenAIChatModel, openai_client
 from loopback.openai_server import OpenAIServer
 from memory.config import MemoryConfig
+from memory.database.records import LEARNER, PAM, CorrectionRecord
+from memory.jobs.profile import (
+    FIELDS,
+    MAX_PROFILE_CHARS,
+    PROFILE_MAX_TOKENS,
+    PROFILE_SCHEMA,
+    InvalidProfile,
+    document,
+    learn_profile,
+    parse_profile_answer,
+    profile_due,
+)
 from memory.llm import (
     Accept,
     ChatMessage,
@@ -29,19 +41,7 @@ from memory.llm import (
     Unusable,
     Usage,
 )
-from memory.profile import (
-    FIELDS,
-    MAX_PROFILE_CHARS,
-    PROFILE_MAX_TOKENS,
-    PROFILE_SCHEMA,
-    InvalidProfile,
-    document,
-    learn_profile,
-    parse_profile_answer,
-    profile_due,
-)
-from memory.records import LEARNER, PAM, CorrectionRecord
-from memory.store import Store
+from memory.store.message_store import Store
 from memory.tokens import TokenCounter
 from tests import llm_shapes as shapes
 from tests.conftest import unique_user, unread_by_profile
@@ -248,7 +248,7 @@ def test_parse_drops_what_cannot_be_read_and_logs_the_field_never_the_content(
     caplog: pytest.LogCaptureFixture, answer: dict[str, object], field: str, reason: str
 ) -> None:
     text = json.dumps({"focus": "past tenses", **answer})
-    with caplog.at_level(logging.INFO, logger="memory.profile_answer"):
+    with caplog.at_level(logging.INFO, logger="memory.jobs.profile_answer"):
         data = parse_profile_answer(text, learner=7)
     assert data is not None and data["focus"] == "past tenses"  # the other field still counts
     assert f"profile answer learner=7: field {field} dropped: {reason}" in [
@@ -288,7 +288,7 @@ def test_parse_keeps_the_total_size_cap_by_dropping_the_biggest_field(
         "recurring_mistakes": [f"r{n}" + "r" * 110 for n in range(10)],
     }
     assert len(json.dumps(value)) > MAX_PROFILE_CHARS
-    with caplog.at_level(logging.INFO, logger="memory.profile_answer"):
+    with caplog.at_level(logging.INFO, logger="memory.jobs.profile_answer"):
         data = parse_profile_answer(json.dumps(value))
     # misc grows the profile most: it keeps its old value (here: none); the rest fits.
     assert data == {k: v for k, v in value.items() if k != "misc"}

@@ -1,5 +1,5 @@
-"""What /progress reads (memory/progress.py) on a fixed clock, and the stored charts
-(memory/charts.py): saved, found by id and nonce, pruned, erased by /forget, and the links'
+"""What /progress reads (memory/review/progress.py) on a fixed clock, and the stored charts
+(memory/store/charts.py): saved, found by id and nonce, pruned, erased by /forget, and the links'
 signing key made once for every process."""
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ import pytest
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from memory.charts import Charts
 from memory.clock import ManualClock
-from memory.models import Correction, Message
-from memory.models_review import ReviewItem, ReviewLog
-from memory.progress import Week, progress, week_starts
-from memory.records import LEARNER, PAM, LearnerGone
-from memory.store import Store
+from memory.database.models import Correction, Message
+from memory.database.models_review import ReviewItem, ReviewLog
+from memory.database.records import LEARNER, PAM, LearnerGone
+from memory.review.progress import Week, progress, week_starts
+from memory.store.charts import Charts
+from memory.store.message_store import Store
 from tests.conftest import unique_user
 
 # A Wednesday, noon: this week began on Monday 23 November.

@@ -13,8 +13,9 @@ import pytest
 from sqlalchemy import Engine, func, insert, select, update
 from sqlalchemy.orm import Session
 
-from memory import db
-from memory.claims import (
+from memory.clock import ManualClock, utcnow
+from memory.database import db
+from memory.database.claims import (
     CLAIMED,
     DONE,
     FAILED,
@@ -25,13 +26,12 @@ from memory.claims import (
     OutboxClaim,
     Standing,
 )
-from memory.clock import ManualClock, utcnow
-from memory.inbox import Inbox
+from memory.database.models_queue import InboxItem, OutboxItem
 from memory.messages import VoiceNote
-from memory.models_queue import InboxItem, OutboxItem
-from memory.outbox import Outbox
-from memory.queue import Queue
-from memory.store import Store
+from memory.queue.base import Queue
+from memory.queue.inbox import Inbox
+from memory.queue.outbox import Outbox
+from memory.store.message_store import Store
 from tests.conftest import unique_user
 from tests.support import WAIT, inbound, queue_items
 

@@ -11,11 +11,13 @@ from typing import Any
 import pytest
 from sqlalchemy import event, func, select, text, update
 
-from memory.backends.postgres import _recall_statements
 from memory.config import MemoryConfig
-from memory.models import Summary
-from memory.models_recall import RecallEntry
-from memory.recall import CORRECTION, MESSAGE, Snippet, index_folded
+from memory.database.backends.postgres import _recall_statements
+from memory.database.models import Summary
+from memory.database.models_recall import RecallEntry
+from memory.database.records import LEARNER, PAM, CorrectionRecord
+from memory.jobs.summary import fold
+from memory.recall.search import CORRECTION, MESSAGE, Snippet, index_folded
 from memory.recall_terms import (
     MAX_QUERY_WORDS,
     learner_terms,
@@ -23,9 +25,7 @@ from memory.recall_terms import (
     query_words,
     snowball_language,
 )
-from memory.records import LEARNER, PAM, CorrectionRecord
-from memory.store import Store
-from memory.summary import fold
+from memory.store.message_store import Store
 from memory.tokens import TokenCounter
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, func, select, text
 
-from memory import db
-from memory.models_recall import RecallEntry
-from memory.recall import CORRECTION
-from memory.store import Store
+from memory.database import db
+from memory.database.models_recall import RecallEntry
+from memory.recall.search import CORRECTION
+from memory.store.message_store import Store
 from tests.conftest import BACKENDS, postgres_schema
 
 SAID = datetime(2026, 10, 1, 9, 30, tzinfo=UTC)

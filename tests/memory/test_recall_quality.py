@@ -27,7 +27,7 @@ from bench.recall_script import (
     SAID_ON_DAY,
 )
 from memory.clock import ManualClock
-from memory.store import Store
+from memory.store.message_store import Store
 
 # Spanish function words, left out when counting the words a question shares with its fact.
 _FUNCTION = """a al como con cual de del donde el ella en era es esa ese la las le lo los me mi

@@ -14,11 +14,11 @@ import pytest
 from sqlalchemy import Engine, event, select
 
 from memory.clock import ManualClock
-from memory.models_review import ReviewItem, ReviewLog
-from memory.records import LEARNER, CorrectionRecord, LearnerGone
-from memory.review_items import LEARNING_STEPS, RELEARNING_STEPS
-from memory.review_reads import REST, DueItem, Exercise, ReviewState
-from memory.store import Store
+from memory.database.models_review import ReviewItem, ReviewLog
+from memory.database.records import LEARNER, CorrectionRecord, LearnerGone
+from memory.review.items import LEARNING_STEPS, RELEARNING_STEPS
+from memory.review.reads import REST, DueItem, Exercise, ReviewState
+from memory.store.message_store import Store
 from tests.conftest import unique_user
 
 START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)

@@ -10,7 +10,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import text
 
 from loopback.harness import postgres_schema
-from memory import db
+from memory.database import db
 from tests.conftest import PG_URL
 
 

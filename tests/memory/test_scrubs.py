@@ -1,4 +1,4 @@
-"""/forget's scrub (memory/scrubs.py): on SQLite the erased rows' bytes leave the database's
+"""/forget's scrub (memory/store/scrubs.py): on SQLite the erased rows' bytes leave the database's
 files only with a checkpoint that truncates the write-ahead log. While another connection
 holds an older snapshot it cannot complete: /forget then says so, the scrub stays recorded
 with its attempts, and a later run completes it once the reader has let go. On Postgres
@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine
 
-from memory import db
-from memory.records import LEARNER, PAM
-from memory.scrubs import BUSY, Outcome
-from memory.store import Store
+from memory.database import db
+from memory.database.records import LEARNER, PAM
+from memory.store.message_store import Store
+from memory.store.scrubs import BUSY, Outcome
 from tests.conftest import unique_user
 
 NAME = "Lucía Zarzamora-Quetzal"

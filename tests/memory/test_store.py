@@ -11,13 +11,12 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, delete, func, select
 
-from memory import db
-from memory.backends import backend_for
 from memory.clock import ManualClock, utcnow
-from memory.jobs import FOLD, Coordinator
-from memory.models import Learner, Profile, Summary
-from memory.models_review import ReviewItem
-from memory.records import (
+from memory.database import db
+from memory.database.backends import backend_for
+from memory.database.models import Learner, Profile, Summary
+from memory.database.models_review import ReviewItem
+from memory.database.records import (
     LEARNER,
     LEARNER_TABLES,
     PAM,
@@ -29,9 +28,10 @@ from memory.records import (
     ReplyRecord,
     StoredMessage,
 )
-from memory.review_reads import Exercise
-from memory.schema import metadata
-from memory.store import Store
+from memory.database.schema import metadata
+from memory.jobs.coordinator import FOLD, Coordinator
+from memory.review.reads import Exercise
+from memory.store.message_store import Store
 from tests.conftest import unique_user, unread_by_profile
 
 

@@ -9,10 +9,19 @@ from unittest import mock
 import pytest
 from sqlalchemy import Engine
 
-from bot.runtime import Pam
-from memory import summary as summary_module
+from bot.worker.runtime import Pam
 from memory.config import MemoryConfig
-from memory.jobs import FOLD
+from memory.database.records import LEARNER, PAM, LearnerGone, StoredMessage
+from memory.jobs import summary as summary_module
+from memory.jobs.coordinator import FOLD
+from memory.jobs.summary import (
+    MAX_FOLD_INPUT_TOKENS,
+    SUMMARY_ROOM,
+    fold,
+    fold_due,
+    plan_fold,
+    transcript,
+)
 from memory.llm import (
     Accept,
     ChatMessage,
@@ -23,16 +32,7 @@ from memory.llm import (
     Unusable,
     Usage,
 )
-from memory.records import LEARNER, PAM, LearnerGone, StoredMessage
-from memory.store import Store
-from memory.summary import (
-    MAX_FOLD_INPUT_TOKENS,
-    SUMMARY_ROOM,
-    fold,
-    fold_due,
-    plan_fold,
-    transcript,
-)
+from memory.store.message_store import Store
 from memory.tokens import TokenCounter
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel, failing

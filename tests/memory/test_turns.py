@@ -8,15 +8,15 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import Engine
 
-from memory.claims import DONE, FAILED, InboxClaim
 from memory.clock import ManualClock
 from memory.config import MemoryConfig
-from memory.inbox import Inbox
-from memory.jobs import FOLD
-from memory.models_queue import InboxItem, OutboxItem
-from memory.outbox import Outbox
-from memory.records import LEARNER, CorrectionRecord, LearnerGone, ReplyRecord
-from memory.store import Store
+from memory.database.claims import DONE, FAILED, InboxClaim
+from memory.database.models_queue import InboxItem, OutboxItem
+from memory.database.records import LEARNER, CorrectionRecord, LearnerGone, ReplyRecord
+from memory.jobs.coordinator import FOLD
+from memory.queue.inbox import Inbox
+from memory.queue.outbox import Outbox
+from memory.store.message_store import Store
 from memory.turns import TurnWriter, Written
 from tests.conftest import unique_user
 from tests.support import inbound, queue_items

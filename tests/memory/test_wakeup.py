@@ -9,9 +9,9 @@ import time
 import pytest
 from sqlalchemy import Engine, text
 
-from bot.worker import Worker
-from memory import db
-from memory.inbox import Inbox
+from bot.worker.worker import Worker
+from memory.database import db
+from memory.queue.inbox import Inbox
 from memory.wakeup import CHANNEL, InboxListener
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel

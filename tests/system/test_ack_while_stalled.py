@@ -8,9 +8,9 @@ from collections.abc import Sequence
 
 from sqlalchemy import Engine
 
-from bot.worker import Worker
-from memory.inbox import Inbox
+from bot.worker.worker import Worker
 from memory.llm import ChatMessage
+from memory.queue.inbox import Inbox
 from tests.conftest import unique_user
 from tests.fakes import ENDINGS, FakeChatModel, fresh_ending, reply_json
 from tests.support import API_TOKEN, WAIT, RecordingSender, wait_until

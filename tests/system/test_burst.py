@@ -14,9 +14,9 @@ import pytest
 from sqlalchemy import Engine, func, select
 
 from bot import phrases
-from bot.worker import Worker
-from memory.claims import UNFINISHED
-from memory.models_queue import InboxItem
+from bot.worker.worker import Worker
+from memory.database.claims import UNFINISHED
+from memory.database.models_queue import InboxItem
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel
 from tests.support import API_TOKEN, RecordingSender, wait_until

@@ -9,12 +9,12 @@ import pytest
 from sqlalchemy import Engine, make_url, text
 from sqlalchemy.exc import OperationalError
 
-from memory import db
-from memory.claims import SENT
-from memory.inbox import Inbox
+from memory.database import db
+from memory.database.claims import SENT
+from memory.database.models_queue import OutboxItem
 from memory.messages import Sent
-from memory.models_queue import OutboxItem
-from memory.outbox import Outbox
+from memory.queue.inbox import Inbox
+from memory.queue.outbox import Outbox
 from tests.conftest import unique_user
 from tests.support import inbound, queue_items
 

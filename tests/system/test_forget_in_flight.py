@@ -15,11 +15,9 @@ import pytest
 from sqlalchemy import Engine, MetaData, make_url, select
 
 from bot import phrases
-from bot.runtime import Pam
-from bot.worker import Worker
-from memory.llm import ChatMessage
-from memory.messages import Inbound
-from memory.records import (
+from bot.worker.runtime import Pam
+from bot.worker.worker import Worker
+from memory.database.records import (
     LEARNER,
     PAM,
     CorrectionRecord,
@@ -28,6 +26,8 @@ from memory.records import (
     StoredMessage,
     SummaryState,
 )
+from memory.llm import ChatMessage
+from memory.messages import Inbound
 from tests.conftest import unique_user
 from tests.fakes import ENDINGS, FakeChatModel, Gate, fresh_ending, reply_json
 from tests.support import WAIT, RecordingSender, handle, inbound

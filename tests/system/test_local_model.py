@@ -26,9 +26,9 @@ from loopback.local_model import (
     scripted_chat,
     settled_mode,
 )
-from memory import db
-from memory.records import LEARNER, PAM
-from memory.store import Store
+from memory.database import db
+from memory.database.records import LEARNER, PAM
+from memory.store.message_store import Store
 
 ENABLED = os.environ.get("PAM_TEST_LOCAL_MODEL") == "1"
 LOCAL = configured()

@@ -32,8 +32,8 @@ from loopback.harness import (
     wait_healthy,
 )
 from loopback.openai_server import OpenAIServer
-from memory import db
-from memory.models import Profile
+from memory.database import db
+from memory.database.models import Profile
 
 pytestmark = pytest.mark.slow
 

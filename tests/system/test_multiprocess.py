@@ -45,12 +45,12 @@ from loopback.harness import (
 )
 from loopback.local_server import Answer, LocalServer
 from loopback.openai_server import OpenAIServer, default_answer
-from memory import db
-from memory.inbox import Inbox
-from memory.models_queue import InboxItem, OutboxItem
-from memory.outbox import Outbox
-from memory.records import LEARNER, PAM
-from memory.store import Store
+from memory.database import db
+from memory.database.models_queue import InboxItem, OutboxItem
+from memory.database.records import LEARNER, PAM
+from memory.queue.inbox import Inbox
+from memory.queue.outbox import Outbox
+from memory.store.message_store import Store
 from tests.conftest import PG_URL
 from webhooks.api.payload import chat_address
 from webhooks.api.signing import signature

@@ -21,11 +21,11 @@ from bot import phrases
 from bot.corrections import chat_part, parse_answer, render
 from loopback.harness import free_port
 from loopback.openai_server import Fault, OpenAIServer, default_answer
-from memory import db
-from memory.models import Correction, MemoryJob, Message, Usage
-from memory.records import LEARNER, PAM, StoredMessage
-from memory.store import Store
-from memory.summary import transcript
+from memory.database import db
+from memory.database.models import Correction, MemoryJob, Message, Usage
+from memory.database.records import LEARNER, PAM, StoredMessage
+from memory.jobs.summary import transcript
+from memory.store.message_store import Store
 from memory.tokens import TokenCounter
 from tests.conftest import ROOT
 
@@ -794,7 +794,7 @@ def operator_lines(stderr: str) -> list[str]:
         ),
         pytest.param(
             Fault(status=404, body=NO_SUCH_MODEL),
-            # The server's own words ride along (bot/llm_errors.py): where a model is named
+            # The server's own words ride along (bot/llm/errors.py): where a model is named
             # by a heuristic, they show what the server meant.
             "has no model 'gpt-4o-mini' (404: model_not_found The model `gpt-4o-mini` does "
             "not exist or you do not have access to it.): check PAM_MODEL and PAM_MEMORY_MODEL "

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from loopback.openai_server import OpenAIServer, default_answer
-from memory import db
-from memory.store import Store
+from memory.database import db
+from memory.store.message_store import Store
 from memory.tokens import TokenCounter
 from tests.system.test_pam_chat import EXTERNAL_ID, answers, chat, database_url, pam_env, section
 

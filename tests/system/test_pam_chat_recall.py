@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from bot.recall import TAG
+from bot.turn.recall import TAG
 from loopback.openai_server import OpenAIServer, default_answer, recall_call
-from memory import db
-from memory.store import Store
+from memory.database import db
+from memory.store.message_store import Store
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.slow

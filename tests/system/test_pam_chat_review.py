@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 from sqlalchemy import select, update
 
-from bot.review_prompt import DUE_TAG
+from bot.review.prompt import DUE_TAG
 from loopback.openai_server import OpenAIServer
-from memory import db
 from memory.clock import utcnow
-from memory.models_review import ReviewItem, ReviewLog
-from memory.review_items import USED
-from memory.store import Store
+from memory.database import db
+from memory.database.models_review import ReviewItem, ReviewLog
+from memory.review.items import USED
+from memory.store.message_store import Store
 from tests.system.test_pam_chat_recall import FILLER, chat, folded_out, pam_env
 
 pytestmark = pytest.mark.slow

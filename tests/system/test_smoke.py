@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.runtime import Pam
+from bot.worker.runtime import Pam
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel
 from tests.support import handle

@@ -19,7 +19,7 @@ import pytest
 import requests
 
 from bot import phrases
-from bot.audio import inspect
+from bot.voice.audio import inspect
 from loopback.audio_samples import sample
 from loopback.harness import (
     wait_for,

@@ -13,11 +13,11 @@ import pytest
 from flask.testing import FlaskClient
 from sqlalchemy import Engine, text
 
-from bot.runtime import Pam
-from memory import db
-from memory.records import LEARNER, PAM
-from memory.scrubs import Outcome
-from memory.store import Store
+from bot.worker.runtime import Pam
+from memory.database import db
+from memory.database.records import LEARNER, PAM
+from memory.store.message_store import Store
+from memory.store.scrubs import Outcome
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel, reply_json
 from tests.support import handle

@@ -10,8 +10,8 @@ import pytest
 from flask.testing import FlaskClient
 from sqlalchemy import Engine
 
-from memory.records import LEARNER, PAM
-from memory.store import Store
+from memory.database.records import LEARNER, PAM
+from memory.store.message_store import Store
 from tests.conftest import unique_user
 from tests.webhooks.test_admin import ADMIN, bearer, client_for
 from webhooks.addresses import BadAddress, stored_address

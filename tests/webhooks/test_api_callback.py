@@ -16,11 +16,11 @@ import pytest
 from sqlalchemy import update
 from standardwebhooks import Webhook, WebhookVerificationError
 
-from bot.runtime import Pam
-from bot.worker import Worker
+from bot.worker.runtime import Pam
+from bot.worker.worker import Worker
 from loopback.callback_server import CallbackServer
 from memory.clock import utcnow
-from memory.models_queue import OutboxItem
+from memory.database.models_queue import OutboxItem
 from tests.conftest import unique_user
 from tests.support import API_TOKEN
 from webhooks.api.sender import ApiCallbackSender

@@ -13,11 +13,11 @@ from collections.abc import Iterator
 import pytest
 
 from bot.channels import ChartSender, PermanentSendError
-from bot.progress import render
+from bot.review.progress import render
 from loopback.callback_server import CallbackServer
 from loopback.telegram_server import TOKEN, Failure, TelegramServer
 from loopback.twilio_server import ACCOUNT_SID, AUTH_TOKEN, NUMBER, TwilioServer
-from memory.progress import Week, week_starts
+from memory.review.progress import Week, week_starts
 from tests.support import API_TOKEN
 from webhooks.api.sender import ApiCallbackSender
 from webhooks.telegram.address import chat_address

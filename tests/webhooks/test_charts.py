@@ -12,9 +12,9 @@ from flask.testing import FlaskClient
 from sqlalchemy import Engine
 
 from bot.settings import ChartSettings
-from memory.charts import Charts
 from memory.clock import ManualClock
-from memory.store import Store
+from memory.store.charts import Charts
+from memory.store.message_store import Store
 from tests.conftest import unique_user
 from tests.support import forged
 from webhooks.app import create_app

@@ -30,7 +30,7 @@ from loopback.harness import (
 )
 from loopback.openai_server import OpenAIServer
 from loopback.telegram_server import TOKEN, TelegramServer
-from memory import db
+from memory.database import db
 from tests.conftest import PG_URL
 from webhooks import cli
 from webhooks import settings as pam_settings
@@ -105,7 +105,7 @@ def test_the_help_names_every_setting_and_nothing_that_is_not_one() -> None:
 
 @pytest.mark.parametrize("command", ["chat", "worker", "serve", "telegram", "memory-jobs"])
 def test_every_command_with_a_connection_pool_names_its_size(command: str) -> None:
-    # Each of them builds Pam (bot/runtime.py), whose pool PAM_DB_POOL_SIZE bounds: the
+    # Each of them builds Pam (bot/worker/runtime.py), whose pool PAM_DB_POOL_SIZE bounds: the
     # variable an operator sets to fit a small Postgres plan (docs/deploy/scaling.md).
     assert "PAM_DB_POOL_SIZE" in help_text([command])
 

@@ -26,8 +26,8 @@ from werkzeug.wrappers import Request
 
 from loopback.telegram_server import TOKEN, TelegramServer
 from loopback.twilio_server import ACCOUNT_SID, AUTH_TOKEN, NUMBER, sign
-from memory.models_queue import InboxItem
-from memory.store import Store
+from memory.database.models_queue import InboxItem
+from memory.store.message_store import Store
 from tests.support import API_TOKEN
 from tests.webhooks.telegram import updates
 from tests.webhooks.telegram.conftest import SECRET

@@ -12,15 +12,16 @@ from flask.testing import FlaskClient
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import Engine
 
-from bot.runtime import Pam
-from bot.worker import Worker
-from memory import db, metrics
+from bot.worker.runtime import Pam
+from bot.worker.worker import Worker
+from memory import metrics
 from memory.clock import ManualClock
-from memory.inbox import Inbox
-from memory.jobs import PROFILE, Coordinator, JobRunner
+from memory.database import db
+from memory.database.models import MetricSnapshot
+from memory.jobs.coordinator import PROFILE, Coordinator, JobRunner
 from memory.metric_snapshots import Snapshots, Snapshotter, read_registry
-from memory.models import MetricSnapshot
 from memory.prices import PRICES
+from memory.queue.inbox import Inbox
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel
 from tests.support import RecordingSender, handle, inbound

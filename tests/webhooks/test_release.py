@@ -14,7 +14,7 @@ from click.testing import CliRunner, Result
 
 from loopback.harness import free_port
 from loopback.telegram_server import TOKEN, Failure, TelegramServer
-from memory import db
+from memory.database import db
 from webhooks import cli
 
 SECRET = "pam-release_Secret-42"

@@ -17,9 +17,9 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 from werkzeug.test import TestResponse
 
-from memory import db
-from memory.claims import PENDING
-from memory.models_queue import InboxItem
+from memory.database import db
+from memory.database.claims import PENDING
+from memory.database.models_queue import InboxItem
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel
 from tests.helpers.queues import queue_rows

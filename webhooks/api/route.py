@@ -9,7 +9,7 @@ from flask import Blueprint, jsonify, request
 from flask.typing import ResponseReturnValue
 from pydantic import ValidationError
 
-from memory.inbox import Admission
+from memory.queue.inbox import Admission
 from webhooks.api.payload import ApiMessage, inbound_from_message, invalid
 from webhooks.web import accept, json_body, web
 

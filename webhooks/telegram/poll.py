@@ -8,7 +8,7 @@ import logging
 import threading
 from collections.abc import Callable
 
-from memory.inbox import Admission, Inbox
+from memory.queue.inbox import Admission, Inbox
 from webhooks.telegram.client import TelegramClient, WebhookIsSet
 from webhooks.telegram.payload import NotAnUpdate, inbound_from_update, log_unreadable, parse_update
 

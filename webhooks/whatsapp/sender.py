@@ -8,7 +8,7 @@ import logging
 from typing import Any
 
 from bot.channels import Audio, PermanentSendError, TransientSendError
-from bot.splitting import utf16_length
+from bot.worker.splitting import utf16_length
 from memory.messages import Sent, VoiceNote
 from webhooks.whatsapp.media import TwilioMedia
 

@@ -11,8 +11,8 @@ import pytest
 from flask.testing import FlaskClient
 from werkzeug.test import TestResponse
 
-from bot.runtime import Pam
-from bot.worker import Worker
+from bot.worker.runtime import Pam
+from bot.worker.worker import Worker
 from loopback.telegram_server import TOKEN, TelegramServer
 from webhooks.settings import Settings
 from webhooks.telegram.client import TelegramClient

@@ -18,14 +18,14 @@ from sqlalchemy import Engine
 
 from bot.channels import PermanentSendError, TransientSendError
 from bot.corrections import parse_answer, render
-from bot.runtime import Pam
-from bot.worker import Worker
+from bot.worker.runtime import Pam
+from bot.worker.worker import Worker
 from loopback.harness import wait_for
 from loopback.telegram_server import TOKEN, Failure, TelegramServer
-from memory.claims import FAILED, PENDING, SENT
 from memory.clock import utcnow
+from memory.database.claims import FAILED, PENDING, SENT
+from memory.database.records import PAM
 from memory.messages import Inbound
-from memory.records import PAM
 from tests.fakes import FakeChatModel, Gate, reply_json
 from tests.helpers.queues import make_available_now, outbox_rows
 from webhooks.telegram.client import TelegramClient

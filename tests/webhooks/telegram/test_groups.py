@@ -16,12 +16,12 @@ from flask.testing import FlaskClient
 from sqlalchemy import Engine
 
 from bot import phrases
-from bot.runtime import Pam
-from bot.worker import Worker
+from bot.worker.runtime import Pam
+from bot.worker.worker import Worker
 from loopback.telegram_server import USERNAME, Failure, TelegramServer
 from memory.clock import ManualClock, utcnow
+from memory.database.records import LEARNER
 from memory.llm import ChatMessage
-from memory.records import LEARNER
 from tests.fakes import FakeChatModel, reply_json
 from tests.helpers.queues import inbox_items
 from tests.helpers.review import BUEN, MISTAKE, review_pam

@@ -15,15 +15,15 @@ import pytest
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from bot.answering import TYPING_AFTER_SECONDS
+from bot.worker.answering import TYPING_AFTER_SECONDS
 from loopback.audio_samples import sample
 from loopback.harness import ROOT, sqlite_url
 from loopback.openai_server import HEARD, Fault, OpenAIServer
 from loopback.telegram_server import TOKEN, Failure, TelegramServer
-from memory import db
-from memory.claims import DONE
-from memory.inbox import Inbox
-from memory.models_queue import InboxItem
+from memory.database import db
+from memory.database.claims import DONE
+from memory.database.models_queue import InboxItem
+from memory.queue.inbox import Inbox
 from tests.support import WAIT, wait_until
 from tests.webhooks.telegram import updates as u
 from webhooks.telegram.client import COMMANDS, UPDATE_TYPES, TelegramClient, WebhookIsSet

@@ -1,4 +1,4 @@
-"""Splitting long replies (bot.splitting.split_message) and Telegram's HTML formatting
+"""Splitting long replies (bot.worker.splitting.split_message) and Telegram's HTML formatting
 (webhooks.telegram.sender.format_html): properties, and the examples they must hold for."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.splitting import split_message
+from bot.worker.splitting import split_message
 from webhooks.telegram.sender import format_html
 
 TELEGRAM_LIMIT = 4096

@@ -8,7 +8,7 @@ import pytest
 from flask.testing import FlaskClient
 from sqlalchemy import Engine
 
-from bot.worker import Worker
+from bot.worker.worker import Worker
 from loopback.telegram_server import USERNAME, TelegramServer
 from tests.helpers.queues import inbox_items
 from tests.webhooks.telegram import updates as u

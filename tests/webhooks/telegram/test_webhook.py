@@ -15,8 +15,8 @@ from flask.testing import FlaskClient
 from sqlalchemy import Engine
 
 from bot import phrases
-from bot.commands import Command, parse_command
-from bot.worker import Worker
+from bot.turn.commands import Command, parse_command
+from bot.worker.worker import Worker
 from loopback.telegram_server import USERNAME, TelegramServer
 from tests.fakes import DEFAULT_REPLIES, FakeChatModel, reply_json
 from tests.helpers.queues import inbox_items, queue_rows

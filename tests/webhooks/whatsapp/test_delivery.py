@@ -12,11 +12,11 @@ from sqlalchemy import Engine
 
 from bot import phrases
 from bot.channels import PermanentSendError, TransientSendError
-from bot.runtime import Pam
-from bot.worker import Worker
+from bot.worker.runtime import Pam
+from bot.worker.worker import Worker
 from loopback.twilio_server import ACCOUNT_SID, AUTH_TOKEN, NUMBER, Failure
-from memory.claims import FAILED, PENDING, SENT
-from memory.store import Store
+from memory.database.claims import FAILED, PENDING, SENT
+from memory.store.message_store import Store
 from tests.fakes import FakeChatModel, reply_json
 from tests.helpers.queues import make_available_now, outbox_items
 from tests.webhooks.whatsapp.conftest import (

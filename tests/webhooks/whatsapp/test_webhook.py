@@ -14,10 +14,10 @@ from sqlalchemy import Engine
 from werkzeug.test import TestResponse
 
 from bot import phrases
-from bot.worker import Worker
+from bot.worker.worker import Worker
 from loopback.twilio_server import NUMBER, sign
-from memory.claims import FAILED, SENT
-from memory.store import Store
+from memory.database.claims import FAILED, SENT
+from memory.store.message_store import Store
 from tests.helpers.queues import inbox_items, outbox_items
 from tests.webhooks.conftest import app_for
 from tests.webhooks.whatsapp.conftest import (

@@ -1,0 +1,1 @@
+"""The OpenAI-compatible adapters (chat, audio) and the readers of their answers."""

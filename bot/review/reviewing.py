@@ -1,0 +1,253 @@
+"""Review in the conversation: due items in the reply prompt and the reply's report of what
+the learner used or got wrong again, and /review's exercises, one at a time in the chat. What
+is due and how a grade moves an item is memory/review/reviews.py's (FSRS); this module decides when
+a turn offers review and what its answer does to the learner's items and their /review. What the
+prompt says and how the answer is read are bot/review/prompt.py's; the exercises,
+bot/review/exercises.py's."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from bot.review.exercises import KINDS, exercise, exercise_result
+from bot.review.prompt import Asked, due_prompt, exercise_prompt, report
+from memory.clock import Clock, utcnow
+from memory.database.records import LEARNER, Context, CorrectionRecord, LearnerGone
+from memory.review.reads import Exercise, ReviewState
+from memory.review.reviews import Reviews
+
+log = logging.getLogger(__name__)
+
+PROMPT_ITEMS = 2  # due items one reply prompt carries, at most
+SESSION_ITEMS = 5  # exercises one /review asks, at most
+STALE = timedelta(days=1)  # a /review left this long is over
+
+REVIEW_OFF = "Review is switched off here: I still correct your mistakes as we chat."
+NOTHING_YET = (
+    "Nothing to review yet: the mistakes I correct in our chats come back here when they're due."
+)
+NOTHING_DUE = "Nothing to review right now — your next item is due {when}."
+STARTED = (
+    "Let's practise {count} of your mistakes from our chats, one at a time. "
+    "Answer, or just chat on to stop.\n\n{first}"
+)
+UNDER_WAY = "We're in the middle of a review — {exercise}"
+DONE = "That's the review done: {right} of {asked} right. {next}"
+
+
+@dataclass(frozen=True)
+class ReviewUse:
+    """What review added to one turn's prompt, for the log line and the token benchmark: the
+    due items it carried, whether it carried a /review exercise, and the tokens of all it
+    added (section, rule, format)."""
+
+    items: int = 0
+    tokens: int = 0
+    exercise: bool = False
+
+
+NO_REVIEW = ReviewUse()
+
+
+@dataclass(frozen=True)
+class Grading:
+    """What one turn does to the learner's review items, to write after its reply is sent:
+    its corrections (each grades its pattern Again), the items its answer reported used
+    (Good) or missed (Again), and those its prompt offered."""
+
+    learner_id: int
+    message_id: int
+    corrections: tuple[CorrectionRecord, ...]
+    used: tuple[int, ...] = ()
+    missed: tuple[int, ...] = ()
+    offered: tuple[int, ...] = ()
+
+    def write(self, reviews: Reviews) -> None:
+        """Record it in `reviews` (once per learner message, however often it runs)."""
+        reviews.record_turn(
+            self.learner_id,
+            self.message_id,
+            self.corrections,
+            used=self.used,
+            missed=self.missed,
+            offered=self.offered,
+        )
+
+
+def when(due: datetime, now: datetime) -> str:
+    """When `due` comes, in words: "now", "in 20 minutes", "in 5 hours", "tomorrow",
+    "on 14 March"."""
+    wait = due - now
+    if wait <= timedelta(0):
+        return "now"
+    if wait < timedelta(hours=1):
+        minutes = max(1, round(wait.total_seconds() / 60))
+        return f"in {minutes} minute{'s' if minutes != 1 else ''}"
+    if wait < timedelta(hours=24):
+        hours = max(1, round(wait.total_seconds() / 3600))
+        return f"in {hours} hour{'s' if hours != 1 else ''}"
+    if due.date() == (now + timedelta(days=1)).date():
+        return "tomorrow"
+    year = f" {due.year}" if due.year != now.year else ""
+    return f"on {due.day} {due:%B}{year}"
+
+
+# -- review in a turn and in /review ---------------------------------------------------------
+
+
+class Reviewing:
+    """Review's part in a tutor turn (`prepare`, `finish`) and /review (`start`), over the
+    store's `reviews`; `enabled` is PAM_REVIEW (off: nothing offered or asked, corrections
+    still recorded as patterns)."""
+
+    def __init__(self, reviews: Reviews, enabled: bool = True, clock: Clock = utcnow) -> None:
+        self.reviews = reviews
+        self.enabled = enabled
+        self.clock = clock
+
+    def prepare(self, learner_id: int, context: Context) -> Asked | None:
+        """What review adds to this turn's prompt: the exercise of a /review under way, else
+        up to PROMPT_ITEMS due items whose last mistake has left the prompt's messages; None
+        for nothing. A failing read adds nothing: review never costs the learner a reply."""
+        if not self.enabled:
+            return None
+        try:
+            oldest = min(m.id for m in context.messages)
+            # The learner's message before this one: the items its prompt invited come again.
+            theirs = [m.id for m in context.messages if m.role == LEARNER]
+            found = self.reviews.for_prompt(
+                learner_id,
+                before_message_id=oldest,
+                limit=PROMPT_ITEMS,
+                previous_message_id=theirs[-2] if len(theirs) > 1 else None,
+            )
+            if isinstance(found, ReviewState):
+                session = self._fresh(learner_id, found)
+                if session is None:
+                    return None
+                item = self.reviews.item(learner_id, session.exercise.item_id)
+                return exercise_prompt(session, item.rule if item else "")
+        except LearnerGone:
+            raise
+        except Exception as exc:
+            log.warning("review read failed learner=%s: %s", learner_id, type(exc).__name__)
+            return None
+        return due_prompt(found) if found else None
+
+    def finish(
+        self,
+        learner_id: int,
+        message_id: int,
+        text: str,
+        corrections: Sequence[CorrectionRecord],
+        rest: dict[str, Any],
+        asked: Asked | None,
+    ) -> tuple[str, Grading | None]:
+        """What this turn's answer does to review: the text Pam adds to the reply (the next
+        exercise, or the score; "" for none), and the grading of the learner's items by the
+        turn's corrections and the answer's report, for `record` to write once the reply is
+        on its way (None: nothing to write). A /review answer is graded here, the session
+        moved on with it. A failure other than LearnerGone is logged, and the reply goes out
+        without the grade."""
+        used: list[int] = []
+        missed: list[int] = []
+        if asked is not None and asked.items:
+            used, missed = report(rest, asked.items)
+        offered = tuple(item.id for item in asked.items) if asked is not None else ()
+        grading = None
+        if corrections or offered:  # else nothing to write: no round trip
+            grading = Grading(
+                learner_id, message_id, tuple(corrections), tuple(used), tuple(missed), offered
+            )
+        if asked is None or asked.session is None:
+            return "", grading
+        try:
+            if grading is not None:  # the corrections first: a pattern made again is Again
+                grading.write(self.reviews)
+            return self._answered(learner_id, message_id, text, rest, asked.session), None
+        except LearnerGone:
+            raise
+        except Exception as exc:
+            log.warning("review grading failed learner=%s: %s", learner_id, type(exc).__name__)
+        return "", None
+
+    def record(self, grading: Grading) -> None:
+        """Write `grading` (once per learner message, however often it runs). It runs after
+        the reply is sent, off the reply's path: a failure, or the learner forgotten
+        meanwhile, costs only the grade, logged without content."""
+        try:
+            grading.write(self.reviews)
+        except LearnerGone:
+            log.info("review grading for learner %s dropped: forgotten", grading.learner_id)
+        except Exception as exc:
+            log.warning(
+                "review grading failed learner=%s: %s", grading.learner_id, type(exc).__name__
+            )
+
+    def _answered(
+        self, learner_id: int, message_id: int, text: str, rest: dict[str, Any], at: ReviewState
+    ) -> str:
+        """Grade the learner's answer to `at`'s exercise and move the session on: the next
+        exercise, or the score. Not an answer: the session ends and the reply is chat."""
+        right = exercise_result(rest, text, at.exercise)
+        if right is None:
+            self.reviews.end_session(learner_id)
+            log.info("review session ended learner=%s: chatting on", learner_id)
+            return ""
+        self.reviews.grade(learner_id, at.exercise.item_id, right, message_id)
+        following = self._following(learner_id, at.queue, KINDS[at.asked % len(KINDS)])
+        self.reviews.next_exercise(learner_id, right, following)
+        if following is not None:
+            return f"({at.asked + 1}/{at.asked + len(at.queue)}) {following.prompt}"
+        score = at.right + (1 if right else 0)
+        return DONE.format(right=score, asked=at.asked, next=self._next_due(learner_id))
+
+    def _following(self, learner_id: int, queue: Sequence[int], kind: str) -> Exercise | None:
+        """The next exercise: on the first item of `queue` still there."""
+        for item_id in queue:
+            item = self.reviews.item(learner_id, item_id)
+            if item is not None:
+                return exercise(item, kind)
+        return None
+
+    def _next_due(self, learner_id: int) -> str:
+        due = self.reviews.next_due(learner_id)
+        if due is None:
+            return ""
+        if due <= self.clock():
+            return "There's more to practise: send /review again."
+        return f"Your next item is due {when(due, self.clock())}."
+
+    def session(self, learner_id: int) -> ReviewState | None:
+        """The learner's /review under way; one left longer than STALE is ended first."""
+        session = self.reviews.session(learner_id)
+        return self._fresh(learner_id, session) if session is not None else None
+
+    def _fresh(self, learner_id: int, session: ReviewState) -> ReviewState | None:
+        """`session`, or None (and ended) when it was left longer than STALE."""
+        if self.clock() - session.started_at > STALE:
+            self.reviews.end_session(learner_id)
+            return None
+        return session
+
+    def start(self, learner_id: int) -> str:
+        """/review: the first exercise of a session over the learner's due items (at most
+        SESSION_ITEMS), the one under way, or when the next item is due."""
+        if not self.enabled:
+            return REVIEW_OFF
+        session = self.session(learner_id)
+        if session is not None:
+            return UNDER_WAY.format(exercise=session.exercise.prompt)
+        due = self.reviews.due(learner_id)[:SESSION_ITEMS]
+        if not due:
+            following = self.reviews.next_due(learner_id)
+            if following is None:
+                return NOTHING_YET
+            return NOTHING_DUE.format(when=when(following, self.clock()))
+        first = exercise(due[0], KINDS[0])
+        self.reviews.start_session(learner_id, first, [item.id for item in due[1:]])
+        return STARTED.format(count=len(due), first=f"(1/{len(due)}) {first.prompt}")

@@ -1,0 +1,268 @@
+"""Slash commands, the same on every channel: /start /help /profile /forget /language /level
+/review /progress /voice."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from bot import phrases
+from bot.channels import GroupChats
+from bot.languages import (
+    LEVELS,
+    explanation_language,
+    language_name,
+    languages_of,
+    normalize_level,
+)
+from bot.review.progress import summary
+from bot.review.reviewing import Reviewing
+from memory.clock import Clock, utcnow
+from memory.database.records import LearnerInfo
+from memory.jobs.profile import FIELDS, document
+from memory.jobs.profile_facts import settled
+from memory.review.progress import progress
+from memory.store.charts import NOT_DRAWN
+from memory.store.message_store import Store
+
+
+@dataclass(frozen=True)
+class Command:
+    """A parsed slash command: `/Language@PamBot Spanish English` → ("language", [...]).
+    `inbox_id` is the inbox item it arrived as, when it came through a channel's queue;
+    `group` its channel when it was said in a group (a chat others read), else None."""
+
+    name: str
+    args: list[str]
+    inbox_id: int | None = None
+    group: GroupChats | None = None
+
+
+# What shows one learner's memory: answered in their private chat only, never in a group.
+PRIVATE = ("profile", "review", "progress")
+
+
+@dataclass(frozen=True)
+class CommandAnswer:
+    """A command's answer that carries more than text: a /progress chart (stored, by id)
+    sent with the text as its caption. A plain str answers every other command."""
+
+    text: str
+    chart_id: int | None = None
+
+
+Handler = Callable[[LearnerInfo, Command], "str | CommandAnswer"]
+
+
+def parse_command(text: str) -> Command | None:
+    """The command in `text`, or None when it is ordinary chat."""
+    text = text.strip()
+    if not text.startswith("/") or len(text) < 2 or text[1].isspace():
+        return None
+    head, *args = text.split()
+    name = head[1:].split("@", 1)[0].lower()
+    return Command(name, args)
+
+
+def _settings_line(learner: LearnerInfo, learned: dict[str, Any]) -> str:
+    """The learner's settings in a sentence, with the language corrections are explained in
+    as the reply prompt decides it (what the learner set, else what Pam learned)."""
+    if not learner.target_language:
+        return phrases.NEEDS_LANGUAGE
+    target, native, level = languages_of(
+        learner.target_language, learner.native_language, learner.level, learned
+    )
+    explained = explanation_language(level, target, native)
+    line = f"We're practising {learner.target_language}"
+    line += f" at level {learner.level}" if learner.level else ""
+    line += f", with corrections explained in {explained}"
+    if level is None and native and native != explained:
+        return f"{line} (at /level A1 or A2, in {native})."
+    return f"{line}."
+
+
+def _voice_line(learner: LearnerInfo) -> str:
+    """Whether the learner hears Pam's replies, and how to change it."""
+    if learner.voice_replies:
+        return "Voice replies are on (/voice off to stop)."
+    return "Voice replies are off (/voice on to hear me)."
+
+
+LABELS = {
+    "who": "Who you are",
+    "style": "How you like to chat",
+    "focus": "What you're working on",
+    "interests": "Interests",
+    "misc": "Other things I remember",
+    "native_language": "Native language",
+    "target_language": "Practising",
+    "level": "Level (my estimate)",
+    "recurring_mistakes": "Mistakes you often make",
+}
+
+
+class Commands:
+    """Answers commands for one learner; `forget` is the only one that erases anything."""
+
+    def __init__(
+        self,
+        store: Store,
+        review: Reviewing | None = None,
+        clock: Clock = utcnow,
+        *,
+        voice: bool = True,
+    ) -> None:
+        self.store = store
+        self.review = review or Reviewing(store.reviews)
+        self.clock = clock  # which weeks /progress shows
+        self.voice_enabled = voice  # PAM_VOICE_NOTES: the operator may turn voice off
+        self.handlers: dict[str, Handler] = {
+            "start": self.start,
+            "help": self.help,
+            "profile": self.profile,
+            "forget": self.forget,
+            "language": self.language,
+            "level": self.level,
+            "review": self.start_review,
+            "progress": self.progress,
+            "voice": self.voice,
+        }
+
+    def handle(self, learner: LearnerInfo, command: Command) -> str | CommandAnswer:
+        """The answer to `command`."""
+        handler = self.handlers.get(command.name)
+        if handler is None:
+            return f"I don't know the command /{command.name}. {phrases.HELP}"
+        if command.group is not None and command.name in PRIVATE:
+            link = command.group.private_chat_link(command.name)
+            return phrases.private_only(learner.target_language, link)
+        return handler(learner, command)
+
+    def _settings_of(self, learner: LearnerInfo) -> str:
+        """The settings line for `learner`, with what Pam has learned about them."""
+        return _settings_line(learner, self.store.memory.profile(learner.id).data)
+
+    def start(self, learner: LearnerInfo, command: Command) -> str | CommandAnswer:
+        """/start: the welcome, with the learner's settings. `/start profile` (a group's
+        link into the private chat says it) is /profile, and so for each of PRIVATE."""
+        if command.group is None and len(command.args) == 1 and command.args[0] in PRIVATE:
+            return self.handle(learner, replace(command, name=command.args[0], args=[]))
+        settings = f"{self._settings_of(learner)}\n{_voice_line(learner)}"
+        return phrases.WELCOME.format(settings=settings)
+
+    def help(self, learner: LearnerInfo, command: Command) -> str:
+        """/help: the commands."""
+        return phrases.HELP
+
+    def start_review(self, learner: LearnerInfo, command: Command) -> str:
+        """/review: practise the due items one at a time (no LLM call: the exercises are
+        templated), or when the next one is due."""
+        return self.review.start(learner.id)
+
+    def forget(self, learner: LearnerInfo, command: Command) -> str:
+        """/forget: erase everything about the learner, queued messages before this one
+        included (its confirmation, and what they send after it, still go through). In a
+        group the learner is the member of that group: their private chat is not touched."""
+        self.store.learners.forget(learner.id, keep_inbox_id=command.inbox_id)
+        return phrases.FORGOTTEN if command.group is None else phrases.FORGOTTEN_IN_GROUP
+
+    def language(self, learner: LearnerInfo, command: Command) -> str:
+        """/language <target> [native]: the languages to practise and to explain in."""
+        usage = (
+            "Which language do you want to practise? Write it like this: "
+            "/language Spanish — or with your native language too: /language Spanish English"
+        )
+        args = command.args
+        if not args or len(args) > 2:
+            return usage
+        names = [language_name(arg) for arg in args]
+        for arg, name in zip(args, names, strict=True):
+            if name is None:
+                return f"I don't know the language “{arg[:40]}”. {usage}"
+        target = names[0]
+        native = names[1] if len(names) == 2 else learner.native_language
+        if native == target:
+            return "Your native language and the one you practise are the same — " + usage
+        updated = self.store.learners.update_settings(
+            learner.id, target_language=target, native_language=native
+        )
+        return f"Great! {self._settings_of(updated)} Say hi whenever you're ready!"
+
+    def level(self, learner: LearnerInfo, command: Command) -> str:
+        """/level <A1…C2>: the learner's CEFR level."""
+        usage = (
+            f"Tell me your level as one of {', '.join(LEVELS)} — e.g. /level A2. "
+            "A1–A2 beginner, B1–B2 intermediate, C1–C2 advanced."
+        )
+        args = command.args
+        level = normalize_level(args[0]) if len(args) == 1 else None
+        if level is None:
+            return usage
+        updated = self.store.learners.update_settings(learner.id, level=level)
+        if updated.target_language:
+            return f"Got it. {self._settings_of(updated)}"
+        return f"Got it: level {level}. {phrases.NEEDS_LANGUAGE}"
+
+    def progress(self, learner: LearnerInfo, command: Command) -> CommandAnswer:
+        """/progress: the chart of the learner's last weeks, stored for delivery, and its
+        two-line summary in the target language as the caption. The chart is drawn where it
+        is delivered (bot/review/progress.py, drawn), after this turn: drawing takes a while (a
+        fresh process loads matplotlib), and the learner's next message must not wait."""
+        now = self.clock()
+        weeks = progress(self.store.charts.engine, learner.id, now)
+        caption = summary(weeks, learner.target_language, now)
+        chart_id, _ = self.store.charts.save(learner.id, NOT_DRAWN, caption)
+        return CommandAnswer(caption, chart_id)
+
+    def voice(self, learner: LearnerInfo, command: Command) -> str:
+        """/voice on|off: Pam's replies spoken too (their chat part), or not."""
+        choice = command.args[0].lower() if len(command.args) == 1 else ""
+        if choice not in ("on", "off"):
+            return f"{phrases.VOICE_USAGE} {_voice_line(learner)}"
+        if choice == "on" and not self.voice_enabled:
+            return phrases.VOICE_UNAVAILABLE
+        self.store.learners.update_settings(learner.id, voice_replies=choice == "on")
+        return phrases.VOICE_ON if choice == "on" else phrases.VOICE_OFF
+
+    def profile(self, learner: LearnerInfo, command: Command) -> str:
+        """Everything Pam keeps about the learner, in words."""
+        profile = self.store.memory.profile(learner.id)
+        summary = self.store.memory.summary(learner.id)
+        unfolded, _ = self.store.conversation.unfolded_tokens(learner.id)
+        corrections = self.store.ledger.corrections(learner.id, limit=5)
+        # A learned language or level beside the one the learner set: theirs is shown alone.
+        doc = document(replace(profile, data=settled(profile.data, learner)))
+        lines = ["Here's what I know about you:", "", _settings_line(learner, profile.data)]
+        lines.append(_voice_line(learner))
+        learned = [
+            f"• {LABELS[key]}: {', '.join(value) if isinstance(value, list) else value}"
+            for key in FIELDS
+            if (value := doc.get(key))
+        ]
+        if learned:
+            meta = doc["_meta"]
+            lines += ["", *learned]
+            lines.append(
+                f"(learned from {meta['messages_processed']} of your messages, "
+                f"last updated {meta['last_learned_at']})"
+            )
+        else:
+            lines += ["", "I haven't learned anything about you yet — tell me about yourself!"]
+        lines.append("")
+        if summary.folds:
+            lines.append(
+                f"Our earlier conversation is kept as a summary (updated {summary.folds} times, "
+                f"last {summary.updated_at:%Y-%m-%d %H:%M} UTC):"
+                if summary.updated_at
+                else "Our earlier conversation is kept as a summary:"
+            )
+            lines.append(summary.text)
+        else:
+            lines.append("There's no summary yet: I still remember our whole chat word for word.")
+        lines.append(f"Messages I keep word for word right now: {unfolded}.")
+        if corrections:
+            lines += ["", "Recent corrections:"]
+            lines += [f"✏️ {c.original} → {c.corrected}" for c in corrections]
+        lines += ["", "Use /forget to erase all of this."]
+        return "\n".join(lines)

@@ -1,0 +1,68 @@
+"""Turns taken without the inbox: the terminal (`pam chat`), the benchmarks and tests. Each
+message is answered by the tutor and its reply stored at once (no claim to finish, nothing
+queued); the caller shows the reply, has its spoken copy made if it wants one, and then does
+the turn's after-send work."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from bot.turn.after_send import AfterSending
+from bot.turn.storing import store_turn
+from bot.turn.tutor import Tutor
+from bot.turn.values import Turn, TurnRequest
+from bot.voice.speaking import Spoken
+from memory.database.records import LearnerGone
+from memory.store.learners import Learners
+from memory.turns import TurnWriter
+
+
+class LocalTurns:
+    """The tutor's turns for a caller that shows the replies itself: `reply`, then `speak`
+    (optional) and `after_send`; or `take`, reply and after-send work at once, for a caller
+    that shows nothing in between."""
+
+    def __init__(
+        self,
+        tutor: Tutor,
+        writer: TurnWriter,
+        after_sending: AfterSending,
+        learners: Learners,
+    ) -> None:
+        self.tutor = tutor
+        self.writer = writer
+        self.after_sending = after_sending
+        self.learners = learners
+
+    def reply(self, request: TurnRequest) -> Turn:
+        """The tutor's answer to `request`, its reply stored; the turn as stored, its
+        after-send work not done yet (`after_send`, once the reply is shown)."""
+        turn = self.tutor.answer(request)
+        if turn.reply is None:
+            return turn
+        stored = store_turn(self.writer, None, turn)
+        if not stored.own:
+            return Turn(stored.parts, turn.learner_id)
+        return replace(turn, after_send=turn.after_send.and_jobs(stored.written.due))
+
+    def speak(self, turn: Turn) -> Spoken:
+        """The spoken copy of `turn`'s reply, made now, after its text was shown (elsewhere a
+        speech lane makes it from the outbox, bot/voice/speaking.py)."""
+        if turn.speech is None or turn.learner_id is None:
+            return Spoken(None, "nothing to speak")
+        try:
+            learner = self.learners.get_learner(turn.learner_id)
+            return self.tutor.speaking.speak(learner.id, turn.speech, learner.target_language)
+        except LearnerGone:
+            return Spoken(None, "forgotten")
+
+    def after_send(self, turn: Turn) -> None:
+        """Grade the review items by `turn`'s reply and start the memory jobs it made due."""
+        self.after_sending.run(turn)
+
+    def take(self, request: TurnRequest) -> Turn:
+        """The whole turn at once: the reply stored, then its after-send work (the benchmarks
+        and tests, which show nothing in between; no spoken copy is made)."""
+        turn = self.reply(request)
+        self.after_send(turn)
+        return turn

@@ -1,0 +1,1 @@
+"""Voice: hearing a note, speaking a reply; the audio ports and the formats they use."""

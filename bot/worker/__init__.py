@@ -1,0 +1,1 @@
+"""The worker runtime: Pam's assembled parts, the lanes, delivery and their helpers."""

@@ -1,0 +1,266 @@
+"""The memory jobs' own process. Folding a summary and learning a profile are long stretches of
+Python work; on a thread next to a worker's reply lanes they held the GIL the lanes wait for,
+and replies got slower whenever a job ran. So `pam worker`, `pam serve` and `pam telegram` run
+their memory jobs in a child process (`pam memory-jobs --stdin`) at a lower CPU priority:
+
+- the worker marks a job in the database when a turn makes it due (the durable request), then
+  hands it to the child as a line "learner_id kind" on the child's stdin, through a bounded
+  queue and a writer thread: a dead, restarting or slow child never holds up a reply lane. A
+  hand-off that is dropped loses nothing, because the child starts every marked job when it
+  starts and in its sweep every RECOVER_EVERY_SECONDS;
+- the child claims and runs the jobs on its APScheduler pool, as the worker did in-process;
+- the worker restarts a child that exits (after a backoff), stops it with SIGTERM at shutdown
+  within the worker's own deadline, and kills it past that deadline. A child whose worker died
+  sees its stdin end, and stops."""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import suppress
+
+from memory.jobs.coordinator import JobRunner
+
+log = logging.getLogger("pam.memory_process")
+
+NICE_INCREMENT = 10  # the jobs yield the CPU to the reply lanes, yet still run on an idle one
+QUEUE_SIZE = 10_000  # hand-offs waiting for the writer; beyond, they wait for the sweep
+FIRST_BACKOFF_SECONDS = 1.0
+MAX_BACKOFF_SECONDS = 30.0
+STABLE_SECONDS = 60.0  # a child that lived this long starts the backoff afresh when it dies
+# What a stopping child keeps of its shutdown wait to hand unfinished jobs back to the database
+# before its worker's deadline (past which the worker kills it).
+HAND_BACK_SECONDS = 1.0
+
+
+def child_command() -> list[str]:
+    """How a worker starts its memory process: this Python, the same `pam`, the same env."""
+    return [sys.executable, "-m", "webhooks.cli", "memory-jobs", "--stdin"]
+
+
+class MemoryProcess:
+    """A worker's side: starts the child, hands it requests, restarts it, stops it."""
+
+    def __init__(
+        self,
+        argv: Sequence[str] | None = None,
+        *,
+        queue_size: int = QUEUE_SIZE,
+        first_backoff: float = FIRST_BACKOFF_SECONDS,
+        max_backoff: float = MAX_BACKOFF_SECONDS,
+    ) -> None:
+        self.argv = list(argv) if argv is not None else child_command()
+        self.first_backoff = first_backoff
+        self.max_backoff = max_backoff
+        self._queue: queue.Queue[tuple[int, str] | None] = queue.Queue(queue_size)
+        self._lock = threading.Lock()  # a child is never spawned once stopping is set
+        self._stopping = threading.Event()
+        self._child: subprocess.Popen[bytes] | None = None
+        self._spawned_at = 0.0
+        self._dropping = False
+        self._supervisor = threading.Thread(
+            target=self._supervise, name="memory-process", daemon=True
+        )
+        self._writer = threading.Thread(target=self._write, name="memory-hand-off", daemon=True)
+
+    @property
+    def pid(self) -> int | None:
+        """The current child's process id (None before the first start)."""
+        child = self._child
+        return child.pid if child is not None else None
+
+    def start(self) -> None:
+        """Start the child, and the threads that restart it and feed it requests."""
+        self._spawn()
+        self._supervisor.start()
+        self._writer.start()
+
+    def hand_off(self, learner_id: int, kind: str) -> None:
+        """Pass a marked job on to the child. Never blocks: when the queue is full (the child
+        is stuck or gone), the job waits in the database for the child's next sweep."""
+        if self._stopping.is_set():
+            return
+        try:
+            self._queue.put_nowait((learner_id, kind))
+        except queue.Full:
+            if not self._dropping:
+                log.warning("memory process is not keeping up; jobs wait for its next sweep")
+            self._dropping = True
+        else:
+            self._dropping = False
+
+    def terminate(self) -> None:
+        """Stop restarting the child and ask it to stop (SIGTERM): it lets its running jobs
+        finish within its shutdown wait and hands the rest back to the database."""
+        with self._lock:
+            if self._stopping.is_set():
+                return  # SIGTERM once: a second one could reach the child past its handler
+            self._stopping.set()
+            child = self._child
+        with suppress(queue.Full):
+            self._queue.put_nowait(None)  # else the writer sees `_stopping` after its item
+        if child is not None:
+            with suppress(ProcessLookupError):
+                child.send_signal(signal.SIGTERM)
+
+    def stop(self, wait_seconds: float) -> bool:
+        """`terminate`, wait up to `wait_seconds` for the child to exit, kill it after that.
+        True if it stopped by itself in time."""
+        self.terminate()
+        child = self._child
+        if child is None:
+            return True
+        try:
+            code = child.wait(timeout=max(0.0, wait_seconds))
+        except subprocess.TimeoutExpired:
+            log.warning(
+                "memory process pid=%d outlived the shutdown wait; killed (its running jobs "
+                "are taken over when their leases expire)",
+                child.pid,
+            )
+            child.kill()
+            child.wait()
+            stopped = False
+        else:
+            log.info("memory process pid=%d stopped status=%d", child.pid, code)
+            stopped = True
+        _close_stdin(child)
+        if self._supervisor.is_alive():
+            self._supervisor.join(timeout=1.0)
+        return stopped
+
+    def _spawn(self) -> None:
+        with self._lock:
+            if self._stopping.is_set():
+                return
+            # Same process group: an operator's or a platform's signal to the group reaches
+            # the child too. Its stdout and stderr are the worker's.
+            child = subprocess.Popen(self.argv, stdin=subprocess.PIPE)
+            self._child, self._spawned_at = child, time.monotonic()
+        log.info("memory process started pid=%d", child.pid)
+
+    def _supervise(self) -> None:
+        delay = self.first_backoff
+        while not self._stopping.is_set():
+            child = self._child
+            if child is not None:
+                code = child.wait()
+                if self._stopping.is_set():
+                    return
+                _close_stdin(child)
+                if time.monotonic() - self._spawned_at >= STABLE_SECONDS:
+                    delay = self.first_backoff
+                log.warning(
+                    "memory process pid=%d exited with status %d; restarting it in %.0fs",
+                    child.pid,
+                    code,
+                    delay,
+                )
+            if self._stopping.wait(delay):
+                return
+            delay = min(delay * 2, self.max_backoff)
+            try:
+                self._spawn()
+            except OSError as exc:
+                self._child = None
+                log.warning("memory process could not start: %s", type(exc).__name__)
+
+    def _write(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None or self._stopping.is_set():
+                return
+            child = self._child
+            if child is None or child.stdin is None:
+                continue  # its successor's start-up sweep runs the marked job
+            try:
+                child.stdin.write(f"{item[0]} {item[1]}\n".encode())
+                child.stdin.flush()
+            except (OSError, ValueError):  # the child died (broken pipe), or was replaced
+                continue
+
+
+def _close_stdin(child: subprocess.Popen[bytes]) -> None:
+    if child.stdin is not None:
+        with suppress(OSError, ValueError):
+            child.stdin.close()
+
+
+# -- the child's side ----------------------------------------------------------------------
+
+
+def lower_priority(increment: int = NICE_INCREMENT) -> int | None:
+    """Lower this process's CPU priority; its niceness now, or None where that fails."""
+    try:
+        return os.nice(increment)
+    except (AttributeError, OSError):  # no os.nice (Windows), or not allowed
+        return None
+
+
+def _lines(fd: int) -> Iterator[bytes]:
+    """The lines read from `fd` until its end. Plain os.read: a thread blocked in it holds no
+    lock that the interpreter needs at exit (sys.stdin's buffer would)."""
+    pending = b""
+    while chunk := os.read(fd, 4096):
+        *lines, pending = (pending + chunk).split(b"\n")
+        yield from lines
+
+
+class JobRequests:
+    """The child's end of the hand-off: a thread that reads "learner_id kind" lines from `fd`
+    and starts each job on `runner`. The end of the input (the worker is gone) sets `ended`."""
+
+    def __init__(self, runner: JobRunner, fd: int, ended: threading.Event) -> None:
+        self.runner = runner
+        self.fd = fd
+        self.ended = ended
+        self._lock = threading.Lock()
+        self._closed = False
+        self._thread = threading.Thread(target=self._read, name="memory-requests", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def close(self) -> None:
+        """Start no job after this returns (shutting down): later requests stay marked."""
+        with self._lock:
+            self._closed = True
+
+    def _read(self) -> None:
+        try:
+            for line in _lines(self.fd):
+                with self._lock:
+                    if self._closed:
+                        return
+                    self._start(line)
+        except OSError as exc:
+            log.warning("memory job requests unreadable: %s", type(exc).__name__)
+        finally:
+            self.ended.set()
+
+    def _start(self, line: bytes) -> None:
+        try:
+            learner, kind = line.decode().split()
+            learner_id = int(learner)
+        except ValueError:
+            log.warning("ignored a malformed memory job request (%d bytes)", len(line))
+            return
+        if kind not in self.runner.jobs:
+            log.warning("ignored a request for an unknown memory job kind")
+            return
+        try:
+            self.runner.start(learner_id, kind)
+        except Exception as exc:  # the database went away, say: the sweep starts it later
+            log.warning(
+                "memory job %s for learner %s not started: %s",
+                kind,
+                learner_id,
+                type(exc).__name__,
+            )

@@ -1,0 +1,1 @@
+"""The database: engines, migrations, tables, shared statements, each dialect's SQL."""

@@ -1,0 +1,149 @@
+"""The one interface to what differs between the databases Pam runs on: the hot writes each
+does its own way (Postgres in one statement where SQLite takes a short transaction), row
+locking, the memory-job upsert, the cleanup after /forget, and waking workers."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, Engine, Float, Integer, Row, String, Text
+from sqlalchemy.sql.dml import Insert
+from sqlalchemy.types import TypeEngine
+
+from memory.database import db
+from memory.database.claims import Finishing
+from memory.database.models import UTCDateTime
+from memory.database.records import (
+    Activity,
+    ActivityWindow,
+    Backlog,
+    Context,
+    ReplyRecord,
+    StoredMessage,
+)
+from memory.wakeup import InboxListener
+
+# The columns of a recall search's rows (`Backend.recall_candidates`), typed as both
+# backends' textual statements return them.
+RECALL_COLUMNS: dict[str, TypeEngine[Any]] = {
+    "id": Integer(),
+    "kind": String(),
+    "role": String(),
+    "text": Text(),
+    "said_at": UTCDateTime(),
+    "relevance": Float(),
+}
+
+# What `Backend.begin_turn` gives back: the context (with the stored message last) and counts.
+ContextRead = tuple[Context, Activity | None]
+
+
+class Backend(ABC):
+    """One database's way of running the statements that differ between databases, on
+    `engine`."""
+
+    # Whether the database has one write lock for all (SQLite): a statement that may write,
+    # a claim, holds up every other writer while it runs, even when it finds nothing.
+    one_writer = False
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.single = db.autocommit(engine)  # for work of one statement
+
+    @abstractmethod
+    def lock_next(self, query: Any, table: Any) -> Any:
+        """`query` (the next claimable queue item's id, from `table`) with the row locked as
+        this database can, so that claims running at once take different items."""
+
+    @abstractmethod
+    def accept(self, row: Mapping[str, Any], now: datetime, max_queued: int = 0) -> bool:
+        """Insert one inbound message (`row`: the inbox columns it sets) received at `now`,
+        waking the workers where the database can; True. With `max_queued`, not if its
+        address has that many unfinished items already: then the note that it was turned
+        away is stored instead, unless one is waiting, and False. Raises IntegrityError for a
+        redelivery."""
+
+    @abstractmethod
+    def finish(self, finishing: Finishing, parts: Sequence[str]) -> list[int] | None:
+        """Finish the inbox claim and queue `parts` for delivery, atomically: the queued
+        replies' ids in order, or None (and nothing written) if the claim was lost."""
+
+    @abstractmethod
+    def save_reply(
+        self,
+        reply: ReplyRecord,
+        backlog_limit: int,
+        now: datetime,
+        finish: tuple[Finishing, Sequence[str]] | None = None,
+    ) -> tuple[StoredMessage, Backlog, list[int] | None]:
+        """Store Pam's reply with its usage and corrections and read the memory backlog as of
+        the reply (at most `backlog_limit` unread learner messages), atomically; with `finish`
+        the inbox claim is finished and its parts queued in the same write, and the third
+        value is what `finish` returns (None without `finish`). Raises IntegrityError if the
+        message has a reply already or the learner is gone, with nothing written."""
+
+    @abstractmethod
+    def begin_turn(
+        self,
+        learner_id: int,
+        message: StoredMessage,
+        inbox_id: int | None,
+        window: ActivityWindow | None,
+        now: datetime,
+    ) -> ContextRead | None:
+        """Store the learner's `message` (its id unknown: 0) and read the context and counts of
+        `window` in one statement, where the database can: the context's last message is the
+        stored one, with its id. None where it cannot, or when the insert failed (a re-run, or
+        the learner is gone): the caller takes the two plain steps, which say which. Raises
+        LearnerGone if the learner is gone."""
+
+    @abstractmethod
+    def mark_job(self, values: Mapping[str, Any], on_conflict_set: Mapping[str, Any]) -> Insert:
+        """The INSERT of a memory-job row with `values` that sets `on_conflict_set` instead
+        when the learner's row of that kind exists."""
+
+    @abstractmethod
+    def index_recall(
+        self, connection: Connection, rows: Sequence[Mapping[str, Any]], language: str | None
+    ) -> None:
+        """Insert recall entries (`rows`: RecallEntry's columns but `id` and `terms`) of a
+        learner whose target language is `language` (as their settings hold it), on
+        `connection`, in its transaction."""
+
+    @abstractmethod
+    def recall_candidates(
+        self,
+        connection: Connection,
+        learner_id: int,
+        found: Sequence[str],
+        language: str | None,
+        limit: int,
+    ) -> list[Row[Any]]:
+        """The learner's `limit` entries most relevant to any of the words `found` (from
+        recall_terms.query_words), best first: their id, kind, role, text, said_at and
+        `relevance` (higher is better). `found` is never empty."""
+
+    @abstractmethod
+    def after_forget(self, *, indexed: bool) -> None:
+        """Whatever the database needs, once /forget's rows are deleted, so that no live
+        structure keeps what they held; `indexed`: whether the learner had anything in the
+        recall index. The files are cleared afterwards, by `clear_files`."""
+
+    # Whether what /forget erased stays in the database's files until Pam clears them
+    # (`clear_files`): SQLite's write-ahead log. Postgres deletes logically; VACUUM reuses
+    # the space in its own time (docs/how/remembers.md, "Forgetting").
+    clears_files = False
+
+    def clear_files(self, wait_seconds: float) -> bool:
+        """Clear erased rows' bytes from the database's files, waiting at most `wait_seconds`
+        for other connections; True if that completed (nothing to do where `clears_files`
+        is False)."""
+        return True
+
+    @abstractmethod
+    def inbox_listener(self, wake: Callable[[], None]) -> InboxListener | None:
+        """A listener that calls `wake` when a message arrives, or None where the database
+        cannot tell (its workers poll)."""

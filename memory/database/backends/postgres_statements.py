@@ -1,0 +1,226 @@
+"""The statements of a turn's hot writes on Postgres, each one statement and one round trip
+(data-modifying CTEs), built once at import: storing the learner's message with the read of
+the context, storing the reply with its usage and corrections (and finishing the claim and
+queueing the parts, when the writer asks), finishing a claim, and accepting an inbound message
+with a NOTIFY. memory/database/backends/postgres.py runs them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import (
+    ARRAY,
+    BigInteger,
+    Boolean,
+    Float,
+    Integer,
+    Text,
+    and_,
+    bindparam,
+    case,
+    func,
+    insert,
+    select,
+    true,
+)
+from sqlalchemy.dialects.postgresql import aggregate_order_by
+
+from memory.database.claims import (
+    ADMIT,
+    FINISH,
+    NOTE_TURNED_AWAY,
+    PENDING,
+    SAME_FOR_EVERY_REPLY,
+    TIMES_OF_A_REPLY,
+)
+from memory.database.models import Correction, Message, Usage, UTCDateTime
+from memory.database.models_queue import InboxItem, OutboxItem
+from memory.database.records import LEARNER, PAM, CorrectionRecord
+from memory.database.statements import ACTIVITIES, COUNTS, UNREAD_BY_PROFILE, context_query
+from memory.wakeup import CHANNEL
+
+# -- storing a reply --------------------------------------------------------------------------
+
+
+def _save_reply() -> Any:
+    """Pam's reply, the call's usage and the corrections inserted in CTEs, and the memory
+    backlog read, in one statement and one round trip: the reply's id (`reply_id`) on every
+    row of the backlog's. The backlog is read from the snapshot the statement started with, so
+    it leaves out the reply itself: `PostgresBackend.save_reply` adds it."""
+    now = bindparam("now", type_=UTCDateTime())
+    learner_id = bindparam("learner_id", type_=BigInteger)
+    reply = (
+        insert(Message)
+        .values(
+            learner_id=learner_id,
+            role=PAM,
+            content=bindparam("reply_content", type_=Text),
+            tokens=bindparam("reply_tokens", type_=Integer),
+            reply_to=bindparam("reply_to", type_=BigInteger),
+            created_at=now,
+        )
+        .returning(Message.id)
+        .cte("reply")
+    )
+    usage = (
+        insert(Usage)
+        .values(
+            learner_id=learner_id,
+            model=bindparam("usage_model", type_=Text),
+            purpose="reply",
+            input_tokens=bindparam("usage_input", type_=Integer),
+            output_tokens=bindparam("usage_output", type_=Integer),
+            created_at=now,
+        )
+        .cte("usage")
+    )
+    found = (
+        func.unnest(*(bindparam(name, type_=ARRAY(Text)) for name in _CORRECTION_ARRAYS))
+        .table_valued(*_CORRECTION_FIELDS)
+        .render_derived(name="found")
+    )
+    made = select(learner_id, bindparam("reply_to", type_=BigInteger), *found.c, now)
+    corrections = (
+        insert(Correction)
+        .from_select(
+            ["learner_id", "message_id", *_CORRECTION_FIELDS, "created_at"],
+            made,
+            include_defaults=False,
+        )
+        .cte("corrections")
+    )
+    return (
+        select(reply.c.id.label("reply_id"), *COUNTS.c, UNREAD_BY_PROFILE.c.unread)
+        .select_from(reply.join(COUNTS, true()).outerjoin(UNREAD_BY_PROFILE, true()))
+        .order_by(UNREAD_BY_PROFILE.c.id)
+        .add_cte(usage, corrections)
+    )
+
+
+_CORRECTION_FIELDS = ("original", "corrected", "explanation", "category", "rule")
+_CORRECTION_ARRAYS = ("originals", "correcteds", "explanations", "categories", "rules")
+SAVE_REPLY = _save_reply()
+
+
+def correction_arrays(corrections: Sequence[CorrectionRecord]) -> dict[str, list[str]]:
+    """`SAVE_REPLY`'s parameters for the corrections: one array per field, in their order."""
+    return {
+        array: [getattr(c, field) for c in corrections]
+        for array, field in zip(_CORRECTION_ARRAYS, _CORRECTION_FIELDS, strict=True)
+    }
+
+
+# -- finishing a claim ------------------------------------------------------------------------
+
+
+def _finish_and_queue_ctes() -> tuple[Any, Any]:
+    """`FINISH` and the replies' INSERT as two CTEs, "finished" (the inbox item's id, no row
+    if the claim was lost) and "queued" (id and seq of each reply queued, only if the claim
+    was held). The replies' seq and text come as two arrays; every other column is the same
+    for all of them but the chart (the first one's) and the part to speak (the last one).
+    Their parameters are `Finishing.values`."""
+    finished = FINISH.returning(InboxItem.id).cte("finished")
+    replies = (
+        func.unnest(bindparam("seqs", type_=ARRAY(Integer)), bindparam("texts", type_=ARRAY(Text)))
+        .table_valued("seq", "text")
+        .render_derived(name="replies")
+    )
+    # Named apart from the columns: the UPDATE would take a same-named value as its own.
+    columns: list[Any] = [
+        bindparam(f"out_{name}", type_=OutboxItem.__table__.c[name].type)
+        for name in SAME_FOR_EVERY_REPLY
+    ]
+    columns += [bindparam(f"out_{name}", type_=UTCDateTime()) for name in TIMES_OF_A_REPLY]
+    # A /progress chart goes with the first reply, its caption.
+    columns.append(case((replies.c.seq == 0, bindparam("out_chart_id", type_=BigInteger))))
+    # The words to speak are the last part, the one the writer added for them.
+    last = bindparam("out_last_seq", type_=Integer)
+    speak = bindparam("out_speak", type_=Boolean)
+    columns.append(and_(replies.c.seq == last, speak))
+    names = ["inbox_id", "seq", "text", *SAME_FOR_EVERY_REPLY, *TIMES_OF_A_REPLY, "chart_id"]
+    names.append("speak")
+    rows = select(finished.c.id, replies.c.seq, replies.c.text, *columns).select_from(
+        finished.join(replies, true())
+    )
+    queued = (
+        insert(OutboxItem)
+        .from_select(names, rows, include_defaults=False)
+        .returning(OutboxItem.id, OutboxItem.seq)
+        .cte("queued")
+    )
+    return finished, queued
+
+
+def _finish_and_queue() -> Any:
+    """Finish the claim and queue its replies in one statement: (id, seq) of each reply
+    queued, no row if the claim was lost."""
+    _, queued = _finish_and_queue_ctes()
+    return select(queued.c.id, queued.c.seq)
+
+
+def _save_reply_and_finish() -> Any:
+    """`SAVE_REPLY` with the claim finished and the reply queued in two more CTEs, one
+    statement for the turn's whole write. Two columns more on every row: whether the claim
+    was still held (`held`), and the queued replies' ids in order (`queued_ids`)."""
+    finished, queued = _finish_and_queue_ctes()
+    held = select(func.count()).select_from(finished).scalar_subquery().label("held")
+    ids = select(func.array_agg(aggregate_order_by(queued.c.id, queued.c.seq)))
+    return SAVE_REPLY.add_cte(finished, queued).add_columns(
+        held, ids.scalar_subquery().label("queued_ids")
+    )
+
+
+FINISH_AND_QUEUE = _finish_and_queue()
+SAVE_REPLY_AND_FINISH = _save_reply_and_finish()
+
+# -- a turn's first statement, and accepting a message ----------------------------------------
+
+# The learner's message inserted in a CTE of the statement that reads the context.
+_STORED = (
+    insert(Message)
+    .values(
+        learner_id=bindparam("learner_id", type_=BigInteger),
+        role=LEARNER,
+        content=bindparam("stored_content", type_=Text),
+        tokens=bindparam("stored_tokens", type_=Integer),
+        inbox_id=bindparam("stored_inbox_id", type_=BigInteger),
+        spoken_seconds=bindparam("stored_spoken_seconds", type_=Float),
+        untranscribed=bindparam("stored_untranscribed", type_=Boolean),
+        created_at=bindparam("now", type_=UTCDateTime()),
+    )
+    .returning(Message.id)
+    .cte("stored")
+)
+STORE_AND_READ = {
+    key: context_query(*activity, stored=_STORED) for key, activity in ACTIVITIES.items()
+}
+
+_INBOUND = ("channel", "platform_id", "address", "chat_id", "display_name", "text", "kind", "voice")
+_ACCEPTED = (
+    insert(InboxItem)
+    .values(
+        {
+            **{
+                name: bindparam(f"in_{name}", type_=InboxItem.__table__.c[name].type)
+                for name in _INBOUND
+            },
+            "received_at": bindparam("now", type_=UTCDateTime()),
+            "available_at": bindparam("now", type_=UTCDateTime()),
+            "status": PENDING,
+            "attempts": 0,
+        }
+    )
+    .returning(InboxItem.id)
+    .cte("accepted")
+)
+# The NOTIFY goes out once the INSERT commits, and not at all if it is a redelivery.
+ACCEPT_AND_NOTIFY = select(func.pg_notify(CHANNEL, "")).select_from(_ACCEPTED)
+# The same with admission bounded per address (a row if the message was stored), and for the
+# note that one was turned away.
+ADMIT_AND_NOTIFY, NOTE_AND_NOTIFY = (
+    select(func.pg_notify(CHANNEL, "")).select_from(
+        statement.returning(InboxItem.id).cte("admitted")
+    )
+    for statement in (ADMIT, NOTE_TURNED_AWAY)
+)

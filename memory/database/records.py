@@ -1,0 +1,179 @@
+"""The plain values the message store hands out and takes in, and what it raises."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, NamedTuple, Protocol
+
+from memory.database.models import (
+    Chart,
+    Correction,
+    MemoryJob,
+    Message,
+    Profile,
+    Summary,
+    Usage,
+    VoiceClip,
+)
+from memory.database.models_recall import RecallEntry
+from memory.database.models_review import ReviewItem, ReviewLog, ReviewSession
+
+LEARNER = "learner"
+PAM = "pam"
+
+# Every table holding something about a learner, children first: /forget walks this list.
+LEARNER_TABLES = (
+    ReviewSession,
+    ReviewLog,
+    ReviewItem,
+    Chart,
+    VoiceClip,
+    RecallEntry,
+    Correction,
+    Usage,
+    MemoryJob,
+    Summary,
+    Profile,
+    Message,
+)
+
+
+@dataclass(frozen=True)
+class LearnerInfo:
+    """A learner and their explicit settings."""
+
+    id: int
+    external_id: str
+    display_name: str | None
+    target_language: str | None
+    native_language: str | None
+    level: str | None
+    voice_replies: bool = False
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    """One stored message of a conversation."""
+
+    id: int
+    role: str
+    content: str
+    tokens: int
+    spoken_seconds: float | None = None  # a voice note's length: its content was heard
+    # A voice note Pam could not transcribe: its content says so (and why), not what was said.
+    untranscribed: bool = False
+
+
+@dataclass(frozen=True)
+class SummaryState:
+    """The rolling summary as of `version`; messages up to `watermark` are folded into it."""
+
+    text: str
+    tokens: int
+    watermark: int
+    version: int
+    folds: int
+    updated_at: datetime | None
+
+
+@dataclass(frozen=True)
+class ProfileState:
+    """The learned profile as of `version`; learner messages up to `watermark` were read."""
+
+    data: dict[str, Any]
+    watermark: int
+    version: int
+    messages_processed: int
+    updated_at: datetime | None
+
+
+@dataclass(frozen=True)
+class CorrectionRecord:
+    """One structured correction."""
+
+    original: str
+    corrected: str
+    explanation: str = ""
+    category: str = "other"
+    # The pattern the mistake belongs to, as the model named it ("" when it named none).
+    rule: str = ""
+
+
+@dataclass(frozen=True)
+class ReplyRecord:
+    """What a tutor's turn produced, to store with the reply: the reply as shown (any note
+    included) to the learner's stored message `reply_to`, its corrections, and the usage of the
+    answering call (model, input tokens, output tokens)."""
+
+    learner_id: int
+    reply_to: int
+    content: str
+    tokens: int
+    corrections: tuple[CorrectionRecord, ...]
+    usage: tuple[str, int, int]
+
+
+class Backlog(NamedTuple):
+    """What decides whether a fold or a profile update is due: how many messages (and tokens)
+    are not folded into the summary yet, and the newest learner messages the profile has not
+    read, oldest first."""
+
+    unfolded: int
+    unfolded_tokens: int
+    unread: list[str]
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a reply prompt is built from: settings, profile, summary and every unfolded message."""
+
+    learner: LearnerInfo
+    profile: ProfileState
+    summary: SummaryState
+    messages: list[StoredMessage] = field(default_factory=list)
+
+
+class ActivityWindow(NamedTuple):
+    """What the cost and abuse limits count: the learner's messages since `messages_since`,
+    their LLM tokens since `tokens_since`, and with `everyone` all learners' tokens too."""
+
+    messages_since: datetime
+    tokens_since: datetime
+    everyone: bool
+
+
+class Activity(NamedTuple):
+    """The counts of an `ActivityWindow` (`everyone_tokens` None unless asked for)."""
+
+    messages: int
+    tokens: int
+    everyone_tokens: int | None
+
+
+class TurnStart(NamedTuple):
+    """A turn's first step: the learner's message as stored, and either Pam's reply to it
+    (`answered`: the turn ran before) or what the reply needs (`context`, `activity`)."""
+
+    stored: StoredMessage
+    answered: StoredMessage | None
+    context: Context | None
+    activity: Activity | None
+
+
+class BilledCall(Protocol):
+    """One LLM call the provider billed, as usage records it (the chat-model edge's `Usage`
+    is one)."""
+
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def input_tokens(self) -> int: ...
+
+    @property
+    def output_tokens(self) -> int: ...
+
+
+class LearnerGone(Exception):
+    """The learner was forgotten (or never existed) while work about them was under way."""

@@ -1,0 +1,358 @@
+"""The statements a turn runs that every database shares, built once at import: every call
+only binds its values. With them, the steps that run them on the caller's connection, so that
+several share one transaction. Their rows are read by column name; what one database does
+its own way is in memory/database/backends/."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any, TypeVar
+
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Integer,
+    Text,
+    bindparam,
+    cast,
+    func,
+    insert,
+    select,
+    true,
+)
+from sqlalchemy.orm import aliased
+
+from memory.database.models import Correction, Learner, Message, Profile, Summary, Usage
+from memory.database.records import (
+    LEARNER,
+    Activity,
+    ActivityWindow,
+    Backlog,
+    Context,
+    CorrectionRecord,
+    LearnerInfo,
+    ProfileState,
+    StoredMessage,
+    SummaryState,
+)
+
+_Record = TypeVar("_Record")
+
+# The columns of LearnerInfo, StoredMessage, SummaryState and ProfileState (named as their
+# fields).
+LEARNER_COLUMNS = (
+    Learner.id,
+    Learner.external_id,
+    Learner.display_name,
+    Learner.target_language,
+    Learner.native_language,
+    Learner.level,
+    Learner.voice_replies,
+)
+MESSAGE_COLUMNS = (
+    Message.id,
+    Message.role,
+    Message.content,
+    Message.tokens,
+    Message.spoken_seconds,
+    Message.untranscribed,
+)
+SUMMARY_COLUMNS = (
+    Summary.text,
+    Summary.tokens,
+    Summary.watermark,
+    Summary.version,
+    Summary.folds,
+    Summary.updated_at,
+)
+PROFILE_COLUMNS = (
+    Profile.data,
+    Profile.watermark,
+    Profile.version,
+    Profile.messages_processed,
+    Profile.updated_at,
+)
+
+
+def labelled(prefix: str, columns: Iterable[Any]) -> list[Any]:
+    """`columns`, each labelled `prefix_key`: a row names them apart from same-named ones."""
+    return [column.label(f"{prefix}_{column.key}") for column in columns]
+
+
+def named(row: Any, prefix: str, record: type[_Record]) -> _Record:
+    """The `record` whose fields are the row's `prefix_field` columns (see `labelled`)."""
+    values = row._mapping
+    return record(**{f.name: values[f"{prefix}_{f.name}"] for f in dataclasses.fields(record)})  # type: ignore[arg-type]
+
+
+# Every query about one learner's messages filters by them ("learner_id" is bound per call).
+_THEIR_MESSAGES = Message.learner_id == bindparam("learner_id")
+
+
+def _after_watermark(model: type[Summary] | type[Profile]) -> ColumnElement[bool]:
+    """The messages past the learner's summary or profile watermark (all, if it has no row)."""
+    watermark = select(model.watermark).where(model.learner_id == bindparam("learner_id"))
+    return Message.id > func.coalesce(watermark.scalar_subquery(), 0)
+
+
+FIND_LEARNER = select(*LEARNER_COLUMNS).where(Learner.external_id == bindparam("external_id"))
+
+_MESSAGES = (
+    select(*MESSAGE_COLUMNS)
+    .where(_THEIR_MESSAGES, Message.id > bindparam("after"))
+    .order_by(Message.id)
+)
+_MESSAGES_OF_ROLE = _MESSAGES.where(Message.role == bindparam("role"))
+
+_INSERT_MESSAGE = insert(Message).returning(Message.id)
+INSERT_USAGE = insert(Usage)
+INSERT_CORRECTIONS = insert(Correction)
+
+# The learner message stored for an inbox item, with Pam's reply to it if there is one.
+_REPLY = aliased(Message, name="reply")
+_REPLY_COLUMNS = tuple(getattr(_REPLY, column.key) for column in MESSAGE_COLUMNS)
+_STORED_WITH_REPLY = (
+    select(*labelled("message", MESSAGE_COLUMNS), *labelled("reply", _REPLY_COLUMNS))
+    .outerjoin_from(
+        Message,
+        _REPLY,
+        (_REPLY.reply_to == Message.id) & (_REPLY.learner_id == Message.learner_id),
+    )
+    .where(_THEIR_MESSAGES, Message.inbox_id == bindparam("inbox_id"))
+)
+
+_UNFOLDED = select(
+    func.count(Message.id).label("unfolded"),
+    func.coalesce(func.sum(Message.tokens), 0).label("unfolded_tokens"),
+).where(_THEIR_MESSAGES, _after_watermark(Summary))
+UNREAD_BY_PROFILE = (
+    select(Message.id, Message.content.label("unread"))
+    .where(_THEIR_MESSAGES, Message.role == LEARNER, _after_watermark(Profile))
+    .order_by(Message.id.desc())
+    .limit(bindparam("limit", type_=Integer))
+    .subquery("unread")
+)
+# Both in one round trip: the counts on every row, one row (unread NULL) if none is unread.
+COUNTS = _UNFOLDED.subquery("counts")
+_BACKLOG = (
+    select(*COUNTS.c, UNREAD_BY_PROFILE.c.unread)
+    .select_from(COUNTS.outerjoin(UNREAD_BY_PROFILE, true()))
+    .order_by(UNREAD_BY_PROFILE.c.id)
+)
+
+
+# The cost and abuse limits' counts, as scalar subqueries of one SELECT.
+_SPENT = func.coalesce(func.sum(Usage.input_tokens + Usage.output_tokens), 0)
+_TOKENS_SINCE = Usage.created_at >= bindparam("tokens_since")
+_MY_ACTIVITY = (
+    select(func.count(Message.id))
+    .where(
+        _THEIR_MESSAGES,
+        Message.role == LEARNER,
+        Message.created_at >= bindparam("messages_since"),
+    )
+    .scalar_subquery()
+    .label("recent_messages"),
+    select(_SPENT)
+    .where(_TOKENS_SINCE, Usage.learner_id == bindparam("learner_id"))
+    .scalar_subquery()
+    .label("learner_tokens"),
+)
+_EVERYONES_ACTIVITY = (
+    *_MY_ACTIVITY,
+    select(_SPENT).where(_TOKENS_SINCE).scalar_subquery().label("everyone_tokens"),
+)
+# The counts a turn reads with its context, by (whether there is a window, whether it counts
+# everyone's tokens too).
+ACTIVITIES: dict[tuple[bool, bool], tuple[Any, ...]] = {
+    (False, False): (),
+    (True, False): _MY_ACTIVITY,
+    (True, True): _EVERYONES_ACTIVITY,
+}
+
+
+def activity_key(window: ActivityWindow | None) -> tuple[bool, bool]:
+    """Which of `ACTIVITIES` a read with `window` counts."""
+    return window is not None, bool(window and window.everyone)
+
+
+def context_query(*activity: Any, stored: Any = None) -> Any:
+    """Learner, summary, profile (its data as text: parsed once, not on every row) and the
+    `activity` counts on every row, with one unfolded message per row (NULLs if there is
+    none), oldest first: a turn's whole read in one round trip and one snapshot. No row if the
+    learner, summary or profile is gone. With `stored` (an INSERT … RETURNING id in a CTE),
+    its id is on every row too, as `stored_id`."""
+    tables = (
+        Learner.__table__.join(Summary, Summary.learner_id == Learner.id)
+        .join(Profile, Profile.learner_id == Learner.id)
+        .outerjoin(Message, (Message.learner_id == Learner.id) & (Message.id > Summary.watermark))
+    )
+    first = []
+    if stored is not None:
+        tables = stored.join(tables, true())
+        first = [stored.c.id.label("stored_id")]
+    return (
+        select(
+            *first,
+            *labelled("learner", LEARNER_COLUMNS),
+            *labelled("summary", SUMMARY_COLUMNS),
+            cast(Profile.data, Text).label("profile_data"),
+            *labelled("profile", PROFILE_COLUMNS[1:]),
+            *activity,
+            *labelled("message", MESSAGE_COLUMNS),
+        )
+        .select_from(tables)
+        .where(Learner.id == bindparam("learner_id"))
+        .order_by(Message.id)
+    )
+
+
+_READS = {key: context_query(*activity) for key, activity in ACTIVITIES.items()}
+
+
+def window_values(window: ActivityWindow | None) -> dict[str, Any]:
+    """The parameters of a context read's counts over `window`."""
+    if window is None:
+        return {}
+    return {"messages_since": window.messages_since, "tokens_since": window.tokens_since}
+
+
+def read_context(
+    connection: Connection, learner_id: int, window: ActivityWindow | None
+) -> tuple[Context, Activity | None] | None:
+    """The learner's `Context`, with the counts of `window` if given; None if the learner,
+    their summary or their profile is gone."""
+    values = {"learner_id": learner_id} | window_values(window)
+    rows = connection.execute(_READS[activity_key(window)], values).all()
+    return decode_context(rows, window)
+
+
+def decode_context(
+    rows: Sequence[Any], window: ActivityWindow | None, stored: StoredMessage | None = None
+) -> tuple[Context, Activity | None] | None:
+    """The context and counts in the rows of a `context_query`; None if there are none. With
+    `stored`, the learner message the statement inserted (its snapshot did not see it): it is
+    the last message, and a recent one."""
+    if not rows:
+        return None
+    head = rows[0]
+    messages = [named(row, "message", StoredMessage) for row in rows if row.message_id is not None]
+    if stored is not None:
+        messages.append(stored)
+    profile = named(head, "profile", ProfileState)
+    data = dict(json.loads(head.profile_data) if head.profile_data else {})
+    context = Context(
+        named(head, "learner", LearnerInfo),
+        dataclasses.replace(profile, data=data),
+        named(head, "summary", SummaryState),
+        messages,
+    )
+    if window is None:
+        return context, None
+    everyone = int(head.everyone_tokens) if window.everyone else None
+    recent = int(head.recent_messages) + (stored is not None)
+    return context, Activity(recent, int(head.learner_tokens), everyone)
+
+
+def correction_rows(
+    learner_id: int,
+    message_id: int | None,
+    corrections: Sequence[CorrectionRecord],
+    now: datetime,
+) -> list[dict[str, Any]]:
+    """The rows for the corrections Pam made to one learner message, stored at `now`."""
+    return [
+        {
+            "learner_id": learner_id,
+            "message_id": message_id,
+            "original": c.original,
+            "corrected": c.corrected,
+            "explanation": c.explanation,
+            "category": c.category,
+            "rule": c.rule,
+            "created_at": now,
+        }
+        for c in corrections
+    ]
+
+
+# -- steps run on the caller's connection, so that several share one transaction -------------
+
+
+def insert_message(
+    connection: Connection,
+    learner_id: int,
+    role: str,
+    content: str,
+    tokens: int,
+    now: datetime,
+    inbox_id: int | None = None,
+    reply_to: int | None = None,
+    spoken_seconds: float | None = None,
+    untranscribed: bool = False,
+) -> StoredMessage:
+    """Insert one message, stored at `now`, and return it as stored."""
+    values = {
+        "spoken_seconds": spoken_seconds,
+        "untranscribed": untranscribed,
+        "learner_id": learner_id,
+        "role": role,
+        "content": content,
+        "tokens": tokens,
+        "inbox_id": inbox_id,
+        "reply_to": reply_to,
+        "created_at": now,
+    }
+    message_id = connection.execute(_INSERT_MESSAGE, values).scalar_one()
+    return StoredMessage(message_id, role, content, tokens, spoken_seconds, untranscribed)
+
+
+def read_messages(
+    connection: Connection, learner_id: int, after: int, role: str | None = None
+) -> list[StoredMessage]:
+    """The learner's messages (of `role`, if given) with id greater than `after`, oldest
+    first."""
+    values = {"learner_id": learner_id, "after": after}
+    if role is None:
+        rows = connection.execute(_MESSAGES, values)
+    else:
+        rows = connection.execute(_MESSAGES_OF_ROLE, {**values, "role": role})
+    return [StoredMessage(**row._mapping) for row in rows]
+
+
+def read_unfolded(connection: Connection, learner_id: int) -> tuple[int, int]:
+    """(number, total tokens) of the learner's messages not yet folded into the summary."""
+    row = connection.execute(_UNFOLDED, {"learner_id": learner_id}).one()
+    return int(row.unfolded), int(row.unfolded_tokens)
+
+
+def read_backlog(connection: Connection, learner_id: int, limit: int) -> Backlog:
+    """The unfolded messages' count and tokens, and the newest (at most `limit`) learner
+    messages the profile has not read, oldest first."""
+    rows = connection.execute(_BACKLOG, {"learner_id": learner_id, "limit": limit}).all()
+    return backlog_in(rows)
+
+
+def backlog_in(rows: Sequence[Any]) -> Backlog:
+    """The `Backlog` in rows with `COUNTS`' columns (on each) and one `unread` message (or
+    NULL) each."""
+    head = rows[0]
+    unread = [row.unread for row in rows if row.unread is not None]
+    return Backlog(int(head.unfolded), int(head.unfolded_tokens), unread)
+
+
+def read_stored_with_reply(
+    connection: Connection, learner_id: int, inbox_id: int
+) -> tuple[StoredMessage, StoredMessage | None] | None:
+    """The learner message stored for inbox item `inbox_id` and Pam's reply to it, if any;
+    None if no message is stored for it."""
+    row = connection.execute(
+        _STORED_WITH_REPLY, {"learner_id": learner_id, "inbox_id": inbox_id}
+    ).first()
+    if row is None:
+        return None
+    reply = None if row.reply_id is None else named(row, "reply", StoredMessage)
+    return named(row, "message", StoredMessage), reply

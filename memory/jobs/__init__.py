@@ -1,0 +1,1 @@
+"""The memory jobs: the rolling summary and the learned profile, and their coordinator."""

@@ -1,0 +1,1 @@
+"""The durable queues: the inbox and the outbox, claimed under renewed leases."""

@@ -1,0 +1,1 @@
+"""Recall: full-text search over a learner's folded-out past."""

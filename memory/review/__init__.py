@@ -1,0 +1,1 @@
+"""Review: recurring mistakes as spaced-repetition items, and /progress's data."""

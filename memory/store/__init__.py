@@ -1,0 +1,1 @@
+"""The message store: the Store and its parts, one per domain."""
