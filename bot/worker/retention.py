@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import logging
 import random
-import threading
-import time
 from datetime import timedelta
 
+from bot.worker.periodic import Periodic
 from memory.clock import Clock
 from memory.queue.inbox import Inbox
 from memory.queue.outbox import Outbox
@@ -24,7 +23,7 @@ log = logging.getLogger(__name__)
 PRUNE_EVERY_SECONDS = 600.0
 
 
-class Retention:
+class Retention(Periodic):
     """Prunes `inbox` and `outbox` of what finished more than `hours` ago (0: keeps all), and
     `charts` and spoken replies (`clips`) of those made more than `chart_seconds` ago (their
     links' lifetime), as `clock` tells the time."""
@@ -46,8 +45,14 @@ class Retention:
         self.charts = charts
         self.chart_window = timedelta(seconds=chart_seconds)
         self.clips = clips
-        self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
+        super().__init__(
+            "queue-retention",
+            self._prune_round,
+            first_delay=_pause,
+            retry_seconds=_pause,
+            what="queue pruning",
+            log=log,
+        )
 
     def prune(self) -> int:
         """Delete the finished inbox and outbox items older than the window, as of the
@@ -74,28 +79,15 @@ class Retention:
     def start(self) -> None:
         """Prune every PRUNE_EVERY_SECONDS or so, on a thread of its own, until `stop`
         (nothing happens with nothing to prune, or when already started)."""
-        if (self.window is None and self.charts is None) or self._thread is not None:
+        if self.window is None and self.charts is None:
             return
-        self._thread = threading.Thread(
-            target=self._prune_now_and_then, name="queue-retention", daemon=True
-        )
-        self._thread.start()
+        super().start()
 
-    def stop(self) -> None:
-        """Prune no more after the round under way (if any)."""
-        self._stopping.set()
+    def _prune_round(self) -> float:
+        self.prune()
+        return _pause()
 
-    def join(self, deadline: float) -> bool:
-        """Wait until the `time.monotonic()` `deadline` for the round under way to end; True
-        if the thread ended (or never ran)."""
-        if self._thread is None:
-            return True
-        self._thread.join(max(0.0, deadline - time.monotonic()))
-        return not self._thread.is_alive()
 
-    def _prune_now_and_then(self) -> None:
-        while not self._stopping.wait(PRUNE_EVERY_SECONDS * random.uniform(0.5, 1.0)):
-            try:
-                self.prune()
-            except Exception as exc:  # the database is away: the next round prunes
-                log.warning("queue pruning failed (%s); trying again later", type(exc).__name__)
+def _pause() -> float:
+    """The wait before a round: a random 50–100% of PRUNE_EVERY_SECONDS."""
+    return PRUNE_EVERY_SECONDS * random.uniform(0.5, 1.0)

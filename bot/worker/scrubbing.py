@@ -6,10 +6,9 @@ completing, until it does."""
 from __future__ import annotations
 
 import logging
-import threading
-import time
 
 from bot.backoff import backoff
+from bot.worker.periodic import Periodic
 from memory.store.scrubs import BUSY, Outcome, Scrubs
 
 log = logging.getLogger(__name__)
@@ -23,14 +22,20 @@ WAITING_POLL_SECONDS = 0.5
 MAX_RETRY_SECONDS = 60.0
 
 
-class Scrubbing:
+class Scrubbing(Periodic):
     """Runs `scrubs` until stopped, each run a step (`step`) that says how long to wait."""
 
     def __init__(self, scrubs: Scrubs) -> None:
         self.scrubs = scrubs
         self.failures = 0  # runs in a row that could not complete
-        self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
+        super().__init__(
+            "forget-scrub",
+            self.step,
+            first_delay=lambda: 0.0,
+            retry_seconds=lambda: IDLE_POLL_SECONDS,
+            what="forget scrub",
+            log=log,
+        )
 
     def step(self) -> float:
         """Run the scrubs that are ready; the seconds to wait before the next run."""
@@ -47,31 +52,3 @@ class Scrubbing:
             self.failures = 0
             return 0.0  # more may have become ready meanwhile
         return WAITING_POLL_SECONDS if outcome is Outcome.WAITING else IDLE_POLL_SECONDS
-
-    def start(self) -> None:
-        """Run on a thread of its own until `stop` (once: a second start does nothing)."""
-        if self._thread is not None:
-            return
-        self._thread = threading.Thread(target=self._run, name="forget-scrub", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        """Run no more after the run under way (if any)."""
-        self._stopping.set()
-
-    def join(self, deadline: float) -> bool:
-        """Wait until the `time.monotonic()` `deadline` for the run under way to end; True
-        if the thread ended (or never ran)."""
-        if self._thread is None:
-            return True
-        self._thread.join(max(0.0, deadline - time.monotonic()))
-        return not self._thread.is_alive()
-
-    def _run(self) -> None:
-        delay = 0.0
-        while not self._stopping.wait(delay):
-            try:
-                delay = self.step()
-            except Exception as exc:  # the database is away: try again after a pause
-                log.warning("forget scrub failed (%s); trying again", type(exc).__name__)
-                delay = IDLE_POLL_SECONDS
