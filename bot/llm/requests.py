@@ -14,8 +14,8 @@ from bot.llm.errors import REFUSAL_STATUSES, ServerError, refuses
 from memory.llm import Effort, JsonSchema, Purpose, StructuredOutput, Tool
 
 # Best first: a schema the server enforces, then the same schema inside JSON mode, then "some
-# JSON object", then the prompt's word. The second is for llama.cpp's servers, which refuse or
-# ignore json_schema but turn a json_object's `schema` into a grammar: llama-cpp-python's
+# JSON object", then the prompt's word. The second is for llama.cpp's servers, which may refuse
+# json_schema (llama-cpp-python does) but turn a json_object's `schema` into a grammar: its
 # ChatCompletionRequestResponseFormat (llama_cpp/llama_types.py) is `type:
 # Literal["text", "json_object"]` and `schema: NotRequired[JsonType]`, and
 # _grammar_for_response_format (llama_cpp/llama_chat_format.py) builds the grammar from
@@ -81,11 +81,11 @@ def response_format(mode: str, schema: JsonSchema) -> dict[str, Any] | None:
 def mode_sent(sent: Mapping[str, Any]) -> str:
     """The structured-output mode (of MODES) a request with parameters `sent` was asked in:
     both JSON modes send type json_object, the one with a schema carries it beside the type."""
-    response_format = sent.get("response_format")
-    if not isinstance(response_format, Mapping):
+    asked = sent.get("response_format")
+    if not isinstance(asked, Mapping):
         return "off"
-    kind = str(response_format.get("type"))
-    return "json_object_schema" if kind == "json_object" and "schema" in response_format else kind
+    kind = str(asked.get("type"))
+    return "json_object_schema" if kind == "json_object" and "schema" in asked else kind
 
 
 def is_reasoning_model(model: str) -> bool:
