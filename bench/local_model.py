@@ -322,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--structured-output",
         default="auto",
-        choices=["auto", "json_schema", "json_object", "off"],
+        choices=["auto", "json_schema", "json_object_schema", "json_object", "off"],
         help="PAM_STRUCTURED_OUTPUT for the run (default: Pam's own, auto)",
     )
     parser.add_argument(

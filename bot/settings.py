@@ -96,8 +96,9 @@ class LLMSettings(BaseSettings):
     reply_max_tokens: int = Field(default=700, gt=0)
     """Cap on a reply's output tokens (reasoning models get room for their reasoning on top)."""
     structured_output: StructuredOutput = "auto"
-    """`auto`: a JSON schema where the provider has it, else JSON mode, else the prompt's
-    words (learned per model); or pin `json_schema`, `json_object`, `off`."""
+    """`auto`: a JSON schema where the provider has it, else the schema inside JSON mode
+    (llama.cpp's servers enforce it there), else JSON mode, else the prompt's words (learned
+    per model); or pin `json_schema`, `json_object_schema`, `json_object`, `off`."""
     reasoning_effort: Effort = "low"
     """`reasoning_effort` for OpenAI's reasoning models (o-series, `gpt-5*`) on replies:
     `none`…`xhigh`, or `off` to send none."""

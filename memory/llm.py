@@ -8,11 +8,12 @@ from dataclasses import dataclass
 from typing import Any, Literal, NotRequired, Protocol, TypedDict
 
 Purpose = Literal["reply", "summary", "profile"]
-# How a model is asked for JSON (PAM_STRUCTURED_OUTPUT): a schema the server enforces, JSON
-# mode, the prompt's word alone, or `auto` (learned per model); and how hard a reasoning model
+# How a model is asked for JSON (PAM_STRUCTURED_OUTPUT): a schema the server enforces, the
+# schema inside JSON mode (llama.cpp's servers), JSON mode, the prompt's word alone, or `auto`
+# (learned per model); and how hard a reasoning model
 # thinks (PAM_REASONING_EFFORT, `off`: not sent). Operator settings, named here, at the edge
 # they configure, so that the settings and the adapters both depend on it and not on each other.
-StructuredOutput = Literal["auto", "json_schema", "json_object", "off"]
+StructuredOutput = Literal["auto", "json_schema", "json_object_schema", "json_object", "off"]
 Effort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "off"]
 
 

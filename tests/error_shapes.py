@@ -63,6 +63,15 @@ FASTAPI_EXTRA_MAX_COMPLETION_TOKENS = fastapi_validation(
         "input": 820,
     }
 )
+# A server whose response_format model forbids extra fields, asked for JSON mode with a schema.
+FASTAPI_EXTRA_RESPONSE_FORMAT_SCHEMA = fastapi_validation(
+    {
+        "type": "extra_forbidden",
+        "loc": ["body", "response_format", "schema"],
+        "msg": "Extra inputs are not permitted",
+        "input": {"type": "object"},
+    }
+)
 FASTAPI_NO_OPUS = fastapi_validation(
     {
         "type": "literal_error",

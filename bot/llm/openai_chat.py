@@ -18,7 +18,7 @@ from bot.llm.answers import Reading, complete_json_object
 from bot.llm.answers import read_answer as read
 from bot.llm.errors import Edge, ServerError, failed_generation, refuses, server_error
 from bot.llm.failures import Call, Failures
-from bot.llm.requests import OPTIONAL, ModelQuirks, refuses_structured
+from bot.llm.requests import OPTIONAL, ModelQuirks, mode_sent, refuses_structured
 from bot.llm.retries import CONNECT_SECONDS, Retrying
 from memory.llm import (
     Accept,
@@ -49,7 +49,8 @@ MAX_ADAPTATIONS = 6
 
 class OpenAIChatModel:
     """A ChatModel over the openai SDK. `structured_output`: "auto" (json_schema, stepping
-    down to json_object and plain instructions when a model cannot) or a pinned mode.
+    down to the schema inside JSON mode, to json_object and to plain instructions when a model
+    cannot) or a pinned mode.
     `reasoning_effort` / `memory_reasoning_effort`: what reasoning models are asked for on
     replies and on memory jobs. `sleep` waits between unusable answers (tests pass their
     own)."""
@@ -276,7 +277,7 @@ class OpenAIChatModel:
         if structured:
             refusal = (
                 f"The LLM server at {self._base_url()} does not take structured output in "
-                f"{sent['response_format']['type']} mode for {model!r} ({error.status}: "
+                f"{mode_sent(sent)} mode for {model!r} ({error.status}: "
                 f"{error.words}): set PAM_STRUCTURED_OUTPUT=auto (or off)."
             )
         edge = Edge(

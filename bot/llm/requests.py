@@ -13,8 +13,16 @@ from typing import Any
 from bot.llm.errors import REFUSAL_STATUSES, ServerError, refuses
 from memory.llm import Effort, JsonSchema, Purpose, StructuredOutput, Tool
 
-# Best first: a schema the server enforces, then "some JSON object", then the prompt's word.
-MODES: tuple[str, ...] = ("json_schema", "json_object", "off")
+# Best first: a schema the server enforces, then the same schema inside JSON mode, then "some
+# JSON object", then the prompt's word. The second is for llama.cpp's servers, which may refuse
+# json_schema (llama-cpp-python does) but turn a json_object's `schema` into a grammar: its
+# ChatCompletionRequestResponseFormat (llama_cpp/llama_types.py) is `type:
+# Literal["text", "json_object"]` and `schema: NotRequired[JsonType]`, and
+# _grammar_for_response_format (llama_cpp/llama_chat_format.py) builds the grammar from
+# `response_format["schema"]` when json_object carries one; llama.cpp's llama-server takes
+# `{"type": "json_object", "schema": {...}}` as "schema-constrained JSON"
+# (tools/server/README.md). A server that ignores the extra key answers as in JSON mode.
+MODES: tuple[str, ...] = ("json_schema", "json_object_schema", "json_object", "off")
 
 # OpenAI's reasoning models, also behind a provider's prefix (OpenRouter's `openai/o3-mini`):
 # they refuse `max_tokens` (they take `max_completion_tokens`) and any temperature but 1.
@@ -56,6 +64,28 @@ def refuses_structured(error: ServerError, sent: Mapping[str, Any]) -> bool:
         refuses(error, sent, ("response_format",), {"response_format": STRUCTURED_WORDS})
         is not None
     )
+
+
+def response_format(mode: str, schema: JsonSchema) -> dict[str, Any] | None:
+    """The `response_format` that asks for `schema` (OpenAI's wrapper: name, schema, strict)
+    in structured-output `mode`; None in mode off."""
+    if mode == "json_schema":
+        return {"type": "json_schema", "json_schema": schema}
+    if mode == "json_object_schema":
+        return {"type": "json_object", "schema": schema["schema"]}
+    if mode == "json_object":
+        return {"type": "json_object"}
+    return None
+
+
+def mode_sent(sent: Mapping[str, Any]) -> str:
+    """The structured-output mode (of MODES) a request with parameters `sent` was asked in:
+    both JSON modes send type json_object, the one with a schema carries it beside the type."""
+    asked = sent.get("response_format")
+    if not isinstance(asked, Mapping):
+        return "off"
+    kind = str(asked.get("type"))
+    return "json_object_schema" if kind == "json_object" and "schema" in asked else kind
 
 
 def is_reasoning_model(model: str) -> bool:
@@ -133,11 +163,8 @@ class ModelQuirks:
             params[cap_name] = cap * room
         if not by_name and "temperature" not in refused:
             params["temperature"] = TEMPERATURE[purpose]
-        mode = self.mode(model) if schema is not None else "off"
-        if mode == "json_schema":
-            params["response_format"] = {"type": "json_schema", "json_schema": schema}
-        elif mode == "json_object":
-            params["response_format"] = {"type": "json_object"}
+        if schema is not None and (asked := response_format(self.mode(model), schema)):
+            params["response_format"] = asked
         if tools:
             params["tools"] = list(tools)
             params["tool_choice"] = "auto"
@@ -188,7 +215,7 @@ class ModelQuirks:
             other = OTHER_NAME.get(refused)
             return f"refuses {refused}" + (f"; sending {other}" if other else "; leaving it out")
         if refuses_structured(error, sent):
-            return self._step_down(model, sent["response_format"]["type"])
+            return self._step_down(model, mode_sent(sent))
         return None
 
     def _refused_parameter(self, sent: Mapping[str, Any], error: ServerError) -> str | None:
@@ -208,15 +235,15 @@ class ModelQuirks:
                 return name
         return None
 
-    def _step_down(self, model: str, sent_type: str) -> str | None:
-        """Ask `model` in the next structured-output mode (auto only); None if pinned or
-        nothing is left below."""
+    def _step_down(self, model: str, sent_mode: str) -> str | None:
+        """Ask `model` in the mode below `sent_mode` (auto only); None if pinned or nothing
+        is left below."""
         if self.structured_output != "auto":
             return None
         with self._lock:
             known = self._of(model)
             # Another lane may have stepped down since this request left: that is enough.
-            if MODES[known.mode] == sent_type and known.mode < len(MODES) - 1:
+            if MODES[known.mode] == sent_mode and known.mode < len(MODES) - 1:
                 known.mode += 1
             mode = MODES[known.mode]
-        return None if mode == sent_type else f"cannot do {sent_type}; asking in {mode} mode"
+        return None if mode == sent_mode else f"cannot do {sent_mode}; asking in {mode} mode"

@@ -10,6 +10,7 @@ import pytest
 from bot.llm.errors import read_error
 from bot.llm.requests import REASONING_ROOM, THINKING_ROOM, ModelQuirks, is_reasoning_model
 from loopback.llm_shapes import OPENAI_REFUSES_MAX_TOKENS, openai_refuses_temperature
+from tests import error_shapes as errors
 from tests import llm_shapes as shapes
 
 SCHEMA = {"name": "reply", "schema": {"type": "object"}}
@@ -169,7 +170,15 @@ def test_structured_output_steps_down_once_per_model_in_auto() -> None:
     assert sent["response_format"] == {"type": "json_schema", "json_schema": SCHEMA}
 
     assert learn(q, "chatgpt-4o-latest", sent, shapes.OPENAI_NO_JSON_SCHEMA) == (
-        "cannot do json_schema; asking in json_object mode"
+        "cannot do json_schema; asking in json_object_schema mode"
+    )
+    schema_in_json_mode = q.params("chatgpt-4o-latest", "reply", 700, SCHEMA)
+    assert schema_in_json_mode["response_format"] == {
+        "type": "json_object",
+        "schema": SCHEMA["schema"],
+    }
+    assert learn(q, "chatgpt-4o-latest", schema_in_json_mode, shapes.LM_STUDIO_NO_JSON_OBJECT) == (
+        "cannot do json_object_schema; asking in json_object mode"
     )
     then = q.params("chatgpt-4o-latest", "reply", 700, SCHEMA)
     assert then["response_format"] == {"type": "json_object"}
@@ -188,7 +197,37 @@ def test_groqs_words_for_no_json_schema_step_down_too() -> None:
     sent = q.params("llama-3.3-70b-versatile", "profile", 300, SCHEMA)
 
     assert learn(q, "llama-3.3-70b-versatile", sent, shapes.GROQ_NO_JSON_SCHEMA) is not None
-    assert q.mode("llama-3.3-70b-versatile") == "json_object"
+    assert q.mode("llama-3.3-70b-versatile") == "json_object_schema"
+
+
+def test_llama_cpp_pythons_500_for_json_schema_asks_with_the_schema_in_json_mode() -> None:
+    q = quirks()
+    sent = q.params("qwen", "reply", 700, SCHEMA)
+
+    learned = learn(q, "qwen", sent, errors.LLAMA_CPP_PYTHON_NO_JSON_SCHEMA, status=500)
+    assert learned == "cannot do json_schema; asking in json_object_schema mode"
+    then = q.params("qwen", "reply", 700, SCHEMA)
+    assert then["response_format"] == {"type": "json_object", "schema": SCHEMA["schema"]}
+
+
+def test_a_refused_schema_in_json_mode_steps_down_to_plain_json_mode() -> None:
+    q = quirks()
+    q.learn("m", q.params("m", "reply", 700, SCHEMA), read_error(400, shapes.OPENAI_NO_JSON_SCHEMA))
+    sent = q.params("m", "reply", 700, SCHEMA)
+
+    learned = learn(q, "m", sent, errors.FASTAPI_EXTRA_RESPONSE_FORMAT_SCHEMA, status=422)
+    assert learned == "cannot do json_object_schema; asking in json_object mode"
+    assert q.params("m", "reply", 700, SCHEMA)["response_format"] == {"type": "json_object"}
+    # A late lane's refusal of the schema step does not step plain JSON mode down too.
+    learn(q, "m", sent, errors.FASTAPI_EXTRA_RESPONSE_FORMAT_SCHEMA, status=422)
+    assert q.mode("m") == "json_object"
+
+
+def test_a_model_that_takes_json_schema_is_asked_with_it_every_time() -> None:
+    q = quirks()
+    for purpose, cap in (("reply", 700), ("summary", 120), ("profile", 300)):
+        sent = q.params("gpt-4o-mini", purpose, cap, SCHEMA)  # type: ignore[arg-type]
+        assert sent["response_format"] == {"type": "json_schema", "json_schema": SCHEMA}
 
 
 def test_a_pinned_mode_is_never_stepped_down() -> None:
@@ -199,6 +238,11 @@ def test_a_pinned_mode_is_never_stepped_down() -> None:
     assert learn(q, "local", sent, shapes.LM_STUDIO_NO_JSON_OBJECT) is None
     assert q.params("local", "reply", 700, SCHEMA)["response_format"] == {"type": "json_object"}
     assert "response_format" not in quirks("off").params("local", "reply", 700, SCHEMA)
+    pinned = quirks("json_object_schema")
+    sent = pinned.params("local", "reply", 700, SCHEMA)
+    assert sent["response_format"] == {"type": "json_object", "schema": SCHEMA["schema"]}
+    assert learn(pinned, "local", sent, errors.FASTAPI_EXTRA_RESPONSE_FORMAT_SCHEMA, 422) is None
+    assert pinned.mode("local") == "json_object_schema"
 
 
 def test_lanes_that_hit_the_same_400_step_down_once() -> None:
@@ -217,8 +261,8 @@ def test_lanes_that_hit_the_same_400_step_down_once() -> None:
     for thread in threads:
         thread.join()
 
-    assert q.mode("m") == "json_object"  # one step, however many lanes saw the 400
-    assert results == ["cannot do json_schema; asking in json_object mode"] * 8
+    assert q.mode("m") == "json_object_schema"  # one step, however many lanes saw the 400
+    assert results == ["cannot do json_schema; asking in json_object_schema mode"] * 8
 
 
 def test_a_model_seen_thinking_aloud_gets_room_from_then_on() -> None:

@@ -386,14 +386,26 @@ def test_a_reasoning_models_turn_through_the_runtime_is_answered(
 # -- structured output -----------------------------------------------------------------------
 
 
+def mode_of(body: dict[str, Any]) -> str | None:
+    """The structured-output mode a request asked in, by Pam's names: JSON mode with a schema
+    beside its type is json_object_schema; None without a response_format."""
+    asked = body.get("response_format")
+    if asked is None:
+        return None
+    if asked["type"] == "json_object" and "schema" in asked:
+        return "json_object_schema"
+    return str(asked["type"])
+
+
 def refuse_mode(
-    mode: str, error: dict[str, Any] | str
+    mode: str, error: dict[str, Any] | str, status: int = 400
 ) -> Callable[[dict[str, Any]], Answer | None]:
-    """A server that answers 400 with `error` to requests asking in structured-output `mode`."""
+    """A server that answers `status` with `error` to requests asking in structured-output
+    `mode`."""
 
     def reject(body: dict[str, Any]) -> Answer | None:
-        if body.get("response_format", {}).get("type") == mode:
-            return 400, {}, encoded(error)
+        if mode_of(body) == mode:
+            return status, {}, encoded(error)
         return None
 
     return reject
@@ -415,7 +427,7 @@ def test_structured_output_asks_with_the_json_schema(
         pytest.param(shapes.GROQ_NO_JSON_SCHEMA, id="groq"),
     ],
 )
-def test_a_model_without_json_schema_steps_down_to_json_mode_once(
+def test_a_model_without_json_schema_steps_down_to_the_schema_in_json_mode_once(
     make_model: ModelFactory, error: dict[str, Any]
 ) -> None:
     with OpenAIServer(reject=refuse_mode("json_schema", error)) as server:
@@ -424,15 +436,17 @@ def test_a_model_without_json_schema_steps_down_to_json_mode_once(
         first = complete(model, schema=SCHEMA)
         second = complete(model, "profile", schema=SCHEMA)
 
-        modes = [r.get("response_format", {}).get("type") for r in server.requests]
-    assert modes == ["json_schema", "json_object", "json_object"]
+        modes = [mode_of(r) for r in server.requests]
+        stepped = server.requests[1]["response_format"]
+    assert modes == ["json_schema", "json_object_schema", "json_object_schema"]
+    assert stepped == {"type": "json_object", "schema": SCHEMA["schema"]}
     assert first.text == default_answer("reply", {}, 2)
     assert second.text == default_answer("reply", {}, 3)
 
 
 def test_a_server_with_neither_mode_gets_plain_instructions(make_model: ModelFactory) -> None:
     def reject(body: dict[str, Any]) -> Answer | None:
-        kind = body.get("response_format", {}).get("type")
+        kind = body.get("response_format", {}).get("type")  # LM Studio reads the type alone
         if kind == "json_schema":
             return 400, {}, encoded(shapes.OPENAI_NO_JSON_SCHEMA)
         if kind == "json_object":
@@ -443,9 +457,50 @@ def test_a_server_with_neither_mode_gets_plain_instructions(make_model: ModelFac
         model = make_model(base_url=server.base_url)
         complete(model, schema=SCHEMA)
         complete(model, schema=SCHEMA)
-        modes = [r.get("response_format", {}).get("type") for r in server.requests]
+        modes = [mode_of(r) for r in server.requests]
 
-    assert modes == ["json_schema", "json_object", None, None]
+    assert modes == ["json_schema", "json_object_schema", "json_object", None, None]
+
+
+def test_a_server_refusing_the_schema_in_json_mode_gets_plain_json_mode(
+    make_model: ModelFactory,
+) -> None:
+    refuse_schema = refuse_mode(
+        "json_object_schema", errors.FASTAPI_EXTRA_RESPONSE_FORMAT_SCHEMA, 422
+    )
+
+    def reject(body: dict[str, Any]) -> Answer | None:
+        return refuse_like_llama_cpp_python(body) or refuse_schema(body)
+
+    with OpenAIServer(reject=reject) as server:
+        model = make_model(base_url=server.base_url, max_retries=0)
+        first = complete(model, schema=SCHEMA)
+        second = complete(model, schema=SCHEMA)
+        modes = [mode_of(r) for r in server.requests]
+        last = server.requests[-1]["response_format"]
+
+    assert modes == ["json_schema", "json_object_schema", "json_object", "json_object"]
+    assert last == {"type": "json_object"}
+    assert [first.text, second.text] == [default_answer("reply", {}, n) for n in (3, 4)]
+
+
+def test_a_server_that_takes_json_schema_never_sees_the_steps_below_it(
+    server: OpenAIServer, make_model: ModelFactory
+) -> None:
+    model = make_model()
+    for purpose in ("reply", "summary", "profile", "reply"):
+        complete(model, purpose, schema=SCHEMA)
+
+    assert [mode_of(r) for r in server.requests] == ["json_schema"] * 4
+
+
+def test_the_schema_in_json_mode_can_be_pinned(
+    server: OpenAIServer, make_model: ModelFactory
+) -> None:
+    complete(make_model(structured_output="json_object_schema"), schema=SCHEMA)
+
+    [body] = server.requests
+    assert body["response_format"] == {"type": "json_object", "schema": SCHEMA["schema"]}
 
 
 def test_a_pinned_mode_the_server_refuses_tells_the_operator(make_model: ModelFactory) -> None:
@@ -461,7 +516,7 @@ def test_a_pinned_mode_the_server_refuses_tells_the_operator(make_model: ModelFa
 def refuse_like_llama_cpp_python(body: dict[str, Any]) -> Answer | None:
     """llama-cpp-python's server: json_schema fails its request validation, which
     llama_cpp/server/errors.py wraps into an OpenAI-style 500 (tests/error_shapes.py)."""
-    if body.get("response_format", {}).get("type") == "json_schema":
+    if mode_of(body) == "json_schema":
         return 500, FAST_RETRY, encoded(errors.LLAMA_CPP_PYTHON_NO_JSON_SCHEMA)
     return None
 
@@ -478,17 +533,17 @@ def test_a_refusal_in_a_500_steps_down_once_and_tells_the_operator_once(
         second = complete(model, "profile", schema=SCHEMA)
         third = complete(model, "summary", schema=SCHEMA)
 
-        modes = [r.get("response_format", {}).get("type") for r in server.requests]
+        modes = [mode_of(r) for r in server.requests]
     # The SDK retries a 500 on its own (twice here); then one step down, for good.
-    assert modes == ["json_schema"] * 3 + ["json_object"] * 3
+    assert modes == ["json_schema"] * 3 + ["json_object_schema"] * 3
     assert [first.text, second.text, third.text] == [
         default_answer("reply", {}, n) for n in (4, 5, 6)
     ]
     [told] = [r for r in caplog.records if r.levelno >= logging.WARNING and "learned" in r.message]
     assert told.levelno == logging.WARNING
     assert server.base_url in told.message
-    assert "cannot do json_schema; asking in json_object mode" in told.message
-    assert "PAM_STRUCTURED_OUTPUT=json_object" in told.message
+    assert "cannot do json_schema; asking in json_object_schema mode" in told.message
+    assert "PAM_STRUCTURED_OUTPUT=json_object_schema starts there" in told.message
     assert "Input should be 'text' or 'json_object' (response_format.type)" in told.message
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
@@ -510,10 +565,10 @@ def test_a_llama_cpp_python_server_answers_the_learner_through_the_runtime(
             second = handle(pam, user, "Trabajo en un hospital, yo es enfermera")
         finally:
             pam.close(0)
-        modes = [r.get("response_format", {}).get("type") for r in server.of("reply")]
+        modes = [mode_of(r) for r in server.of("reply")]
 
     assert first == [shown_reply(2)] and second == [shown_reply(3, after=first[0])]
-    assert modes == ["json_schema", "json_object", "json_object"]
+    assert modes == ["json_schema", "json_object_schema", "json_object_schema"]
 
 
 def test_a_500_without_a_refusal_is_still_an_outage_and_teaches_nothing(
@@ -527,7 +582,7 @@ def test_a_500_without_a_refusal_is_still_an_outage_and_teaches_nothing(
         complete(model, schema=SCHEMA)
     complete(model, schema=SCHEMA)
 
-    modes = [r["response_format"]["type"] for r in server.requests]
+    modes = [mode_of(r) for r in server.requests]
     assert modes == ["json_schema"] * 4  # no step down, and no loop of them
 
 
