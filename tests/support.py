@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from loopback.harness import wait_for
+from loopback.harness import Process, wait_for
 from memory.claims import Claim
 from memory.clock import ManualClock
 from memory.messages import Inbound, Sent
@@ -23,6 +23,8 @@ from memory.models import InboxItem, OutboxItem
 
 Q = TypeVar("Q", InboxItem, OutboxItem)
 WAIT = 20.0  # a safety bound for polling loops, never an expectation about speed
+# The bound of a wait on real processes (wait_for_event): a hang, never a loaded machine.
+HANG_SECONDS = 600.0
 API_TOKEN = "test-api-token-5f2c"
 
 
@@ -54,6 +56,23 @@ def inbound(address: str, text: str = "Hola", *, channel: str = "test", pid: str
 def wait_until(condition: Callable[[], bool], what: str, timeout: float = WAIT) -> None:
     """Poll `condition` until it holds; fail after `timeout` seconds."""
     wait_for(condition, timeout, what, poll=0.01)
+
+
+def wait_for_event(condition: Callable[[], bool], what: str, *watched: Process) -> None:
+    """Wait until `condition` holds: an event that the `watched` processes bring about. Fails
+    as soon as one of them has exited, else only after HANG_SECONDS, the guard against a hang:
+    on a loaded machine a process takes a minute to start or to answer where an idle one takes
+    seconds, and a wait bounded by the clock would fail there (polls gently, every 50 ms)."""
+
+    def happened() -> bool:
+        if condition():
+            return True
+        for process in watched:
+            code = process.popen.poll()
+            assert code is None, f"{process.name} exited ({code}) before {what}:\n{process.tail()}"
+        return False
+
+    wait_for(happened, HANG_SECONDS, what, poll=0.05)
 
 
 def outlive(clock: ManualClock, lease: timedelta) -> None:

@@ -18,6 +18,7 @@ import requests
 
 from loopback.harness import BIN, db_upgrade, free_port, processes, service_env, wait_healthy
 from tests.helpers.deploy_files import procfile
+from tests.support import HANG_SECONDS
 
 pytestmark = pytest.mark.slow
 
@@ -70,7 +71,7 @@ def web(tmp_path: Path, database: str) -> Iterator[int]:
     db_upgrade(env, tmp_path)
     with processes(tmp_path, "slow-clients") as group:
         group.start("web", ["bash", "-c", web_command()], env)
-        wait_healthy(f"http://127.0.0.1:{port}", group, timeout=90)
+        wait_healthy(f"http://127.0.0.1:{port}", group, timeout=HANG_SECONDS)
         yield port
         group.assert_alive()
 

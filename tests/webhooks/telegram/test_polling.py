@@ -26,12 +26,11 @@ from memory.claims import DONE
 from memory.inbox import Inbox
 from memory.models import InboxItem
 from tests.helpers.cli import run_pam
-from tests.support import WAIT, wait_until
+from tests.support import HANG_SECONDS, WAIT, wait_until
 from tests.webhooks.telegram import updates as u
 from webhooks.telegram.client import COMMANDS, UPDATE_TYPES, TelegramClient, WebhookIsSet
 from webhooks.telegram.poll import poll
 
-CLI_TIMEOUT = 60.0
 SECRET = "pam-poll_Secret-31d7"
 CONFLICT = (
     "Conflict: can't use getUpdates method while webhook is active; "
@@ -427,9 +426,9 @@ def test_polling_end_to_end_answers_each_message_once_in_order(
                     raise AssertionError(f"pam telegram exited early:\n{log.read_text()}")
                 return any(s.startswith(voice_answer) for s in telegram_server.sent_texts(chat))
 
-            wait_until(answered, "the replies to reach the fake Telegram", timeout=45)
+            wait_until(answered, "the replies to reach the fake Telegram", timeout=HANG_SECONDS)
             process.send_signal(signal.SIGTERM)
-            code = process.wait(timeout=CLI_TIMEOUT)
+            code = process.wait(timeout=HANG_SECONDS)
         finally:
             if process.poll() is None:
                 process.kill()
