@@ -14,7 +14,8 @@ import pytest
 
 from bench import memory
 
-pytestmark = pytest.mark.slow
+# Its tests share one pytest-xdist worker, which runs the tiny benchmark once.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("memory-bench")]
 
 CHAT_TURNS = 1
 

@@ -18,7 +18,9 @@ from bench.fault_servers import LLM_FAULTS
 from bench.faults import Options, run
 from tests.conftest import PG_URL
 
-pytestmark = pytest.mark.slow
+# Serial: it kills and restarts processes on the shared Postgres (and in CI restarts the server),
+# so `python3 dev.py test` runs it while no other test runs.
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 # Restarting the shared Postgres would break other test runs on the same machine: CI (which
 # runs alone) opts in.
