@@ -108,23 +108,25 @@ def lock(args: list[str]) -> int:
     return subprocess.call([str(UV), "lock", *args], cwd=ROOT, env=uv_environ())
 
 
-def test_suite(env: dict[str, str]) -> int:
+def run_suite(env: dict[str, str]) -> int:
     """`python3 dev.py test` alone, in two pytest runs: first the tests marked `serial`, one
     at a time, since they need the database server to themselves (one restarts Postgres);
     then all the others on every CPU, with pytest-xdist (each worker a session of its own:
     its own Postgres schema and SQLite template). The experiments stay out of both (see the
     markers in pyproject.toml). Non-zero when either run fails; the big run's summary is the
-    last thing printed."""
-    workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    last thing pytest prints."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     runs = {
         "serial": ["-m", "serial and not experiment"],
-        "parallel": ["-m", "not serial and not experiment", "-n", str(workers or 1)],
+        # --dist loadgroup: each test goes to the next free worker, but the tests of a module
+        # marked xdist_group all go to one, which runs the module's costly fixture once.
+        "parallel": [
+            *("-m", "not serial and not experiment"),
+            *("-n", str(cpus or 1), "--dist", "loadgroup"),
+        ],
     }
     failed = []
     for name, args in runs.items():
-        # --dist loadgroup: each test goes to the next free worker, but those of a module
-        # marked xdist_group all to one, which runs the module's costly fixture once.
-        args += ["--dist", "loadgroup"] if name == "parallel" else []
         code = subprocess.call([str(PYTHON), "-m", "pytest", *args], cwd=ROOT, env=env)
         # 5: no test selected, which the serial run may find (no Postgres, say), not the other.
         if code != 0 and not (name == "serial" and code == 5):
@@ -154,7 +156,7 @@ def main(argv: list[str]) -> int:
         env["TIKTOKEN_CACHE_DIR"] = str(SHARED_TIKTOKEN)
     if argv == ["test"]:
         try:
-            return test_suite(env)
+            return run_suite(env)
         except KeyboardInterrupt:
             return 130
     if argv[0] == "test":
