@@ -16,6 +16,7 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from loopback.harness import Process, wait_for
+from memory import db
 from memory.claims import Claim
 from memory.clock import ManualClock
 from memory.messages import Inbound, Sent
@@ -73,6 +74,17 @@ def wait_for_event(condition: Callable[[], bool], what: str, *watched: Process) 
         return False
 
     wait_for(happened, HANG_SECONDS, what, poll=0.05)
+
+
+def migrate(database_url: str) -> None:
+    """Bring the database at `database_url` to the newest migration in this process, as `pam
+    db upgrade` does before a service starts, without starting one more process (the command
+    itself: tests/webhooks/test_release.py, and the release commands in tests/system/)."""
+    engine = db.make_engine(database_url)
+    try:
+        db.upgrade(engine)
+    finally:
+        engine.dispose()
 
 
 def outlive(clock: ManualClock, lease: timedelta) -> None:

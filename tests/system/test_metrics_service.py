@@ -22,7 +22,6 @@ from sqlalchemy import Engine, func, select
 from loopback.callback_server import CallbackServer
 from loopback.harness import (
     PAM_CMD,
-    db_upgrade,
     free_port,
     gunicorn,
     processes,
@@ -34,7 +33,7 @@ from loopback.harness import (
 from loopback.openai_server import OpenAIServer
 from memory import db
 from memory.models import Profile
-from tests.support import HANG_SECONDS
+from tests.support import HANG_SECONDS, migrate
 
 pytestmark = pytest.mark.slow
 
@@ -87,7 +86,7 @@ def test_one_scrape_counts_both_web_workers_and_the_worker(
             PAM_API_CALLBACK_URL=callback.url,
         )
         env.pop("PROMETHEUS_MULTIPROC_DIR", None)  # the config's hook makes a fresh one
-        db_upgrade(env, tmp_path)
+        migrate(env["DATABASE_URL"])
         command = gunicorn(port, workers=2, threads=2)
         # The access log names the worker process that answered each request.
         command[-1:-1] = [

@@ -32,7 +32,6 @@ from bot import phrases
 from bot.corrections import parse_answer, render
 from loopback.harness import (
     PAM_CMD,
-    db_upgrade,
     free_port,
     gunicorn,
     postgres_schema,
@@ -52,7 +51,7 @@ from memory.outbox import Outbox
 from memory.records import LEARNER, PAM
 from memory.store import Store
 from tests.conftest import PG_URL
-from tests.support import HANG_SECONDS
+from tests.support import HANG_SECONDS, migrate
 from webhooks.api.payload import chat_address
 from webhooks.api.signing import signature
 
@@ -438,7 +437,7 @@ def test_two_workers_one_killed_answer_every_message_once_in_order(
         env = service_env(
             url, **pam_knobs(llm, callback), PAM_WORKER_THREADS="4", PAM_DELIVERY_THREADS="2"
         )
-        db_upgrade(env, tmp_path)
+        migrate(env["DATABASE_URL"])
         port = free_port()
         base = f"http://127.0.0.1:{port}"
         group.start("web", gunicorn(port), env)
@@ -722,7 +721,7 @@ def test_gunicorn_app_runs_on_heroku_style_postgres_url(tmp_path: Path) -> None:
         heroku = re.sub(r"^postgresql(\+\w+)?://", "postgres://", url)
         assert heroku.startswith("postgres://"), heroku
         env = service_env(heroku, PAM_API_TOKEN=TOKEN)
-        db_upgrade(env, tmp_path)
+        migrate(env["DATABASE_URL"])
         port = free_port()
         base = f"http://127.0.0.1:{port}"
         group.start("web", gunicorn(port), env)
