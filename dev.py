@@ -118,11 +118,11 @@ def run_suite(env: dict[str, str]) -> int:
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     runs = {
         "serial": ["-m", "serial and not experiment"],
-        # --dist loadgroup: each test goes to the next free worker, but the tests of a module
-        # marked xdist_group all go to one, which runs the module's costly fixture once.
+        # --dist loadfile: each test module goes whole to the next free worker, so that a
+        # module's costly fixture (a benchmark's run, an install of Pam) runs once.
         "parallel": [
             *("-m", "not serial and not experiment"),
-            *("-n", str(cpus or 1), "--dist", "loadgroup"),
+            *("-n", str(cpus or 1), "--dist", "loadfile"),
         ],
     }
     failed = []

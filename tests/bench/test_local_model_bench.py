@@ -19,8 +19,7 @@ from bot.corrections import chat_part
 from loopback.local_model import is_reply, settled_mode
 from loopback.openai_server import OpenAIServer, default_answer
 
-# Its tests share one pytest-xdist worker, which runs the module's benchmark once.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("local-model-bench")]
+pytestmark = pytest.mark.slow
 
 
 def reply(body: dict[str, Any], count: int) -> str:

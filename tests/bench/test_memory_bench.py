@@ -14,8 +14,7 @@ import pytest
 
 from bench import memory
 
-# Its tests share one pytest-xdist worker, which runs the tiny benchmark once.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("memory-bench")]
+pytestmark = pytest.mark.slow
 
 CHAT_TURNS = 1
 

@@ -27,9 +27,6 @@ from memory.density import is_low_information
 from memory.llm import ChatMessage
 from memory.tokens import TokenCounter
 
-# Its tests share one pytest-xdist worker: the quick benchmark (a minute of CPU) runs once.
-pytestmark = pytest.mark.xdist_group("tokens-bench")
-
 QUICK_TURNS = 120
 
 

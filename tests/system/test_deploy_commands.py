@@ -39,8 +39,7 @@ from tests.helpers.deploy_files import DeployCommand, deploy_commands
 from tests.support import HANG_SECONDS
 from tests.webhooks.telegram import updates
 
-# Its tests share one pytest-xdist worker, which installs Pam once (a minute of CPU).
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("deploy-install")]
+pytestmark = pytest.mark.slow
 
 COMMANDS = deploy_commands()
 SECRET = "pam-deploy_Secret-1b2c"
