@@ -2,7 +2,9 @@
 """Zero-setup entry point for a fresh clone; needs only Python 3.11+.
 
     python3 dev.py chat [--user NAME]   talk to Pam in the terminal (SQLite in this folder)
-    python3 dev.py test [PYTEST ARGS]   run the test suite
+    python3 dev.py test [PYTEST ARGS]   run the test suite (no args: as CI does, the tests
+                                        marked `serial` alone, then the rest on every CPU;
+                                        with args: pytest ARGS, e.g. `-m experiment`)
     python3 dev.py bench NAME [ARGS]    run a benchmark: tokens, latency, faults, recall_quality,
                                         recall_scale, progress_chart, voice, memory,
                                         cold_start or local_model (bench/; local_model
@@ -106,6 +108,35 @@ def lock(args: list[str]) -> int:
     return subprocess.call([str(UV), "lock", *args], cwd=ROOT, env=uv_environ())
 
 
+def run_suite(env: dict[str, str]) -> int:
+    """`python3 dev.py test` alone, in two pytest runs: first the tests marked `serial`, one
+    at a time, since they need the database server to themselves (one restarts Postgres);
+    then all the others on every CPU, with pytest-xdist (each worker a session of its own:
+    its own Postgres schema and SQLite template). The experiments stay out of both (see the
+    markers in pyproject.toml). Non-zero when either run fails; the big run's summary is the
+    last thing pytest prints."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    runs = {
+        "serial": ["-m", "serial and not experiment"],
+        # --dist loadfile: each test module goes whole to the next free worker, so that a
+        # module's costly fixture (a benchmark's run, an install of Pam) runs once.
+        "parallel": [
+            *("-m", "not serial and not experiment"),
+            *("-n", str(cpus or 1), "--dist", "loadfile"),
+        ],
+    }
+    failed = []
+    for name, args in runs.items():
+        code = subprocess.call([str(PYTHON), "-m", "pytest", *args], cwd=ROOT, env=env)
+        # 5: no test selected, which the serial run may find (no Postgres, say), not the other.
+        if code != 0 and not (name == "serial" and code == 5):
+            failed.append(f"the {name} run (exit status {code})")
+    if failed:
+        print(f"dev.py test: {' and '.join(failed)} failed", file=sys.stderr)
+        return 1
+    return 0
+
+
 def _is_bench(path: Path) -> bool:
     """A runnable benchmark: a bench/ module with a `__main__` block."""
     return 'if __name__ == "__main__":' in path.read_text(encoding="utf-8")
@@ -123,6 +154,11 @@ def main(argv: list[str]) -> int:
     env = dict(os.environ)
     if "TIKTOKEN_CACHE_DIR" not in env and SHARED_TIKTOKEN.is_dir():
         env["TIKTOKEN_CACHE_DIR"] = str(SHARED_TIKTOKEN)
+    if argv == ["test"]:
+        try:
+            return run_suite(env)
+        except KeyboardInterrupt:
+            return 130
     if argv[0] == "test":
         command = [str(PYTHON), "-m", "pytest", *argv[1:]]
     elif argv[0] == "bench":

@@ -197,9 +197,9 @@ class LineEditing:
 def chat(
     turns: Turns,
     user: str,
-    stdin: TextIO = sys.stdin,
-    stdout: TextIO = sys.stdout,
-    stderr: TextIO = sys.stderr,
+    stdin: TextIO | None = None,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
     *,
     log_file: Path | None = None,
     charts: Charts | None = None,
@@ -210,7 +210,12 @@ def chat(
     """Read lines until /quit or end of input, printing Pam's answers. `log_file`: where the
     logs go meanwhile, to say so at the start; `charts`: where /progress charts are read
     from, to be written to files in `chart_dir` (None: the working directory); `clips`: the
-    same for spoken replies (None: replies are not spoken)."""
+    same for spoken replies (None: replies are not spoken). The streams default to this
+    process's at the call, not at import: a test that runs `pam chat` in its own process
+    (tests/helpers/cli.py) swaps them in between."""
+    stdin = sys.stdin if stdin is None else stdin
+    stdout = sys.stdout if stdout is None else stdout
+    stderr = sys.stderr if stderr is None else stderr
     interactive = stdin.isatty()
     # readline edits the real terminal only: input() reads sys.stdin and echoes to sys.stdout.
     editing = (

@@ -23,14 +23,21 @@ from loopback.local_server import Answer, LocalServer
 TASK = re.compile(r"^# Task: (\w+)", re.MULTILINE)
 
 
+# The longest a held answer waits for its release (a test that forgot to release it).
+HOLD_LIMIT_SECONDS = 900.0
+
+
 @dataclass
 class Fault:
-    """One scripted misbehaviour: an HTTP status (with optional headers and body) or a delay."""
+    """One scripted misbehaviour: an HTTP status (with optional headers and body), a delay,
+    or an answer held until the test sets `hold` (a call stuck for as long as the test needs,
+    whatever the machine's speed)."""
 
     status: int = 500
     delay: float = 0.0
     headers: dict[str, str] = field(default_factory=dict)
     body: bytes | None = None
+    hold: threading.Event | None = None
 
 
 @dataclass(frozen=True)
@@ -324,6 +331,8 @@ def _scripted(fault: Fault | None) -> Answer | None:
         return None
     if fault.delay:
         time.sleep(fault.delay)
+    if fault.hold is not None:
+        fault.hold.wait(HOLD_LIMIT_SECONDS)
     if fault.status != 200 or fault.body is not None:
         error = {"error": {"message": "scripted fault", "type": "server_error"}}
         return fault.status, fault.headers, fault.body or json.dumps(error).encode()

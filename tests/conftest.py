@@ -4,6 +4,7 @@ fake model, an assembled Pam with inline jobs, and an isolated environment."""
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -60,15 +61,31 @@ def postgres_url() -> Iterator[str]:
         yield url
 
 
-@pytest.fixture(params=BACKENDS)
-def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A migrated database: a new SQLite file, or the session's Postgres."""
-    if request.param == "postgres":
-        return str(request.getfixturevalue("postgres_url"))
-    url = sqlite_url(tmp_path)
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite file migrated to the newest revision, once per session (per xdist worker):
+    each test copies it rather than running every migration again (half a second a test)."""
+    url = sqlite_url(tmp_path_factory.mktemp("template"))
     engine = db.make_engine(url)
     db.upgrade(engine)
     engine.dispose()
+    path = db.sqlite_file(url)
+    assert path is not None
+    # The last connection closed checkpoints the WAL into the file: the file alone is whole.
+    assert not path.with_name(f"{path.name}-wal").exists(), "the template's WAL is not merged"
+    return path
+
+
+@pytest.fixture(params=BACKENDS)
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A migrated database: a new SQLite file (a copy of the session's template), or the
+    session's Postgres."""
+    if request.param == "postgres":
+        return str(request.getfixturevalue("postgres_url"))
+    url = sqlite_url(tmp_path)
+    path = db.sqlite_file(url)
+    assert path is not None
+    shutil.copyfile(request.getfixturevalue("sqlite_template"), path)
     return url
 
 
@@ -76,8 +93,8 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 def engine(database_url: str) -> Iterator[Engine]:
     """The test database, with the inbox and outbox emptied: a claim takes the oldest
     claimable item of any address, so an item another test left pending would be claimed
-    here. The Postgres schema belongs to this run alone, and tests run one at a time, so
-    emptying it is safe."""
+    here. The Postgres schema belongs to this session alone (each xdist worker is a session
+    with a schema of its own), whose tests run one at a time, so emptying it is safe."""
     engine = db.make_engine(database_url)
     empty_queues(engine)
     yield engine

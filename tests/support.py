@@ -17,8 +17,9 @@ from sqlalchemy.orm import Session
 
 from bot.turn.values import TurnRequest
 from bot.worker.runtime import Pam
-from loopback.harness import wait_for
+from loopback.harness import Process, wait_for
 from memory.clock import ManualClock
+from memory.database import db
 from memory.database.claims import Lease
 from memory.database.models_queue import InboxItem, OutboxItem
 from memory.messages import Inbound, Sent
@@ -26,6 +27,8 @@ from memory.messages import Inbound, Sent
 Q = TypeVar("Q", InboxItem, OutboxItem)
 C = TypeVar("C", bound=Lease)  # a queue's claim type
 WAIT = 20.0  # a safety bound for polling loops, never an expectation about speed
+# The bound of a wait on real processes (wait_for_event): a hang, never a loaded machine.
+HANG_SECONDS = 600.0
 API_TOKEN = "test-api-token-5f2c"
 
 
@@ -65,6 +68,34 @@ def inbound(address: str, text: str = "Hola", *, channel: str = "test", pid: str
 def wait_until(condition: Callable[[], bool], what: str, timeout: float = WAIT) -> None:
     """Poll `condition` until it holds; fail after `timeout` seconds."""
     wait_for(condition, timeout, what, poll=0.01)
+
+
+def wait_for_event(condition: Callable[[], bool], what: str, *watched: Process) -> None:
+    """Wait until `condition` holds: an event that the `watched` processes bring about. Fails
+    as soon as one of them has exited, else only after HANG_SECONDS, the guard against a hang:
+    on a loaded machine a process takes a minute to start or to answer where an idle one takes
+    seconds, and a wait bounded by the clock would fail there (polls gently, every 50 ms)."""
+
+    def happened() -> bool:
+        if condition():
+            return True
+        for process in watched:
+            code = process.popen.poll()
+            assert code is None, f"{process.name} exited ({code}) before {what}:\n{process.tail()}"
+        return False
+
+    wait_for(happened, HANG_SECONDS, what, poll=0.05)
+
+
+def migrate(database_url: str) -> None:
+    """Bring the database at `database_url` to the newest migration in this process, as `pam
+    db upgrade` does before a service starts, without starting one more process (the command
+    itself: tests/webhooks/test_release.py, and the release commands in tests/system/)."""
+    engine = db.make_engine(database_url)
+    try:
+        db.upgrade(engine)
+    finally:
+        engine.dispose()
 
 
 def outlive(clock: ManualClock, lease: timedelta) -> None:

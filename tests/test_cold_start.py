@@ -17,12 +17,12 @@ import pytest
 
 from loopback.harness import (
     PAM_CMD,
-    db_upgrade,
     processes,
     service_env,
     sqlite_url,
     wait_for,
 )
+from tests.support import migrate
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNTIME = ("bot", "memory", "webhooks", "prompts")  # what a deployment imports of Pam's own
@@ -122,7 +122,7 @@ def test_a_worker_loads_the_chart_renderer_at_start(tmp_path: Path) -> None:
         OPENAI_BASE_URL="http://127.0.0.1:9/v1",
         MPLCONFIGDIR=str(tmp_path / "matplotlib"),  # a fresh font list, as in a new container
     )
-    db_upgrade(env, tmp_path)
+    migrate(env["DATABASE_URL"])
     with processes(tmp_path) as group:
         worker = group.start("worker", [*PAM_CMD, "worker"], env)
         wait_for(lambda: "chart renderer ready" in worker.tail(), 120, "the renderer to load")
@@ -140,7 +140,7 @@ def test_a_worker_stopped_while_it_loads_the_renderer_exits_cleanly(tmp_path: Pa
         OPENAI_BASE_URL="http://127.0.0.1:9/v1",
         MPLCONFIGDIR=str(tmp_path / "matplotlib"),  # a fresh font list: a slow warm-up
     )
-    db_upgrade(env, tmp_path)
+    migrate(env["DATABASE_URL"])
     with processes(tmp_path) as group:
         worker = group.start("worker", [*PAM_CMD, "worker"], env)
         wait_for(lambda: "worker started" in worker.tail(), 120, "the worker to start")
@@ -152,7 +152,7 @@ def test_a_worker_stopped_while_it_loads_the_renderer_exits_cleanly(tmp_path: Pa
 
 def test_the_web_process_never_loads_the_chart_renderer(tmp_path: Path) -> None:
     env = service_env(sqlite_url(tmp_path))
-    db_upgrade(env, tmp_path)
+    migrate(env["DATABASE_URL"])
     probe = (
         "import sys\n"
         "from webhooks.app import create_app\n"

@@ -48,6 +48,8 @@ TELEGRAM_URL_HELP = (
 )
 # Telegram delivers webhooks to these ports only (Bot API, setWebhook).
 TELEGRAM_WEBHOOK_PORTS = (443, 80, 88, 8443)
+# How often a service's main thread looks whether a signal asked it to stop.
+STOP_CHECK_SECONDS = 0.2
 
 
 def service_logging(settings: Settings) -> None:
@@ -65,6 +67,16 @@ def stop_on_sigterm() -> threading.Event:
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
     return stop
+
+
+def wait_until_stopped(stop: threading.Event) -> None:
+    """Block the main thread until a signal sets `stop`, looking every STOP_CHECK_SECONDS.
+    Not `stop.wait()`: CPython runs a signal's handler in the main thread only, and a main
+    thread blocked in Event.wait neither wakes for a signal the kernel handed to another
+    thread (a worker's SIGTERM went unanswered so, under load) nor can run a handler that
+    sets that same Event while it holds the Event's lock."""
+    while not stop.is_set():
+        time.sleep(STOP_CHECK_SECONDS)
 
 
 def start_worker(
@@ -170,7 +182,7 @@ def run_worker() -> int:
     stop = stop_on_sigterm()
     pam, worker = start_worker(settings, migrate=False, replayable=True)
     log_channels(settings, "worker", log)
-    stop.wait()
+    wait_until_stopped(stop)
     log.info("worker stopping")
     stop_worker(pam, worker)
     return 0
@@ -200,7 +212,7 @@ def run_memory_jobs(from_stdin: bool) -> int:
     # Its counts (memory-job runs, LLM calls), copied to the database for the web's /metrics.
     copies = Snapshotter(Snapshots(pam.engine, pam.clock), "memory-jobs").start()
     log.info("memory jobs started pid=%d nice=%s recovered=%d", os.getpid(), niceness, recovered)
-    stop.wait()
+    wait_until_stopped(stop)
     log.info("memory jobs stopping")
     # Stopping already: a second signal (the worker's, after the platform's to the whole
     # group) must not kill the process as it exits (the interpreter drops Python handlers).

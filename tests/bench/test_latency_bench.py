@@ -20,7 +20,8 @@ from bench.latency_report import (
     profile_summary,
 )
 
-pytestmark = pytest.mark.slow
+# An acceptance experiment, no product claim: run with `python3 dev.py test -m experiment`.
+pytestmark = [pytest.mark.experiment, pytest.mark.slow]
 
 MESSAGES, LEARNERS, SATURATING, ROUNDS = 60, 5, 40, 2
 

@@ -9,6 +9,9 @@ import pytest
 
 from bench import recall_scale
 
+# An acceptance experiment, no product claim: run with `python3 dev.py test -m experiment`.
+pytestmark = pytest.mark.experiment
+
 
 def test_a_small_run_reports_every_stage(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]

@@ -4,8 +4,10 @@ check. Nothing here times anything."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 
@@ -28,22 +30,38 @@ from memory.tokens import TokenCounter
 QUICK_TURNS = 120
 
 
+@dataclass(frozen=True)
+class CommandLine:
+    """One run of `python -m bench.tokens --quick`: its exit status, where it wrote, and what
+    its `tokens.run` returned."""
+
+    code: int
+    out: Path
+    result: dict[str, Any]
+
+
 @pytest.fixture(scope="module")
-def result(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def command_line(tmp_path_factory: pytest.TempPathFactory) -> CommandLine:
+    """The quick benchmark run once, through its command line, for every test here (a minute
+    of CPU): what `tokens.run` returned is kept as `main` hands it on."""
     out = tmp_path_factory.mktemp("bench")
-    found = tokens.run(
-        QUICK_TURNS,
-        out,
-        plots=False,
-        triggers=tokens.QUICK_TRIGGERS,
-        caps=tokens.QUICK_CAPS,
-        batches=tokens.QUICK_BATCHES,
-        month=QUICK_TURNS,
-        jobs=1,
-        progress=lambda line: None,
-    )
+    returned: list[dict[str, Any]] = []
+
+    def run(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        returned.append(real_run(*args, **kwargs))
+        return returned[-1]
+
+    real_run = tokens.run
+    with mock.patch.object(tokens, "run", run):
+        code = tokens.main(["--quick", "--no-plots", "--jobs", "1", "--out", str(out)])
+    [found] = returned
     assert json.loads((out / "tokens.json").read_text()) == json.loads(json.dumps(found))
-    return found
+    return CommandLine(code, out, found)
+
+
+@pytest.fixture(scope="module")
+def result(command_line: CommandLine) -> dict[str, Any]:
+    return command_line.result
 
 
 def test_the_scripts_are_long_enough_realistic_and_the_same_every_run() -> None:
@@ -265,8 +283,9 @@ def test_stable_prefix_counts_framing_and_the_shared_start_of_a_changed_message(
     assert stable_prefix(before, [{"role": "user", "content": "x"}]) == 0
 
 
-def test_the_command_line_writes_the_json_and_exits_by_the_targets(tmp_path: Path) -> None:
-    code = tokens.main(["--quick", "--no-plots", "--jobs", "1", "--out", str(tmp_path)])
-    data = json.loads((tmp_path / "tokens.json").read_text())
+def test_the_command_line_writes_the_json_and_exits_by_the_targets(
+    command_line: CommandLine,
+) -> None:
+    data = json.loads((command_line.out / "tokens.json").read_text())
     assert data["turns"] == QUICK_TURNS
-    assert code == 0
+    assert command_line.code == 0

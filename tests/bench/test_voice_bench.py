@@ -16,7 +16,8 @@ from bench import voice
 from bot.settings import VoiceSettings
 from loopback.audio_samples import sample
 
-pytestmark = pytest.mark.slow
+# An acceptance experiment, no product claim: run with `python3 dev.py test -m experiment`.
+pytestmark = [pytest.mark.experiment, pytest.mark.slow]
 
 TURNS = 3
 

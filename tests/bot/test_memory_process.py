@@ -21,7 +21,7 @@ import pytest
 from sqlalchemy import Engine, func, select
 
 from bot.worker.memory_process import JobRequests, MemoryProcess
-from loopback.harness import PAM_CMD, Process, Processes, db_upgrade, processes, service_env
+from loopback.harness import PAM_CMD, Process, Processes, processes, service_env
 from loopback.local_server import Answer, LocalServer
 from loopback.openai_server import Fault, OpenAIServer
 from memory.database.models import MemoryJob
@@ -30,9 +30,7 @@ from memory.jobs.coordinator import FOLD, PROFILE, Coordinator, JobRunner
 from memory.queue.inbox import Inbox
 from memory.store.message_store import Store
 from tests.conftest import unique_user
-from tests.support import WAIT, inbound, wait_until
-
-PROCESS_WAIT = 60.0  # a bound for process start-up and LLM round trips, not an expectation
+from tests.support import HANG_SECONDS, WAIT, inbound, wait_for_event
 
 
 def python(code: str, *args: str) -> list[str]:
@@ -52,9 +50,6 @@ signal.signal(signal.SIGTERM, signal.SIG_IGN)
 open(sys.argv[1], "w").close()
 time.sleep(600)
 """
-
-
-STUCK = 40.0  # seconds a scripted LLM call takes to answer
 
 
 def gone(pid: int) -> bool:
@@ -112,11 +107,11 @@ def test_requests_reach_the_child_and_a_killed_child_is_replaced(
     assert first is not None
 
     process.hand_off(7, FOLD)
-    wait_until(lambda: received.read_text() == "7 fold\n", "the first child to get the request")
+    wait_for_event(lambda: received.read_text() == "7 fold\n", "the first child to get it")
     os.kill(first, signal.SIGKILL)
-    wait_until(lambda: process.pid != first, "a new child")
+    wait_for_event(lambda: process.pid != first, "a new child")
     process.hand_off(8, PROFILE)
-    wait_until(lambda: "8 profile\n" in received.read_text(), "the new child to get a request")
+    wait_for_event(lambda: "8 profile\n" in received.read_text(), "the new child to get one")
 
     second = process.pid
     assert second is not None
@@ -147,7 +142,7 @@ def test_hand_off_never_blocks_or_fails_while_the_child_is_dead(
     process.start()
     pid = process.pid
     assert pid is not None
-    wait_until(lambda: gone(pid), "the child to exit")
+    wait_for_event(lambda: gone(pid), "the child to exit")
     handing = threading.Thread(
         target=lambda: [process.hand_off(n, PROFILE) for n in range(20_000)], daemon=True
     )
@@ -166,7 +161,7 @@ def test_a_child_that_outlives_the_shutdown_wait_is_killed(
     process.start()
     pid = process.pid
     assert pid is not None
-    wait_until(ready.exists, "the child to ignore SIGTERM")
+    wait_for_event(ready.exists, "the child to ignore SIGTERM")
     assert not process.stop(0.2)
     assert gone(pid)
 
@@ -278,6 +273,10 @@ def env(database_url: str, llm: OpenAIServer, callback: Callback) -> dict[str, s
     )
 
 
+# The memory process's line once it is up (after its first sweep).
+STARTED = r"memory jobs started pid=(\d+)"
+
+
 def pids(process: Process, pattern: str) -> list[int]:
     """The pids in `process`'s log lines matching `pattern` (with a `pid=(\\d+)` group)."""
     return [int(p) for p in re.findall(pattern, process.log.read_text(errors="replace"))]
@@ -285,12 +284,8 @@ def pids(process: Process, pattern: str) -> list[int]:
 
 def child_started(process: Process) -> int:
     """The pid of the worker's memory process, once it is up (it logs after its first sweep)."""
-    wait_until(
-        lambda: bool(pids(process, r"memory jobs started pid=(\d+)")),
-        "the memory process to start",
-        timeout=PROCESS_WAIT,
-    )
-    return pids(process, r"memory jobs started pid=(\d+)")[-1]
+    wait_for_event(lambda: bool(pids(process, STARTED)), "the memory process to start", process)
+    return pids(process, STARTED)[-1]
 
 
 def send(engine: Engine, user: str, text: str) -> None:
@@ -306,9 +301,9 @@ def learned(store: Store, external_id: str, folds: int = 1, profiles: int = 1) -
     )
 
 
-def wait_learned(store: Store, external_id: str, what: str) -> None:
-    """Wait until the learner has a fold and a profile update."""
-    wait_until(lambda: learned(store, external_id), what, timeout=PROCESS_WAIT)
+def wait_learned(store: Store, external_id: str, what: str, process: Process) -> None:
+    """Wait until the learner has a fold and a profile update, which `process` makes."""
+    wait_for_event(lambda: learned(store, external_id), what, process)
 
 
 def jobs_running(engine: Engine, external_id: str) -> bool:
@@ -324,8 +319,8 @@ def jobs_running(engine: Engine, external_id: str) -> bool:
     return bool(running)
 
 
-def start_worker(group: Processes, env: dict[str, str], tmp_path: Path) -> Process:
-    db_upgrade(env, tmp_path)
+def start_worker(group: Processes, env: dict[str, str]) -> Process:
+    """`pam worker` on the test's database (migrated: see `database_url`)."""
     return group.start("worker", [*PAM_CMD, "worker"], env)
 
 
@@ -337,7 +332,7 @@ def stops_cleanly(process: Process, *, group: bool = False) -> None:
     else:
         os.kill(process.popen.pid, signal.SIGTERM)
     try:
-        code = process.popen.wait(timeout=PROCESS_WAIT)
+        code = process.popen.wait(timeout=HANG_SECONDS)
     except subprocess.TimeoutExpired:
         raise AssertionError(f"{process.name} ignored SIGTERM:\n{process.tail()}") from None
     assert code == 0, process.tail()
@@ -351,7 +346,7 @@ def test_a_worker_runs_its_memory_jobs_in_a_lower_priority_child_and_stops_it(
     user = f"lena-{uuid.uuid4().hex[:6]}"
     store = Store(engine)
     with processes(tmp_path) as group:
-        worker = start_worker(group, env, tmp_path)
+        worker = start_worker(group, env)
         child = child_started(worker)
         assert parent_of(child) == worker.popen.pid
         expected_nice = min(19, os.getpriority(os.PRIO_PROCESS, worker.popen.pid) + 10)
@@ -359,7 +354,7 @@ def test_a_worker_runs_its_memory_jobs_in_a_lower_priority_child_and_stops_it(
 
         for text in TEXTS:
             send(engine, user, text)
-        wait_learned(store, f"api:{user}", "a fold and a profile update")
+        wait_learned(store, f"api:{user}", "a fold and a profile update", worker)
         assert "worker started" in worker.log.read_text()
 
         stops_cleanly(worker)
@@ -374,47 +369,44 @@ def test_a_killed_memory_process_is_restarted_and_one_whose_worker_died_exits(
     user = f"kai-{uuid.uuid4().hex[:6]}"
     store = Store(engine)
     with processes(tmp_path) as group:
-        worker = start_worker(group, env, tmp_path)
+        worker = start_worker(group, env)
         first = child_started(worker)
         send(engine, user, TEXTS[0])
-        wait_until(
+        wait_for_event(
             lambda: (
                 learned(store, f"api:{user}", folds=0) and not jobs_running(engine, f"api:{user}")
             ),
             "the first profile update to finish",
-            timeout=PROCESS_WAIT,
+            worker,
         )
 
         # Killed between jobs: a job it held would wait for its lease to lapse and a sweep.
         os.kill(first, signal.SIGKILL)
-        wait_until(lambda: child_started(worker) != first, "a new memory process")
+        wait_for_event(lambda: pids(worker, STARTED)[-1] != first, "a new memory process", worker)
         second = child_started(worker)
         assert f"memory process pid={first} exited with status -9" in worker.log.read_text()
         learner = store.learners.find_learner(f"api:{user}")
         assert learner is not None
         before = store.memory.profile(learner.id).version
         send(engine, user, TEXTS[1])
-        wait_until(
+        wait_for_event(
             lambda: store.memory.profile(learner.id).version > before,
             "a profile update by the new memory process",
-            timeout=PROCESS_WAIT,
+            worker,
         )
 
         os.kill(worker.popen.pid, signal.SIGKILL)  # the worker alone, not its process group
-        worker.popen.wait(timeout=PROCESS_WAIT)
-        wait_until(
-            lambda: gone(second), "the orphaned memory process to exit", timeout=PROCESS_WAIT
-        )
+        worker.popen.wait(timeout=HANG_SECONDS)
+        wait_for_event(lambda: gone(second), "the orphaned memory process to exit")
 
 
 @pytest.fixture
-def marked(tmp_path: Path, engine: Engine, env: dict[str, str]) -> tuple[Store, str]:
+def marked(engine: Engine) -> tuple[Store, str]:
     """The store and the external id of a learner whose conversation needs a fold and a
     profile update, both marked as asked for while no memory process ran (a worker stopped,
     say, before it got to them)."""
     store = Store(engine)
     external_id = unique_user("marked")
-    db_upgrade(env, tmp_path)
     learner = store.learners.learner(external_id)
     for text in TEXTS:
         store.conversation.add_message(learner.id, LEARNER, text, 20)
@@ -431,8 +423,8 @@ def test_jobs_marked_while_no_memory_process_ran_are_run_when_a_worker_starts(
 ) -> None:
     store, external_id = marked
     with processes(tmp_path) as group:
-        worker = group.start("worker", [*PAM_CMD, "worker"], env)
-        wait_learned(store, external_id, "the marked fold and profile update")
+        worker = start_worker(group, env)
+        wait_learned(store, external_id, "the marked fold and profile update", worker)
         child = child_started(worker)
         stops_cleanly(worker, group=True)  # the child gets SIGTERM twice: its own, the worker's
         assert gone(child)
@@ -448,11 +440,11 @@ def test_with_memory_process_off_the_worker_runs_its_memory_jobs_itself(
     store, external_id = marked
     user = f"noa-{uuid.uuid4().hex[:6]}"
     with processes(tmp_path) as group:
-        worker = group.start("worker", [*PAM_CMD, "worker"], dict(env, PAM_MEMORY_PROCESS="off"))
-        wait_learned(store, external_id, "the marked fold and profile update")
+        worker = start_worker(group, dict(env, PAM_MEMORY_PROCESS="off"))
+        wait_learned(store, external_id, "the marked fold and profile update", worker)
         for text in TEXTS:
             send(engine, user, text)
-        wait_learned(store, f"api:{user}", "a fold and a profile update asked for by turns")
+        wait_learned(store, f"api:{user}", "a fold and a profile update asked for by turns", worker)
         log = worker.log.read_text()
         assert "memory_jobs=threads" in log
         assert "memory jobs started" not in log and "memory process" not in log
@@ -468,18 +460,28 @@ def test_with_memory_process_off_a_job_stuck_in_a_call_does_not_hold_up_the_exit
     llm: OpenAIServer,
     marked: tuple[Store, str],
 ) -> None:
-    # The marked jobs' first calls take STUCK seconds; SIGTERM must end the worker within its
-    # shutdown wait (2 s here), the jobs handed back for the next start, not after the calls.
+    # The marked jobs' first calls answer only once the worker has exited; SIGTERM must end
+    # the worker within its shutdown wait (2 s here), the jobs handed back for the next start,
+    # not after the calls. Its client would give up on them only after PAM_LLM_TIMEOUT, longer
+    # than any wait here: an exit that waited for the calls never comes.
     _, external_id = marked
-    llm.fail_next(Fault(status=200, delay=STUCK), Fault(status=200, delay=STUCK))
-    knobs = {"PAM_MEMORY_PROCESS": "off", "PAM_SHUTDOWN_WAIT_SECONDS": "2"}
-    with processes(tmp_path) as group:
-        worker = group.start("worker", [*PAM_CMD, "worker"], dict(env, **knobs))
-        wait_until(lambda: jobs_running(engine, external_id), "a memory job to start")
-        os.killpg(worker.popen.pid, signal.SIGTERM)
-        code = worker.popen.wait(timeout=STUCK - 10)  # long before the stuck calls return
-        assert code == 0, worker.tail()
-        assert "Traceback" not in worker.log.read_text(errors="replace")
+    stuck = threading.Event()
+    llm.fail_next(Fault(status=200, hold=stuck), Fault(status=200, hold=stuck))
+    knobs = {
+        "PAM_MEMORY_PROCESS": "off",
+        "PAM_SHUTDOWN_WAIT_SECONDS": "2",
+        "PAM_LLM_TIMEOUT": str(2 * HANG_SECONDS),
+    }
+    try:
+        with processes(tmp_path) as group:
+            worker = start_worker(group, dict(env, **knobs))
+            wait_for_event(lambda: jobs_running(engine, external_id), "a memory job", worker)
+            os.killpg(worker.popen.pid, signal.SIGTERM)
+            code = worker.popen.wait(timeout=HANG_SECONDS)  # the stuck calls are still stuck
+            assert code == 0, worker.tail()
+            assert "Traceback" not in worker.log.read_text(errors="replace")
+    finally:
+        stuck.set()
     assert not jobs_running(engine, external_id), "handed back for the next start"
 
 
@@ -491,6 +493,6 @@ def test_pam_memory_jobs_on_its_own_runs_marked_jobs_until_sigterm(
     with processes(tmp_path) as group:
         # Its stdin is /dev/null: without --stdin it does not stop at the end of it.
         jobs = group.start("memory-jobs", [*PAM_CMD, "memory-jobs"], env)
-        wait_learned(store, external_id, "the marked fold and profile update")
+        wait_learned(store, external_id, "the marked fold and profile update", jobs)
         assert jobs.popen.poll() is None
         stops_cleanly(jobs)

@@ -501,13 +501,24 @@ def test_a_secret_too_short_to_be_one_stops_the_start_naming_it_but_never_its_va
     ("variable", "value"),
     [
         ("PAM_ADMIN_TOKEN", "0123456789abcdef"),  # the minimum, 16
-        ("PAM_ADMIN_TOKEN", secrets.token_hex(32)),  # `openssl rand -hex 32`, Heroku's generator
-        ("PAM_API_TOKEN", secrets.token_urlsafe(32)),
-        ("TELEGRAM_WEBHOOK_SECRET", secrets.token_urlsafe(32)),
+        # `openssl rand -hex 32`, Heroku's generator. Generated anew each run: the ids name
+        # the generator, so that every pytest-xdist worker collects the same tests.
+        pytest.param("PAM_ADMIN_TOKEN", secrets.token_hex(32), id="PAM_ADMIN_TOKEN-hex32"),
+        pytest.param("PAM_API_TOKEN", secrets.token_urlsafe(32), id="PAM_API_TOKEN-urlsafe32"),
+        pytest.param(
+            "TELEGRAM_WEBHOOK_SECRET",
+            secrets.token_urlsafe(32),
+            id="TELEGRAM_WEBHOOK_SECRET-urlsafe32",
+        ),
         ("TELEGRAM_WEBHOOK_SECRET", "A" * 256),  # the longest Telegram takes
-        ("PAM_LINK_SECRET", secrets.token_hex(32)),
-        ("TWILIO_WEBHOOK_SHARED_KEY_SECRET", secrets.token_urlsafe(24)),
-        ("TWILIO_AUTH_TOKEN", secrets.token_hex(16)),  # Twilio's: 32 hex digits
+        pytest.param("PAM_LINK_SECRET", secrets.token_hex(32), id="PAM_LINK_SECRET-hex32"),
+        pytest.param(
+            "TWILIO_WEBHOOK_SHARED_KEY_SECRET",
+            secrets.token_urlsafe(24),
+            id="TWILIO_WEBHOOK_SHARED_KEY_SECRET-urlsafe24",
+        ),
+        # Twilio's: 32 hex digits
+        pytest.param("TWILIO_AUTH_TOKEN", secrets.token_hex(16), id="TWILIO_AUTH_TOKEN-hex16"),
         ("TELEGRAM_BOT_TOKEN", BOT_TOKEN),
         ("TELEGRAM_BOT_TOKEN", "123456:ABC-DEF1234ghIkl-zyx57W2v1u123ew11"),  # Telegram's docs
     ],

@@ -13,7 +13,6 @@ from pathlib import Path
 from loopback.harness import (
     PAM_CMD,
     Processes,
-    db_upgrade,
     free_port,
     gunicorn,
     processes,
@@ -24,6 +23,7 @@ from loopback.harness import (
 from loopback.openai_server import OpenAIServer
 from loopback.telegram_server import TOKEN, TelegramServer
 from loopback.twilio_server import ACCOUNT_SID, AUTH_TOKEN, NUMBER, TwilioServer
+from tests.support import migrate
 
 
 @dataclass
@@ -64,7 +64,7 @@ def channel_services(
             TWILIO_API_URL=twilio.base_url,
             **knobs,
         )
-        db_upgrade(env, tmp_path)
+        migrate(env["DATABASE_URL"])
         group.start("web", gunicorn(port, workers=1, threads=2), env)
         worker = group.start("worker", [*PAM_CMD, "worker"], env)
         wait_healthy(base, group)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
+from collections.abc import Iterator
 
 import pytest
 from sqlalchemy import Engine, text
@@ -21,19 +23,30 @@ from webhooks.wiring import build
 
 
 @pytest.fixture
-def postgres_engine(engine: Engine) -> Engine:
+def postgres_engine(engine: Engine) -> Iterator[Engine]:
+    """The test Postgres, on connections named for this test alone: the LISTENing
+    connections it counts and cuts are its own, never those of a test running beside it
+    (pytest-xdist) on the same server."""
     if engine.dialect.name != "postgresql":
         pytest.skip("LISTEN/NOTIFY is Postgres'; SQLite workers poll")
-    return engine
+    named = engine.url.update_query_dict({"application_name": f"pam-wakeup-{uuid.uuid4().hex}"})
+    tagged = db.make_engine(named.render_as_string(hide_password=False))
+    yield tagged
+    tagged.dispose()
+
+
+LISTENING = "FROM pg_stat_activity WHERE query = :q AND application_name = :name"
+
+
+def listening(engine: Engine) -> dict[str, str]:
+    """The parameters of LISTENING for `engine`'s connections."""
+    return {"q": f"LISTEN {CHANNEL}", "name": str(engine.url.query["application_name"])}
 
 
 def listeners(engine: Engine) -> int:
     with engine.connect() as connection:
         return int(
-            connection.execute(
-                text("SELECT count(*) FROM pg_stat_activity WHERE query = :q"),
-                {"q": f"LISTEN {CHANNEL}"},
-            ).scalar_one()
+            connection.execute(text(f"SELECT count(*) {LISTENING}"), listening(engine)).scalar_one()
         )
 
 
@@ -56,14 +69,12 @@ def test_the_listener_reconnects_after_its_connection_is_cut(postgres_engine: En
     listener = InboxListener(postgres_engine, woken.set)
     listener.start()
     try:
-        # Its first wake-up comes once it LISTENs. (Counting LISTENing connections instead
-        # would count one an earlier test's stopped listener has not closed yet.)
+        # Its first wake-up comes once it LISTENs.
         wait_until(woken.is_set, "the listener to LISTEN")
         woken.clear()
         with postgres_engine.begin() as connection:
             connection.execute(
-                text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = :q"),
-                {"q": f"LISTEN {CHANNEL}"},
+                text(f"SELECT pg_terminate_backend(pid) {LISTENING}"), listening(postgres_engine)
             )
         wait_until(woken.is_set, "the listener to reconnect (it wakes the lanes on reconnect)")
         wait_until(lambda: listeners(postgres_engine) >= 1, "the listener to LISTEN again")

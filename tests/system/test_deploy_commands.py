@@ -36,6 +36,7 @@ from loopback.harness import (
 from loopback.openai_server import OpenAIServer
 from loopback.telegram_server import TOKEN, TelegramServer
 from tests.helpers.deploy_files import DeployCommand, deploy_commands
+from tests.support import HANG_SECONDS
 from tests.webhooks.telegram import updates
 
 pytestmark = pytest.mark.slow
@@ -44,7 +45,7 @@ COMMANDS = deploy_commands()
 SECRET = "pam-deploy_Secret-1b2c"
 PUBLIC_URL = "https://pam.example"
 INSTALL_TIMEOUT = 900
-START = 90.0  # seconds a process may take to start on a busy CI machine
+START = HANG_SECONDS  # each wait ends on its event; the bound is a hang guard
 # What a platform gives a process of the image, besides the app's own configuration.
 IMAGE_ENV = {"PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
 # Nothing of this machine's Python, uv or Pam configuration reaches the installed commands.

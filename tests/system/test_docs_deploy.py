@@ -29,12 +29,13 @@ from loopback.openai_server import OpenAIServer
 from loopback.telegram_server import TOKEN, TelegramServer
 from loopback.twilio_server import ACCOUNT_SID, AUTH_TOKEN, NUMBER, TwilioServer, sign
 from tests.helpers.deploy_files import DeployCommand, fly, procfile
+from tests.support import HANG_SECONDS
 from tests.webhooks.telegram import updates
 from tests.webhooks.whatsapp.conftest import new_wa_id, text_form
 
 pytestmark = pytest.mark.slow
 
-START = 90.0  # seconds a process may take to start on a busy CI machine
+START = HANG_SECONDS  # each wait ends on its event; the bound is a hang guard
 SECTIONS = {
     "heroku": (r"heroku config:set", procfile),
     "fly": (r"fly secrets set", fly),

@@ -27,6 +27,7 @@ from loopback.openai_server import OpenAIServer
 from loopback.telegram_server import TelegramServer
 from loopback.twilio_server import MediaCDN, TwilioServer, sign
 from tests.helpers.channels import Running, channel_services
+from tests.support import HANG_SECONDS
 from tests.webhooks.telegram import updates
 from tests.webhooks.whatsapp.conftest import text_form
 
@@ -34,7 +35,7 @@ pytestmark = pytest.mark.slow
 
 SECRET = "pam-forget-webhook-secret"
 ADMIN = "pam-forget-admin-token-5d1e"
-WAIT = 60.0
+WAIT = HANG_SECONDS  # each wait ends on its event; the bound is a hang guard
 
 
 @dataclass

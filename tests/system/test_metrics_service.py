@@ -22,7 +22,6 @@ from sqlalchemy import Engine, func, select
 from loopback.callback_server import CallbackServer
 from loopback.harness import (
     PAM_CMD,
-    db_upgrade,
     free_port,
     gunicorn,
     processes,
@@ -34,6 +33,7 @@ from loopback.harness import (
 from loopback.openai_server import OpenAIServer
 from memory.database import db
 from memory.database.models import Profile
+from tests.support import HANG_SECONDS, migrate
 
 pytestmark = pytest.mark.slow
 
@@ -86,7 +86,7 @@ def test_one_scrape_counts_both_web_workers_and_the_worker(
             PAM_API_CALLBACK_URL=callback.url,
         )
         env.pop("PROMETHEUS_MULTIPROC_DIR", None)  # the config's hook makes a fresh one
-        db_upgrade(env, tmp_path)
+        migrate(env["DATABASE_URL"])
         command = gunicorn(port, workers=2, threads=2)
         # The access log names the worker process that answered each request.
         command[-1:-1] = [
@@ -94,7 +94,7 @@ def test_one_scrape_counts_both_web_workers_and_the_worker(
             "pid=%(p)s %(m)s %(U)s %(s)s",
         ]
         web = group.start("web", command, env)
-        wait_healthy(base, group, timeout=120)  # two workers booting on a busy machine
+        wait_healthy(base, group, timeout=HANG_SECONDS)  # two workers booting on a busy machine
 
         assert requests.get(f"{base}/metrics", timeout=10).status_code == 401
         wrong = {"Authorization": "Bearer nope"}
@@ -126,7 +126,7 @@ def test_one_scrape_counts_both_web_workers_and_the_worker(
         learners = sent // PER_LEARNER
         engine = db.make_engine(database)
         try:
-            wait_for(lambda: len(callback.received) >= sent, 90, f"{sent} replies")
+            wait_for(lambda: len(callback.received) >= sent, HANG_SECONDS, f"{sent} replies")
             wait_for(
                 lambda: profiles_learned(engine) >= learners, 90, f"{learners} profiles learned"
             )
@@ -137,10 +137,10 @@ def test_one_scrape_counts_both_web_workers_and_the_worker(
         def turned() -> bool:
             return at(scrape(base), "pam_turn_seconds_count", channel="api") == sent
 
-        wait_for(turned, 60, "the worker's turns in a scrape", poll=1.0)
+        wait_for(turned, HANG_SECONDS, "the worker's turns in a scrape", poll=1.0)
 
         group.kill(worker, signal.SIGTERM)  # and its memory process: copies written at stop
-        assert worker.popen.wait(timeout=60) == 0, worker.tail()
+        assert worker.popen.wait(timeout=HANG_SECONDS) == 0, worker.tail()
 
         samples = scrape(base)
         replies = len(callback.received)

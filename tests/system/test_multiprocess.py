@@ -32,7 +32,6 @@ from bot import phrases
 from bot.corrections import parse_answer, render
 from loopback.harness import (
     PAM_CMD,
-    db_upgrade,
     free_port,
     gunicorn,
     postgres_schema,
@@ -52,6 +51,7 @@ from memory.queue.inbox import Inbox
 from memory.queue.outbox import Outbox
 from memory.store.message_store import Store
 from tests.conftest import PG_URL
+from tests.support import HANG_SECONDS, migrate
 from webhooks.api.payload import chat_address
 from webhooks.api.signing import signature
 
@@ -373,7 +373,7 @@ def send_all(
                         race = pool.submit(client.post, message)
                     client.post(message)
                     if race is not None:
-                        race.result(timeout=15)
+                        race.result(timeout=HANG_SECONDS)
                     if message.id in later:
                         redeliver.append(message)
                 for message in again:
@@ -392,7 +392,7 @@ def send_all(
         for thread in threads:
             thread.start()
         for thread in threads:
-            thread.join(timeout=60)
+            thread.join(timeout=HANG_SECONDS)
             assert not thread.is_alive(), "a sender thread hung"
     if errors:
         raise errors[0]
@@ -437,7 +437,7 @@ def test_two_workers_one_killed_answer_every_message_once_in_order(
         env = service_env(
             url, **pam_knobs(llm, callback), PAM_WORKER_THREADS="4", PAM_DELIVERY_THREADS="2"
         )
-        db_upgrade(env, tmp_path)
+        migrate(env["DATABASE_URL"])
         port = free_port()
         base = f"http://127.0.0.1:{port}"
         group.start("web", gunicorn(port), env)
@@ -451,9 +451,13 @@ def test_two_workers_one_killed_answer_every_message_once_in_order(
             },
         )
         survivor = group.start("worker-2", [*PAM_CMD, "worker"], env)
-        wait_healthy(base, group)
+        wait_healthy(base, group, timeout=HANG_SECONDS)
         for worker in (doomed, survivor):
-            wait_for(lambda w=worker: "worker started" in w.tail(), 30, f"{worker.name} to start")
+            wait_for(
+                lambda w=worker: "worker started" in w.tail(),
+                HANG_SECONDS,
+                f"{worker.name} to start",
+            )
         progress("web and workers are up; sending 200 messages from 20 learners, 20% duplicated")
 
         client = Client(base)
@@ -461,7 +465,7 @@ def test_two_workers_one_killed_answer_every_message_once_in_order(
         sending.start()
         engine = db.make_engine(url)
         try:
-            wait_for(lambda: callback.count() >= kill_at, 60, f"{kill_at} replies")
+            wait_for(lambda: callback.count() >= kill_at, HANG_SECONDS, f"{kill_at} replies")
             # Kill worker-1 mid-turn, but not in the one gap no system can close: between a
             # platform accepting a reply and the outbox recording it (docs: "Delivery").
             # Its receiver turns it away (503) for a moment, and every reply it did deliver
@@ -469,17 +473,19 @@ def test_two_workers_one_killed_answer_every_message_once_in_order(
             doomed_callback.gate.clear()
             wait_for(
                 lambda: all_sent(engine, doomed_callback.recorded_ids()),
-                30,
+                HANG_SECONDS,
                 "worker-1's deliveries to be recorded as sent",
             )
             watch.reply_started.clear()
-            wait_for(watch.reply_started.is_set, 30, "worker-1 to start a turn", poll=0.001)
+            wait_for(
+                watch.reply_started.is_set, HANG_SECONDS, "worker-1 to start a turn", poll=0.001
+            )
             group.kill(doomed)  # SIGKILL while its turn waits for the LLM
             killed_at = time.time()
             assert doomed.popen.wait(timeout=10) == -signal.SIGKILL
             doomed_callback.gate.set()
             progress(f"SIGKILLed worker-1 mid-turn after {callback.count()} replies")
-            sending.join(timeout=60)
+            sending.join(timeout=HANG_SECONDS)
             assert not sending.is_alive(), "the senders did not finish"
             client.assert_each_accepted_once(everything)
             progress(f"all {len(client.answers)} POSTs acknowledged")
@@ -582,7 +588,7 @@ def test_pam_serve_answers_each_message_once_in_order_then_stops_on_sigterm(
 
     with processes(tmp_path) as group:
         serve = group.start("serve", [*PAM_CMD, "serve", "--host", "127.0.0.1"], env)
-        wait_healthy(base, group)
+        wait_healthy(base, group, timeout=HANG_SECONDS)
         client = Client(base)
 
         def send(messages: list[Message], pool: ThreadPoolExecutor) -> None:
@@ -590,7 +596,7 @@ def test_pam_serve_answers_each_message_once_in_order_then_stops_on_sigterm(
                 race = pool.submit(client.post, message) if rng.random() < 0.25 else None
                 client.post(message)
                 if race is not None:
-                    race.result(timeout=15)
+                    race.result(timeout=HANG_SECONDS)
                 if rng.random() < 0.15:
                     client.post(message)  # a plain redelivery
 
@@ -598,7 +604,9 @@ def test_pam_serve_answers_each_message_once_in_order_then_stops_on_sigterm(
             send(kai_before, pool)
             wait_for(lambda: len(callback.texts("kai")) >= 3, 30, "kai's first replies")
             send([kai_forget, kai_forget], pool)  # /forget, delivered twice
-            wait_for(lambda: phrases.FORGOTTEN in callback.texts("kai"), 30, "/forget's answer")
+            wait_for(
+                lambda: phrases.FORGOTTEN in callback.texts("kai"), HANG_SECONDS, "/forget's answer"
+            )
             send(kai_after, pool)
 
         with ThreadPoolExecutor(max_workers=6) as pool:
@@ -608,14 +616,14 @@ def test_pam_serve_answers_each_message_once_in_order_then_stops_on_sigterm(
                 pool.submit(kai, pool),
             ]
             for future in futures:
-                future.result(timeout=60)
+                future.result(timeout=HANG_SECONDS)
         client.assert_each_accepted_once(everything)
 
         engine = db.make_engine(env["DATABASE_URL"])
         try:
             wait_for(
                 lambda: callback.count() >= len(everything) and unfinished(engine) == 0,
-                30,
+                HANG_SECONDS,
                 "every reply to be delivered",
             )
             time.sleep(0.5)  # a duplicate would show up here
@@ -659,14 +667,14 @@ def test_message_sent_right_after_forget_is_answered(
 
     with processes(tmp_path) as group:
         group.start("serve", [*PAM_CMD, "serve", "--host", "127.0.0.1"], env)
-        wait_healthy(base, group)
+        wait_healthy(base, group, timeout=HANG_SECONDS)
         client = Client(base)
         client.post(kai[0])
         wait_for(lambda: len(callback.texts("kai")) == 1, 30, "kai's first reply")
         client.post(slow)
         wait_for(
             lambda: any("S02-M01" in json.dumps(r) for r in llm.of("reply")),
-            30,
+            HANG_SECONDS,
             "the slow turn to reach the LLM",
         )
         assert client.post(forget) == 202
@@ -676,7 +684,7 @@ def test_message_sent_right_after_forget_is_answered(
         try:
             wait_for(
                 lambda: len(callback.texts("ana")) == 1 and unfinished(engine) == 0,
-                30,
+                HANG_SECONDS,
                 "the queues to drain",
             )
             time.sleep(0.3)
@@ -713,11 +721,11 @@ def test_gunicorn_app_runs_on_heroku_style_postgres_url(tmp_path: Path) -> None:
         heroku = re.sub(r"^postgresql(\+\w+)?://", "postgres://", url)
         assert heroku.startswith("postgres://"), heroku
         env = service_env(heroku, PAM_API_TOKEN=TOKEN)
-        db_upgrade(env, tmp_path)
+        migrate(env["DATABASE_URL"])
         port = free_port()
         base = f"http://127.0.0.1:{port}"
         group.start("web", gunicorn(port), env)
-        wait_healthy(base, group)
+        wait_healthy(base, group, timeout=HANG_SECONDS)
         client = Client(base)
         message = Message("heroku-1", "zoe", "Hola desde Heroku (S09-M01)")
         assert client.post(message) == 202

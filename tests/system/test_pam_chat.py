@@ -1,4 +1,5 @@
-"""The real `pam` command as a subprocess, talking to a local OpenAI-compatible server."""
+"""The real `pam` command as a subprocess, talking to a local OpenAI-compatible server (its
+setup's error paths and `pam db upgrade` in this process)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from memory.jobs.summary import transcript
 from memory.store.message_store import Store
 from memory.tokens import TokenCounter
 from tests.conftest import ROOT
+from tests.helpers.cli import run_pam as in_process
 
 pytestmark = pytest.mark.slow
 
@@ -240,15 +242,16 @@ def test_without_llm_configuration_pam_chat_explains_the_setup(tmp_path: Path) -
     env = pam_env(tmp_path, None)
     del env["DATABASE_URL"]  # the default: a SQLite file in the working directory
 
-    process = run_pam("chat", "--user", USER, cwd=tmp_path, env=env, stdin=b"Hola\n")
+    code, out, help_text = in_process(
+        "chat", "--user", USER, cwd=tmp_path, env=env, stdin=b"Hola\n"
+    )
 
-    assert process.returncode != 0
-    help_text = process.stderr.decode()
+    assert code != 0
     assert "OPENAI_API_KEY" in help_text
     assert "OPENAI_BASE_URL" in help_text
     assert "Ollama" in help_text
     assert "Traceback" not in help_text
-    assert process.stdout == b""
+    assert out == ""
     assert list(tmp_path.iterdir()) == [], "nothing is created before Pam can talk"
 
 
@@ -257,13 +260,13 @@ def test_db_upgrade_creates_the_schema_on_a_fresh_sqlite_file(tmp_path: Path) ->
     path.parent.mkdir()
     env = pam_env(tmp_path, None, DATABASE_URL=f"sqlite:///{path}")
 
-    first = run_pam("db", "upgrade", cwd=tmp_path, env=env)
-    again = run_pam("db", "upgrade", cwd=tmp_path, env=env)
+    first_code, first_out, first_err = in_process("db", "upgrade", cwd=tmp_path, env=env)
+    again_code, again_out, again_err = in_process("db", "upgrade", cwd=tmp_path, env=env)
 
-    assert first.returncode == 0, first.stderr.decode()
-    assert again.returncode == 0, again.stderr.decode()
-    assert b"pam: applied " in first.stdout
-    assert b"pam: database is up to date (at " in again.stdout
+    assert first_code == 0, first_err
+    assert again_code == 0, again_err
+    assert "pam: applied " in first_out
+    assert "pam: database is up to date (at " in again_out
     engine = db.make_engine(f"sqlite:///{path}")
     try:
         tables = set(inspect(engine).get_table_names())
@@ -286,10 +289,9 @@ def test_db_upgrade_creates_the_schema_on_a_fresh_sqlite_file(tmp_path: Path) ->
 def test_db_upgrade_explains_a_sqlite_path_it_cannot_open(tmp_path: Path) -> None:
     env = pam_env(tmp_path, None, DATABASE_URL=f"sqlite:///{tmp_path / 'missing' / 'pam.db'}")
 
-    process = run_pam("db", "upgrade", cwd=tmp_path, env=env)
+    code, _, stderr = in_process("db", "upgrade", cwd=tmp_path, env=env)
 
-    stderr = process.stderr.decode()
-    assert process.returncode != 0
+    assert code != 0
     assert "Traceback" not in stderr, "bad configuration deserves a clear answer, not a crash"
     assert stderr.startswith("pam: ")
 

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 import requests
 
-from loopback.harness import BIN, db_upgrade, free_port, processes, service_env, wait_healthy
+from loopback.harness import BIN, free_port, processes, service_env, wait_healthy
 from tests.helpers.deploy_files import procfile
+from tests.support import HANG_SECONDS, migrate
 
 pytestmark = pytest.mark.slow
 
@@ -69,10 +70,10 @@ def web(tmp_path: Path, database: str) -> Iterator[int]:
     env = service_env(database, PAM_API_TOKEN=TOKEN, PORT=str(port))
     env["PATH"] = os.pathsep.join([str(BIN), env.get("PATH", "")])
     env.pop("WEB_CONCURRENCY", None)
-    db_upgrade(env, tmp_path)
+    migrate(env["DATABASE_URL"])
     with processes(tmp_path, "slow-clients") as group:
         group.start("web", ["bash", "-c", web_command()], env)
-        wait_healthy(f"http://127.0.0.1:{port}", group, timeout=90)
+        wait_healthy(f"http://127.0.0.1:{port}", group, timeout=HANG_SECONDS)
         yield port
         group.assert_alive()
 

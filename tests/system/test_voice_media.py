@@ -29,14 +29,14 @@ from loopback.openai_server import OpenAIServer
 from loopback.telegram_server import TOKEN, TelegramServer
 from loopback.twilio_server import ACCOUNT_SID, AUTH_TOKEN, MediaCDN, TwilioServer, sign
 from tests.helpers.channels import channel_services
-from tests.support import forged
+from tests.support import HANG_SECONDS, forged
 from tests.webhooks.telegram import updates
 from tests.webhooks.whatsapp.conftest import media_form, text_form
 
 pytestmark = pytest.mark.slow
 
 SECRET = "pam-voice-webhook-secret"
-WAIT = 60.0
+WAIT = HANG_SECONDS  # each wait ends on its event; the bound is a hang guard
 HEARD = "Ayer yo es muy cansado después del trabajo"
 
 

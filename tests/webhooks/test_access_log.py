@@ -13,7 +13,6 @@ import pytest
 import requests
 
 from loopback.harness import (
-    db_upgrade,
     free_port,
     gunicorn,
     processes,
@@ -21,6 +20,7 @@ from loopback.harness import (
     sqlite_url,
     wait_healthy,
 )
+from tests.support import migrate
 from webhooks.access_log import redact_path, redact_target, redact_text
 from webhooks.app import create_app
 from webhooks.settings import Settings
@@ -75,7 +75,7 @@ def test_gunicorn_logs_neither_tokens_nor_queries_and_says_its_channels_once(
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     env = service_env(sqlite_url(tmp_path), PAM_ADMIN_TOKEN=ADMIN_TOKEN)
-    db_upgrade(env, tmp_path)
+    migrate(env["DATABASE_URL"])
     with processes(tmp_path) as group:
         web = group.start("web", gunicorn(port, workers=2, threads=2), env)
         wait_healthy(base, group)

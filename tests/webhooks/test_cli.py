@@ -1,6 +1,8 @@
 """The `pam` command as an operator meets it in the first hour: every --help, `.env.example`
 copied to `.env`, a database nobody migrated, the channels `pam serve` reports, its --port,
-and what `pam telegram set-webhook` checks before it calls Telegram."""
+and what `pam telegram set-webhook` checks before it calls Telegram. The commands run in this
+process (tests/helpers/cli.py) but for the long-running ones' starts, which run the installed
+`pam` for real."""
 
 from __future__ import annotations
 
@@ -32,7 +34,8 @@ from loopback.openai_server import OpenAIServer
 from loopback.telegram_server import TOKEN, TelegramServer
 from memory.database import db
 from tests.conftest import PG_URL
-from webhooks import cli
+from tests.helpers.cli import run_pam
+from webhooks import cli, command_help
 from webhooks import settings as pam_settings
 from webhooks.services import webhook_url_problem
 
@@ -73,14 +76,6 @@ def commands(group: click.Group, path: tuple[str, ...] = ()) -> Iterator[list[st
             yield from commands(command, (*path, name))
 
 
-def pam(*args: str, cwd: Path, env: dict[str, str], stdin: bytes = b"") -> tuple[int, str, str]:
-    """Run `pam ARGS` to its end: exit status, stdout, stderr."""
-    done = subprocess.run(
-        [*PAM_CMD, *args], cwd=cwd, env=env, input=stdin, capture_output=True, timeout=TIMEOUT
-    )
-    return done.returncode, done.stdout.decode(), done.stderr.decode()
-
-
 # -- --help ----------------------------------------------------------------------------------
 
 
@@ -98,9 +93,11 @@ def test_every_subcommand_help_says_what_it_does_and_what_it_reads(path: list[st
 
 
 def test_the_help_names_every_setting_and_nothing_that_is_not_one() -> None:
-    listed = {name for names in cli.READS.values() for name in names}
+    listed = {name for names in command_help.READS.values() for name in names}
     assert listed - env_names() == set(), "a name in READS that no setting reads"
-    assert env_names() - listed == set(), "a setting no --help mentions: add it to webhooks/cli.py"
+    assert env_names() - listed == set(), (
+        "a setting no --help mentions: add it to webhooks/command_help.py"
+    )
 
 
 @pytest.mark.parametrize("command", ["chat", "worker", "serve", "telegram", "memory-jobs"])
@@ -113,14 +110,16 @@ def test_every_command_with_a_connection_pool_names_its_size(command: str) -> No
 def test_every_command_has_a_description_and_names_each_variable_it_reads() -> None:
     paths = list(commands(cli.cli))
     assert sorted(paths) == sorted(HELP_PATHS), "a command HELP_PATHS does not test"
-    assert {" ".join(path) for path in paths} == set(cli.READS) - {"web"}
+    assert {" ".join(path) for path in paths} == set(command_help.READS) - {"web"}
     for path in paths:
         text = help_text(path)
         description = text.partition("\n\n")[2].split("\n\n")[0]
         assert len(description) > 30, f"no description of what it does: {text}"
         assert "Example" in text, f"no example: {text}"
         words = {word.strip(",.") for word in text.split()}
-        assert set(cli.READS[" ".join(path)]) <= words, f"a variable it reads is not named: {text}"
+        assert set(command_help.READS[" ".join(path)]) <= words, (
+            f"a variable it reads is not named: {text}"
+        )
     for command in cli.cli.commands.values():
         assert command.short_help, f"pam --help lists {command.name} without a summary"
 
@@ -133,7 +132,7 @@ def test_serve_has_a_port_flag_beside_the_port_variable() -> None:
 
 
 def test_the_top_level_help_lists_the_commands_and_the_web_process(tmp_path: Path) -> None:
-    code, out, err = pam("--help", cwd=tmp_path, env=service_env("sqlite:///unused.db"))
+    code, out, err = run_pam("--help", cwd=tmp_path, env=service_env("sqlite:///unused.db"))
     assert code == 0, err
     for command in ("chat", "worker", "serve", "telegram", "memory-jobs", "db"):
         assert re.search(rf"^  {command} +\S", out, re.M), f"{command} has no summary: {out}"
@@ -161,7 +160,7 @@ def test_env_example_copied_to_dotenv_loads_for_every_command(
     env["OPENAI_BASE_URL"] = llm.base_url  # the one thing .env.example leaves to the operator
 
     def run(*args: str, stdin: bytes = b"") -> tuple[int, str, str]:
-        code, out, err = pam(*args, cwd=tmp_path, env=env, stdin=stdin)
+        code, out, err = run_pam(*args, cwd=tmp_path, env=env, stdin=stdin)
         assert "invalid configuration" not in err, err
         assert "Traceback" not in err, err
         return code, out, err
@@ -219,7 +218,6 @@ def older_schema(url: str) -> None:
         engine.dispose()
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("command", ["worker", "memory-jobs"])
 @pytest.mark.parametrize("state", ["no file", "empty file", "older schema"])
 def test_a_command_that_does_not_migrate_says_once_to_run_db_upgrade(
@@ -232,7 +230,7 @@ def test_a_command_that_does_not_migrate_says_once_to_run_db_upgrade(
         older_schema(f"sqlite:///{path}")
     env = service_env(f"sqlite:///{path}", OPENAI_BASE_URL="http://127.0.0.1:9/v1")
 
-    code, out, err = pam(command, cwd=tmp_path, env=env)
+    code, out, err = run_pam(command, cwd=tmp_path, env=env)
 
     assert code == 2, out + err
     assert "Traceback" not in out + err
@@ -241,7 +239,6 @@ def test_a_command_that_does_not_migrate_says_once_to_run_db_upgrade(
     assert path.exists() is (state != "no file"), "no empty SQLite file is made on the way"
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("command", [["worker"], ["memory-jobs"], ["db", "upgrade"], ["chat"]])
 def test_a_file_that_is_no_database_is_said_in_one_line_and_left_alone(
     tmp_path: Path, command: list[str]
@@ -250,7 +247,7 @@ def test_a_file_that_is_no_database_is_said_in_one_line_and_left_alone(
     path.write_text("not a database\n" * 100)
     env = service_env(f"sqlite:///{path}", OPENAI_BASE_URL="http://127.0.0.1:9/v1")
 
-    code, out, err = pam(*command, cwd=tmp_path, env=env)
+    code, out, err = run_pam(*command, cwd=tmp_path, env=env)
 
     assert code == 2, out + err
     assert "Traceback" not in out + err
@@ -258,13 +255,12 @@ def test_a_file_that_is_no_database_is_said_in_one_line_and_left_alone(
     assert path.read_text() == "not a database\n" * 100
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(not PG_URL, reason="PAM_TEST_DATABASE_URL is not set")
 def test_the_worker_on_an_empty_postgres_schema_says_to_run_db_upgrade(tmp_path: Path) -> None:
     assert PG_URL
     with postgres_schema(PG_URL) as url:
         env = service_env(url, OPENAI_BASE_URL="http://127.0.0.1:9/v1")
-        code, out, err = pam("worker", cwd=tmp_path, env=env)
+        code, out, err = run_pam("worker", cwd=tmp_path, env=env)
     assert code == 2, out + err
     assert "no tables yet" in err and (out + err).count("pam db upgrade") == 1
 
@@ -303,10 +299,9 @@ def test_serve_reports_its_channels_and_listens_on_the_port_flag(
     assert TOKEN not in log and "api-token" not in log
 
 
-@pytest.mark.slow
 def test_serve_refuses_a_port_that_is_no_port(tmp_path: Path) -> None:
     env = service_env(f"sqlite:///{tmp_path / 'pam.db'}", OPENAI_BASE_URL="http://127.0.0.1:9/v1")
-    code, _, err = pam("serve", "--port", "70000", cwd=tmp_path, env=env)
+    code, _, err = run_pam("serve", "--port", "70000", cwd=tmp_path, env=env)
     assert code == 2 and "--port 70000" in err and "Traceback" not in err
     assert not (tmp_path / "pam.db").exists()
 
@@ -360,13 +355,12 @@ def without(env: dict[str, str], *names: str) -> dict[str, str]:
     return {name: value for name, value in env.items() if name not in names}
 
 
-@pytest.mark.slow
 def test_set_webhook_refuses_an_http_url_before_calling_telegram(
     tmp_path: Path, bot_env: dict[str, str]
 ) -> None:
     # No TELEGRAM_API_URL: this would go to the real Telegram, were it not refused first.
     env = without(bot_env, "TELEGRAM_API_URL")
-    code, out, err = pam(
+    code, out, err = run_pam(
         "telegram", "set-webhook", "http://pam.example/telegram/webhook", cwd=tmp_path, env=env
     )
     assert code == 2, out + err
@@ -374,26 +368,24 @@ def test_set_webhook_refuses_an_http_url_before_calling_telegram(
     assert "Traceback" not in err
 
 
-@pytest.mark.slow
 def test_set_webhook_refuses_a_malformed_url_and_sends_nothing(
     tmp_path: Path, telegram_server: TelegramServer, bot_env: dict[str, str]
 ) -> None:
-    code, _, err = pam("telegram", "set-webhook", "pam.example/hook", cwd=tmp_path, env=bot_env)
+    code, _, err = run_pam("telegram", "set-webhook", "pam.example/hook", cwd=tmp_path, env=bot_env)
     assert code == 2 and "not a full URL" in err
     assert telegram_server.calls == []
 
 
-@pytest.mark.slow
 def test_set_webhook_names_only_what_is_missing(
     tmp_path: Path, telegram_server: TelegramServer, bot_env: dict[str, str]
 ) -> None:
     url = "https://pam.example/telegram/webhook"
     no_secret_env = without(bot_env, "TELEGRAM_WEBHOOK_SECRET")
 
-    _, _, no_secret = pam("telegram", "set-webhook", url, cwd=tmp_path, env=no_secret_env)
-    _, _, no_url = pam("telegram", "set-webhook", cwd=tmp_path, env=bot_env)
-    _, _, nothing = pam("telegram", "set-webhook", cwd=tmp_path, env=telegram_env(tmp_path))
-    _, _, polling = pam("telegram", cwd=tmp_path, env=telegram_env(tmp_path))
+    _, _, no_secret = run_pam("telegram", "set-webhook", url, cwd=tmp_path, env=no_secret_env)
+    _, _, no_url = run_pam("telegram", "set-webhook", cwd=tmp_path, env=bot_env)
+    _, _, nothing = run_pam("telegram", "set-webhook", cwd=tmp_path, env=telegram_env(tmp_path))
+    _, _, polling = run_pam("telegram", cwd=tmp_path, env=telegram_env(tmp_path))
 
     assert "TELEGRAM_WEBHOOK_SECRET" in no_secret
     assert "TELEGRAM_BOT_TOKEN" not in no_secret and "PAM_PUBLIC_URL" not in no_secret
@@ -406,11 +398,10 @@ def test_set_webhook_names_only_what_is_missing(
     assert telegram_server.calls == []
 
 
-@pytest.mark.slow
 def test_set_webhook_notes_a_path_that_is_not_pams_route(
     tmp_path: Path, telegram_server: TelegramServer, bot_env: dict[str, str]
 ) -> None:
-    code, out, err = pam(
+    code, out, err = run_pam(
         "telegram", "set-webhook", "https://pam.example/tg", cwd=tmp_path, env=bot_env
     )
     assert code == 0, err
@@ -421,11 +412,20 @@ def test_set_webhook_notes_a_path_that_is_not_pams_route(
 
 @pytest.mark.slow
 def test_serve_on_a_port_in_use_says_so_and_stops(tmp_path: Path, llm: OpenAIServer) -> None:
+    # A real process: `pam serve` gets as far as starting its worker before it cannot listen,
+    # and what it leaves for the interpreter's exit to close would outlive a test in-process.
     env = service_env(f"sqlite:///{tmp_path / 'pam.db'}", OPENAI_BASE_URL=llm.base_url)
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        code, _, err = pam("serve", "--port", str(port), cwd=tmp_path, env=env)
+        done = subprocess.run(
+            [*PAM_CMD, "serve", "--port", str(port)],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            timeout=TIMEOUT,
+        )
+    code, err = done.returncode, done.stderr.decode()
     assert code == 2, err
     assert f"cannot listen on 127.0.0.1:{port}" in err and "Traceback" not in err

@@ -14,7 +14,6 @@ import pytest
 
 from loopback.harness import (
     PAM_CMD,
-    db_upgrade,
     free_port,
     gunicorn,
     processes,
@@ -24,6 +23,7 @@ from loopback.harness import (
 )
 from loopback.openai_server import OpenAIServer
 from loopback.twilio_server import ACCOUNT_SID, AUTH_TOKEN, NUMBER
+from tests.support import migrate
 from tests.webhooks.whatsapp.conftest import new_wa_id, sign, text_form
 from webhooks.settings import Settings
 
@@ -80,7 +80,7 @@ def start(server: str, tmp_path: Path, llm: OpenAIServer, **knobs: str) -> Itera
     )
     port = free_port()
     if server == "gunicorn":
-        db_upgrade(env, tmp_path)
+        migrate(env["DATABASE_URL"])
         argv = gunicorn(port, workers=1, threads=2)
     else:
         argv = [*PAM_CMD, "serve", "--host", "127.0.0.1", "--port", str(port)]

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +25,12 @@ from memory.database import db
 from memory.database.claims import DONE
 from memory.database.models_queue import InboxItem
 from memory.queue.inbox import Inbox
-from tests.support import WAIT, wait_until
+from tests.helpers.cli import run_pam
+from tests.support import HANG_SECONDS, WAIT, wait_until
 from tests.webhooks.telegram import updates as u
 from webhooks.telegram.client import COMMANDS, UPDATE_TYPES, TelegramClient, WebhookIsSet
 from webhooks.telegram.poll import poll
 
-CLI_TIMEOUT = 60.0
 SECRET = "pam-poll_Secret-31d7"
 CONFLICT = (
     "Conflict: can't use getUpdates method while webhook is active; "
@@ -260,7 +261,7 @@ def test_a_transient_failure_is_retried(
 
 @pytest.fixture
 def cli_env(tmp_path: Path, telegram_server: TelegramServer, llm: OpenAIServer) -> dict[str, str]:
-    """The environment of a `pam telegram` subprocess: Telegram at the fake server, the LLM at
+    """The environment of a `pam telegram` command: Telegram at the fake server, the LLM at
     the local OpenAI-compatible server, a fresh SQLite file."""
     return {
         **os.environ,  # clean_environ removed the developer's own configuration
@@ -276,27 +277,29 @@ def cli_env(tmp_path: Path, telegram_server: TelegramServer, llm: OpenAIServer) 
 
 
 def folder_of(env: dict[str, str]) -> Path:
-    """Where a `pam` subprocess runs: the test's own folder (a `.env` in the repository, a
+    """Where a `pam` command runs: the test's own folder (a `.env` in the repository, a
     developer's own, must not reach the tests), the one its SQLite file is in."""
     return Path(env["DATABASE_URL"].removeprefix("sqlite:///")).parent
 
 
-def pam(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "webhooks.cli", *args],
-        cwd=folder_of(env),
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=CLI_TIMEOUT,
-    )
+@dataclass(frozen=True)
+class Done:
+    """How a `pam` command ended."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def pam(*args: str, env: dict[str, str]) -> Done:
+    """`pam ARGS` run to its end in this process (tests/helpers/cli.py), in its folder."""
+    return Done(*run_pam(*args, cwd=folder_of(env), env=env))
 
 
 def without(env: dict[str, str], *names: str) -> dict[str, str]:
     return {k: v for k, v in env.items() if k not in names}
 
 
-@pytest.mark.slow
 def test_set_webhook_registers_url_secret_update_types_and_commands(
     cli_env: dict[str, str], telegram_server: TelegramServer
 ) -> None:
@@ -327,7 +330,6 @@ def test_set_webhook_registers_url_secret_update_types_and_commands(
     assert SECRET not in done.stdout + done.stderr  # never logged
 
 
-@pytest.mark.slow
 def test_set_webhook_without_a_url_or_public_url_explains_what_is_missing(
     cli_env: dict[str, str], telegram_server: TelegramServer
 ) -> None:
@@ -339,7 +341,6 @@ def test_set_webhook_without_a_url_or_public_url_explains_what_is_missing(
     assert telegram_server.of("setWebhook") == []
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("public_url", ["https://pam.example", "https://pam.example/"])
 def test_set_webhook_defaults_to_the_public_url(
     cli_env: dict[str, str], telegram_server: TelegramServer, public_url: str
@@ -351,7 +352,6 @@ def test_set_webhook_defaults_to_the_public_url(
     assert hook.params["url"] == "https://pam.example/telegram/webhook"
 
 
-@pytest.mark.slow
 def test_delete_webhook(cli_env: dict[str, str], telegram_server: TelegramServer) -> None:
     done = pam("telegram", "delete-webhook", env=cli_env)
 
@@ -359,7 +359,6 @@ def test_delete_webhook(cli_env: dict[str, str], telegram_server: TelegramServer
     assert len(telegram_server.of("deleteWebhook")) == 1
 
 
-@pytest.mark.slow
 def test_polling_while_a_webhook_is_set_exits_2_pointing_at_delete_webhook(
     cli_env: dict[str, str], telegram_server: TelegramServer
 ) -> None:
@@ -372,7 +371,6 @@ def test_polling_while_a_webhook_is_set_exits_2_pointing_at_delete_webhook(
     assert "Traceback" not in done.stderr
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(
     "args",
     [
@@ -428,9 +426,9 @@ def test_polling_end_to_end_answers_each_message_once_in_order(
                     raise AssertionError(f"pam telegram exited early:\n{log.read_text()}")
                 return any(s.startswith(voice_answer) for s in telegram_server.sent_texts(chat))
 
-            wait_until(answered, "the replies to reach the fake Telegram", timeout=45)
+            wait_until(answered, "the replies to reach the fake Telegram", timeout=HANG_SECONDS)
             process.send_signal(signal.SIGTERM)
-            code = process.wait(timeout=CLI_TIMEOUT)
+            code = process.wait(timeout=HANG_SECONDS)
         finally:
             if process.poll() is None:
                 process.kill()
