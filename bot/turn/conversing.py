@@ -171,9 +171,11 @@ class Conversing:
         may fix) is worth trying again later when the caller can; an unusable answer is not
         asked for again (each costs a billed call); a refusal gets a friendly word."""
         problem = exc.advice
-        # Billed calls came back unusable before the failure: a new try would spend a new
-        # budget of them on the same message, so the message ends here.
-        retryable = isinstance(exc, Misconfigured | Outage) and not exc.billed
+        # An outage is the server failing, even after unusable answers it billed (a body cut
+        # off, then a timeout): the message is tried again, at most LLM_TURN_ATTEMPTS times
+        # in all, and only while the server keeps failing. A misconfiguration after billed
+        # answers is not: until an operator fixes it, each try would bill them again.
+        retryable = isinstance(exc, Outage) or (isinstance(exc, Misconfigured) and not exc.billed)
         if can_retry and retryable:
             wait = exc.retry_after if isinstance(exc, Outage) else None
             raise ModelUnavailable(str(exc), wait) from exc

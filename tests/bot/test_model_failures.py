@@ -120,6 +120,25 @@ def test_a_misconfiguration_after_unusable_answers_is_not_tried_again(
     assert usage_of(pam, user) == {"reply": (2, 1800, 75)}
 
 
+def test_an_outage_after_unusable_answers_is_tried_again_with_their_calls_billed(
+    pam: Pam, fake_model: FakeChatModel
+) -> None:
+    # A body cut off mid-answer (billed), then a timeout: the server failed, not the model;
+    # the message gets another try (the fault run's one apology in three runs), and what
+    # was billed is on record however the message ends.
+    user = spanish_learner(pam)
+    fake_model.queue("reply", Outage("timed out", billed=BILLED))
+
+    with pytest.raises(ModelUnavailable):
+        pam.tutor.answer(TurnRequest(user, "Hola", inbox_id=7006, can_retry=True))
+    assert usage_of(pam, user) == {"reply": (2, 1800, 75)}
+
+    fake_model.queue("reply", Outage("timed out", billed=BILLED))
+    last = pam.tutor.answer(TurnRequest(user, "Hola", inbox_id=7006, can_retry=False))
+    assert last.replies == [phrases.APOLOGIES["Spanish"]]
+    assert usage_of(pam, user) == {"reply": (4, 3600, 150)}
+
+
 def test_calls_billed_before_a_usable_answer_are_recorded_with_it(
     pam: Pam, fake_model: FakeChatModel
 ) -> None:
