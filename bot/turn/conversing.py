@@ -171,9 +171,10 @@ class Conversing:
         may fix) is worth trying again later when the caller can; an unusable answer is not
         asked for again (each costs a billed call); a refusal gets a friendly word."""
         problem = exc.advice
-        # An outage is the server failing, even after unusable answers it billed (a body cut
-        # off, then a timeout): the message is tried again, at most LLM_TURN_ATTEMPTS times
-        # in all, and only while the server keeps failing. A misconfiguration after billed
+        # An Outage is what the adapter (bot/llm/failures.py) makes of a call the server may
+        # still be working on, even after unusable answers it billed (a body cut off, then a
+        # timeout); any other failure after billed answers it makes Unusable. An Outage is
+        # tried again, at most LLM_TURN_ATTEMPTS times in all; a misconfiguration after billed
         # answers is not: until an operator fixes it, each try would bill them again.
         retryable = isinstance(exc, Outage) or (isinstance(exc, Misconfigured) and not exc.billed)
         if can_retry and retryable:

@@ -123,8 +123,8 @@ def test_a_misconfiguration_after_unusable_answers_is_not_tried_again(
 def test_an_outage_after_unusable_answers_is_tried_again_with_their_calls_billed(
     pam: Pam, fake_model: FakeChatModel
 ) -> None:
-    # A body cut off mid-answer (billed), then a timeout: the server failed, not the model;
-    # the message gets another try (the fault run's one apology in three runs), and what
+    # A body cut off mid-answer (billed), then a timeout (the adapter keeps that an Outage):
+    # the message gets another try (the fault run's apology, once in each of three runs), and what
     # was billed is on record however the message ends.
     user = spanish_learner(pam)
     fake_model.queue("reply", Outage("timed out", billed=BILLED))
