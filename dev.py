@@ -11,6 +11,8 @@
                                         needs `--setup` once)
     python3 dev.py docs [serve|build]   the docs site (docs/, mkdocs.yml): serve it at
                                         http://127.0.0.1:8000, or build it into site/
+    python3 dev.py i18n                 bring Pam's message catalogs (bot/i18n/locales/) in line
+                                        with the code: new texts added for translators
     python3 dev.py lock [--upgrade]     update uv.lock to pyproject.toml (--upgrade: every
                                         pin to its newest allowed version)
     python3 dev.py <pam arguments>      any other `pam` command, e.g. `db upgrade`
@@ -173,10 +175,14 @@ def main(argv: list[str]) -> int:
             return 2
         command = [str(PYTHON), "-m", "mkdocs", *argv[1:]]
         env["NO_MKDOCS_2_WARNING"] = "1"
+    elif argv[0] == "i18n":
+        update = "from bot.i18n.catalogs import update_catalogs; from bot.i18n import LOCALES; "
+        update += "print(*update_catalogs(LOCALES), sep='\\n')"
+        command = [str(PYTHON), "-c", update]
     else:
         command = [str(BIN / "pam"), *argv]
     try:
-        in_repo = argv[0] in {"test", "bench", "docs"}
+        in_repo = argv[0] in {"test", "bench", "docs", "i18n"}
         return subprocess.call(command, cwd=ROOT if in_repo else None, env=env)
     except KeyboardInterrupt:
         return 130

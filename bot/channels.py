@@ -11,6 +11,17 @@ from typing import Protocol, runtime_checkable
 from memory.messages import Sent, VoiceNote
 
 
+@dataclass(frozen=True)
+class Button:
+    """A button under one of Pam's texts: its `label`, in the learner's language, and the
+    `command` a tap says for the learner ("/translate 41", "/forget yes 7f3a"). A tap is never
+    trusted: it is answered as that command typed by the learner who tapped, so the command
+    looks up whatever it names within that learner's own data."""
+
+    label: str
+    command: str
+
+
 class TransientSendError(Exception):
     """Delivery failed but may succeed later (timeouts, 5xx, rate limits)."""
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from bot import phrases
-from bot.channels import GroupChats
+from bot.channels import Button, GroupChats
 from bot.languages import (
     LEVELS,
     explanation_language,
@@ -46,10 +46,12 @@ PRIVATE = ("profile", "review", "progress")
 @dataclass(frozen=True)
 class CommandAnswer:
     """A command's answer that carries more than text: a /progress chart (stored, by id)
-    sent with the text as its caption. A plain str answers every other command."""
+    sent with the text as its caption, buttons under it (a /forget's confirmation). A plain
+    str answers every other command."""
 
     text: str
     chart_id: int | None = None
+    buttons: tuple[Button, ...] = ()  # under the text, where the channel can show them
 
 
 Handler = Callable[[LearnerInfo, Command], "str | CommandAnswer"]

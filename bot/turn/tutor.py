@@ -115,7 +115,12 @@ class Tutor:
             except LearnerGone:
                 return Turn([phrases.FORGOTTEN], learner.id)
             if isinstance(answered, CommandAnswer):
-                return Turn([answered.text], learner.id, chart_id=answered.chart_id)
+                return Turn(
+                    [answered.text],
+                    learner.id,
+                    chart_id=answered.chart_id,
+                    buttons=answered.buttons,
+                )
             return Turn([answered], learner.id)
         if len(text) > MAX_MESSAGE_CHARS:
             return Turn([phrases.TOO_LONG.format(limit=MAX_MESSAGE_CHARS)], learner.id)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from bot.channels import GroupChats, VoiceFetcher
+from bot.channels import Button, GroupChats, VoiceFetcher
 from bot.review.reviewing import NO_REVIEW, Grading, ReviewUse
 from bot.turn.recall import NO_RECALL, RecallUse
 from memory.database.records import LearnerInfo, ReplyRecord
@@ -87,6 +87,9 @@ class Turn:
     # The words of the reply's spoken copy (/voice on): queued after its text as a part to
     # speak, made and sent by a speech lane once the text went out (bot/voice/speaking.py).
     speech: str | None = None
+    # Buttons under the last reply text (Translate, Explain, ...; a /forget's confirmation):
+    # channels that can show them do, and a tap comes back as the button's command.
+    buttons: tuple[Button, ...] = ()
 
 
 class ModelUnavailable(Exception):

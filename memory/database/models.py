@@ -81,6 +81,16 @@ class Learner(Base):
     level: Mapped[str | None] = mapped_column(String(2))
     # /voice on: Pam's replies come as speech too (the chat part; corrections stay text).
     voice_replies: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # The native language Pam guessed before the learner said one (an English name, as
+    # native_language): from Telegram's language_code or a WhatsApp number's country. Pam's
+    # own words are in native_language, else in this, else in English (bot/i18n).
+    native_guess: Mapped[str | None] = mapped_column(String(60))
+    # /corrections few|normal|all: how many of the learner's mistakes a reply points out.
+    corrections: Mapped[str] = mapped_column(String(10), default="normal", server_default="normal")
+    # /forget asked and not yet confirmed: the code a confirmation must carry, and when it
+    # was asked (an unconfirmed request expires).
+    forget_code: Mapped[str | None] = mapped_column(String(32))
+    forget_asked_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     # When Pam last said that a limit stopped the learner's turn ("slow down"): said once a
     # minute at most, not once per message of a burst (bot/turn/limits.py).

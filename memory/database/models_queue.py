@@ -69,6 +69,9 @@ class InboxItem(QueueItem, Base):
     kind: Mapped[str] = mapped_column(String(20), default="text", server_default="text")
     # A voice note: where its audio is (memory.messages.VoiceNote as JSON), until answered.
     voice: Mapped[str | None] = mapped_column(Text)
+    # The language the sender's app is set to, as the platform tells it (Telegram's
+    # language_code, e.g. "de" or "pt-br"): Pam's guess at their native language.
+    language_hint: Mapped[str | None] = mapped_column(String(35))
     received_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
@@ -99,6 +102,9 @@ class OutboxItem(QueueItem, Base):
     # `voice_id` after the reply's text went out. Until it is spoken it holds no newer reply
     # to the address back, and delivery passes it over.
     speak: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # Buttons under the text, as JSON: [[label, command], ...] (bot/channels.py Button); a
+    # tap comes back as the command, said by the learner.
+    buttons: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     platform_message_id: Mapped[str | None] = mapped_column(String(100))

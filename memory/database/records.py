@@ -50,6 +50,8 @@ class LearnerInfo:
     native_language: str | None
     level: str | None
     voice_replies: bool = False
+    native_guess: str | None = None  # the native language guessed before they said one
+    corrections: str = "normal"  # /corrections few|normal|all
 
 
 @dataclass(frozen=True)

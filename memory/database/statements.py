@@ -51,6 +51,8 @@ LEARNER_COLUMNS = (
     Learner.native_language,
     Learner.level,
     Learner.voice_replies,
+    Learner.native_guess,
+    Learner.corrections,
 )
 MESSAGE_COLUMNS = (
     Message.id,

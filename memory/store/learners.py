@@ -28,6 +28,8 @@ def _learner_info(row: Learner) -> LearnerInfo:
         native_language=row.native_language,
         level=row.level,
         voice_replies=bool(row.voice_replies),
+        native_guess=row.native_guess,
+        corrections=row.corrections,
     )
 
 
@@ -89,8 +91,16 @@ class Learners(Tables):
 
     def update_settings(self, learner_id: int, **values: str | bool | None) -> LearnerInfo:
         """Set some of `target_language`, `native_language`, `level`, `display_name`,
-        `voice_replies`."""
-        allowed = {"target_language", "native_language", "level", "display_name", "voice_replies"}
+        `voice_replies`, `native_guess`, `corrections`."""
+        allowed = {
+            "target_language",
+            "native_language",
+            "level",
+            "display_name",
+            "voice_replies",
+            "native_guess",
+            "corrections",
+        }
         if not set(values) <= allowed:
             raise ValueError(f"unknown learner settings: {sorted(set(values) - allowed)}")
         with self.sessions.begin() as session:
