@@ -6,7 +6,7 @@ with Babel), and dates, numbers and lists are formatted by the locale's CLDR rul
 
 A module that speaks asks for its words once per learner and calls them:
 
-    say = words_for(learner.native_language or learner.native_guess, "review")
+    say = words_for(native_of(learner), "review")
     say("Fill the gap:")
     say.plural("{count} mistake to practise", "{count} mistakes to practise", 3)
     say.date(when)
@@ -22,6 +22,6 @@ du, ты, tú), as a friend does."""
 
 from __future__ import annotations
 
-from bot.i18n.words import LOCALES, N_, Words, locale_of, words_for
+from bot.i18n.words import LOCALES, N_, Words, locale_of, native_of, words_for
 
-__all__ = ["LOCALES", "N_", "Words", "locale_of", "words_for"]
+__all__ = ["LOCALES", "N_", "Words", "locale_of", "native_of", "words_for"]

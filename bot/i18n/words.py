@@ -13,6 +13,7 @@ from babel.numbers import format_decimal, format_percent
 from babel.support import NullTranslations
 
 from bot.i18n.catalogs import translations
+from memory.database.records import LearnerInfo
 from memory.language_names import language_of
 
 # The languages Pam speaks her own words in (Babel locale identifiers), besides English, the
@@ -108,6 +109,12 @@ class Words:
 @cache
 def _words(locale: str, domain: str) -> Words:
     return Words(locale, domain)
+
+
+def native_of(learner: LearnerInfo | None) -> str | None:
+    """The language Pam's own words are in for `learner`: the native language they set,
+    else the one Pam guessed from their app or number (None: English)."""
+    return (learner.native_language or learner.native_guess) if learner else None
 
 
 def words_for(language: str | None, domain: str) -> Words:
