@@ -8,6 +8,7 @@ import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from sqlalchemy import Engine, delete
@@ -29,7 +30,11 @@ from webhooks.wiring import build
 SHARED_TIKTOKEN = ROOT.parent / "shared" / "tiktoken-cache"
 PG_URL = os.environ.get("PAM_TEST_DATABASE_URL")
 # DYNO and FLY_APP_NAME: on Heroku and Fly, Pam trusts one proxy's X-Forwarded-* headers.
-ENV_PREFIXES = ("PAM_", "OPENAI_", "DATABASE_URL", "TELEGRAM_", "TWILIO_", "DYNO", "FLY_APP_NAME")
+# PROMETHEUS_MULTIPROC_DIR: prometheus_client's multiprocess mode (webhooks/multiprocess.py).
+ENV_PREFIXES = (
+    *("PAM_", "OPENAI_", "DATABASE_URL", "TELEGRAM_", "TWILIO_", "DYNO", "FLY_APP_NAME"),
+    "PROMETHEUS_MULTIPROC_DIR",
+)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -39,11 +44,15 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture(autouse=True)
-def clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No test sees the developer's own Pam, OpenAI or platform configuration."""
+def clean_environ(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No test sees the developer's own Pam, OpenAI or platform configuration, and whatever a
+    test (or the code it runs: gunicorn's hooks name a metrics directory) writes into the
+    environment is undone after it, so no later test's subprocess inherits it."""
     for name in list(os.environ):
         if name.startswith(ENV_PREFIXES) and name != "PAM_TEST_DATABASE_URL":
             monkeypatch.delenv(name)
+    with mock.patch.dict(os.environ):
+        yield
 
 
 BACKENDS = ["sqlite"] + (["postgres"] if PG_URL else [])

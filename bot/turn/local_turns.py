@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from bot.turn.after_send import AfterSending
+from bot.turn.commands import parse_command
 from bot.turn.storing import store_turn
 from bot.turn.tutor import Tutor
 from bot.turn.values import Turn, TurnRequest
@@ -15,6 +16,10 @@ from bot.voice.speaking import Spoken
 from memory.database.records import LearnerGone
 from memory.store.learners import Learners
 from memory.turns import TurnWriter
+
+# /profile shows what Pam learned: here, where the memory jobs run in this process, it first
+# waits (this long at most) for the learning its earlier turns started, so that it shows it.
+LEARNING_WAIT_SECONDS = 60.0
 
 
 class LocalTurns:
@@ -37,6 +42,9 @@ class LocalTurns:
     def reply(self, request: TurnRequest) -> Turn:
         """The tutor's answer to `request`, its reply stored; the turn as stored, its
         after-send work not done yet (`after_send`, once the reply is shown)."""
+        command = parse_command(request.text)
+        if command is not None and command.name == "profile":
+            self.after_sending.runner.wait_idle(LEARNING_WAIT_SECONDS)
         turn = self.tutor.answer(request)
         if turn.reply is None:
             return turn

@@ -13,7 +13,9 @@ from webhooks import gunicorn_config, multiprocess
 
 
 def test_each_start_gets_a_fresh_directory(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(multiprocess.VARIABLE, raising=False)
+    # Set, then unset: monkeypatch restores the variable as it was before (not the directory
+    # `prepare` names in it, removed below), so no later test's subprocess inherits it.
+    monkeypatch.setenv(multiprocess.VARIABLE, "")
     first = multiprocess.prepare()
     (first / "counter_123.db").write_bytes(b"old counts")
     monkeypatch.delenv(multiprocess.VARIABLE)
