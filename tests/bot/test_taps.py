@@ -19,13 +19,17 @@ from bot.turn.taps import read_answer, read_tap
 from bot.turn.values import ModelUnavailable, Turn, TurnRequest
 from bot.voice.speaking import SLOWER
 from bot.worker.runtime import Pam
+from bot.worker.worker import Worker
 from memory.database.records import LearnerInfo
 from memory.llm import Outage, Refused
+from memory.messages import Inbound
+from tests.bot.test_spoken_replies import OrderedChannel, ScriptedSpeaker
 from tests.bot.test_voice_turn import FakeSpeaker, FakeTranscriber, voice_pam
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel, reply_json
 from tests.support import handle
 from webhooks.settings import Settings
+from webhooks.wiring import build
 
 GERMAN = words_for("German", "taps")
 JAPANESE = words_for("Japanese", "taps")
@@ -309,3 +313,42 @@ def test_the_tap_prompts_keep_the_data_in_the_user_message() -> None:
 def test_a_button_command_reads_back_as_its_reply(answers: int, slower: bool) -> None:
     args = [str(answers), "slower"] if slower else [str(answers)]
     assert read_tap(args) == taps.Tap(answers, slower=slower)
+
+
+def test_taps_through_the_inbox_are_deduplicated_and_say_it_speaks_with_voice_off(
+    settings: Settings, engine: Engine, fake_model: FakeChatModel
+) -> None:
+    """The worker's path: a tap is an inbox message like any other (a platform's retry of it
+    is not answered twice), and the spoken copy /say queues is spoken by a speech lane even
+    though the learner's replies are not (/voice off), after its text."""
+    log: list[tuple[str, str]] = []
+    pam = build(
+        settings,
+        model=fake_model,
+        submit=lambda work: work(),
+        engine=engine,
+        transcriber=FakeTranscriber(),
+        speaker=ScriptedSpeaker(log),
+    )
+    worker = Worker(pam, {"test": OrderedChannel(log=log)})
+    lena = learner(pam)
+    user = lena.external_id
+
+    def tap(pid: str, text: str) -> bool:
+        return worker.inbox.accept(Inbound("test", pid, user, user, text))
+
+    fake_model.queue("reply", reply_json(REPLY))
+    fake_model.queue("translate", TRANSLATION)
+    assert tap("m1", "Hola, soy Lena")
+    assert tap("m2", "/translate") and not tap("m2", "/translate")
+    assert tap("m3", "/say")
+    worker.drain()
+
+    assert log == [
+        ("text", REPLY),
+        ("text", TRANSLATION),
+        ("text", GERMAN(taps.SPOKEN)),
+        ("speak", REPLY),
+        ("voice", user),
+    ]
+    assert len(fake_model.of("translate")) == 1
