@@ -44,7 +44,7 @@ SLOW_WORDS = ("slow", "slower", "slowly")  # `/say 41 slower`: the 🐢 button's
 # anyway), and what Pam shows of its answer, at most: the model's text is untrusted.
 SOURCE_CHARS = 2000
 ANSWER_CHARS = 2500
-EXPLAIN_WORDS = 150  # per correction, in the prompt's word limit
+EXPLAIN_WORDS = 60  # per correction, in the prompt's word limit: two lines and an example
 MAX_REFERENCE = 2**63 - 1  # a message id: larger is no id of Pam's
 
 TRANSLATE_LABEL = N_("Translate")
@@ -198,12 +198,9 @@ class Taps:
     ) -> Turn:
         """The model's answer to the `purpose` prompt with `values`, in one call, its usage
         recorded; the limits checked first (a tap costs tokens like a message)."""
-        limit = self.limits.passed_before(learner.id)
-        if limit is not None:
-            log.info("tap limited learner=%s limit=%s", learner.id, limit)
-            metrics.BUDGET_REFUSALS.labels(limit).inc()
-            said = self.limits.say(limit, learner.id, learner.target_language)
-            return Turn([said] if said else [], learner.id)
+        limited = self._limited(learner)
+        if limited is not None:
+            return limited
         try:
             completion: Completion = self.model.complete(
                 prompts.render(purpose, **values),  # type: ignore[arg-type]
@@ -230,6 +227,17 @@ class Taps:
         shown = read_answer(completion.text)
         return Turn([f"{shown}…" if completion.truncated else shown], learner.id)
 
+    def _limited(self, learner: LearnerInfo) -> Turn | None:
+        """What Pam says instead when a limit stops the tap (as it would a message: a tap
+        costs tokens too), None when none does."""
+        limit = self.limits.passed_before(learner.id)
+        if limit is None:
+            return None
+        log.info("tap limited learner=%s limit=%s", learner.id, limit)
+        metrics.BUDGET_REFUSALS.labels(limit).inc()
+        said = self.limits.say(limit, learner.id, learner.target_language)
+        return Turn([said] if said else [], learner.id)
+
     def _say(
         self, learner: LearnerInfo, reply: PamReply, tap: Tap, request: TurnRequest, say: Words
     ) -> Turn:
@@ -240,10 +248,9 @@ class Taps:
         words = self.speaking.words(chat_part(reply.content))
         if words is None:
             return Turn([say(NOT_FOUND)], learner.id)
-        limit = self.limits.passed_before(learner.id)
-        if limit is not None:
-            said = self.limits.say(limit, learner.id, learner.target_language)
-            return Turn([said] if said else [], learner.id)
+        limited = self._limited(learner)
+        if limited is not None:
+            return limited
         if tap.slower:
             return Turn([say(SPOKEN_SLOWER)], learner.id, speech=asked_for(words, SLOWER))
         slower = Button(say(SLOWER_LABEL), f"/{SAY} {reply.answers} slower")

@@ -35,15 +35,17 @@ CORRECTION = {
     "category": "conjugation",
 }
 TRANSLATION = "Hallo, Lena! Woher kommst du?"
+THOUGHT = "The learner speaks German; keep it informal."
 EXPLAINED = "✏️ yo es → yo soy: Mit „yo“ heißt „ser“ „soy“. Beispiel: Yo soy de Berlín."
 GERMAN = words_for("German", "taps")
 
 
 def answer(task: str, body: dict[str, Any], count: int) -> str:
-    """A reply that corrects "yo es"; a translation and an explanation in German, as a model
-    asked for German gives them (the test checks the request asked for German)."""
-    if task == "translate":
-        return TRANSLATION
+    """A reply that corrects "yo es"; a translation (after the model's thinking) and an
+    explanation in German, as a model asked for German gives them (the test checks that the
+    request asked for German)."""
+    if task == "translate":  # as Qwen3 answers: its thinking first, in the content
+        return f"<think>{THOUGHT}</think>\n{TRANSLATION}"
     if task == "explain":
         return EXPLAINED
     if task == "reply":
@@ -85,6 +87,7 @@ def test_translate_explain_and_say_in_the_native_language(
     out = chat([*lines, "/say slower"], tmp_path, server)
 
     assert TRANSLATION in out and EXPLAINED in out
+    assert THOUGHT not in out  # the model's thinking is never shown
     assert GERMAN(taps.SPOKEN) in out and GERMAN(taps.SPOKEN_SLOWER) in out
     ((translate,), (explain,)) = server.of("translate"), server.of("explain")
     assert "German" in translate["messages"][0]["content"]
