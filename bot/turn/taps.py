@@ -241,8 +241,9 @@ class Taps:
     def _say(
         self, learner: LearnerInfo, reply: PamReply, tap: Tap, request: TurnRequest, say: Words
     ) -> Turn:
-        """The reply spoken, after a line that says so, by the speech lanes (slower when asked
-        again with the 🐢 button); no chat-model call. The speech's usage is the lane's."""
+        """The reply spoken, after a line that says so, by the speech lanes; no chat-model
+        call (the speech's usage is the lane's). Slower when it is heard again: asked for with
+        the 🐢 button, or with /voice on, where every reply was spoken once already."""
         if not self.speaking.enabled or not request.can_speak:
             return Turn([say(NO_VOICE)], learner.id)
         words = self.speaking.words(chat_part(reply.content))
@@ -251,7 +252,7 @@ class Taps:
         limited = self._limited(learner)
         if limited is not None:
             return limited
-        if tap.slower:
+        if tap.slower or learner.voice_replies:
             return Turn([say(SPOKEN_SLOWER)], learner.id, speech=asked_for(words, SLOWER))
         slower = Button(say(SLOWER_LABEL), f"/{SAY} {reply.answers} slower")
         return Turn([say(SPOKEN)], learner.id, speech=asked_for(words), buttons=(slower,))

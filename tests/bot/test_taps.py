@@ -290,6 +290,18 @@ def test_say_speaks_the_reply_and_slower_when_asked_again(
     assert len(fake_model.calls) == calls  # no chat-model call
 
 
+def test_with_voice_replies_on_say_is_hearing_it_again_so_slower(
+    pam: Pam, fake_model: FakeChatModel, speaker: FakeSpeaker
+) -> None:
+    lena = learner(pam, voice_replies=True)
+    chatted(pam, fake_model, lena)
+    turns = pam.local_turns()
+    said = turns.reply(TurnRequest(lena.external_id, "/say", can_speak=True))
+    assert said.replies == [GERMAN(taps.SPOKEN_SLOWER)] and not said.buttons
+    turns.speak(said)
+    assert speaker.speeds == [SLOWER]
+
+
 def test_say_with_voice_off_by_the_operator_is_a_kind_note(
     pam_with: Callable[..., Pam], fake_model: FakeChatModel, speaker: FakeSpeaker
 ) -> None:
