@@ -105,9 +105,11 @@ def read_tap(args: list[str]) -> Tap:
     rest = [w for w in words if w not in SLOW_WORDS]
     if not rest:
         return Tap(None, slower=slower)
-    if len(rest) > 1 or not rest[0].isdigit() or not 0 < int(rest[0]) <= MAX_REFERENCE:
+    # ASCII digits only: "²" is a digit to str.isdigit, and no number to int().
+    number = rest[0] if len(rest) == 1 and rest[0].isascii() and rest[0].isdigit() else ""
+    if not number or not 0 < int(number) <= MAX_REFERENCE:
         return Tap(None, unknown=True)
-    return Tap(int(rest[0]), slower=slower)
+    return Tap(int(number), slower=slower)
 
 
 def _answer_problem(text: str) -> str | None:

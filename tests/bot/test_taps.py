@@ -125,7 +125,7 @@ def test_another_learners_reply_is_not_found(pam: Pam, fake_model: FakeChatModel
         said = handle(pam, kenji.external_id, f"/{name} {tap.split()[1]}")
         assert said == [JAPANESE(taps.NOT_FOUND)]
     # Nor anything Pam cannot have written: no id, a negative one, words.
-    for args in ("0", "-3", "abc", "1 2", "99999999999999999999999"):
+    for args in ("0", "-3", "abc", "1 2", "99999999999999999999999", "²", "4²"):
         assert handle(pam, lena.external_id, f"/translate {args}") == [GERMAN(taps.NOT_FOUND)]
     assert len(fake_model.calls) == calls
 
@@ -364,3 +364,9 @@ def test_taps_through_the_inbox_are_deduplicated_and_say_it_speaks_with_voice_of
         ("voice", user),
     ]
     assert len(fake_model.of("translate")) == 1
+
+
+@given(st.lists(st.text(max_size=30), max_size=4))
+def test_any_typed_arguments_read_as_a_reply_or_none(args: list[str]) -> None:
+    tap = read_tap(args)
+    assert tap.answering is None or 0 < tap.answering <= taps.MAX_REFERENCE
