@@ -208,10 +208,10 @@ class TimedSpeaker:
         self.inner = inner
         self.watch = watch
 
-    def speak(self, text: str, *, language: str | None) -> Speech:
+    def speak(self, text: str, *, language: str | None, speed: float = 1.0) -> Speech:
         """The inner speech, timed."""
         with self.watch.timing("speech"):
-            return self.inner.speak(text, language=language)
+            return self.inner.speak(text, language=language, speed=speed)
 
 
 # -- counting at the fakes and in the database -----------------------------------------------

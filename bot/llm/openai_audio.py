@@ -106,19 +106,25 @@ class OpenAISpeaker:
         self.voice = voice
         self.errors = _Errors(client, "speech", "/audio/speech", model)
 
-    def speak(self, text: str, *, language: str | None) -> Speech:
+    def speak(self, text: str, *, language: str | None, speed: float = 1.0) -> Speech:
         """`text` spoken as OGG/Opus; see Speaker. `language` is not sent: OpenAI's speech has
         no such parameter (the voice speaks the text's language), and a plain request is what
-        local servers take."""
+        local servers take. `speed` (OpenAI's 0.25–4.0) is sent only when it is not the
+        voice's own pace, for the same reason."""
+        paced = {"speed": min(4.0, max(0.25, speed))} if speed != 1.0 else {}
         try:
             response = self.client.audio.speech.create(
-                model=self.model, voice=self.voice, input=text, response_format="opus"
+                model=self.model,
+                voice=self.voice,
+                input=text,
+                response_format="opus",
+                **paced,  # type: ignore[arg-type]
             )
             data = response.content
         except openai.APITimeoutError as exc:
             raise self.errors.speech_timed_out(exc) from exc
         except openai.APIStatusError as exc:
-            sent = {"voice": self.voice, "response_format": "opus"}
+            sent = {"voice": self.voice, "response_format": "opus", **paced}
             raise self.errors.rejected(server_error(exc), sent, type(exc).__name__) from exc
         except openai.APIError as exc:
             raise self.errors.outage(exc) from exc

@@ -37,7 +37,13 @@ REASONING_ROOM["off"] = REASONING_ROOM["medium"]
 # The same for a model seen thinking aloud (DeepSeek-R1, Qwen3 on Ollama or llama.cpp).
 THINKING_ROOM = 2048
 
-TEMPERATURE: dict[Purpose, float] = {"reply": 0.7, "summary": 0.2, "profile": 0.2}
+TEMPERATURE: dict[Purpose, float] = {
+    "reply": 0.7,
+    "summary": 0.2,
+    "profile": 0.2,
+    "translate": 0.2,
+    "explain": 0.3,
+}
 
 # The parameters Pam can do without, or send under their other name, when a model refuses.
 OTHER_NAME = {"max_tokens": "max_completion_tokens", "max_completion_tokens": "max_tokens"}

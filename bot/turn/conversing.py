@@ -14,6 +14,7 @@ from bot.review.prompt import Asked
 from bot.review.reviewing import NO_REVIEW, Reviewing, ReviewUse
 from bot.turn.asking import Asking
 from bot.turn.limits import Limits
+from bot.turn.taps import reply_buttons
 from bot.turn.values import AfterSend, ModelUnavailable, Turn, TurnRequest
 from bot.voice.hearing import spoken_corrections
 from bot.voice.speaking import Speaking
@@ -147,6 +148,12 @@ class Conversing:
             usage=(completion.model, completion.input_tokens, completion.output_tokens),
         )
         sent = f"{said.heard}\n\n{shown}" if said.heard else shown
+        # Translate, Explain, Say it, Fewer corrections: each names this reply by the message
+        # it answers (its own id is the caller's to store).
+        voice = self.speaking.enabled and request.can_speak
+        buttons = reply_buttons(
+            context.learner, stored.id, corrected=bool(answer.corrections), voice=voice
+        )
         return Turn(
             [sent],
             learner.id,
@@ -155,6 +162,7 @@ class Conversing:
             recall=recalled,
             review=reviewed,
             speech=speech,
+            buttons=buttons,
         )
 
     def _review_use(self, asked: Asked | None) -> ReviewUse:

@@ -18,6 +18,8 @@ from bot.turn.asking import Asking
 from bot.turn.commands import CommandAnswer, Commands, parse_command
 from bot.turn.conversing import Conversing, Said
 from bot.turn.limits import Limits
+from bot.turn.taps import NAMES as TAPS
+from bot.turn.taps import Taps
 from bot.turn.values import Turn, TurnRequest
 from bot.turn.voice_turn import VoiceTurns
 from bot.voice.hearing import Hearing
@@ -77,6 +79,8 @@ class Tutor:
         self.conversing = Conversing(
             store, counter, self.asking, self.limits, self.review, self.speaking, settings.memory
         )
+        # /translate, /explain, /say: the commands behind the buttons under a reply.
+        self.taps = Taps(store, model, settings, self.limits, self.speaking)
         self.voice_turns = VoiceTurns(
             store, counter, self.hearing, self.limits, self.conversing, MAX_MESSAGE_CHARS
         )
@@ -110,6 +114,11 @@ class Tutor:
         command = parse_command(text)
         if command is not None:
             command = replace(command, inbox_id=request.inbox_id, group=request.group)
+            if command.name in TAPS:
+                return _unless_forgotten(
+                    learner.id,
+                    lambda: self.taps.answer(learner, command.name, command.args, request),
+                )
             try:
                 answered = self.commands.handle(learner, command)
             except LearnerGone:

@@ -44,7 +44,8 @@ class Speech:
 class Speaker(Protocol):
     """Turns a reply's text into speech."""
 
-    def speak(self, text: str, *, language: str | None) -> Speech:
-        """`text` spoken (in `language`, an ISO-639-1 code, where the model takes a hint).
+    def speak(self, text: str, *, language: str | None, speed: float = 1.0) -> Speech:
+        """`text` spoken (in `language`, an ISO-639-1 code, where the model takes a hint), at
+        `speed` (1.0 the voice's own pace, 0.8 slower: a learner asked to hear it again).
         Raises an LLMError kind."""
         ...

@@ -40,6 +40,34 @@ log = logging.getLogger(__name__)
 
 SPEECH = "speech"  # the ledger's purpose of a speech call
 _SENTENCE_END = re.compile(r"(?<=[.!?…])\s")
+# A spoken copy the learner asked for (/say) is queued like any other, its words behind this
+# mark and the pace to speak them at: an outbox part keeps its words and nothing more, and the
+# mark is a private-use character the words of a reply never hold (`words` removes it).
+_ASKED = "\ue000"
+SLOWER = 0.8  # the pace of a reply heard again (OpenAI's speech takes 0.25–4.0)
+
+
+def asked_for(words: str, speed: float = 1.0) -> str:
+    """`words` as the part to speak a learner asked for (/say), at `speed`: spoken even when
+    their replies are not (/voice off)."""
+    return f"{_ASKED}{speed:g}{_ASKED}{words}"
+
+
+def _asked(text: str) -> tuple[str, float | None]:
+    """The words of a part to speak and, when a learner asked for it, its pace (else None)."""
+    if not text.startswith(_ASKED):
+        return text, None
+    pace, mark, words = text[1:].partition(_ASKED)
+    try:
+        speed = float(pace)
+    except ValueError:
+        return text.replace(_ASKED, ""), None
+    return (words, speed) if mark else (text.replace(_ASKED, ""), None)
+
+
+def was_asked(text: str) -> bool:
+    """Whether the part to speak `text` is one a learner asked for (`asked_for`)."""
+    return _asked(text)[1] is not None
 
 
 @dataclass(frozen=True)
@@ -74,18 +102,20 @@ class Speaking:
     def words(self, reply: str) -> str | None:
         """What of `reply` to speak: at most PAM_SPEECH_MAX_CHARS, cut after a sentence where
         one ends; None when nothing is spoken (no speaker, nothing to say)."""
-        text = _speakable(reply, self.settings.speech_max_chars)
+        text = _speakable(reply.replace(_ASKED, ""), self.settings.speech_max_chars)
         return text if self.speaker is not None and text else None
 
     def speak(self, learner_id: int, words: str, language: str | None) -> Spoken:
         """`words` spoken (in `language`, a hint), converted to OGG/Opus and stored as the
-        learner's clip. A failed call or unconvertible audio gives no clip: logged, the operator
-        told once per cause. Raises LearnerGone when the learner was forgotten meanwhile."""
+        learner's clip; words a learner asked for (`asked_for`) at the pace they asked for.
+        A failed call or unconvertible audio gives no clip: logged, the operator told once per
+        cause. Raises LearnerGone when the learner was forgotten meanwhile."""
+        words, speed = _asked(words)
         if self.speaker is None or not words:
             return Spoken(None, "no speech server")
         started = time.monotonic()
         try:
-            speech = self.speaker.speak(words, language=iso_code(language))
+            speech = self.speaker.speak(words, language=iso_code(language), speed=speed or 1.0)
         except LLMError as exc:
             log.warning("reply not spoken learner=%s: %s", learner_id, type(exc).__name__)
             if exc.advice:
@@ -168,7 +198,7 @@ class Voicing:
             self._drop(claim, "a newer reply went first")
             return
         learner = self.learners.find_learner(claim.address)
-        if learner is None or not learner.voice_replies:
+        if learner is None or not (learner.voice_replies or was_asked(claim.text)):
             self._drop(claim, "voice replies are off")
             return
         every = self.parts.lease.total_seconds() / 3

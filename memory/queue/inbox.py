@@ -167,14 +167,22 @@ class Inbox(Queue[InboxClaim]):
         return finishing.claims(replies, self.backend.finish(finishing, replies))
 
 
+# The commands that ask the model (a tap's /translate and /explain, bot/turn/taps.py): the
+# inbox lanes answer them like a message, so that the commands lane never waits on the model.
+MODEL_COMMANDS = ("translate", "explain")
+
+
 def is_command(item: Any) -> Any:
     """Whether the inbox `item` is a slash command typed as text (`/help`, `/forget@PamBot`),
     which is answered without a model: a slash and a letter, as every command begins (a
-    subset of what bot/turn/commands.py parse_command takes for one)."""
+    subset of what bot/turn/commands.py parse_command takes for one), and none of
+    MODEL_COMMANDS."""
+    text = func.lower(item.text)
     return and_(
         item.kind == "text",
         item.text.like("/%"),
         func.substr(item.text, 2, 1).in_(tuple(string.ascii_letters)),
+        *(~text.like(f"/{name}%") for name in MODEL_COMMANDS),
     )
 
 

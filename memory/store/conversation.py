@@ -3,8 +3,11 @@ turn reads before it calls the model (context, limits' counts, the memory backlo
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from sqlalchemy import Engine, select
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import aliased
 
 from memory.clock import Clock, utcnow
 from memory.database.backends import backend_for
@@ -30,6 +33,15 @@ from memory.database.statements import (
     read_stored_with_reply,
     read_unfolded,
 )
+
+
+class PamReply(NamedTuple):
+    """One of Pam's stored replies, as a tap on it reads it: the id of the learner message it
+    answers, what Pam said, and what the learner had said ("" if that message is gone)."""
+
+    answers: int
+    content: str
+    message: str
 
 
 class Conversation(Tables):
@@ -186,3 +198,22 @@ class Conversation(Tables):
         profile has not read yet."""
         with self.single.connect() as connection:
             return read_backlog(connection, learner_id, limit)
+
+    def reply_of(self, learner_id: int, answering: int | None = None) -> PamReply | None:
+        """Pam's reply to the learner's message `answering`, or her newest reply (None), with
+        that message: looked up among `learner_id`'s own messages only, so an id another
+        learner's reply answers finds nothing. None when there is no such reply."""
+        said = aliased(Message)
+        query = (
+            select(Message.reply_to, Message.content, said.content.label("message"))
+            .outerjoin(said, (said.id == Message.reply_to) & (said.learner_id == learner_id))
+            .where(Message.learner_id == learner_id, Message.role == PAM)
+            .where(Message.reply_to.is_not(None))
+        )
+        if answering is not None:
+            query = query.where(Message.reply_to == answering)
+        with self.single.connect() as connection:
+            row = connection.execute(query.order_by(Message.id.desc()).limit(1)).first()
+        if row is None:
+            return None
+        return PamReply(int(row.reply_to), row.content, row.message or "")

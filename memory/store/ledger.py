@@ -48,6 +48,20 @@ class Ledger(Tables):
                 for r in reversed(rows)
             ]
 
+    def corrections_of(self, learner_id: int, message_id: int) -> list[CorrectionRecord]:
+        """The corrections Pam made to the learner's message `message_id`, in the order she
+        made them (none for another learner's message)."""
+        with self.sessions() as session:
+            rows = session.scalars(
+                select(Correction)
+                .where(Correction.learner_id == learner_id, Correction.message_id == message_id)
+                .order_by(Correction.id)
+            ).all()
+            return [
+                CorrectionRecord(r.original, r.corrected, r.explanation, r.category, r.rule)
+                for r in rows
+            ]
+
     def record_usage(
         self, learner_id: int, model: str, purpose: str, input_tokens: int, output_tokens: int
     ) -> None:

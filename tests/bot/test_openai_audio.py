@@ -381,6 +381,15 @@ def test_speech_returns_ogg_opus(server: OpenAIServer, speaker: OpenAISpeaker) -
     assert server.requests == [] and server.counts == {}
 
 
+def test_speech_asked_for_slower_sends_openais_speed(
+    server: OpenAIServer, speaker: OpenAISpeaker
+) -> None:
+    """A reply heard again (/say … slower) is asked at OpenAI's `speed` (0.25–4.0), clamped."""
+    speaker.speak("¿Y qué compraste?", language="es", speed=0.8)
+    speaker.speak("¿Y qué compraste?", language="es", speed=0.1)
+    assert [r.fields["speed"] for r in server.audio_requests] == [0.8, 0.25]
+
+
 @pytest.mark.parametrize(
     ("body", "content_type"),
     [

@@ -46,7 +46,7 @@ class ScriptedSpeaker:
     failures: list[Exception] = field(default_factory=list)
     during: Callable[[], None] | None = None
 
-    def speak(self, text: str, *, language: str | None) -> Speech:
+    def speak(self, text: str, *, language: str | None, speed: float = 1.0) -> Speech:
         self.log.append(("speak", text))
         during, self.during = self.during, None
         if during is not None:

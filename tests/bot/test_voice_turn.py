@@ -69,9 +69,11 @@ class FakeSpeaker:
 
     texts: list[str] = field(default_factory=list)
     failures: deque[Exception] = field(default_factory=deque)
+    speeds: list[float] = field(default_factory=list)
 
-    def speak(self, text: str, *, language: str | None) -> Speech:
+    def speak(self, text: str, *, language: str | None, speed: float = 1.0) -> Speech:
         self.texts.append(text)
+        self.speeds.append(speed)
         if self.failures:
             raise self.failures.popleft()
         return Speech(sample("voice.ogg"), "audio/ogg", "fake-tts")

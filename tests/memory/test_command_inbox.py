@@ -38,6 +38,17 @@ def test_only_slash_commands_typed_as_text_are_claimed(engine: Engine) -> None:
     assert sorted(claim_all(Inbox(engine, 60))) == sorted([*NOT_COMMANDS, "/help"])
 
 
+def test_taps_that_ask_the_model_are_left_to_the_inbox_lanes(engine: Engine) -> None:
+    """/translate and /explain call the model: the commands lane, there for answers that need
+    none, never waits on it. /say needs none."""
+    asking = ["/translate", "/Translate@PamBot 41", "/explain 41"]
+    for text in [*asking, "/say 41"]:
+        assert Inbox(engine, 60).accept(inbound(unique_user(), text))
+
+    assert claim_all(CommandInbox(engine, 60)) == ["/say 41"]
+    assert sorted(claim_all(Inbox(engine, 60))) == sorted(asking)
+
+
 def test_a_command_waits_for_its_learners_older_message(engine: Engine) -> None:
     inbox, commands = Inbox(engine, 60), CommandInbox(engine, 60)
     user = unique_user()
