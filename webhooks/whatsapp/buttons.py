@@ -34,15 +34,19 @@ SAMPLE = "¡Hola!"
 
 def actions(buttons: Sequence[Button]) -> list[dict[str, str]]:
     """The quick-reply actions for `buttons`: the first three whose command fits in an id,
-    each {"title": label (cut to what WhatsApp shows), "id": command}."""
+    each {"title": label (shortened to what WhatsApp shows), "id": command}."""
     shown = [b for b in buttons if b.label.strip() and 0 < len(b.command) <= MAX_ID_CHARS]
     if len(shown) < len(buttons):
         log.warning("a button was left out: its command is over %d characters", MAX_ID_CHARS)
     if len(shown) > MAX_BUTTONS:
         log.info("only the first %d of %d buttons go to WhatsApp", MAX_BUTTONS, len(shown))
-    return [
-        {"title": b.label.strip()[:MAX_TITLE_CHARS], "id": b.command} for b in shown[:MAX_BUTTONS]
-    ]
+    return [{"title": title(b.label), "id": b.command} for b in shown[:MAX_BUTTONS]]
+
+
+def title(label: str) -> str:
+    """A button's title as WhatsApp shows it whole: the label, or its start and "…"."""
+    label = label.strip()
+    return label if len(label) <= MAX_TITLE_CHARS else label[: MAX_TITLE_CHARS - 1] + "…"
 
 
 def friendly_name(chosen: list[dict[str, str]]) -> str:

@@ -79,7 +79,8 @@ def test_at_most_three_buttons_and_titles_whatsapp_shows(
     sender.send_buttons(TO, "Hola", [long, TRANSLATE, EXPLAIN, FEWER], idempotency_key="pam-1")
     ((_, actions),) = twilio_server.quick_replies(TO)
     assert [a["id"] for a in actions] == ["/help", "/translate 41", "/explain 41"]
-    assert actions[0]["title"] == long.label[:MAX_TITLE_CHARS]
+    assert actions[0]["title"] == "Una etiqueta muy, m…"
+    assert len(actions[0]["title"]) == MAX_TITLE_CHARS
 
 
 @pytest.mark.parametrize(
