@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 from flask.testing import FlaskClient
+from hypothesis import given
+from hypothesis import strategies as st
 from sqlalchemy import Engine
 
 from bot.channels import Button, ButtonSender
@@ -22,7 +24,7 @@ from tests.support import wait_until
 from tests.webhooks.telegram import updates as u
 from tests.webhooks.telegram.conftest import post_update
 from tests.webhooks.telegram.test_polling import Poller, stored
-from webhooks.telegram.buttons import MAX_CALLBACK_BYTES, TAP_PREFIX
+from webhooks.telegram.buttons import MAX_CALLBACK_BYTES, TAP_PREFIX, fits, keyboard
 from webhooks.telegram.client import UPDATE_TYPES, TelegramClient
 
 Json = dict[str, Any]
@@ -256,3 +258,28 @@ def test_polling_stores_a_tap_and_answers_its_callback_query(
     assert stored(engine, f"telegram:{me['id']}") == [(f"{TAP_PREFIX}{query_id}", "text", "/help")]
     (answer,) = telegram_server.of("answerCallbackQuery")
     assert str(answer.params["callback_query_id"]) == query_id
+
+
+# -- the keyboard's layout, for any buttons ------------------------------------------------------
+
+
+@given(
+    st.lists(
+        st.builds(Button, st.text(min_size=1, max_size=12), st.text(min_size=0, max_size=40)),
+        max_size=7,
+    )
+)
+def test_a_keyboard_holds_every_button_that_fits_in_order_in_short_rows(
+    buttons: list[Button],
+) -> None:
+    markup = keyboard(buttons)
+    fitting = [b for b in buttons if fits(b)]
+    if not fitting:
+        assert markup is None
+        return
+    assert markup is not None
+    rows = markup.inline_keyboard
+    shown = [(b.text, b.callback_data) for row in rows for b in row]
+    assert shown == [(b.label, b.command) for b in fitting]
+    assert all(len(b.callback_data.encode()) <= MAX_CALLBACK_BYTES for row in rows for b in row)
+    assert len(rows) == 1 if len(fitting) <= 3 else all(len(row) <= 2 for row in rows)
