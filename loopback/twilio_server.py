@@ -1,9 +1,9 @@
 """A small fake Twilio REST API on 127.0.0.1: the real twilio `Client` (TWILIO_API_URL) sends
 WhatsApp messages to it (text, or media by URL: MediaUrl, or a content template: ContentSid
 with ContentVariables). It records every message and can answer with scripted errors. Its
-Content API (POST /v1/Content, content.twilio.com's) records every template created, and can
-fail too. `sign` signs a webhook's form as Twilio does; `tap_form` is the form Twilio posts
-when a learner taps a quick reply.
+Content API (content.twilio.com's /v1/Content: create with a POST, list with a GET) keeps
+every template created, and can fail too. `sign` signs a webhook's form as Twilio does;
+`tap_form` is the form Twilio posts when a learner taps a quick reply.
 
 Inbound media (`add_media`) is served as Twilio serves it with HTTP basic auth on: the media
 URL asks for the account's credentials and redirects (307) to a short-lived link on its media
@@ -150,6 +150,8 @@ class TwilioServer(LocalServer):
         self.media_seen: list[Seen] = []  # every request for media, refused ones included
         self.contents: dict[str, dict[str, Any]] = {}  # content templates by sid, as created
         self.content_failures: deque[Failure] = deque()
+        self.content_lists = 0  # how many times the templates were listed
+        self.list_failures: deque[Failure] = deque()
         super().__init__()
 
     @property
@@ -201,8 +203,9 @@ class TwilioServer(LocalServer):
         return 307, {"Location": location, "Content-Type": "text/html"}, b""
 
     def respond(self, path: str, content_type: str, raw: bytes) -> Answer:
-        if path == CONTENT_PATH:
-            status, body = self.create_content(json.loads(raw or b"{}"))
+        if urlsplit(path).path == CONTENT_PATH:
+            # A create posts JSON; a list is a GET, with no body.
+            status, body = self.create_content(json.loads(raw)) if raw else self.list_contents()
         else:
             status, body = self.handle(path, dict(parse_qsl(raw.decode())))
         return status, {}, json.dumps(body).encode()
@@ -230,9 +233,27 @@ class TwilioServer(LocalServer):
             "links": {},
         }
 
-    def fail_content_next(self, *failures: Failure) -> None:
+    def list_contents(self) -> tuple[int, dict[str, Any]]:
+        """The Content API's list (GET /v1/Content): every template, one page; or the next
+        scripted failure."""
         with self.lock:
-            self.content_failures.extend(failures)
+            failure = self.list_failures.popleft() if self.list_failures else None
+            self.content_lists += 1
+            contents = [
+                {"sid": sid, "friendly_name": c.get("friendly_name"), "types": c.get("types")}
+                for sid, c in self.contents.items()
+            ]
+        if failure is not None:
+            return failure.status, _error(failure)
+        url = f"https://content.twilio.com{CONTENT_PATH}?PageSize=50&Page=0"
+        meta = {"page": 0, "page_size": 50, "first_page_url": url, "previous_page_url": None}
+        meta |= {"url": url, "next_page_url": None, "key": "contents"}
+        return 200, {"contents": contents, "meta": meta}
+
+    def fail_content_next(self, *failures: Failure, listing: bool = False) -> None:
+        """Fail the next template creations (with `listing`: the next lists) with these."""
+        with self.lock:
+            (self.list_failures if listing else self.content_failures).extend(failures)
 
     def quick_replies(self, to: str | None = None) -> list[tuple[str, list[dict[str, str]]]]:
         """Every accepted message sent with a content template (to `to`, if given), in order:

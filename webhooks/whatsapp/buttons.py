@@ -1,6 +1,7 @@
 """Pam's buttons on WhatsApp, both ways: quick replies through Twilio's Content API — one
 content template (`twilio/quick-reply`, its body the variable {{1}}) per distinct set of buttons,
-created once and kept in memory (`QuickReplies`) — and a tap coming back in Twilio's webhook
+named by a hash of its actions, found among the account's templates or created, and kept in
+memory (`QuickReplies`) — and a tap coming back in Twilio's webhook
 form, whose `ButtonPayload` is the button's id: the command it says (`tapped_command`).
 
 Twilio's limits (docs: twilio/quick-reply, "Using variables with content templates"): in a
@@ -15,7 +16,7 @@ import hashlib
 import json
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from bot.channels import Button
@@ -30,6 +31,9 @@ CONTENT_TYPE = "twilio/quick-reply"
 # The variable a reply's text fills, and the sample Twilio asks for at creation.
 BODY = "{{1}}"
 SAMPLE = "¡Hola!"
+# How many of the account's templates a process reads, once, to find the ones it made before.
+MAX_LISTED = 1000
+NAME_PREFIX = "pam_buttons_"
 
 
 def actions(buttons: Sequence[Button]) -> list[dict[str, str]]:
@@ -53,23 +57,35 @@ def friendly_name(chosen: list[dict[str, str]]) -> str:
     """The content template's name for these actions: a hash of them, the same in every
     process (a template is never about one learner: only labels and commands are in it)."""
     digest = hashlib.sha256(json.dumps(chosen, sort_keys=True).encode()).hexdigest()
-    return f"pam_buttons_{digest[:24]}"
+    return f"{NAME_PREFIX}{digest[:24]}"
 
 
 class QuickReplies:
-    """The content templates of the button sets sent so far, by their friendly name: each
-    created once through `create` (the Content API: twilio's `content.v1.contents.create`)
-    and its sid kept in memory. A process that starts again creates them again."""
+    """The content templates of the button sets sent so far, by their friendly name, each
+    made once: on the first one a process needs, the account's templates are read (`listed`:
+    (friendly name, sid) pairs, at most MAX_LISTED) so that those Pam made before a restart
+    are used again; a set not among them is created (`create`: the Content API's create, its
+    sid back). The sids are kept in memory."""
 
-    def __init__(self, create: Callable[[dict[str, Any]], str]) -> None:
+    def __init__(
+        self,
+        create: Callable[[dict[str, Any]], str],
+        listed: Callable[[], Iterable[tuple[str, str]]] | None = None,
+    ) -> None:
         self.create = create
+        self.listed = listed
         self.sids: dict[str, str] = {}
         self.lock = threading.Lock()
 
     def sid(self, chosen: list[dict[str, str]]) -> str:
-        """The sid of the template for `chosen` actions, created on first use. Raises what
-        `create` raises (nothing is kept then: the next reply tries again)."""
+        """The sid of the template for `chosen` actions, found or created on first use.
+        Raises what `create` raises (nothing is kept then: the next reply tries again)."""
         name = friendly_name(chosen)
+        with self.lock:
+            known = self.sids.get(name)
+        if known is not None:
+            return known
+        self._read_listed()
         with self.lock:
             known = self.sids.get(name)
         if known is not None:
@@ -84,6 +100,21 @@ class QuickReplies:
         with self.lock:
             self.sids[name] = sid
         return sid
+
+    def _read_listed(self) -> None:
+        """Read the account's templates Pam made, once (a failure is logged: the set is
+        created instead, and the list not read again)."""
+        with self.lock:
+            listed, self.listed = self.listed, None
+        if listed is None:
+            return
+        try:
+            found = {name: sid for name, sid in listed() if name.startswith(NAME_PREFIX)}
+        except Exception as exc:
+            log.warning("could not read the account's content templates: %s", type(exc).__name__)
+            return
+        with self.lock:
+            self.sids = found | self.sids
 
 
 def tapped_command(form: Any) -> str | None:

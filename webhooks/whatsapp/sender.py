@@ -13,7 +13,7 @@ from typing import Any
 from bot.channels import Audio, Button, PermanentSendError, TransientSendError
 from bot.worker.splitting import utf16_length
 from memory.messages import Sent, VoiceNote
-from webhooks.whatsapp.buttons import MAX_BODY_CHARS, QuickReplies, actions
+from webhooks.whatsapp.buttons import MAX_BODY_CHARS, MAX_LISTED, QuickReplies, actions
 from webhooks.whatsapp.media import TwilioMedia
 
 log = logging.getLogger(__name__)
@@ -57,7 +57,7 @@ class TwilioSender:
         self.from_number = number if number.startswith("whatsapp:") else f"whatsapp:{number}"
         self.status_callback = status_callback
         self.media = TwilioMedia(account_sid, auth_token, api_url, timeout, media_deadline)
-        self.quick_replies = QuickReplies(self._create_content)
+        self.quick_replies = QuickReplies(self._create_content, self._listed_contents)
 
     def send(self, chat_id: str, text: str, *, idempotency_key: str) -> Sent:
         """Send one WhatsApp message; raise TransientSendError or PermanentSendError."""
@@ -89,6 +89,11 @@ class TwilioSender:
         if not content.sid:
             raise ValueError("the Content API answered without a sid")
         return str(content.sid)
+
+    def _listed_contents(self) -> list[tuple[str, str]]:
+        """The account's content templates, (friendly name, sid) each, at most MAX_LISTED."""
+        contents = self.client.content.v1.contents.list(limit=MAX_LISTED)
+        return [(str(c.friendly_name or ""), str(c.sid)) for c in contents if c.sid]
 
     def send_chart(
         self, chat_id: str, png: bytes, url: str | None, caption: str, *, idempotency_key: str

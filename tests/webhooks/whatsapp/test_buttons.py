@@ -157,3 +157,28 @@ def test_a_tap_is_answered_like_the_command_typed(
     (answer,) = twilio_server.bodies(f"whatsapp:+{wa_id}")
     assert "/help" in answer
     assert fake_model.calls == []
+
+
+def test_a_new_process_finds_the_templates_made_before_and_makes_no_new_one(
+    twilio_server: CountingTwilioServer,
+) -> None:
+    """A template is named by a hash of its actions: a restarted process reads the account's
+    templates once and sends with the one made before."""
+    first = TwilioSender(ACCOUNT_SID, AUTH_TOKEN, NUMBER, api_url=twilio_server.base_url)
+    first.send_buttons(TO, "uno", [TRANSLATE, SAY], idempotency_key="pam-1")
+    (sid,) = twilio_server.contents
+    again = TwilioSender(ACCOUNT_SID, AUTH_TOKEN, NUMBER, api_url=twilio_server.base_url)
+    again.send_buttons(TO, "dos", [TRANSLATE, SAY], idempotency_key="pam-2")
+    again.send_buttons(TO, "tres", [EXPLAIN], idempotency_key="pam-3")
+    again.send_buttons(TO, "cuatro", [FEWER], idempotency_key="pam-4")
+    assert [m["ContentSid"] for m in twilio_server.messages][:2] == [sid, sid]
+    assert len(twilio_server.contents) == 3
+    assert twilio_server.content_lists == 2  # once per process
+
+
+def test_a_list_that_fails_leaves_the_template_to_be_made(
+    sender: TwilioSender, twilio_server: CountingTwilioServer
+) -> None:
+    twilio_server.fail_content_next(Failure(500, 20500, "Internal error"), listing=True)
+    sender.send_buttons(TO, "uno", [TRANSLATE], idempotency_key="pam-1")
+    assert [text for text, _ in twilio_server.quick_replies(TO)] == ["uno"]
