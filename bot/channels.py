@@ -5,6 +5,7 @@ memory.messages."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -61,6 +62,21 @@ class ChartSender(Sender, Protocol):
     ) -> Sent:
         """Send the chart `png` (or its public `url`, None when Pam has no public address)
         with `caption`; raise TransientSendError or PermanentSendError on failure."""
+        ...
+
+
+@runtime_checkable
+class ButtonSender(Sender, Protocol):
+    """A sender that can show buttons under a text (Telegram's inline keyboard, WhatsApp's
+    quick replies); a sender without `send_buttons` sends the text alone, and the learner
+    types the commands. Where the platform cannot take these buttons (too many, too long) it
+    sends the text alone too."""
+
+    def send_buttons(
+        self, chat_id: str, text: str, buttons: Sequence[Button], *, idempotency_key: str
+    ) -> Sent:
+        """Send `text` with `buttons` under it; raise TransientSendError or
+        PermanentSendError on failure."""
         ...
 
 

@@ -1,6 +1,9 @@
 """A small fake Telegram Bot API on 127.0.0.1: the real python-telegram-bot `Bot` talks to it
 (TELEGRAM_API_URL). It records every call and answers like Telegram, with scriptable
-failures: 429 with retry_after, 403 (blocked), 400 for formatting, 409 for polling. Uploads
+failures: 429 with retry_after, 403 (blocked), 400 for formatting, 409 for polling. An inline
+keyboard under a message is recorded with it (`keyboards`), and a learner's tap on one of its
+buttons is made as Telegram sends it (`tap`: a callback_query update, for polling or for a
+test to post to the webhook). Uploads
 (sendPhoto, sendVoice) come as multipart/form-data, as the real client sends them. Files a test
 registers (`add_file`) are answered by getFile and downloaded from /file/bot<TOKEN>/<path>, as
 Telegram serves them."""
@@ -180,6 +183,46 @@ class TelegramServer(LocalServer):
             if chat_id is None or str(c.params.get("chat_id")) == str(chat_id)
         ]
 
+    def keyboards(self, chat_id: str | int | None = None) -> list[list[list[dict[str, Any]]]]:
+        """The inline keyboard of every successful sendMessage that had one, in order: rows of
+        buttons, each {"text": label, "callback_data": command}."""
+        return [
+            c.params["reply_markup"]["inline_keyboard"]
+            for c in self.of("sendMessage")
+            if isinstance(c.params.get("reply_markup"), dict)
+            and (chat_id is None or str(c.params.get("chat_id")) == str(chat_id))
+        ]
+
+    def tap(
+        self, user: dict[str, Any], chat: dict[str, Any], message_id: int, data: str
+    ) -> dict[str, Any]:
+        """The update Telegram sends when `user` taps a button with callback `data` under
+        Pam's message `message_id` in `chat` (Bot API: Update, CallbackQuery): queued for
+        getUpdates, and returned for a test to post to the webhook."""
+        with self.lock:
+            self.message_ids += 1
+            update_id = 500_000 + self.message_ids
+            query_id = str(4_382_000_000_000_000_000 + self.message_ids)
+        update = {
+            "update_id": update_id,
+            "callback_query": {
+                "id": query_id,
+                "from": user,
+                "message": {
+                    "message_id": message_id,
+                    "from": {"id": BOT_ID, "is_bot": True, "first_name": "Pam"},
+                    "chat": chat,
+                    "date": int(time.time()),
+                    "text": "…",
+                },
+                "chat_instance": "-7236549873125412345",
+                "data": data,
+            },
+        }
+        with self.lock:
+            self.updates.append(update)
+        return update
+
     def handle(self, path: str, params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         prefix = f"/bot{TOKEN}/"
         if not path.startswith(prefix):
@@ -236,7 +279,12 @@ class TelegramServer(LocalServer):
                 "from": {"id": BOT_ID, "is_bot": True, "first_name": "Pam"},
             }
             if method == "sendMessage":
-                return message | {"text": params["text"]}
+                markup = params.get("reply_markup")
+                return (
+                    message
+                    | {"text": params["text"]}
+                    | ({"reply_markup": markup} if markup else {})
+                )
             if method == "sendVoice":
                 voice = {"file_id": f"voice-{message_id}", "file_unique_id": f"u{message_id}"}
                 size = len(params.get("voice") or b"")
@@ -266,4 +314,4 @@ class TelegramServer(LocalServer):
             if not ready:
                 time.sleep(min(0.2, float(params.get("timeout") or 0)))
             return ready
-        return True  # sendChatAction, setWebhook, deleteWebhook, setMyCommands, …
+        return True  # sendChatAction, answerCallbackQuery, setMyCommands, …

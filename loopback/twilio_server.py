@@ -1,6 +1,9 @@
 """A small fake Twilio REST API on 127.0.0.1: the real twilio `Client` (TWILIO_API_URL) sends
-WhatsApp messages to it (text, or media by URL: MediaUrl). It records every message and can
-answer with scripted errors. `sign` signs a webhook's form as Twilio does.
+WhatsApp messages to it (text, or media by URL: MediaUrl, or a content template: ContentSid
+with ContentVariables). It records every message and can answer with scripted errors. Its
+Content API (content.twilio.com's /v1/Content: create with a POST, list with a GET) keeps
+every template created, and can fail too. `sign` signs a webhook's form as Twilio does;
+`tap_form` is the form Twilio posts when a learner taps a quick reply.
 
 Inbound media (`add_media`) is served as Twilio serves it with HTTP basic auth on: the media
 URL asks for the account's credentials and redirects (307) to a short-lived link on its media
@@ -36,6 +39,9 @@ def sign(
     """X-Twilio-Signature as Twilio computes it for `form` posted to `url` (a werkzeug
     MultiDict's repeated keys count each value, as Twilio counts them)."""
     return str(RequestValidator(token).compute_signature(url, form, algorithm=algorithm))
+
+
+CONTENT_PATH = "/v1/Content"
 
 
 @dataclass
@@ -142,6 +148,10 @@ class TwilioServer(LocalServer):
         self.cdn = cdn
         self.stored: dict[str, str] = {}  # a media resource's path → where it redirects
         self.media_seen: list[Seen] = []  # every request for media, refused ones included
+        self.contents: dict[str, dict[str, Any]] = {}  # content templates by sid, as created
+        self.content_failures: deque[Failure] = deque()
+        self.content_lists = 0  # how many times the templates were listed
+        self.list_failures: deque[Failure] = deque()
         super().__init__()
 
     @property
@@ -193,8 +203,68 @@ class TwilioServer(LocalServer):
         return 307, {"Location": location, "Content-Type": "text/html"}, b""
 
     def respond(self, path: str, content_type: str, raw: bytes) -> Answer:
-        status, body = self.handle(path, dict(parse_qsl(raw.decode())))
+        if urlsplit(path).path == CONTENT_PATH:
+            # A create posts JSON; a list is a GET, with no body.
+            status, body = self.create_content(json.loads(raw)) if raw else self.list_contents()
+        else:
+            status, body = self.handle(path, dict(parse_qsl(raw.decode())))
         return status, {}, json.dumps(body).encode()
+
+    def create_content(self, request: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """The Content API's create (POST /v1/Content, JSON): the template kept by a new HX
+        sid, answered as Twilio's ContentInstance; or the next scripted failure."""
+        with self.lock:
+            failure = self.content_failures.popleft() if self.content_failures else None
+            if failure is None:
+                sid = f"HX{len(self.contents) + 1:032x}"
+                self.contents[sid] = request
+        if failure is not None:
+            return failure.status, _error(failure)
+        return 201, {
+            "sid": sid,
+            "account_sid": ACCOUNT_SID,
+            "friendly_name": request.get("friendly_name"),
+            "language": request.get("language"),
+            "variables": request.get("variables"),
+            "types": request.get("types"),
+            "date_created": "2026-11-29T12:00:00Z",
+            "date_updated": "2026-11-29T12:00:00Z",
+            "url": f"https://content.twilio.com/v1/Content/{sid}",
+            "links": {},
+        }
+
+    def list_contents(self) -> tuple[int, dict[str, Any]]:
+        """The Content API's list (GET /v1/Content): every template, one page; or the next
+        scripted failure."""
+        with self.lock:
+            failure = self.list_failures.popleft() if self.list_failures else None
+            self.content_lists += 1
+            contents = [
+                {"sid": sid, "friendly_name": c.get("friendly_name"), "types": c.get("types")}
+                for sid, c in self.contents.items()
+            ]
+        if failure is not None:
+            return failure.status, _error(failure)
+        url = f"https://content.twilio.com{CONTENT_PATH}?PageSize=50&Page=0"
+        meta = {"page": 0, "page_size": 50, "first_page_url": url, "previous_page_url": None}
+        meta |= {"url": url, "next_page_url": None, "key": "contents"}
+        return 200, {"contents": contents, "meta": meta}
+
+    def fail_content_next(self, *failures: Failure, listing: bool = False) -> None:
+        """Fail the next template creations (with `listing`: the next lists) with these."""
+        with self.lock:
+            (self.list_failures if listing else self.content_failures).extend(failures)
+
+    def quick_replies(self, to: str | None = None) -> list[tuple[str, list[dict[str, str]]]]:
+        """Every accepted message sent with a content template (to `to`, if given), in order:
+        its text (the variable {{1}}) and the template's quick-reply actions."""
+        with self.lock:
+            sent = [
+                (json.loads(m["ContentVariables"])["1"], self.contents[m["ContentSid"]])
+                for m in self.messages
+                if "ContentSid" in m and (to is None or m["To"] == to)
+            ]
+        return [(text, c["types"]["twilio/quick-reply"]["actions"]) for text, c in sent]
 
     def fail_next(self, *failures: Failure) -> None:
         with self.lock:
@@ -225,12 +295,7 @@ class TwilioServer(LocalServer):
                 self.messages.append(form)
                 sid = f"SM{len(self.messages):032d}"
         if failure is not None:
-            return failure.status, {
-                "code": failure.code,
-                "message": failure.message,
-                "more_info": f"https://www.twilio.com/docs/errors/{failure.code}",
-                "status": failure.status,
-            }
+            return failure.status, _error(failure)
         return 201, {
             "sid": sid,
             "account_sid": ACCOUNT_SID,
@@ -245,3 +310,40 @@ class TwilioServer(LocalServer):
             "date_created": "Sun, 29 Nov 2026 12:00:00 +0000",
             "uri": f"/2010-04-01/Accounts/{ACCOUNT_SID}/Messages/{sid}.json",
         }
+
+
+def _error(failure: Failure) -> dict[str, Any]:
+    """Twilio's error body for a scripted failure."""
+    return {
+        "code": failure.code,
+        "message": failure.message,
+        "more_info": f"https://www.twilio.com/docs/errors/{failure.code}",
+        "status": failure.status,
+    }
+
+
+def tap_form(sender: str, title: str, payload: str, **extra: str) -> dict[str, str]:
+    """The form Twilio posts to the WhatsApp webhook when `sender` ("whatsapp:+49...") taps a
+    quick reply titled `title` whose id is `payload` (Twilio's inbound WhatsApp parameters:
+    ButtonText, ButtonPayload; the Body is the title, MessageType "button")."""
+    sid = f"SM{uuid.uuid4().hex}"
+    return {
+        "SmsMessageSid": sid,
+        "NumMedia": "0",
+        "ProfileName": "Lena",
+        "MessageType": "button",
+        "SmsSid": sid,
+        "WaId": sender.removeprefix("whatsapp:+"),
+        "SmsStatus": "received",
+        "Body": title,
+        "ButtonText": title,
+        "ButtonPayload": payload,
+        "To": NUMBER,
+        "NumSegments": "1",
+        "ReferralNumMedia": "0",
+        "MessageSid": sid,
+        "AccountSid": ACCOUNT_SID,
+        "From": sender,
+        "ApiVersion": "2010-04-01",
+        **extra,
+    }

@@ -12,7 +12,7 @@ from sqlalchemy.exc import IntegrityError
 
 from memory.clock import Clock
 from memory.config import MemoryConfig
-from memory.database.claims import Finishing, InboxClaim, OutboxClaim
+from memory.database.claims import ButtonPair, Finishing, InboxClaim, OutboxClaim
 from memory.database.records import Backlog, LearnerGone, ReplyRecord
 from memory.jobs.coordinator import FOLD, PROFILE
 from memory.jobs.density import is_low_information
@@ -79,17 +79,27 @@ class TurnWriter:
         failed: bool = False,
         chart_id: int | None = None,
         speech: str | None = None,
+        buttons: Sequence[ButtonPair] = (),
     ) -> Written:
         """Store `reply` (if any) and finish `claim` (if any) with `parts` queued for delivery,
         the first ones held by the caller to send at once, in one transaction; `failed`: the
         message was given up; `chart_id`: a /progress chart queued with the first part;
         `speech`: the words of the reply's spoken copy, queued after the parts as a part to
-        speak (a speech lane makes and sends it, after the texts). With no claim (the terminal)
-        it only stores. Raises LearnerGone if the learner was forgotten meanwhile."""
+        speak (a speech lane makes and sends it, after the texts); `buttons`: (label, command)
+        pairs queued with the last text part. With no claim (the terminal) it only stores.
+        Raises LearnerGone if the learner was forgotten meanwhile."""
         finishing = None
         if claim is not None:
             speak = bool(speech and parts)  # spoken after the texts, never without them
-            finishing = Finishing(claim, self.clock(), failed, self.deliver_lease, chart_id, speak)
+            finishing = Finishing(
+                claim,
+                self.clock(),
+                failed,
+                self.deliver_lease,
+                chart_id,
+                speak,
+                tuple(buttons) if parts else (),
+            )
             if speech and parts:
                 parts = [*parts, speech]
         if reply is None:

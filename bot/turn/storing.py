@@ -35,10 +35,13 @@ def store_turn(
     split: Callable[[list[str]], list[str]] = list,
 ) -> Stored:
     """Write the end of `turn` with `writer`, finishing `claim` (if any) with the turn's
-    texts, `split` into the parts a channel sends."""
+    texts, `split` into the parts a channel sends; the turn's buttons go with the last part."""
     parts = split(turn.replies)
+    buttons = [(button.label, button.command) for button in turn.buttons]
     try:
-        written = writer.write(claim, parts, turn.reply, chart_id=turn.chart_id, speech=turn.speech)
+        written = writer.write(
+            claim, parts, turn.reply, chart_id=turn.chart_id, speech=turn.speech, buttons=buttons
+        )
     except LearnerGone:  # /forget won a race with this turn: say nothing, keep nothing
         log.info("turn for learner %s dropped: forgotten mid-turn", turn.learner_id)
         return Stored([], writer.write(claim, []), own=False)

@@ -11,6 +11,8 @@ from collections.abc import Callable, Mapping
 
 from bot.backoff import backoff
 from bot.channels import (
+    Button,
+    ButtonSender,
     ChartSender,
     MediaLinks,
     PermanentSendError,
@@ -147,11 +149,17 @@ class Delivery:
     def _sending(
         self, claim: OutboxClaim, sender: Sender, key: str
     ) -> Callable[[], Sent] | Standing:
-        """How to send `claim`: its text, or its chart with the text as caption. A chart gone
-        by now (pruned) leaves the caption alone. Where it had to look up more first, the
-        claim's standing if it is no longer held (its learner was forgotten meanwhile)."""
+        """How to send `claim`: its text (with its buttons, where the channel shows them), or
+        its chart with the text as caption. A chart gone by now (pruned) leaves the caption
+        alone. Where it had to look up more first, the claim's standing if it is no longer
+        held (its learner was forgotten meanwhile)."""
         if claim.voice_id is not None:
             return self._voice(claim, sender, key)
+        if claim.chart_id is None and claim.buttons and isinstance(sender, ButtonSender):
+            buttons = [Button(label, command) for label, command in claim.buttons]
+            return lambda: sender.send_buttons(
+                claim.chat_id, claim.text, buttons, idempotency_key=key
+            )
         if claim.chart_id is None or self.charts is None or not isinstance(sender, ChartSender):
             return lambda: sender.send(claim.chat_id, claim.text, idempotency_key=key)
         chart = self.charts.find(claim.chart_id)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -104,6 +105,38 @@ class OutboxClaim(Lease):
     voice_id: int | None = None
     # A part to speak (its text is the words), not sent until it is spoken.
     speak: bool = False
+    # Buttons under the text: (label, command) each; a tap says the command.
+    buttons: tuple[tuple[str, str], ...] = ()
+
+
+# A button as the outbox keeps it: its label and the command a tap says.
+ButtonPair = tuple[str, str]
+
+
+def buttons_json(buttons: Sequence[ButtonPair]) -> str | None:
+    """`buttons` as the outbox's `buttons` column keeps them: [[label, command], ...]; None
+    for none."""
+    if not buttons:
+        return None
+    return json.dumps([[label, command] for label, command in buttons], ensure_ascii=False)
+
+
+def buttons_from_json(text: str | None) -> tuple[ButtonPair, ...]:
+    """The buttons the outbox kept, leniently: what is not a [label, command] pair of strings
+    is left out (the column is Pam's own, but a row is data, not code)."""
+    if not text:
+        return ()
+    try:
+        rows = json.loads(text)
+    except ValueError:
+        return ()
+    if not isinstance(rows, list):
+        return ()
+    return tuple(
+        (row[0], row[1])
+        for row in rows
+        if isinstance(row, list) and len(row) == 2 and all(isinstance(v, str) for v in row)
+    )
 
 
 def held(model: Any) -> Any:
@@ -222,7 +255,7 @@ class Finishing:
     to the address was still undelivered at the claim: replies go out in order). `chart_id`:
     a /progress chart, queued with the first reply (its caption); `speak`: the last reply is
     the words of the reply's spoken copy (the writer adds it after the texts), a part to speak
-    before it is sent."""
+    before it is sent; `buttons`: go under the last text (not the part to speak)."""
 
     claim: InboxClaim
     now: datetime
@@ -230,6 +263,7 @@ class Finishing:
     deliver_lease: timedelta | None = None
     chart_id: int | None = None
     speak: bool = False
+    buttons: tuple[ButtonPair, ...] = ()
 
     @property
     def token(self) -> str | None:
@@ -260,6 +294,8 @@ class Finishing:
             "out_chart_id": self.chart_id,
             "out_speak": self.speak,
             "out_last_seq": len(replies) - 1,
+            "out_buttons": buttons_json(self.buttons),
+            "out_buttons_seq": self.last_text(len(replies)),
         }
         return values | {"seqs": list(range(len(replies))), "texts": list(replies)}
 
@@ -273,6 +309,7 @@ class Finishing:
             {name: values[f"out_{name}"] for name in (*SAME_FOR_EVERY_REPLY, *TIMES_OF_A_REPLY)}
             | {"inbox_id": self.claim.id, "seq": seq, "text": text}
             | {"chart_id": self.chart_of(seq), "speak": self.speaks(seq, len(replies))}
+            | {"buttons": values["out_buttons"] if seq == values["out_buttons_seq"] else None}
             for seq, text in enumerate(replies)
         ]
         return list(connection.execute(QUEUE_REPLIES, rows).scalars()) if rows else []
@@ -298,6 +335,7 @@ class Finishing:
                 inbox_id=claim.id,
                 chart_id=self.chart_of(seq),
                 speak=self.speaks(seq, len(replies)),
+                buttons=self.buttons if seq == self.last_text(len(replies)) else (),
             )
             for seq, (id, text) in enumerate(zip(ids, replies, strict=True))
         ]
@@ -309,3 +347,8 @@ class Finishing:
     def speaks(self, seq: int, replies: int) -> bool:
         """Whether the reply at `seq` of `replies` is a part to speak: the last, if any."""
         return self.speak and seq == replies - 1
+
+    def last_text(self, replies: int) -> int:
+        """The seq of the last text of `replies`, the one the buttons go under: the last
+        reply, or the one before it when the last is the part to speak (-1: none)."""
+        return replies - 1 - (1 if self.speak and replies > 1 else 0)

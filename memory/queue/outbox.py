@@ -20,6 +20,7 @@ from memory.database.claims import (
     PENDING,
     SENT,
     OutboxClaim,
+    buttons_from_json,
     held,
     held_params,
     unlinked_if_forgotten,
@@ -59,11 +60,13 @@ class Outbox(Queue[OutboxClaim]):
         return [
             *(OutboxItem.address, OutboxItem.channel, OutboxItem.chat_id, OutboxItem.text),
             *(OutboxItem.inbox_id, OutboxItem.chart_id, OutboxItem.voice_id, OutboxItem.speak),
+            OutboxItem.buttons,
         ]
 
     def claim_of(self, token: str, fields: dict[str, Any]) -> OutboxClaim:
-        """The outbox claim of `fields`."""
-        return OutboxClaim(token=token, **fields)
+        """The outbox claim of `fields`, its buttons read from their JSON."""
+        buttons = buttons_from_json(fields.pop("buttons", None))
+        return OutboxClaim(token=token, buttons=buttons, **fields)
 
     def stored_at(self) -> Any:
         return OutboxItem.created_at

@@ -3,6 +3,7 @@ finished and the reply's parts queued (the first held by the writer's caller), t
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import pytest
@@ -10,7 +11,7 @@ from sqlalchemy import Engine
 
 from memory.clock import ManualClock
 from memory.config import MemoryConfig
-from memory.database.claims import DONE, FAILED, InboxClaim
+from memory.database.claims import DONE, FAILED, InboxClaim, buttons_from_json, buttons_json
 from memory.database.models_queue import InboxItem, OutboxItem
 from memory.database.records import LEARNER, CorrectionRecord, LearnerGone, ReplyRecord
 from memory.jobs.coordinator import FOLD
@@ -154,3 +155,66 @@ def test_a_queued_chart_comes_back_with_the_delivery_lanes_claim(
     outbox_claim = outbox.claim_next()
     assert outbox_claim is not None and outbox_claim.inbox_id == second.id
     assert (outbox_claim.text, outbox_claim.chart_id) == ("summary", chart_id)
+
+
+BUTTONS = (("Traducir", "/translate 41"), ("🔊 Escuchar", "/say 41"))
+
+
+@pytest.mark.parametrize("with_reply", [False, True], ids=["command", "reply"])
+@pytest.mark.parametrize("speech", [None, "uno dos"], ids=["text", "spoken"])
+def test_the_buttons_go_with_the_last_text_part_and_its_claims_carry_them(
+    store: Store, engine: Engine, with_reply: bool, speech: str | None
+) -> None:
+    """Both ways of finishing (on Postgres two different statements) queue the buttons with
+    the last text part only, never with the part to speak after it; the row keeps them as
+    JSON [[label, command], ...]."""
+    clock, user = ManualClock(), unique_user()
+    claim = claimed(engine, clock, user)
+    learner = store.learners.learner(user)
+    reply = None
+    if with_reply:
+        question, _ = store.conversation.add_learner_message(
+            learner.id, "hola", 3, inbox_id=claim.id
+        )
+        reply = ReplyRecord(learner.id, question.id, "uno dos", 3, (), ("m", 10, 1))
+    written = writer(engine, clock).write(
+        claim, ["uno", "dos"], reply, speech=speech, buttons=BUTTONS
+    )
+    assert written.held is not None
+    expected = [(), BUTTONS] + ([()] if speech else [])
+    assert [c.buttons for c in written.held] == expected
+    rows = queue_items(engine, OutboxItem, OutboxItem.inbox_id == claim.id, order_by=OutboxItem.seq)
+    stored = [json.loads(r.buttons) if r.buttons else None for r in rows]
+    assert stored == [None, [list(b) for b in BUTTONS]] + ([None] if speech else [])
+
+
+def test_queued_buttons_come_back_with_the_delivery_lanes_claim(
+    store: Store, engine: Engine
+) -> None:
+    """A reply queued behind an undelivered one is claimed by a delivery lane: its claim, read
+    from the row, carries the buttons too."""
+    clock, user = ManualClock(), unique_user()
+    write = writer(engine, clock).write
+    first = claimed(engine, clock, user)
+    earlier = write(first, ["earlier reply"]).held
+    assert earlier
+    second = claimed(engine, clock, user)
+    assert write(second, ["¿Borro todo?"], buttons=[("Sí, borrar", "/forget yes 7f3a")]).held == []
+    outbox = Outbox(engine, LEASE, clock)
+    assert outbox.mark_sent(earlier[0], None)
+    outbox_claim = outbox.claim_next()
+    assert outbox_claim is not None and outbox_claim.inbox_id == second.id
+    assert outbox_claim.buttons == (("Sí, borrar", "/forget yes 7f3a"),)
+
+
+@pytest.mark.parametrize(
+    "kept",
+    [None, "", "not json", '{"a": 1}', '[["only a label"]]', '[[1, "/help"]]', '[["Help", 2]]'],
+)
+def test_buttons_not_kept_as_pairs_of_strings_read_as_none(kept: str | None) -> None:
+    assert buttons_from_json(kept) == ()
+
+
+def test_buttons_round_trip_through_their_json() -> None:
+    assert buttons_from_json(buttons_json(BUTTONS)) == BUTTONS
+    assert buttons_json(()) is None

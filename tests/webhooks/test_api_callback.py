@@ -16,6 +16,7 @@ import pytest
 from sqlalchemy import update
 from standardwebhooks import Webhook, WebhookVerificationError
 
+from bot.channels import Button
 from bot.worker.runtime import Pam
 from bot.worker.worker import Worker
 from loopback.callback_server import CallbackServer
@@ -181,3 +182,19 @@ def test_a_reply_queued_before_the_upgrade_still_goes_out(callback: CallbackServ
         "user": "lena",
         "text": "Hola",
     }
+
+
+def test_a_reply_with_buttons_carries_them_as_data(callback: CallbackServer) -> None:
+    """The API has no buttons of its own: they go as data, each a label and the command a
+    client sends back as the user's message."""
+    sender = ApiCallbackSender(callback.url, API_TOKEN, timeout=5)
+    buttons = [Button("Traducir", "/translate 41"), Button("🔊 Escuchar", "/say 41")]
+    sender.send_buttons("lena", "¡Hola!", buttons, idempotency_key="pam-7")
+    sender.close()
+    (request,) = callback.received
+    reply = Webhook(KEY).verify(request.body, request.headers)
+    assert reply["text"] == "¡Hola!"
+    assert reply["buttons"] == [
+        {"label": "Traducir", "command": "/translate 41"},
+        {"label": "🔊 Escuchar", "command": "/say 41"},
+    ]

@@ -1,17 +1,19 @@
 """Replies of the API channel, POSTed as JSON to the operator's callback URL, signed, with the
 callback's answers mapped onto Pam's transient/permanent send errors. Charts and spoken replies
-go as links (`image_url`, `audio_url`) under PAM_PUBLIC_URL."""
+go as links (`image_url`, `audio_url`) under PAM_PUBLIC_URL; a reply's buttons as data
+(`buttons`: each a label and the command to send back as the user's message)."""
 
 from __future__ import annotations
 
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import requests
 
-from bot.channels import PermanentSendError, TransientSendError
+from bot.channels import Button, PermanentSendError, TransientSendError
 from memory.messages import Sent
 from webhooks.api.payload import recipient
 from webhooks.api.signing import signature, webhook_signature
@@ -47,6 +49,15 @@ class ApiCallbackSender:
         """POST the reply, signed; raise TransientSendError or PermanentSendError."""
         return self._post(chat_id, {"text": text}, idempotency_key)
 
+    def send_buttons(
+        self, chat_id: str, text: str, buttons: Sequence[Button], *, idempotency_key: str
+    ) -> Sent:
+        """POST the reply with its buttons as data, `buttons`: [{"label", "command"}, ...];
+        the operator's client shows them as it likes, and a tap is the command sent back as
+        the user's message."""
+        shown = [{"label": b.label, "command": b.command} for b in buttons]
+        return self._post(chat_id, {"text": text, "buttons": shown}, idempotency_key)
+
     def send_chart(
         self, chat_id: str, png: bytes, url: str | None, caption: str, *, idempotency_key: str
     ) -> Sent:
@@ -69,7 +80,7 @@ class ApiCallbackSender:
             raise PermanentSendError("no public address for the audio's link")
         return self._post(chat_id, {"audio_url": url}, idempotency_key)
 
-    def _post(self, chat_id: str, fields: dict[str, str], idempotency_key: str) -> Sent:
+    def _post(self, chat_id: str, fields: dict[str, Any], idempotency_key: str) -> Sent:
         """POST the reply's `fields` to the callback, signed; Pam's send errors on failure."""
         user, request_id = recipient(chat_id)
         reply: dict[str, str] = {"id": idempotency_key}

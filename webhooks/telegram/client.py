@@ -24,7 +24,7 @@ _START = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 # Telegram holds a long poll open for `timeout` seconds; the read may take this much longer.
 POLL_READ_MARGIN_SECONDS = 10
-UPDATE_TYPES = ["message", "edited_message", "channel_post", "my_chat_member"]
+UPDATE_TYPES = ["message", "edited_message", "channel_post", "my_chat_member", "callback_query"]
 COMMANDS = [
     ("start", "Say hello and see your settings"),
     ("help", "What Pam understands"),
@@ -87,6 +87,14 @@ class TelegramClient(TelegramSender, VoiceDownloads):
         if not _USERNAME.fullmatch(name) or not _START.fullmatch(start):
             return None
         return f"https://t.me/{name}?start={start}"
+
+    def answer_tap(self, query_id: str) -> None:
+        """Answer a tap's callback query (answerCallbackQuery), so the learner's button stops
+        spinning; a failure is only logged (Telegram stops the spinner on its own)."""
+        try:
+            self._run(self.bot.answer_callback_query(query_id))
+        except Exception as exc:
+            log.info("telegram did not take the answer to a tap: %s", type(exc).__name__)
 
     def set_webhook(self, url: str, secret: str) -> None:
         """Register the webhook with the secret token, the update types Pam handles, and the

@@ -14,6 +14,7 @@ from typing import Any
 from memory.messages import MEDIA, VOICE, Inbound, VoiceNote
 from webhooks.telegram import CHANNEL
 from webhooks.telegram.address import chat_address, learner_address
+from webhooks.telegram.buttons import inbound_from_tap, well_typed_tap
 
 log = logging.getLogger(__name__)
 
@@ -109,9 +110,12 @@ def inbound_from_update(
 ) -> Inbound | None:
     """The inbound message in a Telegram `Update`, or None for what Pam ignores by design:
     edited messages, channel posts, membership changes, service messages, other bots, and
-    group messages not addressed to Pam. Voice notes and media become a non-text kind."""
+    group messages not addressed to Pam. Voice notes and media become a non-text kind; a tap
+    on one of Pam's buttons, the command it says (webhooks/telegram/buttons.py)."""
+    if update.callback_query is not None:
+        return inbound_from_tap(update.callback_query)
     message = update.message
-    if message is None:  # edited_message, channel_post, my_chat_member, callback queries…
+    if message is None:  # edited_message, channel_post, my_chat_member…
         return None
     user = message.from_user
     # Sent on behalf of a chat (a channel's post forwarded into its discussion group, an
@@ -200,6 +204,11 @@ def parse_update(payload: Any) -> Any:
         raise ValueError(f"malformed update: {type(exc).__name__}") from exc
     if update.message is not None and not _well_typed(update.message):
         raise ValueError("malformed update: a message field has the wrong type")
+    query = update.callback_query
+    if query is not None and not well_typed_tap(query):
+        raise ValueError("malformed update: a callback query field has the wrong type")
+    if query is not None and _SURROGATE.search(query.data or ""):
+        raise ValueError("malformed update: callback data with a lone surrogate")
     if update.message is not None and any(
         _SURROGATE.search(v or "") for v in (update.message.text, update.message.caption)
     ):  # half an emoji: not UTF-16 encodable, and never sent by Telegram itself

@@ -57,4 +57,6 @@ def poll(
             admitted = inbox.admit(inbound, max_queued) if inbound is not None else None
             if admitted is not None and admitted is not Admission.DUPLICATE:
                 on_inbound()
+            if update.callback_query is not None:  # a tap: stop the button's spinner
+                client.answer_tap(update.callback_query.id)
             offset = update.update_id + 1

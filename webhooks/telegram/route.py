@@ -11,6 +11,7 @@ from flask import Blueprint, jsonify, request
 from flask.typing import ResponseReturnValue
 
 from webhooks.telegram import CHANNEL
+from webhooks.telegram.buttons import tap_answered
 from webhooks.telegram.payload import (
     NotAnUpdate,
     inbound_from_update,
@@ -40,7 +41,8 @@ def _username(telegram: Any) -> str:
 
 @blueprint.post("/webhook")
 def webhook() -> ResponseReturnValue:
-    """Authenticate (secret token), persist, acknowledge."""
+    """Authenticate (secret token), persist, acknowledge (a tap on a button: with the
+    answer to its callback query)."""
     started = time.monotonic()
     context = web()
     settings = context.settings
@@ -79,5 +81,12 @@ def webhook() -> ResponseReturnValue:
             update.update_id,
             update_type(payload),
         )
+    else:
+        admission = accept(inbound, started)
+    if update.callback_query is not None:
+        # A tap: answered in the webhook's own response, so the button stops spinning
+        # whatever came of it (stored, a redelivery, or no tap on Pam's buttons).
+        return jsonify(tap_answered(update.callback_query.id)), 200
+    if inbound is None:
         return jsonify(status="ignored"), 200
-    return jsonify(status=accept(inbound, started).value), 200
+    return jsonify(status=admission.value), 200

@@ -1,23 +1,25 @@
 """Telegram replies: HTML-formatted corrections (plain text when Telegram rejects the
-formatting), /progress charts as photos, spoken replies as voice messages, "typing…", and
-Telegram's errors mapped onto Pam's transient/permanent send errors."""
+formatting), buttons under a reply as an inline keyboard, /progress charts as photos, spoken
+replies as voice messages, "typing…", and Telegram's errors mapped onto Pam's
+transient/permanent send errors."""
 
 from __future__ import annotations
 
 import html
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from bot.channels import PermanentSendError, TransientSendError
+from bot.channels import Button, PermanentSendError, TransientSendError
 from memory.messages import Sent
 from webhooks.telegram.address import destination
+from webhooks.telegram.buttons import keyboard
 from webhooks.telegram.transport import SyncBot
 
 if TYPE_CHECKING:
-    from telegram import Message
+    from telegram import InlineKeyboardMarkup, Message
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +51,8 @@ def _seconds(value: int | float | timedelta) -> float:
 
 
 class TelegramSender(SyncBot):
-    """Delivers Telegram replies (the worker's `Sender`)."""
+    """Delivers Telegram replies (the worker's `Sender`, `ButtonSender`, `ChartSender` and
+    `VoiceSender`)."""
 
     max_chars = 4096
     voice_by_link = False  # sendVoice uploads the audio
@@ -63,6 +66,15 @@ class TelegramSender(SyncBot):
         """Send one message (at most max_chars): formatted, or plain if Telegram refuses the
         formatting. Raises TransientSendError or PermanentSendError."""
         return self._deliver(chat_id, lambda chat, thread: self._text(chat, thread, text))
+
+    def send_buttons(
+        self, chat_id: str, text: str, buttons: Sequence[Button], *, idempotency_key: str
+    ) -> Sent:
+        """Send one message with `buttons` under it, an inline keyboard whose callback data is
+        each button's command (a button whose command does not fit is left out). Raises
+        TransientSendError or PermanentSendError."""
+        markup = keyboard(buttons)
+        return self._deliver(chat_id, lambda chat, thread: self._text(chat, thread, text, markup))
 
     def send_chart(
         self, chat_id: str, png: bytes, url: str | None, caption: str, *, idempotency_key: str
@@ -93,22 +105,35 @@ class TelegramSender(SyncBot):
 
         return self._deliver(chat_id, voice)
 
-    def _text(self, chat: str, thread: int | None, text: str) -> Message:
-        """One text message: formatted, or plain if Telegram refuses the formatting."""
+    def _text(
+        self,
+        chat: str,
+        thread: int | None,
+        text: str,
+        markup: InlineKeyboardMarkup | None = None,
+    ) -> Message:
+        """One text message (with `markup` under it, if any): formatted, or plain if Telegram
+        refuses the formatting."""
         from telegram.constants import ParseMode
         from telegram.error import BadRequest
 
         try:
             return self._run(
                 self.bot.send_message(
-                    chat, format_html(text), parse_mode=ParseMode.HTML, message_thread_id=thread
+                    chat,
+                    format_html(text),
+                    parse_mode=ParseMode.HTML,
+                    message_thread_id=thread,
+                    reply_markup=markup,
                 )
             )
         except BadRequest as exc:
             if "parse" not in str(exc).lower() and "entit" not in str(exc).lower():
                 raise
             log.info("telegram refused the formatting; sending plain text")
-            return self._run(self.bot.send_message(chat, text, message_thread_id=thread))
+            return self._run(
+                self.bot.send_message(chat, text, message_thread_id=thread, reply_markup=markup)
+            )
 
     def _deliver(self, chat_id: str, request: Callable[[str, int | None], Message]) -> Sent:
         """Make `request` to the chat (and forum topic) `chat_id` names, following a group's

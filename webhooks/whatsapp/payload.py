@@ -1,5 +1,6 @@
 """Reading Twilio's WhatsApp webhook form into a plain inbound message (a voice note's media
-URL kept for the worker to fetch: webhooks/whatsapp/media.py)."""
+URL kept for the worker to fetch: webhooks/whatsapp/media.py; a tap on a quick reply, the
+command it says: webhooks/whatsapp/buttons.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 
 from memory.messages import MEDIA, VOICE, Inbound, VoiceNote
 from webhooks.whatsapp import CHANNEL
+from webhooks.whatsapp.buttons import tapped_command
 
 # A message's sid as Twilio writes it: SM (or MM, with media) and 32 hex digits (Twilio's
 # "What is a SID?" glossary; its OpenAPI spec's pattern for a Message's sid).
@@ -52,7 +54,8 @@ def inbound_from_form(form: Any) -> Inbound | None:
         return None
     wa_id = (form.get("WaId") or "").strip()
     address = f"whatsapp:+{wa_id.lstrip('+')}" if wa_id else sender
-    body = form.get("Body") or ""
+    # A tap on a quick reply says its button's command (ButtonPayload), not its title (Body).
+    body = tapped_command(form) or form.get("Body") or ""
     media_types = [
         form.get(f"MediaContentType{n}") or "" for n in range(int(_number(form, "NumMedia")))
     ]

@@ -1,15 +1,19 @@
-"""WhatsApp replies through Twilio's REST API (a /progress chart or a spoken reply as media
-Twilio fetches from its signed link), with Twilio's errors mapped onto Pam's transient/permanent
-send errors; and the download of learners' voice notes (webhooks/whatsapp/media.py)."""
+"""WhatsApp replies through Twilio's REST API (buttons as quick replies from the Content API:
+webhooks/whatsapp/buttons.py; a /progress chart or a spoken reply as media Twilio fetches from
+its signed link), with Twilio's errors mapped onto Pam's transient/permanent send errors; and
+the download of learners' voice notes (webhooks/whatsapp/media.py)."""
 
 from __future__ import annotations
 
+import json
 import logging
+from collections.abc import Sequence
 from typing import Any
 
-from bot.channels import Audio, PermanentSendError, TransientSendError
+from bot.channels import Audio, Button, PermanentSendError, TransientSendError
 from bot.worker.splitting import utf16_length
 from memory.messages import Sent, VoiceNote
+from webhooks.whatsapp.buttons import MAX_BODY_CHARS, MAX_LISTED, QuickReplies, actions
 from webhooks.whatsapp.media import TwilioMedia
 
 log = logging.getLogger(__name__)
@@ -21,8 +25,8 @@ PERMANENT_CODES = {21211, 21408, 21610, 21612, 21614, 63003, 63016, 63018, 63024
 
 class TwilioSender:
     """Sends WhatsApp replies through Twilio's REST API, from TWILIO_WHATSAPP_NUMBER (the
-    worker's `Sender`, `ChartSender` and `VoiceSender`), and fetches voice notes' audio
-    (`VoiceFetcher`)."""
+    worker's `Sender`, `ButtonSender`, `ChartSender` and `VoiceSender`), and fetches voice
+    notes' audio (`VoiceFetcher`)."""
 
     max_chars = 1600  # Twilio's limit for one WhatsApp message body
     voice_by_link = True  # Twilio fetches a spoken reply from its MediaUrl
@@ -48,14 +52,48 @@ class TwilioSender:
         self.client = Client(account_sid, auth_token, http_client=TwilioHttpClient(timeout=timeout))
         if api_url:
             self.client.api.base_url = api_url.rstrip("/")
+            self.client.content.base_url = api_url.rstrip("/")
         number = from_number.strip()
         self.from_number = number if number.startswith("whatsapp:") else f"whatsapp:{number}"
         self.status_callback = status_callback
         self.media = TwilioMedia(account_sid, auth_token, api_url, timeout, media_deadline)
+        self.quick_replies = QuickReplies(self._create_content, self._listed_contents)
 
     def send(self, chat_id: str, text: str, *, idempotency_key: str) -> Sent:
         """Send one WhatsApp message; raise TransientSendError or PermanentSendError."""
         return self._create(chat_id, body=text)
+
+    def send_buttons(
+        self, chat_id: str, text: str, buttons: Sequence[Button], *, idempotency_key: str
+    ) -> Sent:
+        """Send `text` with `buttons` as WhatsApp quick replies (the first three): the button
+        set's content template (made once) with the text as its variable. Plain text where
+        that cannot be: no button fits, the text is over a quick reply's 1,024 characters, or
+        the template could not be made. Raises TransientSendError or PermanentSendError."""
+        chosen = actions(buttons)
+        if not chosen or self.length(text) > MAX_BODY_CHARS:
+            return self._create(chat_id, body=text)
+        try:
+            sid = self.quick_replies.sid(chosen)
+        except Exception as exc:  # the Content API failed: the text goes without buttons
+            log.warning("whatsapp buttons left out: no content template (%s)", _failure(exc))
+            return self._create(chat_id, body=text)
+        variables = json.dumps({"1": text}, ensure_ascii=False)
+        return self._create(chat_id, content_sid=sid, content_variables=variables)
+
+    def _create_content(self, request: dict[str, Any]) -> str:
+        """Create a content template through the Content API; its sid (HX…)."""
+        from twilio.rest.content.v1.content import ContentList
+
+        content = self.client.content.v1.contents.create(ContentList.ContentCreateRequest(request))
+        if not content.sid:
+            raise ValueError("the Content API answered without a sid")
+        return str(content.sid)
+
+    def _listed_contents(self) -> list[tuple[str, str]]:
+        """The account's content templates, (friendly name, sid) each, at most MAX_LISTED."""
+        contents = self.client.content.v1.contents.list(limit=MAX_LISTED)
+        return [(str(c.friendly_name or ""), str(c.sid)) for c in contents if c.sid]
 
     def send_chart(
         self, chat_id: str, png: bytes, url: str | None, caption: str, *, idempotency_key: str
@@ -107,3 +145,13 @@ class TwilioSender:
         except (TwilioException, OSError) as exc:  # connection errors, timeouts
             raise TransientSendError(f"twilio unreachable: {type(exc).__name__}") from exc
         return Sent(platform_id=message.sid)
+
+
+def _failure(exc: Exception) -> str:
+    """What went wrong, for the log: Twilio's status and code, or the error's type (never a
+    message that might carry the reply's text)."""
+    from twilio.base.exceptions import TwilioRestException
+
+    if isinstance(exc, TwilioRestException):
+        return f"twilio answered {exc.status} ({exc.code})"
+    return type(exc).__name__

@@ -118,7 +118,8 @@ def _finish_and_queue_ctes() -> tuple[Any, Any]:
     """`FINISH` and the replies' INSERT as two CTEs, "finished" (the inbox item's id, no row
     if the claim was lost) and "queued" (id and seq of each reply queued, only if the claim
     was held). The replies' seq and text come as two arrays; every other column is the same
-    for all of them but the chart (the first one's) and the part to speak (the last one).
+    for all of them but the chart (the first one's), the part to speak (the last one) and the
+    buttons (under the last text).
     Their parameters are `Finishing.values`."""
     finished = FINISH.returning(InboxItem.id).cte("finished")
     replies = (
@@ -138,8 +139,11 @@ def _finish_and_queue_ctes() -> tuple[Any, Any]:
     last = bindparam("out_last_seq", type_=Integer)
     speak = bindparam("out_speak", type_=Boolean)
     columns.append(and_(replies.c.seq == last, speak))
+    # The buttons go under the last text (before a part to speak), as Finishing says.
+    under = bindparam("out_buttons_seq", type_=Integer)
+    columns.append(case((replies.c.seq == under, bindparam("out_buttons", type_=Text))))
     names = ["inbox_id", "seq", "text", *SAME_FOR_EVERY_REPLY, *TIMES_OF_A_REPLY, "chart_id"]
-    names.append("speak")
+    names += ["speak", "buttons"]
     rows = select(finished.c.id, replies.c.seq, replies.c.text, *columns).select_from(
         finished.join(replies, true())
     )

@@ -579,17 +579,6 @@ def test_an_update_pam_cannot_read_is_acknowledged_logged_and_writes_nothing(
 @pytest.mark.parametrize(
     ("kind", "body"),
     [
-        # Bot API docs, "CallbackQuery": a button press (Pam sends no buttons yet).
-        (
-            "callback_query",
-            {
-                "id": "4382bfdwdsb323b2d9",
-                "from": _ME,
-                "message": {**_GOOD, "from": u.PAM},
-                "chat_instance": "-8427654654375384543",
-                "data": "Data from button callback",
-            },
-        ),
         # Bot API docs, "MessageReactionUpdated".
         (
             "message_reaction",
@@ -604,7 +593,8 @@ def test_an_update_pam_cannot_read_is_acknowledged_logged_and_writes_nothing(
         ),
         ("a type from a later Bot API", {"some_new_field": {"x": 1}}),
     ],
-    ids=["callback_query", "message_reaction", "unknown type"],
+    # A button press (callback_query) is a tap now: tests/webhooks/telegram/test_buttons.py.
+    ids=["message_reaction", "unknown type"],
 )
 def test_update_types_pam_ignores_get_a_200_and_a_log_line(
     kind: str,
