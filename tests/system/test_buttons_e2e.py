@@ -9,7 +9,6 @@ skipped until it is a command Pam knows."""
 
 from __future__ import annotations
 
-import inspect
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -34,18 +33,6 @@ pytestmark = pytest.mark.slow
 SECRET = "pam-buttons-webhook-secret"
 WAIT = HANG_SECONDS  # each wait ends on its event; the bound is a hang guard
 SETTLE = 1.5  # how long nothing more must arrive after the one answer
-
-
-def known_command(name: str) -> bool:
-    """Whether Pam answers `/name` as a command of its own (a handler for it is registered)."""
-    from bot.turn import commands
-
-    return f'"{name}":' in inspect.getsource(commands)
-
-
-needs_translate = pytest.mark.skipif(
-    not known_command("translate"), reason="/translate is not a command yet (issue 29, item 3)"
-)
 
 
 @dataclass
@@ -136,7 +123,6 @@ def translate_button(commands: list[str]) -> str:
     return found
 
 
-@needs_translate
 def test_a_translate_tap_on_telegram_is_one_answer_and_one_llm_call(
     tmp_path: Path, database: str
 ) -> None:
@@ -156,7 +142,6 @@ def test_a_translate_tap_on_telegram_is_one_answer_and_one_llm_call(
         assert pam.llm_calls() == before + 1
 
 
-@needs_translate
 def test_a_translate_tap_on_whatsapp_is_one_answer_and_one_llm_call(
     tmp_path: Path, database: str
 ) -> None:
