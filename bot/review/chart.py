@@ -21,11 +21,13 @@ from memory.review.progress import Progress, Week
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
 DOMAIN = "chart"  # the catalog of the chart's words and its caption
 WIDTH_IN, DPI = 10.8, 100  # 1080 px wide
-SQUARE_IN, UPRIGHT_IN = 10.8, 14.4  # 1080 × 1080, or 1080 × 1440 with the weeks
+TILE_TEXT = 0.25  # the widest a pattern tile's words may be, of the page's width
+MIN_WEEK_SLOTS = 5  # the week charts leave room for this many bars at least
 
 # Colours: calm, and the same meaning in every chart.
 INK, MUTED, FAINT = "#22313F", "#6B7B8C", "#D5DCE3"
@@ -79,6 +81,7 @@ def category_colour(category: str) -> str:
 
 def figure_of(found: Progress, say: Words) -> Figure:
     """The chart of `found`, its words said by `say`."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     weekly = len(found.weeks) >= 2
@@ -90,7 +93,8 @@ def figure_of(found: Progress, say: Words) -> Figure:
     )
     height = sum(h for h, _ in sections)
     figure = Figure(figsize=(WIDTH_IN, height), dpi=DPI, facecolor="white")
-    style = _Style(say, figure, height)
+    canvas = FigureCanvasAgg(figure)  # its renderer measures the words that must fit
+    style = _Style(say, canvas, height)
     if found.empty:
         style.text(figure, 0.5, 0.5, say(NOTHING_YET), 30, ha="center", wrap=True)
         return figure
@@ -109,9 +113,10 @@ class _Style:
     """Where and how text goes in a chart for one language: its fonts, the side lines start
     from (right in Arabic), and the order days and weeks run in."""
 
-    def __init__(self, say: Words, figure: Figure, height: float) -> None:
+    def __init__(self, say: Words, canvas: FigureCanvasAgg, height: float) -> None:
         self.say = say
-        self.figure = figure
+        self.canvas = canvas
+        self.figure = canvas.figure
         self.height = height
         self.family = families(say.locale)
         self.stroke = THIN_FONT_STROKE if say.locale in THIN_FONTS else 0.0
@@ -120,9 +125,17 @@ class _Style:
         self.align = "right" if self.rtl else "left"
 
     def text(
-        self, where: Figure | Axes, x: float, y: float, text: str, size: float, **kw: object
+        self,
+        where: Figure | Axes,
+        x: float,
+        y: float,
+        text: str,
+        size: float,
+        width: float | None = None,
+        **kw: object,
     ) -> None:
-        """`text` at (x, y) of `where`, `size` points, in this language's fonts."""
+        """`text` at (x, y) of `where`, `size` points, in this language's fonts; made smaller
+        if need be to fit in `width` (a fraction of the page's), when given."""
         if self.rtl:  # a /command stays one left-to-right word: "/review", not "review/"
             text = COMMAND.sub(LEFT_TO_RIGHT_MARK + r"\1", text)
         kw.setdefault("ha", self.align)
@@ -139,7 +152,12 @@ class _Style:
             from matplotlib.patheffects import withStroke
 
             kw["path_effects"] = [withStroke(linewidth=stroke, foreground=kw["color"])]
-        where.text(x, y, text, fontsize=size, family=self.family, **kw)  # type: ignore[arg-type]
+        artist = where.text(x, y, text, fontsize=size, family=self.family, **kw)  # type: ignore[arg-type]
+        if width is not None:
+            drawn = artist.get_window_extent(self.canvas.get_renderer()).width
+            room = width * self.figure.bbox.width
+            if drawn > room:
+                artist.set_fontsize(size * room / drawn)
 
     def x(self, n: int, count: int) -> int:
         """Where the `n`th of `count` days or weeks goes: left to right, or right to left."""
@@ -166,7 +184,7 @@ def _week_strip(axes: Axes, found: Progress, style: _Style) -> None:
     days still to come faint; under them how many days, and the streak."""
     say = style.say
     today = found.now.date()
-    style.text(axes, style.start, 0.9, say(THIS_WEEK), 26)
+    style.text(axes, style.start, 0.9, say(THIS_WEEK), 26, 0.9)
     for n, day in enumerate(found.week_days):
         x = 0.05 + 0.9 * (style.x(n, 7) + 0.5) / 7
         practised = day in found.practised
@@ -182,14 +200,14 @@ def _week_strip(axes: Axes, found: Progress, style: _Style) -> None:
     line = say.plural("{count} day practised", "{count} days practised", days)
     if found.streak >= 2:
         line += "  ·  " + say.plural("{count} day in a row", "{count} days in a row", found.streak)
-    style.text(axes, 0.5, 0.07, line, 22, ha="center")
+    style.text(axes, 0.5, 0.07, line, 22, 0.9, ha="center")
 
 
 def _patterns(axes: Axes, found: Progress, style: _Style) -> None:
     """The patterns in their three stages, as three big numbers, and how many are ready to
     practise now."""
     say, patterns = style.say, found.patterns
-    style.text(axes, style.start, 0.92, say(PATTERNS), 26)
+    style.text(axes, style.start, 0.92, say(PATTERNS), 26, 0.9)
     if not patterns.met:
         style.text(axes, 0.5, 0.5, say(NO_PATTERNS), 22, ha="center", color=MUTED)
         return
@@ -209,15 +227,15 @@ def _patterns(axes: Axes, found: Progress, style: _Style) -> None:
         )
         axes.add_patch(box)
         style.text(axes, x, 0.64, say.number(count), 54, ha="center", color=colour, weight="bold")
-        style.text(axes, x, 0.41, say(name), 21, ha="center")
-        style.text(axes, x, 0.3, say(meaning), 15, ha="center", color=MUTED)
+        style.text(axes, x, 0.41, say(name), 21, TILE_TEXT, ha="center")
+        style.text(axes, x, 0.3, say(meaning), 15, TILE_TEXT, ha="center", color=MUTED)
     if patterns.ready:
         ready = say.plural(
             "{count} ready to practise now: /review",
             "{count} ready to practise now: /review",
             patterns.ready,
         )
-        style.text(axes, 0.5, 0.08, ready, 21, ha="center", color=READY)
+        style.text(axes, 0.5, 0.08, ready, 21, 0.9, ha="center", color=READY)
 
 
 def _labels(found: Progress, style: _Style) -> tuple[list[int], list[str]]:
@@ -229,7 +247,7 @@ def _labels(found: Progress, style: _Style) -> tuple[list[int], list[str]]:
 
 def _days(section: Axes, found: Progress, style: _Style) -> None:
     """Bars: days practised in each week (of seven), each with its number on top."""
-    style.text(section, style.start, 0.9, style.say(DAYS_TITLE), 26)
+    style.text(section, style.start, 0.9, style.say(DAYS_TITLE), 26, 0.9)
     axes = style.inner(section, 0.2, 0.74)
     xs, labels = _labels(found, style)
     days = [w.active_days for w in found.weeks]
@@ -241,7 +259,7 @@ def _corrections(section: Axes, found: Progress, style: _Style) -> None:
     """Stacked bars: corrections in each week, by kind, each kind in its own colour, the
     kinds named under them."""
     say, weeks = style.say, found.weeks
-    style.text(section, style.start, 0.93, say(CORRECTIONS_TITLE), 26)
+    style.text(section, style.start, 0.93, say(CORRECTIONS_TITLE), 26, 0.9)
     axes = style.inner(section, 0.38, 0.8)
     xs, labels = _labels(found, style)
     shown = [c for c in CATEGORY_COLOURS if any(_count(w, c) for w in weeks)]
@@ -281,7 +299,8 @@ def _weeks_axis(
     are many), in the learner's digits and dates; no y axis, a light baseline."""
     from matplotlib.transforms import blended_transform_factory
 
-    axes.set_xlim(-0.6, len(labels) - 0.4)
+    room = max(MIN_WEEK_SLOTS - len(labels), 0) / 2  # two weeks: two bars, not two walls
+    axes.set_xlim(-0.6 - room, len(labels) - 0.4 + room)
     axes.set_ylim(0, max(top, 1) * 1.22)
     axes.set_xticks([])
     axes.set_yticks([])

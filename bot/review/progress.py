@@ -81,7 +81,8 @@ def render(found: Progress, language: str | None = None) -> bytes:
     from bot.review.chart import figure_of
 
     figure = figure_of(found, words_for(language, DOMAIN))
-    canvas = FigureCanvasAgg(figure)
+    canvas = figure.canvas
+    assert isinstance(canvas, FigureCanvasAgg)
     canvas.draw()
     return _small_png(canvas)
 
