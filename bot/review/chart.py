@@ -62,6 +62,7 @@ LEFT_TO_RIGHT_MARK = "\u200e"
 
 TITLE = N_("Your progress")
 THIS_WEEK = N_("This week")
+NEW_WEEK = N_("A new week: chat with me today to tick it off!")
 PATTERNS = N_("Mistake patterns I noticed")
 STAGES = (
     (N_("to practise"), N_("slipped last time"), TO_PRACTISE),
@@ -196,9 +197,11 @@ def _week_strip(axes: Axes, found: Progress, style: _Style) -> None:
             style.text(axes, x, 0.555, "✓", 34, ha="center", color="white", weight="bold")
         label = say.date(day, "EEE")
         style.text(axes, x, 0.27, label, 19, ha="center", color=INK if day <= today else MUTED)
-    days = sum(day in found.practised for day in found.week_days)
+    days = found.days_this_week
     line = say.plural("{count} day practised", "{count} days practised", days)
-    if found.streak >= 2:
+    if not days:  # Monday morning is a fresh start, not a zero
+        line = say(NEW_WEEK)
+    elif found.streak >= 2:
         line += "  ·  " + say.plural("{count} day in a row", "{count} days in a row", found.streak)
     style.text(axes, 0.5, 0.07, line, 22, 0.9, ha="center")
 

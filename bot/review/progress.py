@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from bot.i18n import native_of, words_for
-from bot.review.chart import DOMAIN, NOTHING_YET
+from bot.review.chart import DOMAIN, NEW_WEEK, NOTHING_YET
 from memory.review.progress import Patterns, Progress, Week, progress
 from memory.store.charts import Charts, StoredChart
 from memory.store.learners import Learners
@@ -37,15 +37,17 @@ def summary(found: Progress, language: str | None) -> str:
     say = words_for(language, DOMAIN)
     if found.empty:
         return say(NOTHING_YET)
-    days = sum(day in found.practised for day in found.week_days)
+    days = found.days_this_week
     lines = [
         say.plural(
             "This week you practised on {count} day.",
             "This week you practised on {count} days.",
             days,
         )
+        if days
+        else say(NEW_WEEK)
     ]
-    if found.streak >= 2:
+    if days and found.streak >= 2:
         lines[0] += " " + say.plural(
             "That's {count} day in a row!", "That's {count} days in a row!", found.streak
         )

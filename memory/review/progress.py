@@ -80,6 +80,11 @@ class Progress:
         return [self.this_week.start + timedelta(days=n) for n in range(7)]
 
     @property
+    def days_this_week(self) -> int:
+        """How many of this week's days were practised."""
+        return sum(day in self.practised for day in self.week_days)
+
+    @property
     def streak(self) -> int:
         """Days in a row practised up to today (or up to yesterday, while today is young)."""
         day = self.now.date()

@@ -143,6 +143,35 @@ def test_nothing_reads_as_failure() -> None:
         assert not (red > 150 and red > 1.6 * green and red > 1.6 * blue), colour
 
 
+def test_a_new_week_is_a_fresh_start_not_a_zero() -> None:
+    monday = datetime(2026, 11, 30, 8, tzinfo=UTC)  # nothing yet this week
+    found = Progress(
+        monday,
+        [Week(MONDAY, {"grammar": 3}, 1, 3), Week(date(2026, 11, 30))],
+        frozenset({date(2026, 11, 28), date(2026, 11, 29)}),
+        Patterns(1, 1, 1, 0),
+    )
+    caption = summary(found, None)
+    assert caption.splitlines()[0] == "A new week: chat with me today to tick it off!"
+    assert "0 days" not in caption
+    shown = texts(found, None)
+    assert "A new week: chat with me today to tick it off!" in shown
+    assert not any("0 days" in text for text in shown)
+
+
+def test_arabic_runs_right_to_left() -> None:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.text import Text
+
+    say = words_for("Arabic", DOMAIN)
+    figure = figure_of(week_eight(), say)
+    FigureCanvasAgg(figure).draw()
+    at = {t.get_text(): t.get_position()[0] for t in figure.findobj(Text)}
+    monday, sunday = say.date(MONDAY, "EEE"), say.date(MONDAY + timedelta(days=6), "EEE")
+    assert at[monday] > at[sunday]  # Monday on the right
+    assert at[say(chart.TITLE)] > 0.5  # lines start on the right
+
+
 def bar_colours(found: Progress) -> set[str]:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.colors import to_hex
