@@ -24,6 +24,7 @@ PROJECT = Path(__file__).resolve().parents[2]
 DOMAINS: dict[str, tuple[str, ...]] = {
     "commands": ("bot/phrases.py", "bot/turn/commands.py"),
     "taps": ("bot/turn/taps.py",),
+    "chart": ("bot/review/chart.py", "bot/review/progress.py"),
 }
 
 # How the code marks its texts: say("…"), say.plural("…", "…", n), N_("…").

@@ -1,10 +1,10 @@
-"""The /progress chart and its two-line summary: three panels (corrections per week by
-category, review items learned versus due, active days) drawn with matplotlib's object API on
-the Agg canvas — no pyplot, no global state, safe on any lane's thread — sized for a phone
-and saved as a small palette PNG. matplotlib is imported on the first chart only, or by
-`warm_in_background` when a worker starts: the web process and the memory jobs never load it,
-and a worker's first /progress does not wait for matplotlib, numpy and Pillow to load and the
-font list to be built (seconds on a small machine, more without a bytecode cache)."""
+"""The /progress chart and its caption, both in the learner's native language (the chart's
+drawing is bot/review/chart.py's). The chart is drawn with matplotlib's object API on the Agg
+canvas — no pyplot, no global state, safe on any lane's thread — and saved as a small palette
+PNG. matplotlib is imported on the first chart only, or by `warm_in_background` when a worker
+starts: the web process and the memory jobs never load it, and a worker's first /progress does
+not wait for matplotlib, numpy and Pillow to load and the font list to be built (seconds on a
+small machine, more without a bytecode cache)."""
 
 from __future__ import annotations
 
@@ -12,104 +12,94 @@ import io
 import logging
 import threading
 import time
-from collections import Counter
-from collections.abc import Sequence
 from dataclasses import replace
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from bot.phrases import in_language
-from memory.review.progress import Week, progress
+from bot.i18n import native_of, words_for
+from bot.review.chart import DOMAIN, NEW_WEEK, NOTHING_YET
+from memory.review.progress import Patterns, Progress, Week, progress
 from memory.store.charts import Charts, StoredChart
+from memory.store.learners import Learners
 
 if TYPE_CHECKING:
-    from matplotlib.axes import Axes
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 log = logging.getLogger(__name__)
 
-WIDTH_IN, HEIGHT_IN, DPI = 10, 12, 100  # 1000 × 1200 px: readable on a phone, held upright
 PALETTE_COLOURS = 64  # a palette PNG: a chart has few colours, and antialiasing needs some
-MAX_CATEGORIES = 5  # more get folded into "other": a legend a thumb can read
-COLOURS = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860"]
-LEARNED_COLOUR, DUE_COLOUR, DAYS_COLOUR = "#55A868", "#C44E52", "#4C72B0"
-
-# The summary, in the target language: line one this week's numbers, line two the days.
-THIS_WEEK = {
-    "English": "This week — corrections: {corrections}, patterns learned: {learned}, "
-    "due for review: {due}.",
-    "Spanish": "Esta semana — correcciones: {corrections}, patrones aprendidos: {learned}, "
-    "para repasar: {due}.",
-    "French": "Cette semaine — corrections : {corrections}, points acquis : {learned}, "
-    "à réviser : {due}.",
-    "German": "Diese Woche — Korrekturen: {corrections}, gelernte Muster: {learned}, "
-    "zu wiederholen: {due}.",
-    "Italian": "Questa settimana — correzioni: {corrections}, schemi imparati: {learned}, "
-    "da ripassare: {due}.",
-    "Portuguese": "Esta semana — correções: {corrections}, padrões aprendidos: {learned}, "
-    "para revisar: {due}.",
-    "Dutch": "Deze week — correcties: {corrections}, geleerde patronen: {learned}, "
-    "te herhalen: {due}.",
-}
-DAYS = {
-    "English": "Days you practised this week: {days} of {elapsed}.",
-    "Spanish": "Días que practicaste esta semana: {days} de {elapsed}.",
-    "French": "Jours de pratique cette semaine : {days} sur {elapsed}.",
-    "German": "Tage mit Übung diese Woche: {days} von {elapsed}.",
-    "Italian": "Giorni di pratica questa settimana: {days} su {elapsed}.",
-    "Portuguese": "Dias em que praticaste esta semana: {days} de {elapsed}.",
-    "Dutch": "Dagen dat je oefende deze week: {days} van {elapsed}.",
-}
-NOTHING_YET = (
-    "Nothing to chart yet — chat with me for a few days\nand your progress will show up here."
-)
 
 
-def summary(weeks: Sequence[Week], language: str | None, now: datetime) -> str:
-    """Two lines about this week (the last of `weeks`), in the target language (English where
-    Pam has no template for it)."""
-    week = weeks[-1]
-    first = in_language(THIS_WEEK, language).format(
-        corrections=week.total_corrections, learned=week.learned, due=week.due
-    )
-    elapsed = now.weekday() + 1  # Monday is day one
-    return first + "\n" + in_language(DAYS, language).format(days=week.active_days, elapsed=elapsed)
+def summary(found: Progress, language: str | None) -> str:
+    """The chart's caption, in `language` (the learner's native one; English when None or
+    one Pam has no words in): the days practised this week and the streak, the patterns and
+    their stages, and how many are ready to practise."""
+    say = words_for(language, DOMAIN)
+    if found.empty:
+        return say(NOTHING_YET)
+    days = found.days_this_week
+    lines = [
+        say.plural(
+            "This week you practised on {count} day.",
+            "This week you practised on {count} days.",
+            days,
+        )
+        if days
+        else say(NEW_WEEK)
+    ]
+    if days and found.streak >= 2:
+        lines[0] += " " + say.plural(
+            "That's {count} day in a row!", "That's {count} days in a row!", found.streak
+        )
+    patterns = found.patterns
+    if patterns.met:
+        lines.append(
+            say.plural(
+                "I've noticed {count} mistake pattern: {mastered} mastered, "
+                "{getting_there} getting there.",
+                "I've noticed {count} mistake patterns: {mastered} mastered, "
+                "{getting_there} getting there.",
+                patterns.met,
+                mastered=say.number(patterns.mastered),
+                getting_there=say.number(patterns.getting_there),
+            )
+        )
+    if patterns.ready:
+        lines.append(
+            say.plural(
+                "{count} is ready to practise: send /review.",
+                "{count} are ready to practise: send /review.",
+                patterns.ready,
+            )
+        )
+    return "\n".join(lines)
 
 
-def has_data(weeks: Sequence[Week]) -> bool:
-    """Whether there is anything to draw."""
-    return any(w.corrections or w.learned or w.due or w.active_days for w in weeks)
-
-
-def render(weeks: Sequence[Week]) -> bytes:
-    """The chart of `weeks` as PNG bytes (a note saying there is nothing yet when the learner
-    has no data)."""
+def render(found: Progress, language: str | None = None) -> bytes:
+    """The chart of `found` as PNG bytes, its words in `language` (the learner's native
+    one)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
 
-    figure = Figure(figsize=(WIDTH_IN, HEIGHT_IN), dpi=DPI, layout="constrained")
-    canvas = FigureCanvasAgg(figure)
-    if has_data(weeks):
-        corrections, items, days = figure.subplots(3, 1, sharex=True)
-        labels = [f"{w.start:%d %b}" for w in weeks]
-        _corrections(corrections, weeks)
-        _items(items, weeks)
-        _days(days, weeks, labels)
-        figure.suptitle("Your progress, week by week", fontsize=20)
-    else:
-        figure.text(0.5, 0.5, NOTHING_YET, ha="center", va="center", fontsize=22, wrap=True)
+    from bot.review.chart import figure_of
+
+    figure = figure_of(found, words_for(language, DOMAIN))
+    canvas = figure.canvas
+    assert isinstance(canvas, FigureCanvasAgg)
     canvas.draw()
     return _small_png(canvas)
 
 
 def drawn(charts: Charts, chart: StoredChart) -> StoredChart:
-    """`chart` with its PNG: drawn now from the learner's weeks as of when it was asked for,
-    and stored, when its turn left it NOT_DRAWN. Its delivery calls this, after the turn: the
-    learner's next message is answered meanwhile."""
+    """`chart` with its PNG: drawn now from the learner's progress as of when it was asked
+    for, in their native language, and stored, when its turn left it NOT_DRAWN. Its delivery
+    calls this, after the turn: the learner's next message is answered meanwhile. Raises
+    LearnerGone when the learner was forgotten meanwhile."""
     if chart.drawn:
         return chart
     started, cpu = time.monotonic(), time.thread_time()
-    png = render(progress(charts.engine, chart.learner_id, chart.created_at))
+    learner = Learners(charts.engine, charts.clock).get_learner(chart.learner_id)
+    found = progress(charts.engine, chart.learner_id, chart.created_at)
+    png = render(found, native_of(learner))
     # cpu_ms: this thread's own work; render_ms above it is time spent waiting for the CPU.
     log.info(
         "progress chart learner=%s bytes=%d render_ms=%d cpu_ms=%d",
@@ -128,7 +118,7 @@ def warm() -> None:
     the learner's /progress would then load it, as before."""
     started = time.monotonic()
     try:
-        render(())
+        render(_sample(datetime.now(UTC)))
     except Exception:
         log.exception("chart renderer failed to load; the first /progress loads it")
         return
@@ -146,64 +136,11 @@ def warm_in_background() -> threading.Thread:
     return thread
 
 
-def _corrections(axes: Axes, weeks: Sequence[Week]) -> None:
-    """Stacked bars: corrections per week, by category (the biggest few, then "other")."""
-    totals: Counter[str] = Counter()
-    for week in weeks:
-        totals.update(week.corrections)
-    shown = [name for name, _ in totals.most_common(MAX_CATEGORIES)]
-    if len(totals) > MAX_CATEGORIES and "other" not in shown:
-        shown[-1] = "other"
-    x = range(len(weeks))
-    bottom = [0] * len(weeks)
-    for n, name in enumerate(shown):
-        heights = [_in_category(week, name, shown) for week in weeks]
-        axes.bar(x, heights, bottom=bottom, color=COLOURS[n % len(COLOURS)], label=name)
-        bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
-    axes.set_title("Corrections per week", fontsize=16, loc="left")
-    if shown:
-        axes.legend(fontsize=12, loc="upper left", frameon=False, ncols=min(3, len(shown)))
-    _style(axes, max(bottom, default=0))
-
-
-def _in_category(week: Week, name: str, shown: list[str]) -> int:
-    """The week's corrections in `name`; "other" also takes the categories not shown."""
-    if name != "other":
-        return week.corrections.get(name, 0)
-    return sum(count for c, count in week.corrections.items() if c == "other" or c not in shown)
-
-
-def _items(axes: Axes, weeks: Sequence[Week]) -> None:
-    """Lines: review patterns learned, and due, at each week's end."""
-    x = range(len(weeks))
-    learned = [w.learned for w in weeks]
-    due = [w.due for w in weeks]
-    axes.plot(x, learned, color=LEARNED_COLOUR, linewidth=3, marker="o", label="learned")
-    axes.plot(x, due, color=DUE_COLOUR, linewidth=3, marker="o", label="due for review")
-    axes.set_title("Mistake patterns: learned vs due", fontsize=16, loc="left")
-    axes.legend(fontsize=12, loc="best", frameon=False)
-    _style(axes, max(learned + due, default=0))
-
-
-def _days(axes: Axes, weeks: Sequence[Week], labels: list[str]) -> None:
-    """Bars: days with practice in each week (of 7)."""
-    x = range(len(weeks))
-    axes.bar(x, [w.active_days for w in weeks], color=DAYS_COLOUR)
-    axes.set_title("Days you practised", fontsize=16, loc="left")
-    axes.set_xticks(list(x), labels, fontsize=12)
-    _style(axes, 7)
-
-
-def _style(axes: Axes, top: int) -> None:
-    """Whole numbers on the y axis, a little room above the highest value, light frame."""
-    from matplotlib.ticker import MaxNLocator
-
-    axes.set_ylim(0, max(top, 1) * 1.15)
-    axes.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=5))
-    axes.tick_params(labelsize=12)
-    axes.grid(axis="y", alpha=0.3)
-    for side in ("top", "right"):
-        axes.spines[side].set_visible(False)
+def _sample(now: datetime) -> Progress:
+    """A chart with something in every part, for `warm` to draw."""
+    start = now.date() - timedelta(days=now.weekday())
+    weeks = [Week(start - timedelta(weeks=1), {"grammar": 2}, 0, 1), Week(start, {"other": 1})]
+    return Progress(now, weeks, frozenset({now.date()}), Patterns(1, 1, 1, 1))
 
 
 def _small_png(canvas: FigureCanvasAgg) -> bytes:

@@ -9,6 +9,7 @@ from typing import Any
 
 from bot import phrases
 from bot.channels import Button, GroupChats
+from bot.i18n import native_of
 from bot.languages import (
     LEVELS,
     explanation_language,
@@ -208,12 +209,11 @@ class Commands:
 
     def progress(self, learner: LearnerInfo, command: Command) -> CommandAnswer:
         """/progress: the chart of the learner's last weeks, stored for delivery, and its
-        two-line summary in the target language as the caption. The chart is drawn where it
+        summary in the learner's native language as the caption. The chart is drawn where it
         is delivered (bot/review/progress.py, drawn), after this turn: drawing takes a while (a
         fresh process loads matplotlib), and the learner's next message must not wait."""
-        now = self.clock()
-        weeks = progress(self.store.charts.engine, learner.id, now)
-        caption = summary(weeks, learner.target_language, now)
+        found = progress(self.store.charts.engine, learner.id, self.clock())
+        caption = summary(found, native_of(learner))
         chart_id, _ = self.store.charts.save(learner.id, NOT_DRAWN, caption)
         return CommandAnswer(caption, chart_id)
 

@@ -1,5 +1,7 @@
-"""/progress: the chart as a real PNG for an empty and a busy learner, its summary in the
-target language, and the chart's way through the worker — stored, queued with its caption,
+"""/progress: the chart as a real PNG on day one, in week eight and for a learner with nothing
+yet — no empty weeks, nothing that reads as failure, each category in its colour, every word in
+the learner's native language and every script drawn without a missing glyph — its caption in
+that language, and the chart's way through the worker — stored, queued with its caption,
 claimed, and sent by the channel's `send_chart` with its signed link (or the caption alone
 where the channel has no images, the chart is gone, or the learner was forgotten). The chart
 is drawn by its delivery, after the turn: the learner's next message is answered meanwhile."""
@@ -8,7 +10,6 @@ from __future__ import annotations
 
 import io
 import threading
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 
@@ -19,11 +20,23 @@ from sqlalchemy import Engine
 import bot.review.progress
 from bot import phrases
 from bot.channels import TransientSendError
-from bot.review.progress import HEIGHT_IN, WIDTH_IN, render, summary
+from bot.i18n import words_for
+from bot.reply_format import CATEGORIES
+from bot.review import chart
+from bot.review.chart import (
+    CATEGORY_COLOURS,
+    CORRECTIONS_TITLE,
+    DAYS_TITLE,
+    DOMAIN,
+    NOTHING_YET,
+    category_colour,
+    figure_of,
+)
+from bot.review.progress import render, summary
 from bot.worker.runtime import Pam
 from bot.worker.worker import Worker
 from memory.messages import Sent
-from memory.review.progress import Week
+from memory.review.progress import Patterns, Progress, Week
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel
 from tests.helpers.queues import make_available_now, outbox_rows
@@ -35,25 +48,37 @@ from webhooks.wiring import build
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 PUBLIC = "https://pam.example"
 NOW = datetime(2026, 11, 25, 12, tzinfo=UTC)  # a Wednesday: day three of the week
+MONDAY = date(2026, 11, 23)
+SCRIPTS = ["Japanese", "Chinese", "Korean", "Arabic", "Hindi", "Russian", "German"]
 
 
-def busy_weeks() -> list[Week]:
-    start = date(2026, 10, 5)
-    categories = ["grammar", "vocabulary", "spelling", "conjugation", "gender", "word order"]
-    return [
+def day_one() -> Progress:
+    """A learner's first day: a few messages today, three patterns met, two right since."""
+    return Progress(
+        NOW,
+        [Week(MONDAY, {"grammar": 2, "vocabulary": 1}, 0, 1)],
+        frozenset({NOW.date()}),
+        Patterns(to_practise=1, getting_there=2, mastered=0, ready=1),
+    )
+
+
+def week_eight() -> Progress:
+    categories = ["grammar", "vocabulary", "spelling", "conjugation", "gender", "word-order"]
+    weeks = [
         Week(
-            start + timedelta(weeks=n),
+            MONDAY - timedelta(weeks=7 - n),
             {c: (n + k) % 4 for k, c in enumerate(categories)},
-            learned=n,
-            due=8 - n,
+            mastered=n,
             active_days=min(n, 7),
         )
         for n in range(8)
     ]
+    days = frozenset(MONDAY + timedelta(days=d) for d in (-3, -2, -1, 0, 1, 2))
+    return Progress(NOW, weeks, days, Patterns(3, 4, 6, 2))
 
 
-def empty_weeks() -> list[Week]:
-    return [Week(date(2026, 10, 5) + timedelta(weeks=n)) for n in range(8)]
+def nothing() -> Progress:
+    return Progress(NOW, [Week(MONDAY)], frozenset())
 
 
 def opened(png: bytes) -> Image.Image:
@@ -63,12 +88,26 @@ def opened(png: bytes) -> Image.Image:
     return Image.open(io.BytesIO(png))
 
 
-@pytest.mark.parametrize("weeks", [busy_weeks(), empty_weeks()], ids=["busy", "empty"])
-def test_the_chart_is_a_small_phone_sized_png(weeks: list[Week]) -> None:
-    png = render(weeks)
+def texts(found: Progress, language: str | None) -> list[str]:
+    """Every text the chart of `found` shows, in `language`, once drawn."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.text import Text
+
+    figure = figure_of(found, words_for(language, DOMAIN))
+    FigureCanvasAgg(figure).draw()
+    return [t.get_text() for t in figure.findobj(Text) if t.get_text().strip()]
+
+
+@pytest.mark.parametrize(
+    ("found", "size"),
+    [(day_one(), (1080, 1080)), (week_eight(), (1080, 1440)), (nothing(), (1080, 1080))],
+    ids=["day-one", "week-eight", "nothing"],
+)
+def test_the_chart_is_a_small_phone_sized_png(found: Progress, size: tuple[int, int]) -> None:
+    png = render(found)
     image = opened(png)
     assert image.format == "PNG"
-    assert image.size == (WIDTH_IN * 100, HEIGHT_IN * 100)
+    assert image.size == size  # 1080 px wide, square or upright
     assert image.mode == "P"  # a palette: few colours, a small file
     assert len(png) < 60_000
 
@@ -79,22 +118,118 @@ def inked(image: Image.Image) -> int:
 
 
 def test_a_busy_chart_draws_its_panels_and_an_empty_one_says_so() -> None:
-    busy, empty = opened(render(busy_weeks())), opened(render(empty_weeks()))
-    assert inked(busy) > 20 * inked(empty) > 0
+    busy, empty = opened(render(week_eight())), opened(render(nothing()))
+    assert inked(busy) > 10 * inked(empty) > 0
 
 
-def test_the_summary_is_in_the_target_language_with_english_as_the_fallback() -> None:
-    this_week = Week(date(2026, 11, 23), {"grammar": 9, "spelling": 3}, 7, 1, active_days=2)
-    weeks = [*empty_weeks()[1:], this_week]
-    spanish = summary(weeks, "Spanish", NOW)
-    assert spanish.splitlines() == [
-        "Esta semana — correcciones: 12, patrones aprendidos: 7, para repasar: 1.",
-        "Días que practicaste esta semana: 2 de 3.",
+def test_day_one_shows_its_week_and_patterns_and_no_empty_weeks() -> None:
+    shown = texts(day_one(), None)
+    assert "This week" in shown and "Mistake patterns I noticed" in shown
+    assert [t for t in shown if len(t) == 3] == ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
+    assert "1 day practised" in shown
+    assert {"to practise", "getting there", "mastered"} <= set(shown)
+    # The weeks show only once there are two of them.
+    assert DAYS_TITLE not in shown and CORRECTIONS_TITLE not in shown
+    weekly = texts(week_eight(), None)
+    assert DAYS_TITLE in weekly and CORRECTIONS_TITLE in weekly
+    assert "3 days practised  ·  6 days in a row" in weekly
+
+
+def test_nothing_reads_as_failure() -> None:
+    shown = " ".join(texts(week_eight(), None)).lower()
+    assert "due" not in shown and "fail" not in shown
+    for colour in (chart.TO_PRACTISE, chart.READY, chart.GETTING_THERE, chart.PRACTISED):
+        red, green, blue = (int(colour[i : i + 2], 16) for i in (1, 3, 5))
+        assert not (red > 150 and red > 1.6 * green and red > 1.6 * blue), colour
+
+
+def test_a_new_week_is_a_fresh_start_not_a_zero() -> None:
+    monday = datetime(2026, 11, 30, 8, tzinfo=UTC)  # nothing yet this week
+    found = Progress(
+        monday,
+        [Week(MONDAY, {"grammar": 3}, 1, 3), Week(date(2026, 11, 30))],
+        frozenset({date(2026, 11, 28), date(2026, 11, 29)}),
+        Patterns(1, 1, 1, 0),
+    )
+    caption = summary(found, None)
+    assert caption.splitlines()[0] == "A new week: chat with me today to tick it off!"
+    assert "0 days" not in caption
+    shown = texts(found, None)
+    assert "A new week: chat with me today to tick it off!" in shown
+    assert not any("0 days" in text for text in shown)
+
+
+def test_arabic_runs_right_to_left() -> None:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.text import Text
+
+    say = words_for("Arabic", DOMAIN)
+    figure = figure_of(week_eight(), say)
+    FigureCanvasAgg(figure).draw()
+    at = {t.get_text(): t.get_position()[0] for t in figure.findobj(Text)}
+    monday, sunday = say.date(MONDAY, "EEE"), say.date(MONDAY + timedelta(days=6), "EEE")
+    assert at[monday] > at[sunday]  # Monday on the right
+    assert at[say(chart.TITLE)] > 0.5  # lines start on the right
+
+
+def bar_colours(found: Progress) -> set[str]:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.colors import to_hex
+    from matplotlib.patches import Rectangle
+
+    figure = figure_of(found, words_for(None, DOMAIN))
+    FigureCanvasAgg(figure).draw()
+    return {to_hex(p.get_facecolor()) for p in figure.findobj(Rectangle)}
+
+
+def test_each_category_keeps_its_colour_in_every_chart() -> None:
+    assert len(set(CATEGORY_COLOURS.values())) == len(CATEGORY_COLOURS)
+    assert set(CATEGORY_COLOURS) == set(CATEGORIES)
+    assert category_colour("made-up") == category_colour("other")
+    # Spelling alone, or among many others: the same colour.
+    weeks = [Week(MONDAY - timedelta(weeks=1), {"spelling": 2}), Week(MONDAY, {"spelling": 1})]
+    alone = Progress(NOW, weeks, frozenset({NOW.date()}))
+    spelling = category_colour("spelling").lower()
+    assert spelling in bar_colours(alone)
+    assert spelling in bar_colours(week_eight())
+    grammar = category_colour("grammar").lower()
+    assert grammar not in bar_colours(alone) and grammar in bar_colours(week_eight())
+
+
+def test_every_word_of_the_chart_is_in_the_native_language() -> None:
+    german = texts(week_eight(), "German")
+    assert "Dein Fortschritt" in german and "Diese Woche" in german
+    assert "Mo." in german and "Mi., 25. November" in german
+    assert "Rechtschreibung" in german  # a category
+    assert "23. Nov." in german  # a week
+    english = set(texts(week_eight(), None))
+    assert not english & set(german) - {"✓", "2", "3", "4", "6"} - {str(n) for n in range(20)}
+    japanese = texts(day_one(), "Japanese")
+    assert "今週" in japanese and "水" in japanese and "練習した日: 1日" in japanese
+
+
+@pytest.mark.parametrize("language", SCRIPTS)
+def test_the_chart_draws_every_script_without_missing_glyphs(language: str) -> None:
+    # A missing glyph is a warning ("Glyph … missing from font(s) …"): an error here.
+    for found in (day_one(), week_eight(), nothing()):
+        opened(render(found, language))
+
+
+def test_the_caption_is_in_the_native_language_with_english_as_the_fallback() -> None:
+    english = summary(week_eight(), None)
+    assert english.splitlines() == [
+        "This week you practised on 3 days. That's 6 days in a row!",
+        "I've noticed 13 mistake patterns: 6 mastered, 4 getting there.",
+        "2 are ready to practise: send /review.",
     ]
-    english = summary(weeks, "Klingon", NOW)
-    assert english.startswith("This week — corrections: 12, patterns learned: 7")
-    assert summary(weeks, None, NOW) == english
-    assert len(summary(weeks, "German", NOW).splitlines()) == 2
+    assert summary(week_eight(), "Klingon") == english
+    assert summary(day_one(), "Spanish").splitlines() == [
+        "Esta semana practicaste 1 día.",
+        "He notado 3 errores recurrentes: 0 dominados, 2 casi.",
+        "1 está listo para practicar: manda /review.",
+    ]
+    assert summary(nothing(), "German") == words_for("German", DOMAIN)(NOTHING_YET)
+    assert "/review" in summary(week_eight(), "Arabic")
 
 
 def test_help_lists_progress() -> None:
@@ -165,7 +300,7 @@ def test_progress_sends_the_chart_with_its_summary_and_signed_link(
     opened(call.png)
     assert call.url is not None and call.url.startswith(f"{PUBLIC}/charts/")
     assert call.url.endswith(".png")
-    assert call.caption.startswith("This week — corrections: 0")
+    assert call.caption == NOTHING_YET  # a new learner: nothing yet
     assert fake_model.calls == []  # a command: no model call
     (row,) = outbox_rows(engine, user)
     assert row.status == "sent" and row.chart_id is not None
@@ -195,7 +330,7 @@ def test_a_channel_without_images_gets_the_summary_as_text(
     ask_progress(worker, user)
     worker.drain()
     (call,) = sender.calls
-    assert call.text.startswith("This week — corrections: 0")
+    assert call.text == NOTHING_YET
 
 
 def progress_send_failed(
@@ -266,11 +401,11 @@ def test_the_learners_next_message_is_answered_while_their_chart_is_drawn(
 ) -> None:
     drawing, finish = threading.Event(), threading.Event()
 
-    def slow_render(weeks: Sequence[Week]) -> bytes:
+    def slow_render(found: Progress, language: str | None = None) -> bytes:
         """The renderer of a fresh process on a small machine: as slow as the test wants."""
         drawing.set()
         assert finish.wait(WAIT)
-        return render(weeks)
+        return render(found, language)
 
     monkeypatch.setattr(bot.review.progress, "render", slow_render)
     sender = ChartSender()
@@ -306,7 +441,7 @@ def test_a_chart_that_cannot_be_drawn_sends_its_caption_at_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # A failure that would repeat on every retry must not hold up the learner's replies.
-    def broken_render(weeks: Sequence[Week]) -> bytes:
+    def broken_render(found: Progress, language: str | None = None) -> bytes:
         raise ValueError("a shape of data the chart cannot draw")
 
     monkeypatch.setattr(bot.review.progress, "render", broken_render)
@@ -333,10 +468,10 @@ def test_a_learner_forgotten_while_their_chart_is_drawn_gets_nothing(
     pam = pam_on(settings, engine, fake_model, PUBLIC)
     user = unique_user()
 
-    def forgetting_render(weeks: Sequence[Week]) -> bytes:
+    def forgetting_render(found: Progress, language: str | None = None) -> bytes:
         """/forget arrives while the chart is drawn."""
         pam.store.learners.forget(pam.store.learners.learner(user).id)
-        return render(weeks)
+        return render(found, language)
 
     monkeypatch.setattr(bot.review.progress, "render", forgetting_render)
     sender = ChartSender()

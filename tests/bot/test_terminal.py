@@ -174,7 +174,7 @@ def test_progress_writes_the_chart_where_asked_and_says_where(pam: Pam, tmp_path
         clock=clock,
     )
     summary, where = stdout.getvalue().split("pam> ")[1:]
-    assert summary.startswith("This week — corrections: 0")
+    assert summary.startswith("Nothing to show yet")
     path = tmp_path / "pam-progress-lena_etc-20261125-093005.png"
     assert where == f"{CHART}{path}\n\n"
     assert path.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")

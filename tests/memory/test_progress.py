@@ -1,4 +1,6 @@
-"""What /progress reads (memory/review/progress.py) on a fixed clock, and the stored charts
+"""What /progress reads (memory/review/progress.py) on a fixed clock — the weeks since the
+learner began, the days practised and the streak, each pattern's stage from its grades — and
+the stored charts
 (memory/store/charts.py): saved, found by id and nonce, pruned, erased by /forget, and the links'
 signing key made once for every process."""
 
@@ -15,7 +17,7 @@ from memory.clock import ManualClock
 from memory.database.models import Correction, Message
 from memory.database.models_review import ReviewItem, ReviewLog
 from memory.database.records import LEARNER, PAM, LearnerGone
-from memory.review.progress import Week, progress, week_starts
+from memory.review.progress import Patterns, Week, progress, week_starts
 from memory.store.charts import Charts
 from memory.store.message_store import Store
 from tests.conftest import unique_user
@@ -23,7 +25,7 @@ from tests.conftest import unique_user
 # A Wednesday, noon: this week began on Monday 23 November.
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 MONDAY = datetime(2026, 11, 23, tzinfo=UTC)
-LEARNING, REVIEW, RELEARNING = 1, 2, 3
+AGAIN, GOOD = 1, 3
 
 
 def at(days_before_now: float) -> datetime:
@@ -53,7 +55,7 @@ def add_corrections(engine: Engine, learner_id: int, *made: tuple[str, datetime]
 
 
 def add_item(engine: Engine, learner_id: int, due: datetime, *grades: tuple[datetime, int]) -> None:
-    """A review item due at `due`, graded at each (when, state after it)."""
+    """A review item due at `due`, graded at each (when, rating)."""
     with Session(engine) as session, session.begin():
         item = ReviewItem(
             learner_id=learner_id,
@@ -62,7 +64,7 @@ def add_item(engine: Engine, learner_id: int, due: datetime, *grades: tuple[date
             terms="",
             original="yo es",
             corrected="yo soy",
-            state=grades[-1][1],
+            state=1,
             due=due,
         )
         session.add(item)
@@ -71,13 +73,13 @@ def add_item(engine: Engine, learner_id: int, due: datetime, *grades: tuple[date
             ReviewLog(
                 learner_id=learner_id,
                 item_id=item.id,
-                rating=1,
-                source="mistake",
+                rating=rating,
+                source="mistake" if rating == AGAIN else "review",
                 message_id=None,
-                state=state,
+                state=1,
                 reviewed_at=when,
             )
-            for when, state in grades
+            for when, rating in grades
         )
 
 
@@ -91,10 +93,11 @@ def test_weeks_start_on_monday_utc_and_end_with_this_one() -> None:
     assert week_starts(MONDAY, 2) == [MONDAY - timedelta(weeks=1), MONDAY]
 
 
-def test_a_new_learner_has_eight_empty_weeks(store: Store) -> None:
+def test_a_new_learner_has_this_week_only_and_nothing_to_show(store: Store) -> None:
     learner = store.learners.learner(unique_user())
-    weeks = progress(store.charts.engine, learner.id, NOW)
-    assert weeks == [Week(start.date()) for start in week_starts(NOW)]
+    found = progress(store.charts.engine, learner.id, NOW)
+    assert found.weeks == [Week(MONDAY.date())]
+    assert found.empty and found.streak == 0 and found.patterns == Patterns()
 
 
 def test_corrections_by_category_and_active_days_per_week(store: Store) -> None:
@@ -116,43 +119,62 @@ def test_corrections_by_category_and_active_days_per_week(store: Store) -> None:
     add_messages(engine, learner.id, at(1), at(4), role=PAM)
     add_messages(engine, other.id, at(1))
 
-    weeks = progress(engine, learner.id, NOW)
+    found = progress(engine, learner.id, NOW)
+    weeks = found.weeks
 
+    assert len(weeks) == 2  # from the first week with anything in it (100 days ago is out)
     assert weeks[-1].start == date(2026, 11, 23)
     assert weeks[-1].corrections == {"grammar": 2, "vocabulary": 1}
     assert weeks[-1].total_corrections == 3
     assert weeks[-1].active_days == 2  # Monday and Wednesday
     assert weeks[-2].corrections == {"spelling": 1}
     assert weeks[-2].active_days == 1
-    assert all(w.total_corrections == 0 and w.active_days == 0 for w in weeks[:-2])
+    assert found.practised == {date(2026, 11, 22), date(2026, 11, 23), date(2026, 11, 25)}
+    assert found.week_days[0] == date(2026, 11, 23) and len(found.week_days) == 7
+    assert found.streak == 1  # today; Tuesday was missed
 
 
-def test_learned_and_due_at_each_weeks_end_come_from_the_grades(store: Store) -> None:
+def test_the_streak_counts_days_in_a_row_up_to_today_or_yesterday(store: Store) -> None:
     engine = store.charts.engine
     learner = store.learners.learner(unique_user())
-    # Made three weeks ago, learned two weeks ago, not graded since, due again tomorrow.
-    add_item(engine, learner.id, NOW + timedelta(days=1), (at(21), LEARNING), (at(14), REVIEW))
-    # Made last week, still being learned, due now.
-    add_item(engine, learner.id, NOW - timedelta(hours=1), (at(6), LEARNING))
-    # Learned four weeks ago, forgotten (relearning) this week, due tomorrow.
+    add_messages(engine, learner.id, at(1), at(2), at(3), at(5))
+    assert progress(engine, learner.id, NOW).streak == 3  # not yet today: still alive
+    add_messages(engine, learner.id, at(0))
+    assert progress(engine, learner.id, NOW).streak == 4
+
+
+def test_three_right_answers_are_three_patterns_getting_there_not_zero_learned(
+    store: Store,
+) -> None:
+    engine = store.charts.engine
+    learner = store.learners.learner(unique_user())
+    soon = NOW + timedelta(days=1)
+    for _ in range(3):  # made yesterday, answered right in /review today
+        add_item(engine, learner.id, soon, (at(1), AGAIN), (at(0.1), GOOD))
+    found = progress(engine, learner.id, NOW)
+    assert found.patterns == Patterns(to_practise=0, getting_there=3, mastered=0, ready=0)
+    assert found.patterns.met == 3
+
+
+def test_each_pattern_counts_by_its_latest_grades(store: Store) -> None:
+    engine = store.charts.engine
+    learner = store.learners.learner(unique_user())
+    later, past = NOW + timedelta(days=1), NOW - timedelta(hours=1)
+    # Made three weeks ago, right twice since: mastered two weeks ago.
+    add_item(engine, learner.id, later, (at(21), AGAIN), (at(20), GOOD), (at(14), GOOD))
+    # Made last week, never right since, due an hour ago: to practise, and ready.
+    add_item(engine, learner.id, past, (at(6), AGAIN))
+    # Mastered four weeks ago, made again yesterday: to practise again.
     add_item(
-        engine,
-        learner.id,
-        NOW + timedelta(days=1),
-        (at(35), LEARNING),
-        (at(29), REVIEW),
-        (at(1), RELEARNING),
+        engine, learner.id, later, (at(35), AGAIN), (at(30), GOOD), (at(29), GOOD), (at(1), AGAIN)
     )
 
-    weeks = progress(engine, learner.id, NOW)
-    learned = [w.learned for w in weeks]
-    due = [w.due for w in weeks]
+    found = progress(engine, learner.id, NOW)
 
-    # Weeks ending (Mondays) Oct 12 … Nov 23, and now.
-    assert learned == [0, 0, 0, 1, 1, 2, 2, 1]
-    # Still in learning at a week's end and graded since: due then; not graded since: due
-    # by its due date (the second item's, an hour ago, has come only in this week).
-    assert due == [0, 0, 1, 0, 1, 0, 0, 1]
+    assert found.patterns == Patterns(to_practise=2, getting_there=0, mastered=1, ready=1)
+    # From the week the oldest pattern was made (Oct 19); mastered at each week's end.
+    assert found.weeks[0].start == date(2026, 10, 19)
+    assert [w.mastered for w in found.weeks] == [0, 1, 1, 2, 2, 1]
 
 
 def test_a_chart_is_found_by_its_id_and_nonce_only(store: Store) -> None:

@@ -52,7 +52,7 @@ def test_progress_is_a_telegram_photo_and_a_whatsapp_media_link_the_web_serves(
         (photo,) = telegram.of("sendPhoto")
         assert str(photo.params["chat_id"]) == str(lena["id"])
         assert photo.params["photo"].startswith(PNG_SIGNATURE)
-        assert photo.params["caption"].startswith("This week — corrections: 0")
+        assert photo.params["caption"].startswith("Nothing to show yet")
 
         # WhatsApp: Twilio gets a media URL under PAM_PUBLIC_URL.
         form = text_form("34" + str(uuid.uuid4().int)[:10], "/progress")

@@ -17,7 +17,7 @@ from bot.review.progress import render
 from loopback.callback_server import CallbackServer
 from loopback.telegram_server import TOKEN, Failure, TelegramServer
 from loopback.twilio_server import ACCOUNT_SID, AUTH_TOKEN, NUMBER, TwilioServer
-from memory.review.progress import Week, week_starts
+from memory.review.progress import Progress, Week, week_starts
 from tests.support import API_TOKEN
 from webhooks.api.sender import ApiCallbackSender
 from webhooks.telegram.address import chat_address
@@ -26,14 +26,18 @@ from webhooks.whatsapp.sender import TwilioSender
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 URL = "https://pam.example/charts/token.png"
-CAPTION = "This week — corrections: 3, patterns learned: 1, due for review: 2.\nDays: 2 of 3."
+CAPTION = (
+    "This week you practised on 2 days.\n"
+    "I've noticed 3 mistake patterns: 1 mastered, 1 getting there."
+)
 
 
 @pytest.fixture(scope="module")
 def png() -> bytes:
     from datetime import UTC, datetime
 
-    return render([Week(start.date()) for start in week_starts(datetime.now(UTC))])
+    now = datetime.now(UTC)
+    return render(Progress(now, [Week(week_starts(now, 1)[0].date())], frozenset({now.date()})))
 
 
 @pytest.fixture

@@ -465,5 +465,5 @@ def test_progress_arrives_as_a_photo_with_its_summary(
     (photo,) = telegram_server.of("sendPhoto")
     assert str(photo.params["chat_id"]) == str(chat)
     assert photo.params["photo"].startswith(b"\x89PNG\r\n\x1a\n")
-    assert photo.params["caption"].startswith("This week — corrections: 0")
+    assert photo.params["caption"].startswith("Nothing to show yet")
     assert telegram_server.sent_texts(chat) == []

@@ -407,7 +407,7 @@ def test_progress_sends_media_whose_signed_link_the_web_app_serves(
     Worker(pam, senders(public)).drain()
     [message] = twilio_server.messages
     assert message["To"] == address
-    assert message["Body"].startswith("This week — corrections: 0")
+    assert message["Body"].startswith("Nothing to show yet")
     link = message["MediaUrl"]
     assert link.startswith("https://pam.example/charts/") and link.endswith(".png")
     served = client.get(link.removeprefix("https://pam.example"))  # no credentials
