@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from bot.levels import LEVELS
 from memory.language_names import code_for_name, display_name, language_of
-
-LEVELS = ("A1", "A2", "B1", "B2", "C1", "C2")
 
 LEVEL_DESCRIPTIONS = {
     "A1": "A1, beginner: very common words, present tense, very short sentences",
