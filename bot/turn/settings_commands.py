@@ -52,14 +52,14 @@ def _refusal(say: Words, typed: str, choice: Choice, args: Sequence[str], at: in
             )
         return say(
             "I can't teach {language} — it's a made-up language, and I teach languages "
-            "people speak. I can help you with {examples} and many more.",
+            "people speak. I can help you with lots of others, like {examples}.",
             language=language,
             examples=_examples(say),
         )
     if choice.verdict == "not taught":
         return say(
             "I don't know {language} well enough to teach it, sorry. I can help you with "
-            "{examples} and many more.",
+            "lots of others, like {examples}.",
             language=_language_name(say, choice)[:MAX_SAID_CHARS],
             examples=_examples(say),
         )
