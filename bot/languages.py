@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from bot.levels import LEVELS as LEVELS  # where callers have always found it
 from memory.language_names import code_for_name, display_name, language_of
-
-LEVELS = ("A1", "A2", "B1", "B2", "C1", "C2")
 
 LEVEL_DESCRIPTIONS = {
     "A1": "A1, beginner: very common words, present tense, very short sentences",
@@ -40,12 +39,6 @@ def iso_code(name: str | None) -> str | None:
     language = language_of(tag) if tag else None
     code = (language.language or "") if language else ""
     return code if len(code) == 2 else None
-
-
-def normalize_level(text: str) -> str | None:
-    """ "b1" → "B1"; None for anything that is not a CEFR level."""
-    level = text.strip().upper()
-    return level if level in LEVELS else None
 
 
 def explains_in_native(level: str | None) -> bool:

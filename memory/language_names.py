@@ -54,6 +54,12 @@ def _codes(kind: str) -> dict[str, str]:
     return {normalize(name): code for code, name in _tables()[kind].items()}
 
 
+def names_index() -> dict[str, str]:
+    """Every name Pam knows a language by, normalised, with the tag it names."""
+    names: dict[str, str] = _tables()["names"]
+    return names
+
+
 def english_name(kind: str, code: str) -> str | None:
     """CLDR's English name of a language, script or territory code (`kind`: "languages",
     "scripts", "territories"), or None."""

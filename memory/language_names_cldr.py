@@ -35,6 +35,26 @@ COMMON_ENGLISH_NAMES = {
     "Myanmar": "my", "Panjabi": "pa", "Gaelic": "gd", "Irish Gaelic": "ga", "Bengali": "bn",
 }  # fmt: skip
 
+# Names people type for their language, or a regional form of it, that CLDR holds under no
+# locale's names: regional and native names ("Castellano", "Português do Brasil"), the
+# demonyms used as language names ("brasileiro"), the usual names of Chinese in Chinese
+# ("普通话", "國語"), and romanised autonyms ("Nihongo", "Ivrit").
+REGIONAL_AND_NATIVE_NAMES = {
+    "Castellano": "es", "Español de España": "es-ES", "Español latino": "es-419",
+    "Español latinoamericano": "es-419", "Español mexicano": "es-MX",
+    "Português do Brasil": "pt-BR", "Português brasileiro": "pt-BR", "Brasileiro": "pt-BR",
+    "Brazilian": "pt-BR", "Português de Portugal": "pt-PT", "Português europeu": "pt-PT",
+    "Hochdeutsch": "de", "Schweizerdeutsch": "gsw", "Vlaams": "nl-BE",
+    "Français de France": "fr-FR", "Québécois": "fr-CA", "Français québécois": "fr-CA",
+    "普通话": "zh", "普通話": "zh", "國語": "zh-Hant", "国语": "zh", "华语": "zh",
+    "華語": "zh-Hant",
+    "汉语": "zh", "漢語": "zh-Hant", "中国话": "zh", "中文简体": "zh-Hans", "简体中文": "zh-Hans",
+    "繁體中文": "zh-Hant", "廣東話": "yue", "广东话": "yue", "粵語": "yue", "Putonghua": "zh",
+    "Nihongo": "ja", "Hangugeo": "ko", "Hanguk-eo": "ko", "Ivrit": "he", "Parsi": "fa",
+    "Bahasa": "id", "Hindustani": "hi", "Al-arabiya": "ar", "عربي": "ar", "Русский язык": "ru",
+    "Українська мова": "uk", "Deutsche Sprache": "de",
+}  # fmt: skip
+
 
 def _tag(key: str) -> str:
     """A CLDR locale key as a language tag ("pt_BR" → "pt-BR")."""
@@ -118,6 +138,7 @@ def build() -> dict[str, Any]:
     sources = [
         _named("en"),
         COMMON_ENGLISH_NAMES.items(),
+        REGIONAL_AND_NATIVE_NAMES.items(),
         _autonyms(),
         *(_named(locale) for locale in MAJOR_LOCALES),
         registry_names,

@@ -18,7 +18,8 @@ class Inbound:
     the learner's external id. `chat_id` is where replies go on the channel. `platform_id`
     is the platform's own message id, unique per channel, used to recognise redeliveries.
     `kind` is "text", or what was sent instead (one of NOT_TEXT); a voice note's `voice` says
-    where the worker fetches its audio (`text` is then its caption, if any)."""
+    where the worker fetches its audio (`text` is then its caption, if any); `language_hint`
+    what the platform says of the sender's language."""
 
     channel: str
     platform_id: str
@@ -28,6 +29,10 @@ class Inbound:
     display_name: str | None = None
     kind: str = "text"
     voice: VoiceNote | None = None
+    # What the platform says of the sender's language (Telegram's language_code, "de" or
+    # "pt-br"; the language of a WhatsApp number's country): Pam's guess at their native
+    # language until they say it. None where the channel tells nothing.
+    language_hint: str | None = None
 
 
 @dataclass(frozen=True)

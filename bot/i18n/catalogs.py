@@ -25,6 +25,7 @@ DOMAINS: dict[str, tuple[str, ...]] = {
     "commands": ("bot/phrases.py", "bot/turn/commands.py"),
     "taps": ("bot/turn/taps.py",),
     "chart": ("bot/review/chart.py", "bot/review/progress.py"),
+    "settings": ("bot/turn/settings_commands.py",),
 }
 
 # How the code marks its texts: say("…"), say.plural("…", "…", n), N_("…").

@@ -10,15 +10,10 @@ from typing import Any
 from bot import phrases
 from bot.channels import Button, GroupChats
 from bot.i18n import native_of
-from bot.languages import (
-    LEVELS,
-    explanation_language,
-    language_name,
-    languages_of,
-    normalize_level,
-)
+from bot.languages import explanation_language, languages_of
 from bot.review.progress import summary
 from bot.review.reviewing import Reviewing
+from bot.turn.settings_commands import set_languages, set_level
 from memory.clock import Clock, utcnow
 from memory.database.records import LearnerInfo
 from memory.jobs.profile import FIELDS, document
@@ -172,40 +167,11 @@ class Commands:
 
     def language(self, learner: LearnerInfo, command: Command) -> str:
         """/language <target> [native]: the languages to practise and to explain in."""
-        usage = (
-            "Which language do you want to practise? Write it like this: "
-            "/language Spanish — or with your native language too: /language Spanish English"
-        )
-        args = command.args
-        if not args or len(args) > 2:
-            return usage
-        names = [language_name(arg) for arg in args]
-        for arg, name in zip(args, names, strict=True):
-            if name is None:
-                return f"I don't know the language “{arg[:40]}”. {usage}"
-        target = names[0]
-        native = names[1] if len(names) == 2 else learner.native_language
-        if native == target:
-            return "Your native language and the one you practise are the same — " + usage
-        updated = self.store.learners.update_settings(
-            learner.id, target_language=target, native_language=native
-        )
-        return f"Great! {self._settings_of(updated)} Say hi whenever you're ready!"
+        return set_languages(self.store.learners, learner, command.args, self._settings_of)
 
     def level(self, learner: LearnerInfo, command: Command) -> str:
-        """/level <A1…C2>: the learner's CEFR level."""
-        usage = (
-            f"Tell me your level as one of {', '.join(LEVELS)} — e.g. /level A2. "
-            "A1–A2 beginner, B1–B2 intermediate, C1–C2 advanced."
-        )
-        args = command.args
-        level = normalize_level(args[0]) if len(args) == 1 else None
-        if level is None:
-            return usage
-        updated = self.store.learners.update_settings(learner.id, level=level)
-        if updated.target_language:
-            return f"Got it. {self._settings_of(updated)}"
-        return f"Got it: level {level}. {phrases.NEEDS_LANGUAGE}"
+        """/level <A1…C2, a word, a range>: the learner's CEFR level."""
+        return set_level(self.store.learners, learner, command.args, self._settings_of)
 
     def progress(self, learner: LearnerInfo, command: Command) -> CommandAnswer:
         """/progress: the chart of the learner's last weeks, stored for delivery, and its

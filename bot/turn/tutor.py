@@ -18,6 +18,7 @@ from bot.turn.asking import Asking
 from bot.turn.commands import CommandAnswer, Commands, parse_command
 from bot.turn.conversing import Conversing, Said
 from bot.turn.limits import Limits
+from bot.turn.native_guess import with_guess
 from bot.turn.taps import NAMES as TAPS
 from bot.turn.taps import Taps
 from bot.turn.values import Turn, TurnRequest
@@ -143,8 +144,11 @@ class Tutor:
 
     def _learner(self, request: TurnRequest) -> LearnerInfo:
         """The learner who sent `request`, as the caller read them or looked up (made, for a
-        first message)."""
-        return request.learner or self.store.learners.learner(request.address, request.display_name)
+        first message), with the native language the channel hints at guessed."""
+        learner = request.learner or self.store.learners.learner(
+            request.address, request.display_name
+        )
+        return with_guess(self.store.learners, learner, request.language_hint)
 
     def _turned_away(self, request: TurnRequest) -> Turn:
         """The note that the web turned messages of the learner away (too many waiting):

@@ -32,7 +32,8 @@ class TurnRequest:
     The channel: `fetcher` downloads its voice notes; `can_speak`, it takes spoken replies
     (the reply is spoken too when the learner asked for it, /voice on); `group`, the channel,
     when the message was said in one of its groups (commands that show the learner's memory
-    are answered in private only)."""
+    are answered in private only); `language_hint`, what it says of the sender's language
+    (Pam's guess at their native language until they say it)."""
 
     address: str
     text: str
@@ -45,6 +46,7 @@ class TurnRequest:
     fetcher: VoiceFetcher | None = None
     can_speak: bool = False
     group: GroupChats | None = None
+    language_hint: str | None = None
 
 
 @dataclass(frozen=True)

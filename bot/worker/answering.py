@@ -178,6 +178,7 @@ class Answering:
             fetcher=sender if isinstance(sender, VoiceFetcher) else None,
             can_speak=self._can_speak(sender),
             group=sender if _in_group(sender, claim) else None,
+            language_hint=claim.language_hint,
         )
 
     def _can_speak(self, sender: Sender | None) -> bool:

@@ -87,6 +87,8 @@ class InboxClaim(Lease):
     learner: LearnerInfo | None = None
     # The voice note to transcribe, if the message is one.
     voice: VoiceNote | None = None
+    # What the platform said of the sender's language (memory.messages.Inbound).
+    language_hint: str | None = None
 
 
 @dataclass(frozen=True)
@@ -175,7 +177,10 @@ def unspoken(item: Any) -> Any:
 # -- admission: storing an inbound message, or the note that one was turned away --------------
 
 # The inbox columns an inbound message sets, each from the parameter `in_<column>`.
-INBOUND = ("channel", "platform_id", "address", "chat_id", "display_name", "text", "kind", "voice")
+INBOUND = (
+    *("channel", "platform_id", "address", "chat_id", "display_name", "text", "kind", "voice"),
+    "language_hint",
+)
 
 
 def _admitted(where: Any) -> Any:
@@ -226,8 +231,9 @@ def claimable(model: Any, now: Any) -> Any:
     )
 
 
-# Finishing an inbox claim: the item marked answered, its text cleared (it lives on in the
-# conversation, not in the queue), built once; the parameters are named apart from the columns.
+# Finishing an inbox claim: the item marked answered, its text and language hint cleared (they
+# live on in the conversation and the learner's native_guess, not in the queue), built once;
+# the parameters are named apart from the columns.
 FINISH = (
     update(InboxItem)
     .where(held(InboxItem))
@@ -235,6 +241,7 @@ FINISH = (
         status=bindparam("status_now"),
         text="",
         voice=None,
+        language_hint=None,  # it lives on as the learner's native_guess
         claim_token=None,
         lease_expires_at=None,
         finished_at=bindparam("now", type_=UTCDateTime()),

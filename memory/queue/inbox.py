@@ -31,6 +31,7 @@ from memory.messages import Inbound, VoiceNote
 from memory.queue.base import Queue
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+MAX_HINT_CHARS = 35  # inbox.language_hint: the longest tags are shorter
 
 
 def _storable(text: str) -> str:
@@ -44,6 +45,17 @@ def _storable_voice(voice: VoiceNote) -> VoiceNote:
     return replace(
         voice, ref=_storable(voice.ref), content_type=content_type, source=_storable(voice.source)
     )
+
+
+def _hint(hint: str | None) -> str | None:
+    """A platform's language hint as the inbox keeps it: a language tag's characters only,
+    within the column (a platform's field is no more trusted than a message)."""
+    if not hint:
+        return None
+    kept = "".join(
+        c for c in hint.strip()[:MAX_HINT_CHARS] if c.isascii() and (c.isalnum() or c in "-_")
+    )
+    return kept or None
 
 
 class Admission(enum.Enum):
@@ -81,6 +93,7 @@ class Inbox(Queue[InboxClaim]):
         return [
             *(InboxItem.address, InboxItem.channel, InboxItem.chat_id, InboxItem.text),
             *(InboxItem.display_name, InboxItem.received_at, InboxItem.kind, InboxItem.voice),
+            InboxItem.language_hint,
             type_coerce(waiting, Boolean).label("replies_waiting"),  # SQLite says 0/1
             *learner,
         ]
@@ -133,6 +146,7 @@ class Inbox(Queue[InboxClaim]):
             "text": _storable(message.text.replace("\x00", "")),
             "kind": message.kind,
             "voice": _storable_voice(voice).to_json() if voice is not None else None,
+            "language_hint": _hint(message.language_hint),
         }
         try:
             stored = self.backend.accept(row, self.clock(), max_queued)

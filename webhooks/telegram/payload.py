@@ -151,6 +151,8 @@ def inbound_from_update(
         display_name=(user.first_name or None),
         kind=kind,
         voice=voice,
+        # The language the user's Telegram app is set to: Pam's guess at their own.
+        language_hint=user.language_code or None,
     )
 
 

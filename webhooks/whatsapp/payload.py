@@ -10,6 +10,7 @@ from typing import Any
 from memory.messages import MEDIA, VOICE, Inbound, VoiceNote
 from webhooks.whatsapp import CHANNEL
 from webhooks.whatsapp.buttons import tapped_command
+from webhooks.whatsapp.language import number_language
 
 # A message's sid as Twilio writes it: SM (or MM, with media) and 32 hex digits (Twilio's
 # "What is a SID?" glossary; its OpenAPI spec's pattern for a Message's sid).
@@ -84,6 +85,7 @@ def inbound_from_form(form: Any) -> Inbound | None:
         display_name=(form.get("ProfileName") or "").strip()[:100] or None,
         kind=kind,
         voice=voice,
+        language_hint=number_language(address),
     )
 
 

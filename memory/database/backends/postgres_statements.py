@@ -29,6 +29,7 @@ from sqlalchemy.dialects.postgresql import aggregate_order_by
 from memory.database.claims import (
     ADMIT,
     FINISH,
+    INBOUND,
     NOTE_TURNED_AWAY,
     PENDING,
     SAME_FOR_EVERY_REPLY,
@@ -200,14 +201,13 @@ STORE_AND_READ = {
     key: context_query(*activity, stored=_STORED) for key, activity in ACTIVITIES.items()
 }
 
-_INBOUND = ("channel", "platform_id", "address", "chat_id", "display_name", "text", "kind", "voice")
 _ACCEPTED = (
     insert(InboxItem)
     .values(
         {
             **{
                 name: bindparam(f"in_{name}", type_=InboxItem.__table__.c[name].type)
-                for name in _INBOUND
+                for name in INBOUND
             },
             "received_at": bindparam("now", type_=UTCDateTime()),
             "available_at": bindparam("now", type_=UTCDateTime()),

@@ -25,15 +25,17 @@ OTHER_BOT: Json = {
 }
 
 
-def learner(first_name: str = "Lena") -> Json:
-    """A Telegram user no other test uses (learners persist in a shared Postgres)."""
+def learner(first_name: str = "Lena", language_code: str = "en") -> Json:
+    """A Telegram user no other test uses (learners persist in a shared Postgres), their app
+    set to `language_code` (Pam's guess at their native language: English, where the tests
+    read Pam's own words in English)."""
     return {
         "id": 100_000_000 + uuid.uuid4().int % 6_000_000_000,
         "is_bot": False,
         "first_name": first_name,
         "last_name": "Schmidt",
         "username": f"{first_name.lower()}_{uuid.uuid4().hex[:6]}",
-        "language_code": "de",
+        "language_code": language_code,
     }
 
 

@@ -82,9 +82,11 @@ def worker(pam: Pam, whatsapp_settings: Settings) -> Worker:
 # -- Twilio's forms -------------------------------------------------------------------------
 
 
-def new_wa_id() -> str:
-    """A WhatsApp id (the learner's number without "+") no other test uses."""
-    return "34" + str(uuid.uuid4().int)[:10]
+def new_wa_id(country: str = "1") -> str:
+    """A WhatsApp id (the learner's number without "+") no other test uses, in `country`
+    (a calling code: the learner's native language is guessed from it; +1's is English,
+    where the tests read Pam's own words in English)."""
+    return country + str(uuid.uuid4().int)[:10]
 
 
 def new_sid(prefix: str = "SM") -> str:
