@@ -23,6 +23,7 @@ PROJECT = Path(__file__).resolve().parents[2]
 # says the words of its own domain only.
 DOMAINS: dict[str, tuple[str, ...]] = {
     "commands": ("bot/phrases.py", "bot/turn/commands.py"),
+    "review": ("bot/review/exercises.py", "bot/review/reviewing.py"),
 }
 
 # How the code marks its texts: say("…"), say.plural("…", "…", n), N_("…").

@@ -16,7 +16,14 @@ from bot import phrases
 from bot.reply_format import reply_schema
 from bot.review.exercises import exercise, exercise_result
 from bot.review.prompt import DUE_TAG, EXERCISE_SCHEMA, EXERCISE_TAG
-from bot.review.reviewing import NOTHING_YET, REVIEW_OFF, STALE, ReviewUse, when
+from bot.review.reviewing import (
+    NOTHING_YET,
+    PAUSED_EARLY,
+    REVIEW_OFF,
+    STALE,
+    ReviewUse,
+    when,
+)
 from memory.clock import ManualClock
 from memory.llm import ChatMessage
 from memory.review.reads import DueItem, Exercise
@@ -61,7 +68,7 @@ def test_a_whole_session_fix_right_then_gap_wrong_then_the_score(
     assert text.startswith("Let's practise 2 of your mistakes")
     first = pam.store.reviews.session(ana.info.id)
     assert first is not None and first.exercise.kind == "fix"
-    assert text.endswith(f"(1/2) {first.exercise.prompt}")
+    assert text.endswith(f"\n\nExercise 1 of 2: {first.exercise.prompt}")
     fix, gap = (BUEN, SER) if first.exercise.item_id == ids[BUEN["rule"]] else (SER, BUEN)
     assert first.exercise.prompt == f"Fix this: «{fix['original']}»"
 
@@ -78,7 +85,7 @@ def test_a_whole_session_fix_right_then_gap_wrong_then_the_score(
     assert right.review == ReviewUse(0, right.review.tokens, exercise=True)
     second = pam.store.reviews.session(ana.info.id)
     assert second is not None and second.exercise.kind == "gap"
-    assert right.replies == [f"¡Muy bien!\n\n(2/2) {second.exercise.prompt}"]
+    assert right.replies == [f"¡Muy bien!\n\nExercise 2 of 2: {second.exercise.prompt}"]
     assert "___" in second.exercise.prompt
     assert grades(engine, ana.info.id, "review") == [(ids[fix["rule"]], "review", GOOD)]
 
@@ -88,7 +95,7 @@ def test_a_whole_session_fix_right_then_gap_wrong_then_the_score(
     assert pam.store.reviews.session(ana.info.id) is None
     assert wrong.replies == [
         "Casi: es «soy».\n\nThat's the review done: 1 of 2 right. "
-        "Your next item is due in 30 minutes."
+        "Next review: 1 item in 30 minutes."
     ]
     assert grades(engine, ana.info.id, "review") == [
         (ids[fix["rule"]], "review", GOOD),
@@ -106,7 +113,8 @@ def test_chatting_about_something_else_ends_the_session_and_the_reply_stands(
     say(pam, ana.user, "/review")
     model.queue("reply", reply_json("¡Qué bonito! ¿Y luego?", exercise="none"))
     turn = say(pam, ana.user, "Ayer fui al cine con mi hermana.")
-    assert turn.replies == ["¡Qué bonito! ¿Y luego?"]
+    # Never silently: the review is paused in words, once, after the reply.
+    assert turn.replies == [f"¡Qué bonito! ¿Y luego?\n\n{PAUSED_EARLY}"]
     assert pam.store.reviews.session(ana.info.id) is None
     assert grades(engine, ana.info.id, "review") == []
 
@@ -122,11 +130,11 @@ def test_chatting_about_something_else_ends_the_session_and_the_reply_stands(
 def test_an_answer_with_no_readable_verdict_is_chat(
     settings: Settings, engine: Engine, fields: dict[str, Any]
 ) -> None:
-    """Never a grade on a guess: the session ends and the reply goes out as it is."""
+    """Never a grade on a guess: the session ends and the reply goes out, saying so."""
     pam, model, _clock, ana = due_scene(settings, engine, BUEN)
     say(pam, ana.user, "/review")
     model.queue("reply", reply_json("Vale.", **fields))
-    assert say(pam, ana.user, "no sé").replies == ["Vale."]
+    assert say(pam, ana.user, "no sé").replies == [f"Vale.\n\n{PAUSED_EARLY}"]
     assert pam.store.reviews.session(ana.info.id) is None
     assert grades(engine, ana.info.id, "review") == []
 
@@ -171,7 +179,7 @@ def test_nothing_due_says_when_the_next_item_is(settings: Settings, engine: Engi
     say(pam, user, "Tengo un bueno amigo.")
     clock.advance(timedelta(minutes=10))
     assert say(pam, user, "/review").replies == [
-        "Nothing to review right now — your next item is due in 20 minutes."
+        "Nothing to review right now. Next review: 1 item in 20 minutes."
     ]
     assert pam.store.reviews.session(learner_of(pam, user).id) is None
 
@@ -224,8 +232,8 @@ def test_forget_while_the_answer_is_with_the_model_drops_the_turn(
     ("original", "corrected", "asked", "prompt", "expected"),
     [
         ("Tengo un bueno amigo", "Tengo un buen amigo", "gap",
-         "Fill the gap: «Tengo un ___ amigo» (bueno)", "buen"),
-        ("Voy cine", "Voy al cine", "gap", "Fill the gap: «Voy ___ cine»", "al"),
+         "Fill the gap: «Tengo un ___ amigo» (you wrote «bueno»; a rule)", "buen"),
+        ("Voy cine", "Voy al cine", "gap", "Fill the gap: «Voy ___ cine» (a rule)", "al"),
         ("yo es", "yo soy", "fix", "Fix this: «yo es»", "yo soy"),
         # Two places changed, the whole form, or only a word left out: no gap, a fix.
         ("el casa es bonito", "la casa es bonita", "gap",
@@ -281,8 +289,8 @@ def test_the_verdict(rest: dict[str, Any], answer: str, result: bool | None) -> 
         (NOW + timedelta(hours=1), "in 1 hour"),
         (NOW + timedelta(hours=5, minutes=10), "in 5 hours"),
         (NOW + timedelta(hours=30), "tomorrow"),
-        (NOW + timedelta(days=4), "on 14 March"),
-        (NOW + timedelta(days=365), "on 10 March 2026"),
+        (NOW + timedelta(days=4), "on March 14"),
+        (NOW + timedelta(days=365), "on March 10, 2026"),
     ],
 )
 def test_when_the_next_item_is_due_in_words(due: datetime, said: str) -> None:
