@@ -13,6 +13,7 @@ import pytest
 from sqlalchemy import Engine
 
 from bot import phrases
+from bot.i18n import words_for
 from bot.reply_format import reply_schema
 from bot.review.exercises import exercise, exercise_result
 from bot.review.prompt import DUE_TAG, EXERCISE_SCHEMA, EXERCISE_TAG
@@ -117,6 +118,72 @@ def test_chatting_about_something_else_ends_the_session_and_the_reply_stands(
     assert turn.replies == [f"¡Qué bonito! ¿Y luego?\n\n{PAUSED_EARLY}"]
     assert pam.store.reviews.session(ana.info.id) is None
     assert grades(engine, ana.info.id, "review") == []
+
+
+def test_chatting_on_after_an_answer_says_the_score_so_far_once(
+    settings: Settings, engine: Engine
+) -> None:
+    pam, model, _clock, ana = due_scene(settings, engine, BUEN, SER)
+    say(pam, ana.user, "/review")
+    first = pam.store.reviews.session(ana.info.id)
+    assert first is not None
+    model.queue("reply", reply_json("¡Muy bien!", exercise="right"))
+    say(pam, ana.user, first.exercise.expected)
+    model.queue("reply", reply_json("¡Qué bonito! ¿Y luego?", exercise="none"))
+    turn = say(pam, ana.user, "Ayer fui al cine con mi hermana.")
+    assert turn.replies == [
+        "¡Qué bonito! ¿Y luego?\n\n"
+        "Review paused: 1 of 1 right so far. We'll do the rest later (/review)."
+    ]
+    assert pam.store.reviews.session(ana.info.id) is None
+    # Said once: the next message is chat, with nothing about review.
+    model.queue("reply", reply_json("¡Genial!"))
+    assert say(pam, ana.user, CHAT).replies == ["¡Genial!"]
+    # The item not answered is still due: /review picks the rest up.
+    again = say(pam, ana.user, "/review").replies[0]
+    assert again.startswith("Let's practise one of your mistakes")
+
+
+def test_the_review_ends_with_what_is_due_next(settings: Settings, engine: Engine) -> None:
+    """Both answered right: their next step is a day away, counted together."""
+    pam, model, _clock, ana = due_scene(settings, engine, BUEN, SER)
+    say(pam, ana.user, "/review")
+    for _ in range(2):
+        asked = pam.store.reviews.session(ana.info.id)
+        assert asked is not None
+        model.queue("reply", reply_json("¡Eso es!", exercise="right"))
+        turn = say(pam, ana.user, asked.exercise.expected)
+    assert turn.replies == [
+        "¡Eso es!\n\nThat's the review done: 2 of 2 right. Next review: 2 items tomorrow."
+    ]
+
+
+def test_review_speaks_the_learners_language(settings: Settings, engine: Engine) -> None:
+    """A German speaker learning Spanish: Pam's words about review in German, the exercise's
+    Spanish as the learner wrote it, and the model's reply as it is."""
+    pam, model, _clock, ana = due_scene(settings, engine, BUEN, SER)
+    say(pam, ana.user, "/language Spanish German")
+    started = say(pam, ana.user, "/review").replies[0]
+    first = pam.store.reviews.session(ana.info.id)
+    assert first is not None
+    fix = BUEN if first.exercise.item_id == item_ids(engine, ana.info.id)[BUEN["rule"]] else SER
+    assert first.exercise.prompt == f"Korrigier das: «{fix['original']}»"
+    assert started == (
+        "Lass uns 2 deiner Fehler aus unseren Chats üben, einen nach dem anderen. Antworte, "
+        f"oder schreib einfach weiter, um aufzuhören.\n\nÜbung 1 von 2: {first.exercise.prompt}"
+    )
+    model.queue("reply", reply_json("¡Muy bien!", exercise="right"))
+    right = say(pam, ana.user, first.exercise.expected).replies[0]
+    second = pam.store.reviews.session(ana.info.id)
+    assert second is not None and second.exercise.prompt.startswith("Füll die Lücke: «")
+    assert right == f"¡Muy bien!\n\nÜbung 2 von 2: {second.exercise.prompt}"
+    model.queue("reply", reply_json("¡Vale!", exercise="none"))
+    paused = say(pam, ana.user, "Hoy hace sol.").replies[0]
+    assert paused == (
+        "¡Vale!\n\nWiederholung pausiert: bisher 1 von 1 richtig. Den Rest machen wir später "
+        "(/review)."
+    )
+    assert say(pam, ana.user, "/review").replies[0].startswith("Lass uns einen deiner Fehler")
 
 
 @pytest.mark.parametrize(
@@ -295,3 +362,19 @@ def test_the_verdict(rest: dict[str, Any], answer: str, result: bool | None) -> 
 )
 def test_when_the_next_item_is_due_in_words(due: datetime, said: str) -> None:
     assert when(due, NOW) == said
+
+
+@pytest.mark.parametrize(
+    ("native", "said"),
+    [
+        ("German", ["in 3 Minuten", "in 2 Stunden", "morgen", "am 14. März", "am 10. März 2026"]),
+        ("Japanese", ["3分後", "2時間後", "明日", "3月14日", "2026年3月10日"]),
+        # Arabic's plural forms: 3 is "few", 2 has a form of its own.
+        ("Arabic", ["بعد 3 دقائق", "بعد ساعتين", "غدًا", "في 14 مارس", "في 10 مارس 2026"]),
+    ],
+)
+def test_when_is_said_in_the_learners_language(native: str, said: list[str]) -> None:
+    waits = [timedelta(minutes=3), timedelta(hours=2), timedelta(hours=30)]
+    waits += [timedelta(days=4), timedelta(days=365)]
+    say = words_for(native, "review")
+    assert [when(NOW + wait, NOW, say) for wait in waits] == said
