@@ -100,11 +100,12 @@ def when(due: datetime, now: datetime, say: Words | None = None) -> str:
     wait = due - now
     if wait <= timedelta(0):
         return say(NOW)
-    if wait < timedelta(hours=1):
-        minutes = max(1, round(wait.total_seconds() / 60))
+    # Rounded, never "in 60 minutes" nor "in 24 hours": the next unit then.
+    minutes = max(1, round(wait.total_seconds() / 60))
+    if minutes < 60:
         return say.plural("in {count} minute", "in {count} minutes", minutes)
-    if wait < timedelta(hours=24):
-        hours = max(1, round(wait.total_seconds() / 3600))
+    hours = round(wait.total_seconds() / 3600)
+    if hours < 24:
         return say.plural("in {count} hour", "in {count} hours", hours)
     due, now = due.astimezone(UTC), now.astimezone(UTC)
     if due.date() == (now + timedelta(days=1)).date():
