@@ -313,7 +313,9 @@ class Reviewing:
             return say(REVIEW_OFF)
         session = self.session(learner_id)
         if session is not None:
-            return say(UNDER_WAY, exercise=session.exercise.prompt)
+            total = session.asked + len(session.queue)
+            asked = _numbered(session.exercise, session.asked, total, say)
+            return say(UNDER_WAY, exercise=asked)
         due = self.reviews.due(learner_id)[:SESSION_ITEMS]
         if not due:
             following_due = self._next_due(learner_id, say)

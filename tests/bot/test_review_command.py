@@ -217,6 +217,17 @@ def test_review_again_during_a_session_repeats_the_exercise(
     assert again == f"We're in the middle of a review — {session.exercise.prompt}"
 
 
+def test_review_again_says_where_the_learner_is(settings: Settings, engine: Engine) -> None:
+    pam, _model, _clock, ana = due_scene(settings, engine, BUEN, SER)
+    say(pam, ana.user, "/review")
+    session = pam.store.reviews.session(ana.info.id)
+    assert session is not None
+    again = say(pam, ana.user, "/review").replies[0]
+    assert again == (
+        f"We're in the middle of a review — Exercise 1 of 2: {session.exercise.prompt}"
+    )
+
+
 def test_a_session_left_for_a_day_is_over(settings: Settings, engine: Engine) -> None:
     pam, model, clock, ana = due_scene(settings, engine, BUEN)
     say(pam, ana.user, "/review")
