@@ -26,6 +26,7 @@ DOMAINS: dict[str, tuple[str, ...]] = {
     "taps": ("bot/turn/taps.py",),
     "chart": ("bot/review/chart.py", "bot/review/progress.py"),
     "settings": ("bot/turn/settings_commands.py",),
+    "review": ("bot/review/exercises.py", "bot/review/reviewing.py"),
 }
 
 # How the code marks its texts: say("…"), say.plural("…", "…", n), N_("…").

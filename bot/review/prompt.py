@@ -65,7 +65,7 @@ _LABELLED = re.compile(r"#?(\d{1,3})[.):]\s")
 class Asked:
     """What review adds to one reply prompt, at its end: the data section, what to do with
     it and what to add to the answer, and the schema's properties for that; the due items by
-    label (1 first), or the /review under way."""
+    label (1 first), or the /review under way (and the learner's `native` language)."""
 
     section: str
     rule: str
@@ -73,6 +73,8 @@ class Asked:
     schema: dict[str, Any]
     items: tuple[DueItem, ...] = ()
     session: ReviewState | None = None
+    # The language Pam's own words about the /review are in (bot.i18n.native_of's).
+    native: str | None = None
 
     @property
     def added(self) -> str:

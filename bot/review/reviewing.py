@@ -3,20 +3,30 @@ the learner used or got wrong again, and /review's exercises, one at a time in t
 is due and how a grade moves an item is memory/review/reviews.py's (FSRS); this module decides when
 a turn offers review and what its answer does to the learner's items and their /review. What the
 prompt says and how the answer is read are bot/review/prompt.py's; the exercises,
-bot/review/exercises.py's."""
+bot/review/exercises.py's. Pam's own words here — the scaffolding, the score, when the next
+review is — are in the learner's native language (the "review" catalog of bot/i18n)."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, time, timedelta
 from typing import Any
 
+from babel.dates import format_skeleton
+
+from bot.i18n import N_, Words, native_of, words_for
 from bot.review.exercises import KINDS, exercise, exercise_result
 from bot.review.prompt import Asked, due_prompt, exercise_prompt, report
 from memory.clock import Clock, utcnow
-from memory.database.records import LEARNER, Context, CorrectionRecord, LearnerGone
+from memory.database.records import (
+    LEARNER,
+    Context,
+    CorrectionRecord,
+    LearnerGone,
+    LearnerInfo,
+)
 from memory.review.reads import Exercise, ReviewState
 from memory.review.reviews import Reviews
 
@@ -26,17 +36,22 @@ PROMPT_ITEMS = 2  # due items one reply prompt carries, at most
 SESSION_ITEMS = 5  # exercises one /review asks, at most
 STALE = timedelta(days=1)  # a /review left this long is over
 
-REVIEW_OFF = "Review is switched off here: I still correct your mistakes as we chat."
-NOTHING_YET = (
+REVIEW_OFF = N_("Review is switched off here: I still correct your mistakes as we chat.")
+NOTHING_YET = N_(
     "Nothing to review yet: the mistakes I correct in our chats come back here when they're due."
 )
-NOTHING_DUE = "Nothing to review right now — your next item is due {when}."
-STARTED = (
-    "Let's practise {count} of your mistakes from our chats, one at a time. "
-    "Answer, or just chat on to stop.\n\n{first}"
-)
-UNDER_WAY = "We're in the middle of a review — {exercise}"
-DONE = "That's the review done: {right} of {asked} right. {next}"
+NOTHING_DUE = N_("Nothing to review right now. {next}")
+COUNTER = N_("Exercise {number} of {total}: {exercise}")
+UNDER_WAY = N_("We're in the middle of a review — {exercise}")
+# Chatting on before answering one exercise ends the review with a word, never silently.
+PAUSED_EARLY = N_("Review paused — we'll practise later: send /review when you like.")
+MORE_DUE = N_("There's more to practise: send /review again.")
+NOW = N_("now")
+TOMORROW = N_("tomorrow")
+ON = N_("on {date}")
+# The items a "Next review" line counts: those due within this of the next one when it is
+# hours away, else those due by the end of its day.
+SITTING = timedelta(hours=1)
 
 
 @dataclass(frozen=True)
@@ -78,22 +93,37 @@ class Grading:
         )
 
 
-def when(due: datetime, now: datetime) -> str:
-    """When `due` comes, in words: "now", "in 20 minutes", "in 5 hours", "tomorrow",
-    "on 14 March"."""
+def when(due: datetime, now: datetime, say: Words | None = None) -> str:
+    """When `due` comes, in `say`'s words (English when None): "now", "in 20 minutes",
+    "in 5 hours", "tomorrow", "on 14 March" (days in UTC, as Pam keeps them)."""
+    say = say or words_for(None, "review")
     wait = due - now
     if wait <= timedelta(0):
-        return "now"
-    if wait < timedelta(hours=1):
-        minutes = max(1, round(wait.total_seconds() / 60))
-        return f"in {minutes} minute{'s' if minutes != 1 else ''}"
-    if wait < timedelta(hours=24):
-        hours = max(1, round(wait.total_seconds() / 3600))
-        return f"in {hours} hour{'s' if hours != 1 else ''}"
+        return say(NOW)
+    # Rounded, never "in 60 minutes" nor "in 24 hours": the next unit then.
+    minutes = max(1, round(wait.total_seconds() / 60))
+    if minutes < 60:
+        return say.plural("in {count} minute", "in {count} minutes", minutes)
+    hours = round(wait.total_seconds() / 3600)
+    if hours < 24:
+        return say.plural("in {count} hour", "in {count} hours", hours)
+    due, now = due.astimezone(UTC), now.astimezone(UTC)
     if due.date() == (now + timedelta(days=1)).date():
-        return "tomorrow"
-    year = f" {due.year}" if due.year != now.year else ""
-    return f"on {due.day} {due:%B}{year}"
+        return say(TOMORROW)
+    skeleton = "MMMMd" if due.year == now.year else "yMMMMd"
+    return say(ON, date=format_skeleton(skeleton, due, locale=say.cldr))
+
+
+def _counted_by(due: datetime, now: datetime) -> datetime:
+    """Until when the items a "Next review" line counts are due (see SITTING)."""
+    if due - now < timedelta(hours=24):
+        return due + SITTING
+    return datetime.combine(due.astimezone(UTC).date() + timedelta(days=1), time(), UTC)
+
+
+def say_for(language: str | None) -> Words:
+    """Review's words for a learner whose native language is `language`."""
+    return words_for(language, "review")
 
 
 # -- review in a turn and in /review ---------------------------------------------------------
@@ -130,7 +160,8 @@ class Reviewing:
                 if session is None:
                     return None
                 item = self.reviews.item(learner_id, session.exercise.item_id)
-                return exercise_prompt(session, item.rule if item else "")
+                asked = exercise_prompt(session, item.rule if item else "")
+                return replace(asked, native=native_of(context.learner))
         except LearnerGone:
             raise
         except Exception as exc:
@@ -168,7 +199,8 @@ class Reviewing:
         try:
             if grading is not None:  # the corrections first: a pattern made again is Again
                 grading.write(self.reviews)
-            return self._answered(learner_id, message_id, text, rest, asked.session), None
+            say = say_for(asked.native)
+            return self._answered(learner_id, message_id, text, rest, asked.session, say), None
         except LearnerGone:
             raise
         except Exception as exc:
@@ -189,38 +221,75 @@ class Reviewing:
             )
 
     def _answered(
-        self, learner_id: int, message_id: int, text: str, rest: dict[str, Any], at: ReviewState
+        self,
+        learner_id: int,
+        message_id: int,
+        text: str,
+        rest: dict[str, Any],
+        at: ReviewState,
+        say: Words,
     ) -> str:
         """Grade the learner's answer to `at`'s exercise and move the session on: the next
-        exercise, or the score. Not an answer: the session ends and the reply is chat."""
+        exercise, or the score and when the next review is. Not an answer: the session ends,
+        the reply is chat, and the score so far goes with it."""
         right = exercise_result(rest, text, at.exercise)
         if right is None:
             self.reviews.end_session(learner_id)
             log.info("review session ended learner=%s: chatting on", learner_id)
-            return ""
+            answered = at.asked - 1  # `asked` counts the exercise left unanswered
+            if answered < 1:
+                return say(PAUSED_EARLY)
+            # The score so far, once: the session is over, the reply is chat.
+            return say.plural(
+                "Review paused: {right} of {count} right so far. We'll do the rest later "
+                "(/review).",
+                "Review paused: {right} of {count} right so far. We'll do the rest later "
+                "(/review).",
+                answered,
+                right=say.number(at.right),
+            )
         self.reviews.grade(learner_id, at.exercise.item_id, right, message_id)
-        following = self._following(learner_id, at.queue, KINDS[at.asked % len(KINDS)])
+        kind = KINDS[at.asked % len(KINDS)]
+        following = self._following(learner_id, at.queue, kind, say)
         self.reviews.next_exercise(learner_id, right, following)
         if following is not None:
-            return f"({at.asked + 1}/{at.asked + len(at.queue)}) {following.prompt}"
-        score = at.right + (1 if right else 0)
-        return DONE.format(right=score, asked=at.asked, next=self._next_due(learner_id))
+            return _numbered(following, at.asked + 1, at.asked + len(at.queue), say)
+        score = say.plural(
+            "That's the review done: {right} of {count} right.",
+            "That's the review done: {right} of {count} right.",
+            at.asked,
+            right=say.number(at.right + (1 if right else 0)),
+        )
+        following_due = self._next_due(learner_id, say)
+        return f"{score} {following_due}" if following_due else score
 
-    def _following(self, learner_id: int, queue: Sequence[int], kind: str) -> Exercise | None:
+    def _following(
+        self, learner_id: int, queue: Sequence[int], kind: str, say: Words
+    ) -> Exercise | None:
         """The next exercise: on the first item of `queue` still there."""
         for item_id in queue:
             item = self.reviews.item(learner_id, item_id)
             if item is not None:
-                return exercise(item, kind)
+                return exercise(item, kind, say)
         return None
 
-    def _next_due(self, learner_id: int) -> str:
+    def _next_due(self, learner_id: int, say: Words) -> str:
+        """When the next review is, and how many items it has: "Next review: 3 items
+        tomorrow."; "" without items."""
         due = self.reviews.next_due(learner_id)
         if due is None:
             return ""
-        if due <= self.clock():
-            return "There's more to practise: send /review again."
-        return f"Your next item is due {when(due, self.clock())}."
+        now = self.clock()
+        if due <= now:
+            return say(MORE_DUE)
+        count = max(1, self.reviews.due_by(learner_id, _counted_by(due, now)))
+        coming = when(due, now, say)
+        return say.plural(
+            "Next review: {count} item {when}.",
+            "Next review: {count} items {when}.",
+            count,
+            when=coming,
+        )
 
     def session(self, learner_id: int) -> ReviewState | None:
         """The learner's /review under way; one left longer than STALE is ended first."""
@@ -234,20 +303,39 @@ class Reviewing:
             return None
         return session
 
-    def start(self, learner_id: int) -> str:
+    def start(self, learner: LearnerInfo) -> str:
         """/review: the first exercise of a session over the learner's due items (at most
-        SESSION_ITEMS), the one under way, or when the next item is due."""
+        SESSION_ITEMS), the one under way, or when the next review is — in the learner's
+        native language (bot.i18n.native_of's)."""
+        say = say_for(native_of(learner))
+        learner_id = learner.id
         if not self.enabled:
-            return REVIEW_OFF
+            return say(REVIEW_OFF)
         session = self.session(learner_id)
         if session is not None:
-            return UNDER_WAY.format(exercise=session.exercise.prompt)
+            total = session.asked + len(session.queue)
+            asked = _numbered(session.exercise, session.asked, total, say)
+            return say(UNDER_WAY, exercise=asked)
         due = self.reviews.due(learner_id)[:SESSION_ITEMS]
         if not due:
-            following = self.reviews.next_due(learner_id)
-            if following is None:
-                return NOTHING_YET
-            return NOTHING_DUE.format(when=when(following, self.clock()))
-        first = exercise(due[0], KINDS[0])
+            following_due = self._next_due(learner_id, say)
+            return say(NOTHING_DUE, next=following_due) if following_due else say(NOTHING_YET)
+        first = exercise(due[0], KINDS[0], say)
         self.reviews.start_session(learner_id, first, [item.id for item in due[1:]])
-        return STARTED.format(count=len(due), first=f"(1/{len(due)}) {first.prompt}")
+        numbered = _numbered(first, 1, len(due), say)
+        return say.plural(
+            "Let's practise one of your mistakes from our chats. Answer it, or just chat on "
+            "to stop.\n\n{first}",
+            "Let's practise {count} of your mistakes from our chats, one at a time. Answer, "
+            "or just chat on to stop.\n\n{first}",
+            len(due),
+            first=numbered,
+        )
+
+
+def _numbered(asked: Exercise, number: int, total: int, say: Words) -> str:
+    """The exercise with where it is in the session: "Exercise 1 of 3: Fix this: …" (as it
+    is, alone)."""
+    if total < 2:
+        return asked.prompt
+    return say(COUNTER, number=say.number(number), total=say.number(total), exercise=asked.prompt)

@@ -156,7 +156,7 @@ class Commands:
     def start_review(self, learner: LearnerInfo, command: Command) -> str:
         """/review: practise the due items one at a time (no LLM call: the exercises are
         templated), or when the next one is due."""
-        return self.review.start(learner.id)
+        return self.review.start(learner)
 
     def forget(self, learner: LearnerInfo, command: Command) -> str:
         """/forget: erase everything about the learner, queued messages before this one

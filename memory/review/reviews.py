@@ -192,6 +192,16 @@ class Reviews(Tables):
                 select(func.min(ReviewItem.due)).where(ReviewItem.learner_id == learner_id)
             )
 
+    def due_by(self, learner_id: int, until: datetime) -> int:
+        """How many of the learner's items are due by `until` (those due now included)."""
+        with self.single.connect() as connection:
+            found = connection.scalar(
+                select(func.count())
+                .select_from(ReviewItem)
+                .where(ReviewItem.learner_id == learner_id, ReviewItem.due <= until)
+            )
+        return int(found or 0)
+
     def item(self, learner_id: int, item_id: int) -> DueItem | None:
         """The learner's item `item_id`, or None (none such, or another learner's)."""
         found = self._items(

@@ -13,10 +13,18 @@ import pytest
 from sqlalchemy import Engine
 
 from bot import phrases
+from bot.i18n import words_for
 from bot.reply_format import reply_schema
 from bot.review.exercises import exercise, exercise_result
 from bot.review.prompt import DUE_TAG, EXERCISE_SCHEMA, EXERCISE_TAG
-from bot.review.reviewing import NOTHING_YET, REVIEW_OFF, STALE, ReviewUse, when
+from bot.review.reviewing import (
+    NOTHING_YET,
+    PAUSED_EARLY,
+    REVIEW_OFF,
+    STALE,
+    ReviewUse,
+    when,
+)
 from memory.clock import ManualClock
 from memory.llm import ChatMessage
 from memory.review.reads import DueItem, Exercise
@@ -61,7 +69,7 @@ def test_a_whole_session_fix_right_then_gap_wrong_then_the_score(
     assert text.startswith("Let's practise 2 of your mistakes")
     first = pam.store.reviews.session(ana.info.id)
     assert first is not None and first.exercise.kind == "fix"
-    assert text.endswith(f"(1/2) {first.exercise.prompt}")
+    assert text.endswith(f"\n\nExercise 1 of 2: {first.exercise.prompt}")
     fix, gap = (BUEN, SER) if first.exercise.item_id == ids[BUEN["rule"]] else (SER, BUEN)
     assert first.exercise.prompt == f"Fix this: «{fix['original']}»"
 
@@ -78,7 +86,7 @@ def test_a_whole_session_fix_right_then_gap_wrong_then_the_score(
     assert right.review == ReviewUse(0, right.review.tokens, exercise=True)
     second = pam.store.reviews.session(ana.info.id)
     assert second is not None and second.exercise.kind == "gap"
-    assert right.replies == [f"¡Muy bien!\n\n(2/2) {second.exercise.prompt}"]
+    assert right.replies == [f"¡Muy bien!\n\nExercise 2 of 2: {second.exercise.prompt}"]
     assert "___" in second.exercise.prompt
     assert grades(engine, ana.info.id, "review") == [(ids[fix["rule"]], "review", GOOD)]
 
@@ -88,7 +96,7 @@ def test_a_whole_session_fix_right_then_gap_wrong_then_the_score(
     assert pam.store.reviews.session(ana.info.id) is None
     assert wrong.replies == [
         "Casi: es «soy».\n\nThat's the review done: 1 of 2 right. "
-        "Your next item is due in 30 minutes."
+        "Next review: 1 item in 30 minutes."
     ]
     assert grades(engine, ana.info.id, "review") == [
         (ids[fix["rule"]], "review", GOOD),
@@ -106,9 +114,76 @@ def test_chatting_about_something_else_ends_the_session_and_the_reply_stands(
     say(pam, ana.user, "/review")
     model.queue("reply", reply_json("¡Qué bonito! ¿Y luego?", exercise="none"))
     turn = say(pam, ana.user, "Ayer fui al cine con mi hermana.")
-    assert turn.replies == ["¡Qué bonito! ¿Y luego?"]
+    # Never silently: the review is paused in words, once, after the reply.
+    assert turn.replies == [f"¡Qué bonito! ¿Y luego?\n\n{PAUSED_EARLY}"]
     assert pam.store.reviews.session(ana.info.id) is None
     assert grades(engine, ana.info.id, "review") == []
+
+
+def test_chatting_on_after_an_answer_says_the_score_so_far_once(
+    settings: Settings, engine: Engine
+) -> None:
+    pam, model, _clock, ana = due_scene(settings, engine, BUEN, SER)
+    say(pam, ana.user, "/review")
+    first = pam.store.reviews.session(ana.info.id)
+    assert first is not None
+    model.queue("reply", reply_json("¡Muy bien!", exercise="right"))
+    say(pam, ana.user, first.exercise.expected)
+    model.queue("reply", reply_json("¡Qué bonito! ¿Y luego?", exercise="none"))
+    turn = say(pam, ana.user, "Ayer fui al cine con mi hermana.")
+    assert turn.replies == [
+        "¡Qué bonito! ¿Y luego?\n\n"
+        "Review paused: 1 of 1 right so far. We'll do the rest later (/review)."
+    ]
+    assert pam.store.reviews.session(ana.info.id) is None
+    # Said once: the next message is chat, with nothing about review.
+    model.queue("reply", reply_json("¡Genial!"))
+    assert say(pam, ana.user, CHAT).replies == ["¡Genial!"]
+    # The item not answered is still due: /review picks the rest up.
+    again = say(pam, ana.user, "/review").replies[0]
+    assert again.startswith("Let's practise one of your mistakes")
+
+
+def test_the_review_ends_with_what_is_due_next(settings: Settings, engine: Engine) -> None:
+    """Both answered right: their next step is a day away, counted together."""
+    pam, model, _clock, ana = due_scene(settings, engine, BUEN, SER)
+    say(pam, ana.user, "/review")
+    for _ in range(2):
+        asked = pam.store.reviews.session(ana.info.id)
+        assert asked is not None
+        model.queue("reply", reply_json("¡Eso es!", exercise="right"))
+        turn = say(pam, ana.user, asked.exercise.expected)
+    assert turn.replies == [
+        "¡Eso es!\n\nThat's the review done: 2 of 2 right. Next review: 2 items tomorrow."
+    ]
+
+
+def test_review_speaks_the_learners_language(settings: Settings, engine: Engine) -> None:
+    """A German speaker learning Spanish: Pam's words about review in German, the exercise's
+    Spanish as the learner wrote it, and the model's reply as it is."""
+    pam, model, _clock, ana = due_scene(settings, engine, BUEN, SER)
+    say(pam, ana.user, "/language Spanish German")
+    started = say(pam, ana.user, "/review").replies[0]
+    first = pam.store.reviews.session(ana.info.id)
+    assert first is not None
+    fix = BUEN if first.exercise.item_id == item_ids(engine, ana.info.id)[BUEN["rule"]] else SER
+    assert first.exercise.prompt == f"Korrigier das: «{fix['original']}»"
+    assert started == (
+        "Lass uns 2 deiner Fehler aus unseren Chats üben, einen nach dem anderen. Antworte, "
+        f"oder schreib einfach weiter, um aufzuhören.\n\nÜbung 1 von 2: {first.exercise.prompt}"
+    )
+    model.queue("reply", reply_json("¡Muy bien!", exercise="right"))
+    right = say(pam, ana.user, first.exercise.expected).replies[0]
+    second = pam.store.reviews.session(ana.info.id)
+    assert second is not None and second.exercise.prompt.startswith("Füll die Lücke: «")
+    assert right == f"¡Muy bien!\n\nÜbung 2 von 2: {second.exercise.prompt}"
+    model.queue("reply", reply_json("¡Vale!", exercise="none"))
+    paused = say(pam, ana.user, "Hoy hace sol.").replies[0]
+    assert paused == (
+        "¡Vale!\n\nWiederholung pausiert: bisher 1 von 1 richtig. Den Rest machen wir später "
+        "(/review)."
+    )
+    assert say(pam, ana.user, "/review").replies[0].startswith("Lass uns einen deiner Fehler")
 
 
 @pytest.mark.parametrize(
@@ -122,11 +197,11 @@ def test_chatting_about_something_else_ends_the_session_and_the_reply_stands(
 def test_an_answer_with_no_readable_verdict_is_chat(
     settings: Settings, engine: Engine, fields: dict[str, Any]
 ) -> None:
-    """Never a grade on a guess: the session ends and the reply goes out as it is."""
+    """Never a grade on a guess: the session ends and the reply goes out, saying so."""
     pam, model, _clock, ana = due_scene(settings, engine, BUEN)
     say(pam, ana.user, "/review")
     model.queue("reply", reply_json("Vale.", **fields))
-    assert say(pam, ana.user, "no sé").replies == ["Vale."]
+    assert say(pam, ana.user, "no sé").replies == [f"Vale.\n\n{PAUSED_EARLY}"]
     assert pam.store.reviews.session(ana.info.id) is None
     assert grades(engine, ana.info.id, "review") == []
 
@@ -140,6 +215,17 @@ def test_review_again_during_a_session_repeats_the_exercise(
     assert session is not None
     again = say(pam, ana.user, "/review").replies[0]
     assert again == f"We're in the middle of a review — {session.exercise.prompt}"
+
+
+def test_review_again_says_where_the_learner_is(settings: Settings, engine: Engine) -> None:
+    pam, _model, _clock, ana = due_scene(settings, engine, BUEN, SER)
+    say(pam, ana.user, "/review")
+    session = pam.store.reviews.session(ana.info.id)
+    assert session is not None
+    again = say(pam, ana.user, "/review").replies[0]
+    assert again == (
+        f"We're in the middle of a review — Exercise 1 of 2: {session.exercise.prompt}"
+    )
 
 
 def test_a_session_left_for_a_day_is_over(settings: Settings, engine: Engine) -> None:
@@ -171,7 +257,7 @@ def test_nothing_due_says_when_the_next_item_is(settings: Settings, engine: Engi
     say(pam, user, "Tengo un bueno amigo.")
     clock.advance(timedelta(minutes=10))
     assert say(pam, user, "/review").replies == [
-        "Nothing to review right now — your next item is due in 20 minutes."
+        "Nothing to review right now. Next review: 1 item in 20 minutes."
     ]
     assert pam.store.reviews.session(learner_of(pam, user).id) is None
 
@@ -224,8 +310,8 @@ def test_forget_while_the_answer_is_with_the_model_drops_the_turn(
     ("original", "corrected", "asked", "prompt", "expected"),
     [
         ("Tengo un bueno amigo", "Tengo un buen amigo", "gap",
-         "Fill the gap: «Tengo un ___ amigo» (bueno)", "buen"),
-        ("Voy cine", "Voy al cine", "gap", "Fill the gap: «Voy ___ cine»", "al"),
+         "Fill the gap: «Tengo un ___ amigo» (you wrote «bueno»; a rule)", "buen"),
+        ("Voy cine", "Voy al cine", "gap", "Fill the gap: «Voy ___ cine» (a rule)", "al"),
         ("yo es", "yo soy", "fix", "Fix this: «yo es»", "yo soy"),
         # Two places changed, the whole form, or only a word left out: no gap, a fix.
         ("el casa es bonito", "la casa es bonita", "gap",
@@ -278,12 +364,30 @@ def test_the_verdict(rest: dict[str, Any], answer: str, result: bool | None) -> 
         (NOW - timedelta(minutes=5), "now"),
         (NOW + timedelta(seconds=20), "in 1 minute"),
         (NOW + timedelta(minutes=20), "in 20 minutes"),
+        (NOW + timedelta(minutes=59, seconds=50), "in 1 hour"),
         (NOW + timedelta(hours=1), "in 1 hour"),
+        (NOW + timedelta(hours=23, minutes=50), "tomorrow"),
         (NOW + timedelta(hours=5, minutes=10), "in 5 hours"),
         (NOW + timedelta(hours=30), "tomorrow"),
-        (NOW + timedelta(days=4), "on 14 March"),
-        (NOW + timedelta(days=365), "on 10 March 2026"),
+        (NOW + timedelta(days=4), "on March 14"),
+        (NOW + timedelta(days=365), "on March 10, 2026"),
     ],
 )
 def test_when_the_next_item_is_due_in_words(due: datetime, said: str) -> None:
     assert when(due, NOW) == said
+
+
+@pytest.mark.parametrize(
+    ("native", "said"),
+    [
+        ("German", ["in 3 Minuten", "in 2 Stunden", "morgen", "am 14. März", "am 10. März 2026"]),
+        ("Japanese", ["3分後", "2時間後", "明日", "3月14日", "2026年3月10日"]),
+        # Arabic's plural forms: 3 is "few", 2 has a form of its own.
+        ("Arabic", ["بعد 3 دقائق", "بعد ساعتين", "غدًا", "في 14 مارس", "في 10 مارس 2026"]),
+    ],
+)
+def test_when_is_said_in_the_learners_language(native: str, said: list[str]) -> None:
+    waits = [timedelta(minutes=3), timedelta(hours=2), timedelta(hours=30)]
+    waits += [timedelta(days=4), timedelta(days=365)]
+    say = words_for(native, "review")
+    assert [when(NOW + wait, NOW, say) for wait in waits] == said

@@ -21,6 +21,7 @@ from sqlalchemy import Engine
 
 from bot.llm.openai_chat import OpenAIChatModel, openai_client
 from bot.reply_format import CATEGORY_LIST, RULE_PLACEHOLDER
+from bot.review.reviewing import PAUSED_EARLY
 from bot.worker.runtime import Pam
 from loopback.openai_server import OpenAIServer
 from memory.clock import ManualClock
@@ -309,5 +310,6 @@ def test_a_clearly_unrelated_message_ends_the_review(served: Served) -> None:
 
     turn = say(pam, user, "Este fin de semana voy a la playa con mis primos.")
 
-    assert turn.replies == ["¡Qué plan! ¿Con quién vas a la playa?"]
+    # The reply as chat, and a word that the review is paused (never silently).
+    assert turn.replies == [f"¡Qué plan! ¿Con quién vas a la playa?\n\n{PAUSED_EARLY}"]
     assert pam.store.reviews.session(learner_of(pam, user).id) is None

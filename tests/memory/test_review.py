@@ -491,6 +491,20 @@ def test_next_due_and_item(reviewing: Store, clock: ManualClock) -> None:
     assert reviewing.reviews.item(learner, 10**9) is None
 
 
+def test_items_due_by_a_moment_are_counted(reviewing: Store, clock: ManualClock) -> None:
+    """What "Next review: 2 items tomorrow" counts: the learner's items due by then."""
+    learner, other = _learner(reviewing), _learner(reviewing)
+    assert reviewing.reviews.due_by(learner, START + timedelta(days=1)) == 0
+    _mistake(reviewing, learner, BUENO)
+    clock.advance(timedelta(minutes=10))
+    _mistake(reviewing, learner, SER)
+    _mistake(reviewing, other, MALO)
+    first = START + LEARNING_STEPS[0]
+    assert reviewing.reviews.due_by(learner, first - timedelta(seconds=1)) == 0
+    assert reviewing.reviews.due_by(learner, first) == 1
+    assert reviewing.reviews.due_by(learner, first + timedelta(minutes=10)) == 2
+
+
 def test_patterns_most_frequent_then_most_recent(reviewing: Store, clock: ManualClock) -> None:
     learner = _learner(reviewing)
     assert reviewing.reviews.patterns(learner) == []
