@@ -114,7 +114,18 @@ def read_level(text: str) -> Level | None:
         return None
     codes = sorted({code.upper() for code in _CODE.findall(key)})
     if codes:
+        # Codes with nothing else but separators and level words ("B1–B2 intermediate"):
+        # "C2 </learner_profile>" names no level, it carries something else.
+        rest = " ".join(_SEPARATORS.sub(" ", _CODE.sub(" ", key)).split())
+        if rest and _words_level(rest) is None:
+            return None
         return Level(codes[0], upper=codes[-1] if len(codes) > 1 else None)
+    return _words_level(key, text)
+
+
+def _words_level(key: str, text: str | None = None) -> Level | None:
+    """The level `key` (normalised) names in words, alone or as a range; None otherwise."""
+    text = key if text is None else text
     if key in LEVEL_WORDS:
         return Level(LEVEL_WORDS[key], word=text.strip())
     parts = [LEVEL_WORDS.get(part) for part in _SEPARATORS.split(key) if part]

@@ -280,10 +280,13 @@ class TwilioServer(LocalServer):
             ]
 
     def bodies(self, to: str | None = None) -> list[str]:
-        """The bodies of every accepted message that had one (to `to`, if given), in order."""
+        """The text the learner reads of every accepted message that had one (to `to`, if
+        given), in order: its Body, or a quick-reply template's text (ContentVariables' 1)."""
         with self.lock:
             return [
-                m["Body"] for m in self.messages if "Body" in m and (to is None or m["To"] == to)
+                text
+                for m in self.messages
+                if (text := _text_of(m)) is not None and (to is None or m["To"] == to)
             ]
 
     def handle(self, path: str, form: dict[str, str]) -> tuple[int, dict[str, Any]]:
@@ -310,6 +313,15 @@ class TwilioServer(LocalServer):
             "date_created": "Sun, 29 Nov 2026 12:00:00 +0000",
             "uri": f"/2010-04-01/Accounts/{ACCOUNT_SID}/Messages/{sid}.json",
         }
+
+
+def _text_of(message: dict[str, str]) -> str | None:
+    if "Body" in message:
+        return message["Body"]
+    if "ContentVariables" in message:
+        text = json.loads(message["ContentVariables"]).get("1")
+        return text if isinstance(text, str) else None
+    return None
 
 
 def _error(failure: Failure) -> dict[str, Any]:

@@ -565,7 +565,7 @@ LEVEL_USAGE = "A1, A2, B1, B2, C1, C2"
         ("/language " + "German " * 2_000, LANGUAGE_USAGE),
         # A near miss is answered with the command it was close to (issue 29).
         ("/language Ger\u200bman", "write /language German"),
-        ("/language \u202eGerman", LANGUAGE_USAGE),
+        ("/language \u202eGerman", "write /language German"),
         ("/language German\x1b[31m", LANGUAGE_USAGE),
         ("/language German\x00admin", LANGUAGE_USAGE),
         ("/language German French English", LANGUAGE_USAGE),

@@ -88,7 +88,9 @@ def test_each_reply_names_the_request_it_answers_and_verifies(
     replies = [Webhook(KEY).verify(r.body, r.headers) for r in callback.received]
     assert [(r["in_reply_to"], r["user"]) for r in replies] == [("msg-1", user), ("msg-2", user)]
     for reply, request in zip(replies, callback.received, strict=True):
-        assert list(reply) == ["id", "in_reply_to", "user", "text"]
+        # A model-written reply carries its buttons as data (/translate, ...: issue 29).
+        assert list(reply) == ["id", "in_reply_to", "user", "text", "buttons"]
+        assert reply["buttons"][0]["command"].startswith("/translate ")
         assert reply["id"] == request.headers["webhook-id"] == request.headers["idempotency-key"]
         assert re.fullmatch(r"pam-\d+", reply["id"])
         assert docs_verifier()(request.body, request.headers, API_TOKEN)

@@ -74,7 +74,7 @@ def test_a_reply_goes_from_the_number_to_the_learner_with_the_exact_text(
     [message] = twilio_server.messages
     assert message["From"] == NUMBER
     assert message["To"] == address
-    assert message["Body"] == '¡Hola! 😊 ¿Qué tal tu día, "amiga" & compañía?'
+    assert twilio_server.bodies(address) == ['¡Hola! 😊 ¿Qué tal tu día, "amiga" & compañía?']
     assert "StatusCallback" not in message
     [row] = outbox_items(engine)
     assert row.status == SENT
