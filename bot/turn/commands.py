@@ -174,7 +174,7 @@ class Commands:
         if handler is None:
             say = phrases.words(native)
             unknown = say("I don't know the command /{command}.", command=command.name[:40])
-            return f"{unknown} {phrases.help_text(native)}"
+            return f"{unknown}\n{phrases.help_text(native)}"
         if command.group is not None and command.name in PRIVATE:
             link = command.group.private_chat_link(command.name)
             return phrases.private_only(native, link)

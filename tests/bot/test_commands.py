@@ -41,6 +41,33 @@ def test_start_shows_the_settings_once_known(pam: Pam, fake_model: FakeChatModel
     assert fake_model.calls == []
 
 
+def test_start_says_when_the_native_language_was_only_guessed(pam: Pam) -> None:
+    """Before the learner says their native language, Pam's words follow the one guessed from
+    their app or number (native_guess), and /start says so and how to change it."""
+    user = unique_user()
+    ask(pam, user, "/language Spanish")
+    info = learner_of(pam, user)
+    pam.store.learners.update_settings(info.id, native_guess="Portuguese (Brazil)")
+
+    answer = ask(pam, user, "/start")
+
+    assert answer.startswith("Oi, eu sou a Pam!")
+    assert "Imaginei que seu idioma nativo é português (Brasil)" in answer
+    assert "/language <idioma que você pratica> <seu idioma nativo>" in answer
+
+    ask(pam, user, "/language Spanish German")  # said: no more guessing
+    answer = ask(pam, user, "/start")
+    assert answer.startswith("Hallo, ich bin Pam!")
+    assert "geraten" not in answer
+
+
+def test_help_lists_the_new_commands(pam: Pam) -> None:
+    answer = ask(pam, unique_user(), "/help")
+    for command in ("/corrections few|normal|all", "/translate", "/explain", "/say", "/forget"):
+        assert command in answer
+    assert "(I ask first)" in answer
+
+
 def test_help_lists_every_command(pam: Pam, fake_model: FakeChatModel) -> None:
     answer = ask(pam, unique_user(), "/help")
     assert answer == phrases.help_text(None)
