@@ -389,6 +389,22 @@ def test_silence_gets_asked_again(
     assert [u[0] for u in audio_usage(engine, learner.id)] == [TRANSCRIPTION]  # it was billed
 
 
+def test_a_note_pam_could_not_hear_is_answered_in_the_native_language(
+    pam: Pam, transcriber: FakeTranscriber, fetcher: FakeFetcher
+) -> None:
+    """Pam's word is in the learner's native language; the transcriber still hears the target
+    language."""
+    user, learner = spanish_learner(pam)
+    pam.store.learners.update_settings(learner.id, native_language="German")
+    transcriber.said = ""
+
+    turn = hear(pam, user, fetcher)
+
+    assert turn.replies == [phrases.said(phrases.VOICE_SILENT, "German")]
+    assert turn.replies[0].startswith("Ich habe keine Worte gehört")
+    assert [call["language"] for call in transcriber.calls] == ["es"]
+
+
 @pytest.mark.parametrize(
     ("said", "stored"),
     [("Hola \ud83d amigo\x00 mío", "Hola \ufffd amigo mío"), ("\x00\x01 \t ", None)],
