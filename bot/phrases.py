@@ -17,7 +17,8 @@ DOMAIN = "commands"
 
 
 def words(native: str | None) -> Words:
-    """Pam's words of this catalog for a learner whose native language is `native`."""
+    """Pam's words of this catalog for a learner whose native language is `native` (a name,
+    "German", or a code, "de")."""
     return words_for(native, DOMAIN)
 
 
@@ -191,14 +192,10 @@ MENU = (
 
 
 def menu(locale: str) -> list[tuple[str, str]]:
-    """The command menu in `locale` (one of bot.i18n.LOCALES)."""
-    say = words_for_locale(locale)
+    """The command menu in `locale` (one of bot.i18n.LOCALES, as Telegram's language_code
+    names it: "de")."""
+    say = words(locale)
     return [(command, say(description)) for command, description in MENU]
-
-
-def words_for_locale(locale: str) -> Words:
-    """This catalog's words in `locale` itself (a Telegram language_code such as "de")."""
-    return words_for(locale, DOMAIN)
 
 
 def in_language(texts: dict[str, str], target_language: str | None) -> str:

@@ -52,7 +52,7 @@ STARTUP_SECONDS = 300  # loading 1 GB from disk on a busy machine
 SETUP_COMMAND = "python3 dev.py bench local_model --setup"
 # What Pam says instead of a reply when the model gave none (or it may not call it).
 NOT_A_REPLY = tuple(
-    phrases.words_for_locale(locale)(text)
+    phrases.said(text, locale)
     for text in (
         phrases.APOLOGY,
         phrases.REFUSED,
