@@ -25,6 +25,7 @@ from pathlib import Path
 import requests
 
 from bot import phrases
+from bot.i18n import LOCALES
 from loopback.harness import PAM_CMD, free_port, processes, progress, service_env, wait_for
 
 HOME = Path.home() / ".cache" / "pam-local"
@@ -51,15 +52,15 @@ STARTUP_SECONDS = 300  # loading 1 GB from disk on a busy machine
 SETUP_COMMAND = "python3 dev.py bench local_model --setup"
 # What Pam says instead of a reply when the model gave none (or it may not call it).
 NOT_A_REPLY = tuple(
-    text
-    for texts in (
-        phrases.APOLOGIES,
+    phrases.said(text, locale)
+    for text in (
+        phrases.APOLOGY,
         phrases.REFUSED,
         phrases.SLOW_DOWN,
         phrases.LEARNER_BUDGET,
         phrases.SERVICE_BUDGET,
     )
-    for text in texts.values()
+    for locale in LOCALES
 )
 # Pam's log line when a model cannot do a structured-output mode (bot/llm/requests.py).
 STEP_DOWN = re.compile(r"cannot do (\w+); asking in (\w+) mode")

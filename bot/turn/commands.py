@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any
 
 from bot import phrases
 from bot.channels import Button, GroupChats
-from bot.i18n import native_of
+from bot.i18n import N_, Words, native_of
 from bot.languages import explanation_language, languages_of
 from bot.review.progress import summary
 from bot.review.reviewing import Reviewing
@@ -64,40 +65,72 @@ def parse_command(text: str) -> Command | None:
 
 
 def _settings_line(learner: LearnerInfo, learned: dict[str, Any]) -> str:
-    """The learner's settings in a sentence, with the language corrections are explained in
-    as the reply prompt decides it (what the learner set, else what Pam learned)."""
+    """The learner's settings in a sentence, in their native language, with the language
+    corrections are explained in as the reply prompt decides it (what the learner set, else
+    what Pam learned)."""
+    say = phrases.words(native_of(learner))
     if not learner.target_language:
-        return phrases.NEEDS_LANGUAGE
+        return say(phrases.NEEDS_LANGUAGE)
     target, native, level = languages_of(
         learner.target_language, learner.native_language, learner.level, learned
     )
-    explained = explanation_language(level, target, native)
-    line = f"We're practising {learner.target_language}"
-    line += f" at level {learner.level}" if learner.level else ""
-    line += f", with corrections explained in {explained}"
+    explained = explanation_language(level, target, native) or learner.target_language
+    names = {
+        "target": phrases.language_in(say, learner.target_language),
+        "explained": phrases.language_in(say, explained),
+    }
+    if learner.level:
+        return say(
+            "We're practising {target} at level {level}, with corrections explained in "
+            "{explained}.",
+            level=learner.level,
+            **names,
+        )
     if level is None and native and native != explained:
-        return f"{line} (at /level A1 or A2, in {native})."
-    return f"{line}."
+        return say(
+            "We're practising {target}, with corrections explained in {explained} (at /level "
+            "A1 or A2, in {native}).",
+            native=phrases.language_in(say, native),
+            **names,
+        )
+    return say("We're practising {target}, with corrections explained in {explained}.", **names)
 
 
 def _voice_line(learner: LearnerInfo) -> str:
     """Whether the learner hears Pam's replies, and how to change it."""
+    say = phrases.words(native_of(learner))
     if learner.voice_replies:
-        return "Voice replies are on (/voice off to stop)."
-    return "Voice replies are off (/voice on to hear me)."
+        return say("Voice replies are on (/voice off to stop).")
+    return say("Voice replies are off (/voice on to hear me).")
 
 
 LABELS = {
-    "who": "Who you are",
-    "style": "How you like to chat",
-    "focus": "What you're working on",
-    "interests": "Interests",
-    "misc": "Other things I remember",
-    "native_language": "Native language",
-    "target_language": "Practising",
-    "level": "Level (my estimate)",
-    "recurring_mistakes": "Mistakes you often make",
+    "who": N_("Who you are"),
+    "style": N_("How you like to chat"),
+    "focus": N_("What you're working on"),
+    "interests": N_("Interests"),
+    "misc": N_("Other things I remember"),
+    "native_language": N_("Native language"),
+    "target_language": N_("Practising"),
+    "level": N_("Level (my estimate)"),
+    "recurring_mistakes": N_("Mistakes you often make"),
 }
+# Learned fields that name a language: shown in the learner's locale's name for it.
+LANGUAGE_FIELDS = ("native_language", "target_language")
+
+
+def _learned_value(say: Words, key: str, value: object) -> str:
+    """A learned field's value as the profile shows it."""
+    if isinstance(value, list):
+        return say.list(str(item) for item in value)
+    if key in LANGUAGE_FIELDS and isinstance(value, str):
+        return phrases.language_in(say, value)
+    return str(value)
+
+
+def _when(say: Words, moment: datetime) -> str:
+    """A moment as a person reads it in the learner's language (Pam keeps time in UTC)."""
+    return say("{date} at {time} UTC", date=say.date(moment, "long"), time=say.time(moment))
 
 
 class Commands:
@@ -110,11 +143,13 @@ class Commands:
         clock: Clock = utcnow,
         *,
         voice: bool = True,
+        window: int = 10,
     ) -> None:
         self.store = store
         self.review = review or Reviewing(store.reviews)
         self.clock = clock  # which weeks /progress shows
         self.voice_enabled = voice  # PAM_VOICE_NOTES: the operator may turn voice off
+        self.window = window  # PAM_WINDOW_MESSAGES: the messages always kept word for word
         self.handlers: dict[str, Handler] = {
             "start": self.start,
             "help": self.help,
@@ -130,11 +165,14 @@ class Commands:
     def handle(self, learner: LearnerInfo, command: Command) -> str | CommandAnswer:
         """The answer to `command`."""
         handler = self.handlers.get(command.name)
+        native = native_of(learner)
         if handler is None:
-            return f"I don't know the command /{command.name}. {phrases.HELP}"
+            say = phrases.words(native)
+            unknown = say("I don't know the command /{command}.", command=command.name[:40])
+            return f"{unknown}\n{phrases.help_text(native)}"
         if command.group is not None and command.name in PRIVATE:
             link = command.group.private_chat_link(command.name)
-            return phrases.private_only(learner.target_language, link)
+            return phrases.private_only(native, link)
         return handler(learner, command)
 
     def _settings_of(self, learner: LearnerInfo) -> str:
@@ -147,11 +185,12 @@ class Commands:
         if command.group is None and len(command.args) == 1 and command.args[0] in PRIVATE:
             return self.handle(learner, replace(command, name=command.args[0], args=[]))
         settings = f"{self._settings_of(learner)}\n{_voice_line(learner)}"
-        return phrases.WELCOME.format(settings=settings)
+        guessed = learner.native_language is None and learner.native_guess is not None
+        return phrases.welcome(native_of(learner), settings, guessed)
 
     def help(self, learner: LearnerInfo, command: Command) -> str:
         """/help: the commands."""
-        return phrases.HELP
+        return phrases.help_text(native_of(learner))
 
     def start_review(self, learner: LearnerInfo, command: Command) -> str:
         """/review: practise the due items one at a time (no LLM call: the exercises are
@@ -185,52 +224,89 @@ class Commands:
 
     def voice(self, learner: LearnerInfo, command: Command) -> str:
         """/voice on|off: Pam's replies spoken too (their chat part), or not."""
+        say = phrases.words(native_of(learner))
         choice = command.args[0].lower() if len(command.args) == 1 else ""
         if choice not in ("on", "off"):
-            return f"{phrases.VOICE_USAGE} {_voice_line(learner)}"
+            return f"{say(phrases.VOICE_USAGE)} {_voice_line(learner)}"
         if choice == "on" and not self.voice_enabled:
-            return phrases.VOICE_UNAVAILABLE
+            return say(phrases.VOICE_UNAVAILABLE)
         self.store.learners.update_settings(learner.id, voice_replies=choice == "on")
-        return phrases.VOICE_ON if choice == "on" else phrases.VOICE_OFF
+        done = phrases.VOICE_ON if choice == "on" else phrases.VOICE_OFF
+        return say(done)
 
     def profile(self, learner: LearnerInfo, command: Command) -> str:
-        """Everything Pam keeps about the learner, in words."""
+        """Everything Pam keeps about the learner, in words, in their native language."""
+        say = phrases.words(native_of(learner))
         profile = self.store.memory.profile(learner.id)
         summary = self.store.memory.summary(learner.id)
         unfolded, _ = self.store.conversation.unfolded_tokens(learner.id)
         corrections = self.store.ledger.corrections(learner.id, limit=5)
         # A learned language or level beside the one the learner set: theirs is shown alone.
         doc = document(replace(profile, data=settled(profile.data, learner)))
-        lines = ["Here's what I know about you:", "", _settings_line(learner, profile.data)]
+        lines = [say("Here's what I know about you:"), "", _settings_line(learner, profile.data)]
         lines.append(_voice_line(learner))
         learned = [
-            f"• {LABELS[key]}: {', '.join(value) if isinstance(value, list) else value}"
+            f"• {say(LABELS[key])}: {_learned_value(say, key, value)}"
             for key in FIELDS
             if (value := doc.get(key))
         ]
         if learned:
-            meta = doc["_meta"]
             lines += ["", *learned]
-            lines.append(
-                f"(learned from {meta['messages_processed']} of your messages, "
-                f"last updated {meta['last_learned_at']})"
-            )
+            if profile.messages_processed and profile.updated_at:
+                when = _when(say, profile.updated_at)
+                lines.append(
+                    say.plural(
+                        "(learned from {count} of your messages, last updated {when})",
+                        "(learned from {count} of your messages, last updated {when})",
+                        profile.messages_processed,
+                        when=when,
+                    )
+                )
         else:
-            lines += ["", "I haven't learned anything about you yet — tell me about yourself!"]
+            lines += ["", say("I haven't learned anything about you yet — tell me about yourself!")]
         lines.append("")
-        if summary.folds:
+        if summary.folds and summary.updated_at:
+            when = _when(say, summary.updated_at)
             lines.append(
-                f"Our earlier conversation is kept as a summary (updated {summary.folds} times, "
-                f"last {summary.updated_at:%Y-%m-%d %H:%M} UTC):"
-                if summary.updated_at
-                else "Our earlier conversation is kept as a summary:"
+                say.plural(
+                    "Our earlier conversation is kept as a summary (updated once, {when}):",
+                    "Our earlier conversation is kept as a summary (updated {count} times, last "
+                    "{when}):",
+                    summary.folds,
+                    when=when,
+                )
             )
             lines.append(summary.text)
+        elif summary.folds:
+            lines.append(say("Our earlier conversation is kept as a summary:"))
+            lines.append(summary.text)
         else:
-            lines.append("There's no summary yet: I still remember our whole chat word for word.")
-        lines.append(f"Messages I keep word for word right now: {unfolded}.")
+            lines.append(
+                say("There's no summary yet: I still remember our whole chat word for word.")
+            )
+        if unfolded:
+            lines.append(self._window_line(say, unfolded))
         if corrections:
-            lines += ["", "Recent corrections:"]
+            lines += ["", say("Recent corrections:")]
             lines += [f"✏️ {c.original} → {c.corrected}" for c in corrections]
-        lines += ["", "Use /forget to erase all of this."]
+        lines += ["", say("Use /forget to erase all of this.")]
         return "\n".join(lines)
+
+    def _window_line(self, say: Words, unfolded: int) -> str:
+        """How many messages Pam keeps word for word: the newest `window` always; those
+        beyond it stay word for word too until the next summary takes them (a fold waits
+        for enough of them and enough tokens, memory/jobs/summary.py)."""
+        kept = min(unfolded, self.window)
+        line = say.plural(
+            "I keep our last message word for word.",
+            "I keep our last {count} messages word for word.",
+            kept,
+        )
+        if unfolded <= self.window:
+            return line
+        waiting = say.plural(
+            "{count} older one is waiting to be summarised.",
+            "{count} older ones are waiting to be summarised.",
+            unfolded - self.window,
+        )
+        return f"{line} {waiting}"

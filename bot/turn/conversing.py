@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass, replace
 
 from bot import corrections, phrases
+from bot.i18n import native_of
 from bot.review.prompt import Asked
 from bot.review.reviewing import NO_REVIEW, Reviewing, ReviewUse
 from bot.turn.asking import Asking
@@ -85,12 +86,12 @@ class Conversing:
         if answered is not None:  # a re-run after a crash: the reply exists already
             return Turn([answered.content], learner.id)
         assert context is not None
-        language = context.learner.target_language
+        native = native_of(context.learner)  # what Pam says herself is in it
         limit = self.limits.passed(activity)
         if limit is not None:  # the message stays in memory; the LLM is not called
             log.info("turn limited learner=%s limit=%s", learner.id, limit)
             metrics.BUDGET_REFUSALS.labels(limit).inc()
-            said_instead = self.limits.say(limit, learner.id, language)
+            said_instead = self.limits.say(limit, learner.id, native)
             return Turn([said_instead] if said_instead else [], learner.id)
         asked = self.review.prepare(learner.id, context)
         try:
@@ -102,10 +103,10 @@ class Conversing:
                 answer = replace(answer, corrections=spoken_corrections(answer.corrections))
         except LLMError as exc:
             self.store.ledger.record_calls(learner.id, "reply", exc.billed)
-            return self._failed(learner.id, exc, language, can_retry=request.can_retry)
+            return self._failed(learner.id, exc, native, can_retry=request.can_retry)
         except corrections.NoReply as exc:  # JSON with no reply in it, even with more room
             self.store.ledger.record_calls(learner.id, "reply", completion.calls)
-            return self._failed(learner.id, Unusable(str(exc)), language, can_retry=False)
+            return self._failed(learner.id, Unusable(str(exc)), native, can_retry=False)
         # The unusable answers before this one; its own call is stored with the reply.
         self.store.ledger.record_calls(learner.id, "reply", completion.billed)
         # The items' grades are written after the reply is sent (AfterSend), a /review
@@ -173,7 +174,7 @@ class Conversing:
         return ReviewUse(len(asked.items), tokens, exercise=asked.session is not None)
 
     def _failed(
-        self, learner_id: int, exc: LLMError, language: str | None, *, can_retry: bool
+        self, learner_id: int, exc: LLMError, native: str | None, *, can_retry: bool
     ) -> Turn:
         """The answer when the model gave none. An outage (or a configuration an operator
         may fix) is worth trying again later when the caller can; an unusable answer is not
@@ -190,9 +191,9 @@ class Conversing:
             raise ModelUnavailable(str(exc), wait) from exc
         if isinstance(exc, Refused):
             log.warning("turn refused learner=%s reason=%s", learner_id, exc.reason)
-            said = phrases.in_language(phrases.REFUSED, language)
+            said = phrases.said(phrases.REFUSED, native)
         else:
             log.warning("turn failed learner=%s: %s", learner_id, type(exc).__name__)
-            said = phrases.apology(language)
+            said = phrases.apology(native)
         due = due_now(self.store.conversation, learner_id, self.memory)
         return Turn([said], learner_id, after_send=AfterSend(memory_jobs=due), problem=problem)

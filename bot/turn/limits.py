@@ -75,14 +75,14 @@ class Limits:
         return self.passed(activity._replace(messages=activity.messages + 1))
 
     @staticmethod
-    def said(limit: str, language: str | None) -> str:
-        """What Pam says when `limit` stops a turn, in the learner's target language."""
-        return phrases.in_language(SAID[limit], language)
+    def said(limit: str, native: str | None) -> str:
+        """What Pam says when `limit` stops a turn, in the learner's native language."""
+        return phrases.said(SAID[limit], native)
 
-    def say(self, limit: str, learner_id: int, language: str | None) -> str:
+    def say(self, limit: str, learner_id: int, native: str | None) -> str:
         """What Pam says now that `limit` stopped a turn of the learner: `said`, unless she
         said a limit to them within `SAID_EVERY` ("": nothing, this time)."""
         now = self.clock()
         if not self.learners.say_limit(learner_id, now, now - SAID_EVERY):
             return ""
-        return self.said(limit, language)
+        return self.said(limit, native)

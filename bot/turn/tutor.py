@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from bot import phrases
+from bot.i18n import native_of
 from bot.review.reviewing import Reviewing
 from bot.settings import CoreSettings
 from bot.turn.asking import Asking
@@ -72,7 +73,13 @@ class Tutor:
         self.asking = Asking(model, counter, settings, searcher, clock)
         # Due items in the prompt, grading by the reply's report, /review (PAM_REVIEW).
         self.review = Reviewing(store.reviews, settings.memory.review, clock)
-        self.commands = Commands(store, self.review, clock, voice=settings.voice.voice_notes)
+        self.commands = Commands(
+            store,
+            self.review,
+            clock,
+            voice=settings.voice.voice_notes,
+            window=settings.memory.window_messages,
+        )
         self.limits = Limits(settings.limits, store.conversation, store.learners, clock)
         # Voice notes transcribed, replies spoken (PAM_VOICE_NOTES; None: neither).
         self.hearing = Hearing(transcriber, settings.voice, store.ledger)
@@ -104,10 +111,10 @@ class Tutor:
             )
         if kind != "text" and not text:
             known = request.learner or self.store.learners.find_learner(request.address)
-            language = known.target_language if known else None
-            said = phrases.not_text(kind, language)
+            native = native_of(known)
+            said = phrases.not_text(kind, native)
             if kind == VOICE and self.hearing.enabled:  # a note without its audio's address
-                said = phrases.in_language(phrases.VOICE_UNREADABLE, language)
+                said = phrases.said(phrases.VOICE_UNREADABLE, native)
             return Turn([said], known.id if known else None)
         if not text:
             return Turn([], None)
@@ -123,7 +130,7 @@ class Tutor:
             try:
                 answered = self.commands.handle(learner, command)
             except LearnerGone:
-                return Turn([phrases.FORGOTTEN], learner.id)
+                return Turn([phrases.said(phrases.FORGOTTEN, native_of(learner))], learner.id)
             if isinstance(answered, CommandAnswer):
                 return Turn(
                     [answered.text],
@@ -133,10 +140,11 @@ class Tutor:
                 )
             return Turn([answered], learner.id)
         if len(text) > MAX_MESSAGE_CHARS:
-            return Turn([phrases.TOO_LONG.format(limit=MAX_MESSAGE_CHARS)], learner.id)
+            too_long = phrases.said(phrases.TOO_LONG, native_of(learner), limit=MAX_MESSAGE_CHARS)
+            return Turn([too_long], learner.id)
         # A photo with a caption: the caption is answered like any message, after the
         # friendly note that Pam cannot see the picture itself.
-        note = phrases.not_text(kind, learner.target_language) if kind != "text" else None
+        note = phrases.not_text(kind, native_of(learner)) if kind != "text" else None
         message = Said(text, note=note)
         return _unless_forgotten(
             learner.id, lambda: self.conversing.reply(learner, message, request)
@@ -156,5 +164,5 @@ class Tutor:
         learner = request.learner or self.store.learners.find_learner(request.address)
         if learner is None:  # forgotten meanwhile, or never answered: say it plainly
             return Turn([self.limits.said("rate", None)], None)
-        said = self.limits.say("rate", learner.id, learner.target_language)
+        said = self.limits.say("rate", learner.id, native_of(learner))
         return Turn([said] if said else [], learner.id)

@@ -10,6 +10,7 @@ import logging
 from dataclasses import replace
 
 from bot import phrases
+from bot.i18n import native_of
 from bot.turn.conversing import Conversing, Said
 from bot.turn.limits import Limits
 from bot.turn.values import ModelUnavailable, Turn, TurnRequest
@@ -48,7 +49,7 @@ class VoiceTurns:
         if stored is None:
             heard = self._hear(learner, request)
         elif stored.untranscribed:
-            said = phrases.in_language(phrases.VOICE_UNREADABLE, learner.target_language)
+            said = phrases.said(phrases.VOICE_UNREADABLE, native_of(learner))
             heard = NotHeard("answered before", said, stored.spoken_seconds)
         else:  # the transcript, after the caption if there was one, as it was stored
             transcript = stored.content.removeprefix(f"{caption}\n\n" if caption else "")
@@ -69,10 +70,15 @@ class VoiceTurns:
         if limit is not None:
             log.info("voice note limited learner=%s limit=%s", learner.id, limit)
             metrics.BUDGET_REFUSALS.labels(limit).inc()
-            return NotHeard(limit, self.limits.say(limit, learner.id, language))
+            return NotHeard(limit, self.limits.say(limit, learner.id, native_of(learner)))
         try:
             return self.hearing.hear(
-                learner.id, language, request.voice, request.fetcher, can_retry=request.can_retry
+                learner.id,
+                language,
+                request.voice,
+                request.fetcher,
+                can_retry=request.can_retry,
+                native=native_of(learner),
             )
         except HearingUnavailable as exc:
             raise ModelUnavailable(str(exc)) from exc

@@ -4,7 +4,7 @@ text went out.
 
 It runs in the worker, on the turn's lane. What can go wrong is expected: a note too long or
 too big, a file that does not play, a video without sound, silence, an audio server that is
-down. Each ends in a friendly word in the learner's target language (`NotHeard`), or — for an
+down. Each ends in a friendly word in the learner's native language (`NotHeard`), or — for an
 outage the turn may still retry — in `HearingUnavailable`, which sends the message back to the
 inbox."""
 
@@ -53,7 +53,7 @@ class Heard:
 @dataclass(frozen=True)
 class NotHeard:
     """A voice note Pam could not transcribe: why (for the log and the note kept), what to
-    tell the learner (in their target language), its length if known, and what an operator
+    tell the learner (in their native language), its length if known, and what an operator
     should know (a misconfigured audio server; shown by `pam chat`, never to a learner)."""
 
     why: str
@@ -128,44 +128,46 @@ class Hearing:
         fetcher: VoiceFetcher | None,
         *,
         can_retry: bool,
+        native: str | None = None,
     ) -> Heard | NotHeard:
-        """What the learner said in `note`, or why Pam could not hear it. Raises
-        HearingUnavailable when an outage may pass and `can_retry`."""
+        """What the learner said in `note` (in `language`, the target language, a hint to the
+        transcriber), or why Pam could not hear it, said in `native`, the learner's native
+        language. Raises HearingUnavailable when an outage may pass and `can_retry`."""
         settings = self.settings
         if self.transcriber is None or fetcher is None:  # off, or a channel without downloads
-            return NotHeard("voice notes are off", phrases.not_text("voice", language))
+            return NotHeard("voice notes are off", phrases.not_text("voice", native))
         if note.seconds is not None and note.seconds > settings.voice_max_seconds:
-            return self._too_long(note.seconds, language)
+            return self._too_long(note.seconds, native)
         if note.size is not None and note.size > settings.voice_max_bytes:
-            return self._too_big(note, language)
+            return self._too_big(note, native)
         started = time.monotonic()
         try:
             audio = fetcher.fetch_voice(note, settings.voice_max_bytes)
         except VoiceTooLarge:
-            return self._too_big(note, language)
+            return self._too_big(note, native)
         except VoiceRefused as exc:
             log.warning("voice note refused learner=%s: %s", learner_id, exc)
-            return NotHeard("could not be fetched", _said(phrases.VOICE_UNREADABLE, language))
+            return NotHeard("could not be fetched", _said(phrases.VOICE_UNREADABLE, native))
         except VoiceUnavailable as exc:
-            return self._unavailable(learner_id, f"download failed: {exc}", language, can_retry)
+            return self._unavailable(learner_id, f"download failed: {exc}", native, can_retry)
         try:
             info = inspect(audio.data, audio.content_type or note.content_type)
         except NoSound:
-            return NotHeard("no sound", _said(phrases.VOICE_NO_SOUND, language), note.seconds)
+            return NotHeard("no sound", _said(phrases.VOICE_NO_SOUND, native), note.seconds)
         except UnsupportedAudio as exc:
             log.info("voice note unsupported learner=%s: %s", learner_id, exc)
-            return NotHeard("unsupported format", _said(phrases.VOICE_UNREADABLE, language))
+            return NotHeard("unsupported format", _said(phrases.VOICE_UNREADABLE, native))
         except UnreadableAudio:
-            return NotHeard("unreadable", _said(phrases.VOICE_UNREADABLE, language), note.seconds)
+            return NotHeard("unreadable", _said(phrases.VOICE_UNREADABLE, native), note.seconds)
         if info.seconds > settings.voice_max_seconds:
-            return self._too_long(info.seconds, language)
+            return self._too_long(info.seconds, native)
         name = f"{audio.name.rsplit('.', 1)[0] or 'voice'}.{info.extension}"
         try:
             transcript = self.transcriber.transcribe(
                 audio.data, name=name, content_type=info.content_type, language=iso_code(language)
             )
         except LLMError as exc:
-            return self._transcription_failed(learner_id, exc, info.seconds, language, can_retry)
+            return self._transcription_failed(learner_id, exc, info.seconds, native, can_retry)
         tokens = round(info.seconds * settings.transcription_tokens_per_second)
         self.ledger.record_audio(
             learner_id, transcript.model, TRANSCRIPTION, tokens, seconds=info.seconds
@@ -180,34 +182,34 @@ class Hearing:
         )
         said = clean_text(transcript.text)  # the transcriber's text is untrusted, like typed text
         if not said:
-            return NotHeard("silence", _said(phrases.VOICE_SILENT, language), info.seconds)
+            return NotHeard("silence", _said(phrases.VOICE_SILENT, native), info.seconds)
         return Heard(said, info.seconds)
 
-    def _too_long_said(self, language: str | None) -> str:
+    def _too_long_said(self, native: str | None) -> str:
         minutes = max(1, self.settings.voice_max_seconds // 60)
-        return _said(phrases.VOICE_TOO_LONG, language).format(minutes=minutes)
+        return phrases.said(phrases.VOICE_TOO_LONG, native, minutes=minutes)
 
-    def _too_big(self, note: VoiceNote, language: str | None) -> NotHeard:
-        return NotHeard("too big", self._too_long_said(language), note.seconds)
+    def _too_big(self, note: VoiceNote, native: str | None) -> NotHeard:
+        return NotHeard("too big", self._too_long_said(native), note.seconds)
 
-    def _too_long(self, seconds: float, language: str | None) -> NotHeard:
-        return NotHeard("too long", self._too_long_said(language), seconds)
+    def _too_long(self, seconds: float, native: str | None) -> NotHeard:
+        return NotHeard("too long", self._too_long_said(native), seconds)
 
     def _unavailable(
-        self, learner_id: int, why: str, language: str | None, can_retry: bool
+        self, learner_id: int, why: str, native: str | None, can_retry: bool
     ) -> NotHeard:
         """An outage: raised to retry while the turn can, else the apology."""
         if can_retry:
             raise HearingUnavailable(why)
         log.warning("voice note given up learner=%s: %s", learner_id, why)
-        return NotHeard("the audio service failed", _said(phrases.VOICE_FAILED, language))
+        return NotHeard("the audio service failed", _said(phrases.VOICE_FAILED, native))
 
     def _transcription_failed(
         self,
         learner_id: int,
         exc: LLMError,
         seconds: float,
-        language: str | None,
+        native: str | None,
         can_retry: bool,
     ) -> NotHeard:
         """The transcription model gave no transcript. An outage, or a configuration an
@@ -216,12 +218,12 @@ class Hearing:
         if isinstance(exc, Misconfigured):
             log.warning("voice transcription misconfigured: %s", exc.advice)
         if isinstance(exc, Outage | Misconfigured):
-            failed = self._unavailable(learner_id, f"transcription: {exc}", language, can_retry)
+            failed = self._unavailable(learner_id, f"transcription: {exc}", native, can_retry)
             return NotHeard(failed.why, failed.said, seconds, problem=exc.advice)
         log.warning("voice note not transcribed learner=%s: %s", learner_id, type(exc).__name__)
-        said = _said(phrases.VOICE_UNREADABLE, language)
+        said = _said(phrases.VOICE_UNREADABLE, native)
         return NotHeard("the transcription failed", said, seconds)
 
 
-def _said(texts: dict[str, str], language: str | None) -> str:
-    return phrases.in_language(texts, language)
+def _said(text: str, native: str | None) -> str:
+    return phrases.said(text, native)

@@ -14,6 +14,7 @@ from typing import TypeGuard
 from bot import phrases
 from bot.backoff import backoff
 from bot.channels import GroupChats, Sender, VoiceFetcher, VoiceSender
+from bot.i18n import native_of
 from bot.turn.after_send import AfterSending
 from bot.turn.storing import store_turn
 from bot.turn.tutor import Tutor
@@ -149,7 +150,7 @@ class Answering:
     def _give_up(self, claim: InboxClaim) -> None:
         """The message crashed its worker every time: stop retrying, tell the learner."""
         learner = claim.learner
-        apology = phrases.apology(learner.target_language if learner else None)
+        apology = phrases.apology(native_of(learner))
         written = self.writer.write(claim, [apology], failed=True)
         log.warning("inbound gave up inbox=%s channel=%s", claim.id, claim.channel)
         if written.held is not None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from bot import phrases
@@ -39,9 +41,36 @@ def test_start_shows_the_settings_once_known(pam: Pam, fake_model: FakeChatModel
     assert fake_model.calls == []
 
 
+def test_start_says_when_the_native_language_was_only_guessed(pam: Pam) -> None:
+    """Before the learner says their native language, Pam's words follow the one guessed from
+    their app or number (native_guess), and /start says so and how to change it."""
+    user = unique_user()
+    ask(pam, user, "/language Spanish")
+    info = learner_of(pam, user)
+    pam.store.learners.update_settings(info.id, native_guess="Portuguese (Brazil)")
+
+    answer = ask(pam, user, "/start")
+
+    assert answer.startswith("Oi, eu sou a Pam!")
+    assert "Imaginei que seu idioma nativo é português (Brasil)" in answer
+    assert "/language <idioma que você pratica> <seu idioma nativo>" in answer
+
+    ask(pam, user, "/language Spanish German")  # said: no more guessing
+    answer = ask(pam, user, "/start")
+    assert answer.startswith("Hallo, ich bin Pam!")
+    assert "geraten" not in answer
+
+
+def test_help_lists_the_new_commands(pam: Pam) -> None:
+    answer = ask(pam, unique_user(), "/help")
+    for command in ("/corrections few|normal|all", "/translate", "/explain", "/say", "/forget"):
+        assert command in answer
+    assert "(I ask first)" in answer
+
+
 def test_help_lists_every_command(pam: Pam, fake_model: FakeChatModel) -> None:
     answer = ask(pam, unique_user(), "/help")
-    assert answer == phrases.HELP
+    assert answer == phrases.help_text(None)
     for command in ("/language", "/level", "/profile", "/forget", "/help"):
         assert command in answer
     assert fake_model.calls == []
@@ -51,7 +80,7 @@ def test_help_lists_every_command(pam: Pam, fake_model: FakeChatModel) -> None:
 def test_command_names_are_case_insensitive_and_telegram_style(
     pam: Pam, fake_model: FakeChatModel, text: str
 ) -> None:
-    assert ask(pam, unique_user(), text) == phrases.HELP
+    assert ask(pam, unique_user(), text) == phrases.help_text(None)
     assert fake_model.calls == []
 
 
@@ -132,7 +161,7 @@ def test_a_valid_tag_with_a_long_name_is_answered_not_crashed(pam: Pam) -> None:
     user = unique_user()
     answer = ask(pam, user, "/language zh-Hant-GS-pinyin")
     assert answer
-    assert ask(pam, user, "/help") == phrases.HELP
+    assert ask(pam, user, "/help") == phrases.help_text(None)
 
 
 @pytest.mark.parametrize("text", ["/level b1", "/level B1", "/LEVEL  b1 ", "/level@PamBot b1"])
@@ -203,7 +232,7 @@ def test_bad_level_gets_usage(pam: Pam, fake_model: FakeChatModel, text: str) ->
 def test_unknown_command_is_helpful(pam: Pam, fake_model: FakeChatModel, text: str) -> None:
     answer = ask(pam, unique_user(), text)
     assert "I don't know the command" in answer
-    assert phrases.HELP in answer
+    assert phrases.help_text(None) in answer
     assert fake_model.calls == []
 
 
@@ -211,7 +240,7 @@ def test_profile_of_a_new_learner(pam: Pam, fake_model: FakeChatModel) -> None:
     answer = ask(pam, unique_user(), "/profile")
     assert "I haven't learned anything about you yet" in answer
     assert "There's no summary yet" in answer
-    assert "Messages I keep word for word right now: 0." in answer
+    assert "I keep our last" not in answer  # nothing kept yet
     assert "/forget" in answer
     assert fake_model.calls == []
 
@@ -242,16 +271,53 @@ def test_profile_shows_what_pam_knows(pam: Pam, fake_model: FakeChatModel) -> No
     # No level set: the one Pam learned (A2) decides, as it does in the prompt.
     assert "We're practising Spanish, with corrections explained in English." in answer
     assert "• Who you are: Lena, a nurse from Berlin" in answer
-    assert "• Interests: climbing, jazz" in answer
+    assert "• Interests: climbing and jazz" in answer  # a list as the locale writes one
     assert "• Mistakes you often make: ser/estar" in answer
     assert "• Level (my estimate): A2" in answer
-    assert "(learned from 1 of your messages, last updated 20" in answer  # _meta
-    assert "kept as a summary (updated 1 times" in answer
+    # Dates as a person reads them, not 2026-12-02T01:05:42+00:00.
+    assert re.search(r"\(learned from 1 of your messages, last updated \w+ \d+, 20\d\d at ", answer)
+    assert not re.search(r"\d{4}-\d\d-\d\d", answer)
+    assert "kept as a summary (updated once, " in answer
     assert summary in answer
-    assert "Messages I keep word for word right now: 1." in answer
+    assert "I keep our last message word for word." in answer
     assert "Recent corrections:" in answer
     assert "yo es → yo soy" in answer
     assert len(fake_model.calls) == calls_before
+
+
+def test_profile_says_how_many_messages_pam_keeps_word_for_word(pam: Pam) -> None:
+    """The newest PAM_WINDOW_MESSAGES (10) always; older ones not folded yet are said apart:
+    they are still word for word, until the next summary takes them."""
+    user = unique_user()
+    ask(pam, user, "/language Spanish English")
+    for n in range(6):  # 12 messages, Pam's replies included; too few tokens to fold
+        assert handle(pam, user, f"Hola {n}")
+
+    answer = ask(pam, user, "/profile")
+
+    assert (
+        "I keep our last 10 messages word for word. 2 older ones are waiting to be summarised."
+        in answer
+    )
+
+
+def test_profile_is_in_the_native_language(pam: Pam) -> None:
+    user = unique_user()
+    ask(pam, user, "/language Spanish German")
+    info = learner_of(pam, user)
+    assert handle(pam, user, "Hola, yo es Lena")
+    messages = pam.store.conversation.messages(info.id)
+    profile = {"interests": ["Klettern", "Jazz"]}
+    assert pam.store.memory.save_profile(info.id, 0, profile, messages[0].id, 1)
+
+    answer = ask(pam, user, "/profile")
+
+    assert answer.startswith("Das weiß ich über dich:")
+    assert "Wir üben Spanisch, Korrekturen erkläre ich auf " in answer
+    assert "• Interessen: Klettern und Jazz" in answer
+    assert re.search(r"zuletzt aktualisiert am \d+\. \w+ 20\d\d um \d\d:\d\d UTC", answer)
+    assert "Unsere letzten 2 Nachrichten behalte ich Wort für Wort." in answer
+    assert answer.endswith("Mit /forget löschst du das alles.")
 
 
 def test_forget_erases_every_row_and_confirms(pam: Pam, fake_model: FakeChatModel) -> None:
@@ -323,23 +389,23 @@ def in_group(pam: Pam, user: str, text: str, group: Group) -> list[str]:
 
 
 @pytest.mark.parametrize("command", ["profile", "review", "progress"])
-def test_in_a_group_what_shows_the_learner_is_a_note_in_their_language(
+def test_in_a_group_what_shows_the_learner_is_a_note_in_their_native_language(
     pam: Pam, command: str
 ) -> None:
     user, group = unique_user(), Group()
-    ask(pam, user, "/language German English")
+    ask(pam, user, "/language German Spanish")
     ask(pam, user, "Ich habe eine Schwester, sie ist Krankenschwester.")
 
     [note] = in_group(pam, user, f"/{command}@PamBot", group)
 
-    assert note == phrases.private_only("German", f"https://t.me/PamBot?start={command}")
-    assert note.startswith("Das bleibt unter uns")
+    assert note == phrases.private_only("Spanish", f"https://t.me/PamBot?start={command}")
+    assert note.startswith("Eso queda entre tú y yo")
     assert group.asked == [command]
 
 
 def test_in_a_group_other_commands_are_answered_as_anywhere(pam: Pam) -> None:
     group = Group()
-    assert in_group(pam, unique_user(), "/help", group) == [phrases.HELP]
+    assert in_group(pam, unique_user(), "/help", group) == [phrases.help_text(None)]
     assert group.asked == []
 
 

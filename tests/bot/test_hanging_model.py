@@ -99,7 +99,7 @@ def test_commands_are_answered_while_every_lane_waits_on_the_model(
             "/help and /forget answered",
         )
         assert not replies.release.is_set() and replies.answered == 0, "the model still hangs"
-        assert texts_to(sender, helped.split(":", 1)[-1]) == [phrases.HELP]
+        assert texts_to(sender, helped.split(":", 1)[-1]) == [phrases.help_text(None)]
         assert texts_to(sender, forgetting.split(":", 1)[-1]) == [phrases.FORGOTTEN]
         # A learner's own command waits for their message before it, as it always did.
         assert texts_to(sender, chatting[0].split(":", 1)[-1]) == []
@@ -108,7 +108,7 @@ def test_commands_are_answered_while_every_lane_waits_on_the_model(
         replies.release.set()
         first = chatting[0].split(":", 1)[-1]
         wait_until(lambda: len(texts_to(sender, first)) == 2, "the chat and its /help answered")
-        assert texts_to(sender, first)[1] == phrases.HELP
+        assert texts_to(sender, first)[1] == phrases.help_text(None)
     finally:
         replies.release.set()
         worker.stop(5)

@@ -57,7 +57,7 @@ def test_unusable_answers_get_an_apology_at_once_and_their_calls_are_billed(
     # Even where the turn could be tried again: each try would cost billed calls again.
     answer = pam.tutor.answer(TurnRequest(user, "Hola, ¿qué tal?", inbox_id=7002, can_retry=True))
 
-    assert answer.replies == [phrases.APOLOGIES["Spanish"]]
+    assert answer.replies == [phrases.APOLOGY]
     assert answer.problem is None
     assert stored(pam, user) == [(LEARNER, "Hola, ¿qué tal?")]
     assert usage_of(pam, user) == {"reply": (2, 1800, 75)}
@@ -73,7 +73,7 @@ def test_a_refusal_gets_a_friendly_change_of_subject_and_is_not_retried(
         TurnRequest(user, "Cuéntame algo prohibido", inbox_id=7003, can_retry=True)
     )
 
-    assert answer.replies == [phrases.REFUSED["Spanish"]]
+    assert answer.replies == [phrases.REFUSED]
     assert len(fake_model.of("reply")) == 1
     assert usage_of(pam, user) == {"reply": (1, 900, 40)}
     assert "reason=content_filter" in caplog.text
@@ -89,7 +89,7 @@ def test_a_misconfigured_model_tells_the_operator_what_to_do(
 
     answer = pam.tutor.answer(TurnRequest(user, "Hola"))
 
-    assert answer.replies == [phrases.APOLOGIES["Spanish"]]
+    assert answer.replies == [phrases.APOLOGY]
     assert answer.problem == advice
     assert stored(pam, user) == [(LEARNER, "Hola")]
 
@@ -115,7 +115,7 @@ def test_a_misconfiguration_after_unusable_answers_is_not_tried_again(
 
     answer = pam.tutor.answer(TurnRequest(user, "Hola", inbox_id=7005, can_retry=True))
 
-    assert answer.replies == [phrases.APOLOGIES["Spanish"]]
+    assert answer.replies == [phrases.APOLOGY]
     assert answer.problem == advice
     assert usage_of(pam, user) == {"reply": (2, 1800, 75)}
 
@@ -135,7 +135,7 @@ def test_an_outage_after_unusable_answers_is_tried_again_with_their_calls_billed
 
     fake_model.queue("reply", Outage("timed out", billed=BILLED))
     last = pam.tutor.answer(TurnRequest(user, "Hola", inbox_id=7006, can_retry=False))
-    assert last.replies == [phrases.APOLOGIES["Spanish"]]
+    assert last.replies == [phrases.APOLOGY]
     assert usage_of(pam, user) == {"reply": (4, 3600, 150)}
 
 
@@ -188,7 +188,7 @@ def test_a_photo_with_a_caption_is_answered_after_the_friendly_note(
     answer = pam.local_turns().reply(TurnRequest(user, "Mi playa favorita en Cádiz", kind="media"))
 
     [reply] = answer.replies
-    assert reply.startswith(phrases.NOT_TEXT["media"]["Spanish"] + "\n\n")
+    assert reply.startswith(phrases.NOT_MEDIA + "\n\n")
     assert reply.endswith("¡Qué playa tan bonita!")
     [call] = fake_model.of("reply")
     assert call.messages[-1] == {"role": "user", "content": "Mi playa favorita en Cádiz"}
@@ -203,5 +203,5 @@ def test_a_photo_without_a_caption_gets_the_friendly_note_only(
 
     answer = pam.tutor.answer(TurnRequest(user, "  ", kind="media"))
 
-    assert answer.replies == [phrases.NOT_TEXT["media"]["Spanish"]]
+    assert answer.replies == [phrases.NOT_MEDIA]
     assert fake_model.of("reply") == []

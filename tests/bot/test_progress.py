@@ -233,7 +233,7 @@ def test_the_caption_is_in_the_native_language_with_english_as_the_fallback() ->
 
 
 def test_help_lists_progress() -> None:
-    assert "/progress" in phrases.HELP
+    assert "/progress" in phrases.help_text(None)
 
 
 # -- through the worker -----------------------------------------------------------------------

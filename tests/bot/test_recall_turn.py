@@ -361,7 +361,7 @@ def test_a_model_that_calls_the_tool_again_gets_no_third_call(
     with_fact(pam, user, searcher)
     done = turn(pam, user, ASKS)
     assert len(model.of("reply")) == 2
-    assert done.replies == [phrases.apology("Spanish")]
+    assert done.replies == [phrases.APOLOGY]
     # Both calls are billed all the same.
     assert [row[0] for row in usage_rows(pam, user)] == ["reply", "reply"]
 

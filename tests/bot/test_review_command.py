@@ -269,7 +269,7 @@ def test_review_off(settings: Settings, engine: Engine) -> None:
 
 
 def test_help_lists_review() -> None:
-    assert "/review" in phrases.HELP
+    assert "/review" in phrases.help_text(None)
 
 
 # -- /forget -------------------------------------------------------------------------------------

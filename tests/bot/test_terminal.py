@@ -86,7 +86,7 @@ def test_a_configuration_problem_is_said_on_stderr_once_per_cause(
 
     stdout, stderr = run(pam, ["uno", "dos", "tres", "cuatro", "cinco"])
 
-    apology = phrases.APOLOGIES["English"]
+    apology = phrases.APOLOGY
     assert (
         stdout.split("pam> ")[1:] == [f"{apology}\n\n"] * 2 + ["Vale.\n\n"] + [f"{apology}\n\n"] * 2
     ), "the learner still gets the persona's answer"

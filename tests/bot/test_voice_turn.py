@@ -298,8 +298,9 @@ def test_a_caption_comes_before_the_transcript(
 # -- every way a note goes wrong -----------------------------------------------------------------
 
 
-def _answered_with(turn: Turn, texts: dict[str, str], **values: object) -> None:
-    assert turn.replies == [texts["Spanish"].format(**values)]
+def _answered_with(turn: Turn, text: str, **values: object) -> None:
+    """`turn` answered with `text` in the learner's native language (English)."""
+    assert turn.replies == [phrases.said(text, "English", **values)]
     assert turn.reply is None
 
 
@@ -390,6 +391,22 @@ def test_silence_gets_asked_again(
     assert [u[0] for u in audio_usage(engine, learner.id)] == [TRANSCRIPTION]  # it was billed
 
 
+def test_a_note_pam_could_not_hear_is_answered_in_the_native_language(
+    pam: Pam, transcriber: FakeTranscriber, fetcher: FakeFetcher
+) -> None:
+    """Pam's word is in the learner's native language; the transcriber still hears the target
+    language."""
+    user, learner = spanish_learner(pam)
+    pam.store.learners.update_settings(learner.id, native_language="German")
+    transcriber.said = ""
+
+    turn = hear(pam, user, fetcher)
+
+    assert turn.replies == [phrases.said(phrases.VOICE_SILENT, "German")]
+    assert turn.replies[0].startswith("Ich habe keine Worte gehört")
+    assert [call["language"] for call in transcriber.calls] == ["es"]
+
+
 @pytest.mark.parametrize(
     ("said", "stored"),
     [("Hola \ud83d amigo\x00 mío", "Hola \ufffd amigo mío"), ("\x00\x01 \t ", None)],
@@ -421,7 +438,7 @@ def test_a_caption_is_answered_when_its_note_cannot_be_heard(
     amr = FakeFetcher(Audio(sample("voice.amr"), "audio/amr", "v.amr"))
     turn = hear(pam, user, amr, caption="¿Cómo se dice 'library'?")
     assert turn.reply is not None
-    assert turn.replies[0].startswith(phrases.VOICE_UNREADABLE["Spanish"] + "\n\n")
+    assert turn.replies[0].startswith(phrases.VOICE_UNREADABLE + "\n\n")
     (said,) = [m for m in messages_of(pam, learner.id) if m[0] == LEARNER]
     assert "not transcribed: unsupported format" in said[1]
     (stored,) = pam.store.conversation.messages(learner.id, role=LEARNER)
@@ -436,7 +453,7 @@ def test_a_note_without_its_audio_s_address_gets_a_word(pam: Pam) -> None:
     turn = pam.tutor.answer(
         TurnRequest(user, "", inbox_id=next(_inbox_ids), kind=VOICE, voice=None)
     )
-    assert turn.replies == [phrases.VOICE_UNREADABLE["Spanish"]]
+    assert turn.replies == [phrases.VOICE_UNREADABLE]
 
 
 def test_a_media_url_pam_refuses_to_fetch_gets_a_word(pam: Pam, fetcher: FakeFetcher) -> None:
@@ -536,7 +553,7 @@ def test_a_learner_over_the_budget_costs_no_transcription(
     user, _ = spanish_learner(pam)
     hear(pam, user, fetcher)
     passed = hear(pam, user, fetcher)  # its transcription passes the budget
-    assert passed.replies == [phrases.LEARNER_BUDGET["Spanish"]]
+    assert passed.replies == [phrases.LEARNER_BUDGET]
     over = hear(pam, user, fetcher)
     assert over.replies == []  # said once a minute at most (issue 27)
     assert len(transcriber.calls) == 2 and fetcher.calls == 2
@@ -550,7 +567,7 @@ def test_with_voice_notes_off_a_note_gets_the_text_only_answer(
 ) -> None:
     pam = pam_with(voice={"voice_notes": False})
     user, _ = spanish_learner(pam)
-    assert hear(pam, user, fetcher).replies == [phrases.NOT_TEXT["voice"]["Spanish"]]
+    assert hear(pam, user, fetcher).replies == [phrases.NOT_VOICE]
     assert fetcher.calls == 0 and transcriber.calls == []
     assert handle(pam, user, "/voice on") == [phrases.VOICE_UNAVAILABLE]
 
@@ -718,9 +735,9 @@ def test_crafted_notes_from_several_learners_hold_no_one_elses_turn(
     finally:
         stopped = worker.stop(WAIT)
     assert stopped
-    assert channel.texts_to(other) == [phrases.HELP]
+    assert channel.texts_to(other) == [phrases.help_text(None)]
     for user in learners:
-        assert channel.texts_to(user) == [phrases.in_language(phrases.VOICE_UNREADABLE, "Spanish")]
+        assert channel.texts_to(user) == [phrases.VOICE_UNREADABLE]
         assert channel.turn_cpu[user] < 0.25
     assert len(transcriber.calls) == 1  # the warm-up's: nothing crafted reached the API
 
@@ -772,6 +789,6 @@ def test_an_unknown_transcription_model_is_the_operators_to_fix_not_the_learners
 
     turn = hear(pam, user, fetcher)
 
-    assert turn.replies == [phrases.VOICE_FAILED["Spanish"]]
-    assert turn.replies != [phrases.VOICE_UNREADABLE["Spanish"]]
+    assert turn.replies == [phrases.VOICE_FAILED]
+    assert turn.replies != [phrases.VOICE_UNREADABLE]
     assert turn.problem is not None and "PAM_TRANSCRIPTION_MODEL" in turn.problem

@@ -28,7 +28,7 @@ from webhooks.wiring import build
 BURST = 2_000
 WEB_THREADS = 4  # the shipped gunicorn serves 2 workers × 4 threads
 MAX_QUEUED = 20  # PAM_MAX_QUEUED_PER_ADDRESS's default
-SLOW_DOWN = phrases.SLOW_DOWN["English"]
+SLOW_DOWN = phrases.SLOW_DOWN
 
 
 def texts_to(sender: RecordingSender, user: str) -> list[str]:

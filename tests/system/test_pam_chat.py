@@ -598,7 +598,7 @@ def test_an_llm_failure_gets_an_apology_and_the_chat_goes_on(
 
     assert process.returncode == 0
     second, third = shown_replies(LINES[1:3], first=len(faults) + 1)
-    assert answers(stdout) == [phrases.APOLOGIES["English"], second, third]
+    assert answers(stdout) == [phrases.APOLOGY, second, third]
     learner = open_store.learners.find_learner(EXTERNAL_ID)
     assert learner is not None
     assert [(m.role, m.content) for m in open_store.conversation.messages(learner.id)] == [
@@ -708,7 +708,7 @@ def test_in_a_terminal_pam_edits_lines_types_colours_and_keeps_the_log_apart(
     assert "\x1b[36m✏️ yo es → yo soy" in answer, "the correction is set apart in colour"
 
     mark = terminal.type("Otra cosa\r")
-    terminal.read_until(phrases.APOLOGIES["English"], after=mark)
+    terminal.read_until(phrases.APOLOGY, after=mark)
     terminal.read_until("you> ", after=terminal.screen.index(b"foggy", mark))
     mark = terminal.type("\x1b[A\x1b[A\r")  # up, up: the first line again, from the history
     terminal.read_until("Respuesta", after=mark)
@@ -814,7 +814,7 @@ def test_a_misconfigured_llm_is_said_on_stderr_once_naming_the_url(
     process, stdout = chat(LINES[:3], cwd=tmp_path, env=env)
 
     assert process.returncode == 0
-    assert answers(stdout) == [phrases.APOLOGIES["English"]] * 3  # the persona still answers
+    assert answers(stdout) == [phrases.APOLOGY] * 3  # the persona still answers
     stderr = process.stderr.decode()
     assert operator_lines(stderr) == [f"pam: The LLM server at {server.base_url} {advice}"], stderr
     assert "SECRET" not in stderr and "sk-test" not in stderr
@@ -827,7 +827,7 @@ def test_an_unreachable_base_url_is_said_on_stderr_with_what_to_check(tmp_path: 
     process, stdout = chat(LINES[:2], cwd=tmp_path, env=env)
 
     assert process.returncode == 0
-    assert answers(stdout) == [phrases.APOLOGIES["English"]] * 2
+    assert answers(stdout) == [phrases.APOLOGY] * 2
     assert operator_lines(process.stderr.decode()) == [
         f"pam: Pam cannot reach the LLM server at {base_url}: is it running, and is "
         "OPENAI_BASE_URL right?"

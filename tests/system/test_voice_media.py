@@ -123,7 +123,7 @@ def test_voice_notes_on_telegram_and_whatsapp_are_heard_answered_and_spoken_back
         telegram.add_file(hostile, sample("voice.ogg"), path=str(local))
         _telegram(base, _voice_update(lena, hostile))
         wait_for(lambda: len(telegram.sent_texts(lena["id"])) == 3, WAIT, "the refusal")
-        assert telegram.sent_texts(lena["id"])[2] == phrases.VOICE_UNREADABLE["Spanish"]
+        assert telegram.sent_texts(lena["id"])[2] == phrases.VOICE_UNREADABLE
         assert len(llm.audio_requests) == 1
 
         # /voice on: the next reply comes as text, then as an OGG voice message.
@@ -157,7 +157,7 @@ def test_voice_notes_on_telegram_and_whatsapp_are_heard_answered_and_spoken_back
         foreign = f"{elsewhere.origin}/2010-04-01/Accounts/{ACCOUNT_SID}/Messages/MM1/Media/ME1"
         _whatsapp(base, _voice_form(wa_id, foreign))
         wait_for(lambda: len(twilio.bodies(lucia)) == 3, WAIT, "the refusal on WhatsApp")
-        assert twilio.bodies(lucia)[2] == phrases.VOICE_UNREADABLE["Spanish"]
+        assert twilio.bodies(lucia)[2] == phrases.VOICE_UNREADABLE
         assert elsewhere.paths == []
 
         # /voice on: the next reply's voice is media Twilio fetches from Pam's signed link.

@@ -11,6 +11,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from bot.i18n import LOCALES
+from bot.phrases import menu
 from webhooks.telegram.address import in_group
 from webhooks.telegram.media import DEFAULT_MEDIA_DEADLINE, VoiceDownloads
 from webhooks.telegram.sender import TelegramSender
@@ -25,17 +27,8 @@ _START = re.compile(r"[A-Za-z0-9_-]{1,64}")
 # Telegram holds a long poll open for `timeout` seconds; the read may take this much longer.
 POLL_READ_MARGIN_SECONDS = 10
 UPDATE_TYPES = ["message", "edited_message", "channel_post", "my_chat_member", "callback_query"]
-COMMANDS = [
-    ("start", "Say hello and see your settings"),
-    ("help", "What Pam understands"),
-    ("language", "What you practise: /language Spanish English"),
-    ("level", "Your level: /level A2"),
-    ("profile", "What Pam knows about you"),
-    ("review", "Practise the mistakes that are due"),
-    ("progress", "A chart of your last weeks"),
-    ("voice", "Replies as voice messages: /voice on or /voice off"),
-    ("forget", "Erase everything Pam knows about you"),
-]
+# The command menu: English for every app language without a catalog, and each locale's own.
+COMMANDS = menu("en")
 
 
 class WebhookIsSet(Exception):
@@ -98,11 +91,16 @@ class TelegramClient(TelegramSender, VoiceDownloads):
 
     def set_webhook(self, url: str, secret: str) -> None:
         """Register the webhook with the secret token, the update types Pam handles, and the
-        command menu."""
+        command menu: English by default, and in each of Pam's locales for the learners whose
+        app is set to it (setMyCommands' language_code)."""
         from telegram import BotCommand
 
         self._run(self.bot.set_webhook(url, secret_token=secret, allowed_updates=UPDATE_TYPES))
         self._run(self.bot.set_my_commands([BotCommand(n, d) for n, d in COMMANDS]))
+        for locale in LOCALES:
+            if locale != "en":
+                commands = [BotCommand(n, d) for n, d in menu(locale)]
+                self._run(self.bot.set_my_commands(commands, language_code=locale))
 
     def webhook_state(self) -> WebhookState:
         """What Telegram says of the bot's webhook (getWebhookInfo)."""

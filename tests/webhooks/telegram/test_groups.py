@@ -163,7 +163,7 @@ def test_commands_about_the_member_answer_in_the_group_with_a_link_to_the_privat
     clock: ManualClock,
 ) -> None:
     """/profile, /review and /progress show one learner's memory: in a group they get a short
-    note in the member's language (what they set in the group) with the deep link into the
+    note in the member's native language (what they set in the group) with the deep link into the
     private chat, and nothing about the member — no profile, exercise or chart."""
     me, group = u.learner(), u.group_chat()
     private_memory(client, worker, fake_model, me, clock)
@@ -176,7 +176,7 @@ def test_commands_about_the_member_answer_in_the_group_with_a_link_to_the_privat
 
     link = f"https://t.me/{USERNAME}?start={command}"
     assert telegram_server.sent_texts(group["id"])[before:] == [
-        phrases.private_only("Spanish", link)
+        phrases.private_only("English", link)
     ]
     assert group_reads(telegram_server, group).count("[sendPhoto]") == 0
     assert leaked(group_reads(telegram_server, group)) == []

@@ -16,6 +16,8 @@ import pytest
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
+from bot.i18n import LOCALES
+from bot.phrases import menu as menu_in
 from bot.worker.answering import TYPING_AFTER_SECONDS
 from loopback.audio_samples import sample
 from loopback.harness import ROOT, sqlite_url
@@ -313,7 +315,8 @@ def test_set_webhook_registers_url_secret_update_types_and_commands(
     assert hook.params["url"] == url
     assert hook.params["secret_token"] == SECRET
     assert hook.params["allowed_updates"] == UPDATE_TYPES and "message" in UPDATE_TYPES
-    [menu] = telegram_server.of("setMyCommands")
+    menu, *translated = telegram_server.of("setMyCommands")
+    assert "language_code" not in menu.params  # the default: English
     commands = menu.params["commands"]
     assert [c["command"] for c in commands] == [
         "start",
@@ -327,6 +330,14 @@ def test_set_webhook_registers_url_secret_update_types_and_commands(
         "forget",
     ]
     assert [(c["command"], c["description"]) for c in commands] == COMMANDS
+    # The same menu for each app language Pam speaks, described in it.
+    assert [call.params["language_code"] for call in translated] == list(LOCALES[1:])
+    for call in translated:
+        said = [(c["command"], c["description"]) for c in call.params["commands"]]
+        assert said == menu_in(call.params["language_code"])
+    german = next(call for call in translated if call.params["language_code"] == "de")
+    hello = german.params["commands"][0]["description"]
+    assert hello == "Hallo sagen und deine Einstellungen sehen"
     assert SECRET not in done.stdout + done.stderr  # never logged
 
 

@@ -40,13 +40,13 @@ def html(plain: str) -> str:
 
 
 WELCOME = html(
-    phrases.WELCOME.format(
-        settings=f"{phrases.NEEDS_LANGUAGE}\nVoice replies are off (/voice on to hear me)."
+    phrases.welcome(
+        None, f"{phrases.NEEDS_LANGUAGE}\nVoice replies are off (/voice on to hear me)."
     )
 )
-HELP = html(phrases.HELP)
-VOICE_ANSWER = phrases.NOT_TEXT["voice"]["English"]
-MEDIA_ANSWER = phrases.NOT_TEXT["media"]["English"]
+HELP = html(phrases.help_text(None))
+VOICE_ANSWER = phrases.NOT_VOICE
+MEDIA_ANSWER = phrases.NOT_MEDIA
 
 
 @dataclass(frozen=True)
@@ -295,7 +295,7 @@ def test_a_reply_with_corrections_arrives_as_telegram_html(
         (u.location, "media"),
     ],
 )
-def test_what_pam_cannot_read_is_answered_in_the_target_language(
+def test_what_pam_cannot_read_is_answered_in_the_native_language(
     make: Callable[[Json], Json],
     kind: str,
     client: FlaskClient,
@@ -303,15 +303,15 @@ def test_what_pam_cannot_read_is_answered_in_the_target_language(
     telegram_server: TelegramServer,
 ) -> None:
     me = u.learner()
-    post_update(client, u.command(me, "/language Spanish"))
+    post_update(client, u.command(me, "/language Spanish German"))
     post_update(client, make(me))
 
     worker.drain()
 
     confirmation, answer = telegram_server.sent_texts(me["id"])
-    assert "Spanish" in confirmation
-    assert answer == phrases.NOT_TEXT[kind]["Spanish"]
-    assert answer != phrases.NOT_TEXT[kind]["English"]
+    assert "Spanisch" in confirmation  # the settings line, in German
+    assert answer == phrases.not_text(kind, "German")
+    assert answer != phrases.not_text(kind, None)
     assert len(telegram_server.of("sendChatAction")) == 1, "typing… only for the command"
 
 

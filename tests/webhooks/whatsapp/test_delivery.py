@@ -81,17 +81,18 @@ def test_a_reply_goes_from_the_number_to_the_learner_with_the_exact_text(
     assert row.platform_message_id == f"SM{1:032d}"  # the sid Twilio answered with
 
 
-def test_a_voice_note_gets_the_read_text_answer_in_the_target_language(
+def test_a_voice_note_gets_the_read_text_answer_in_the_native_language(
     client: FlaskClient, worker: Worker, twilio_server: CountingTwilioServer
 ) -> None:
     wa_id = new_wa_id()
-    address = learner_says(client, "/language Spanish English", wa_id)
+    address = learner_says(client, "/language Spanish Italian", wa_id)
     worker.drain()
 
     post_form(client, media_form(wa_id, "audio/ogg", "audio"))
     worker.drain()
 
-    assert twilio_server.bodies(address)[-1] == phrases.NOT_TEXT["voice"]["Spanish"]
+    assert twilio_server.bodies(address)[-1] == phrases.not_text("voice", "Italian")
+    assert twilio_server.bodies(address)[-1].startswith("Per ora leggo solo il testo")
     assert len(twilio_server.bodies(address)) == 2
 
 
@@ -102,14 +103,14 @@ def test_a_voice_note_from_a_stranger_gets_the_english_answer(
     post_form(client, media_form(wa_id, "audio/ogg; codecs=opus", "audio"))
     worker.drain()
 
-    assert twilio_server.bodies(f"whatsapp:+{wa_id}") == [phrases.NOT_TEXT["voice"]["English"]]
+    assert twilio_server.bodies(f"whatsapp:+{wa_id}") == [phrases.NOT_VOICE]
 
 
 @pytest.mark.parametrize(
     ("content_type", "message_type"),
     [("image/jpeg", "image"), ("application/pdf", "document"), ("image/webp", "sticker")],
 )
-def test_other_media_gets_the_cannot_see_answer_in_the_target_language(
+def test_other_media_gets_the_cannot_see_answer_in_the_native_language(
     client: FlaskClient,
     worker: Worker,
     twilio_server: CountingTwilioServer,
@@ -117,11 +118,12 @@ def test_other_media_gets_the_cannot_see_answer_in_the_target_language(
     message_type: str,
 ) -> None:
     wa_id = new_wa_id()
-    address = learner_says(client, "/language French English", wa_id)
+    address = learner_says(client, "/language French Dutch", wa_id)
     post_form(client, media_form(wa_id, content_type, message_type))
     worker.drain()
 
-    assert twilio_server.bodies(address)[-1] == phrases.NOT_TEXT["media"]["French"]
+    assert twilio_server.bodies(address)[-1] == phrases.not_text("media", "Dutch")
+    assert twilio_server.bodies(address)[-1].startswith("Dat kan ik niet zien")
 
 
 def test_a_long_reply_arrives_as_ordered_messages_split_at_sentences(

@@ -161,7 +161,7 @@ def test_a_captioned_photo_gets_the_note_and_an_answer_to_its_caption(
     worker.drain()
 
     answer = twilio_server.bodies(f"whatsapp:+{wa_id}")[-1]
-    assert answer == f"{phrases.NOT_TEXT['media']['Spanish']}\n\n{DEFAULT_REPLY}"
+    assert answer == f"{phrases.NOT_MEDIA}\n\n{DEFAULT_REPLY}"
 
 
 def unsupported_form(wa_id: str) -> dict[str, str]:
@@ -182,7 +182,7 @@ def test_an_unsupported_message_type_gets_the_friendly_media_answer(
     [item] = inbox_items(engine)
     assert (item.kind, item.text) == ("media", "")
     worker.drain()
-    assert twilio_server.bodies(f"whatsapp:+{wa_id}") == [phrases.NOT_TEXT["media"]["English"]]
+    assert twilio_server.bodies(f"whatsapp:+{wa_id}") == [phrases.NOT_MEDIA]
 
 
 def test_a_location_is_stored_as_media(client: FlaskClient, engine: Engine) -> None:
