@@ -89,8 +89,10 @@ def update_catalogs(locales: tuple[str, ...]) -> list[Path]:
             if locale == "en":
                 continue
             catalog = read_catalog(locale, domain)
+            created = catalog.creation_date  # kept: a run that changes no text changes no file
             catalog.update(template, no_fuzzy_matching=True, update_header_comment=False)
             catalog.obsolete.clear()
+            catalog.creation_date = created
             catalog.plural_forms  # noqa: B018 (read from CLDR's rules when the header lacks it)
             catalog.language_team = f"{Locale.parse(locale).english_name} <pam>"
             path = catalog_path(locale, domain)
