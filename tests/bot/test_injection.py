@@ -212,7 +212,9 @@ def test_a_compromised_profile_answer_cannot_change_the_schema(
     if "admin" not in json.dumps(kept):
         assert "admin" not in shown.lower()
     assert "(learned from 10 of your messages, last updated " in shown
-    assert state.updated_at.isoformat(timespec="seconds") in shown
+    # As a person reads it (issue 29): "December 2, 2026 at 6:33 PM UTC".
+    updated = state.updated_at
+    assert f"last updated {updated:%B} {updated.day}, {updated.year} at " in shown
     assert "2099" not in shown and "999999" not in shown
     assert len(model.of("profile")) == 2
     for call in model.of("profile"):  # the learner's request reached the model only as data

@@ -819,10 +819,11 @@ def test_31_self_describing_turns_teach_the_profile_and_profile_shows_it(
 
     shown = handle(pam, user, "/profile")[0]
     assert "I haven't learned anything about you yet" not in shown
-    expected = ", ".join(f"{en} ({es})" for es, en in HOBBIES.items())
-    assert f"• Interests: {expected}" in shown
+    # Listed as the learner's language lists things (issue 29): "a, b, and c" in English.
+    *first, last = (f"{en} ({es})" for es, en in HOBBIES.items())
+    assert f"• Interests: {', '.join(first)}, and {last}" in shown
     assert "• Level (my estimate): B1" in shown
-    assert "• Mistakes you often make: ser vs estar, gender of nouns in -ma" in shown
+    assert "• Mistakes you often make: ser vs estar and gender of nouns in -ma" in shown
     assert "(learned from 30 of your messages, " in shown
 
     info = pam.store.learners.find_learner(user)

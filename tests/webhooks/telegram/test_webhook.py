@@ -39,9 +39,12 @@ def html(plain: str) -> str:
     return plain.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+# The test users' app is in English: Pam says she guessed it (issue 29).
 WELCOME = html(
     phrases.welcome(
-        None, f"{phrases.NEEDS_LANGUAGE}\nVoice replies are off (/voice on to hear me)."
+        "English",
+        f"{phrases.NEEDS_LANGUAGE}\nVoice replies are off (/voice on to hear me).",
+        guessed=True,
     )
 )
 HELP = html(phrases.help_text(None))
