@@ -140,7 +140,7 @@ def test_an_echo_is_a_reply_that_repeats_the_line_not_a_correction_quoting_it() 
 
 def test_an_apology_is_no_reply() -> None:
     assert not is_reply(
-        "Perdona, ahora mismo estoy un poco espeso 😅 ¿Me escribes otra vez en un minuto?"
+        "Perdona, ahora mismo estoy un poco espesa 😅 ¿Me escribes otra vez en un minuto?"
     )
     assert not is_reply("  ")
     assert is_reply("¡Hola Lena! ¿De dónde eres?")

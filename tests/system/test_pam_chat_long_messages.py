@@ -110,7 +110,7 @@ def test_long_messages_learn_a_loose_profile_and_fold_in_batches(
 
     # The learned profile reaches /profile ...
     shown = said[-1]
-    assert "Interests: hiking (senderismo), cooking (cocinar)" in shown
+    assert "Interests: hiking (senderismo) and cooking (cocinar)" in shown
     assert "A software engineer" in shown
     assert re.search(r"learned from \d+ of your messages", shown)
 
