@@ -196,11 +196,3 @@ def menu(locale: str) -> list[tuple[str, str]]:
     names it: "de")."""
     say = words(locale)
     return [(command, say(description)) for command, description in MENU]
-
-
-def in_language(texts: dict[str, str], target_language: str | None) -> str:
-    """One of `texts` (keyed by English language names), in the target language when there
-    is one for it, else English. Only bot/review/progress.py's captions still use such
-    tables; every other text is in a catalog."""
-    base = (target_language or "English").split(" (")[0]
-    return texts.get(base, texts["English"])
