@@ -1,5 +1,5 @@
 """The docs site builds with `mkdocs build --strict` (a broken link, a missing page or a
-setting without a description fails it), and the README's links lead somewhere."""
+setting without a description fails it), and the README's links and pictures lead somewhere."""
 
 from __future__ import annotations
 
@@ -34,5 +34,7 @@ def test_the_readme_is_short_and_its_links_exist() -> None:
     assert len(text.splitlines()) <= 150
     targets = re.findall(r"\]\(((?!https?://)[^)#\s]+)\)", text)
     assert targets, "the README links into the docs"
+    # Its pictures too, which are HTML where they need a width.
+    targets += re.findall(r'(?:src|href)="((?!https?://)[^"#]+)"', text)
     missing = [target for target in targets if not (ROOT / target).exists()]
     assert not missing, missing
