@@ -1,7 +1,7 @@
 """The /progress chart as a matplotlib Figure, every word of it in the learner's language:
 this week as a strip of seven days (practised ones ticked) with the streak, the mistake
 patterns Pam noticed in three stages (to practise, getting there, mastered) and how many are
-ready to practise, and — only once there are two weeks or more to show — days practised and
+ready for a quick review, and — only once there are two weeks or more to show — days practised and
 corrections by kind, week by week. Nothing in it reads as failure: no red, no line of things
 "due" rising; categories keep one colour in every chart. Drawn with the object API on the Agg
 canvas (no pyplot, no global state), 1080 px wide, square on day one and upright once the
@@ -234,8 +234,8 @@ def _patterns(axes: Axes, found: Progress, style: _Style) -> None:
         style.text(axes, x, 0.3, say(meaning), 15, TILE_TEXT, ha="center", color=MUTED)
     if patterns.ready:
         ready = say.plural(
-            "{count} ready to practise now: /review",
-            "{count} ready to practise now: /review",
+            "{count} ready for a quick review now: /review",
+            "{count} ready for a quick review now: /review",
             patterns.ready,
         )
         style.text(axes, 0.5, 0.08, ready, 21, 0.9, ha="center", color=READY)

@@ -33,7 +33,7 @@ PALETTE_COLOURS = 64  # a palette PNG: a chart has few colours, and antialiasing
 def summary(found: Progress, language: str | None) -> str:
     """The chart's caption, in `language` (the learner's native one; English when None or
     one Pam has no words in): the days practised this week and the streak, the patterns and
-    their stages, and how many are ready to practise."""
+    their stages, and how many are ready for a quick review."""
     say = words_for(language, DOMAIN)
     if found.empty:
         return say(NOTHING_YET)
@@ -67,8 +67,8 @@ def summary(found: Progress, language: str | None) -> str:
     if patterns.ready:
         lines.append(
             say.plural(
-                "{count} is ready to practise: send /review.",
-                "{count} are ready to practise: send /review.",
+                "{count} is ready for a quick review: send /review.",
+                "{count} are ready for a quick review: send /review.",
                 patterns.ready,
             )
         )

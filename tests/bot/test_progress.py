@@ -220,13 +220,13 @@ def test_the_caption_is_in_the_native_language_with_english_as_the_fallback() ->
     assert english.splitlines() == [
         "This week you practised on 3 days. That's 6 days in a row!",
         "I've noticed 13 mistake patterns: 6 mastered, 4 getting there.",
-        "2 are ready to practise: send /review.",
+        "2 are ready for a quick review: send /review.",
     ]
     assert summary(week_eight(), "Klingon") == english
     assert summary(day_one(), "Spanish").splitlines() == [
         "Esta semana practicaste 1 día.",
         "He notado 3 errores recurrentes: 0 dominados, 2 casi.",
-        "1 está listo para practicar: manda /review.",
+        "1 está listo para repasar: manda /review.",
     ]
     assert summary(nothing(), "German") == words_for("German", DOMAIN)(NOTHING_YET)
     assert "/review" in summary(week_eight(), "Arabic")
