@@ -14,6 +14,7 @@ usual, after a line saying that nothing was erased."""
 
 from __future__ import annotations
 
+import logging
 import math
 import secrets
 import unicodedata
@@ -28,6 +29,8 @@ from memory.clock import Clock
 from memory.database.records import LearnerGone, LearnerInfo
 from memory.store.forget_requests import Holdings
 from memory.store.message_store import Store
+
+log = logging.getLogger(__name__)
 
 DOMAIN = "forget"
 FORGET = "forget"
@@ -162,12 +165,15 @@ class Forgetting:
             learner.id, code, cutoff, keep_inbox_id=request.inbox_id
         )
         if erased:
+            log.info("forget confirmed learner=%s", learner.id)
             done = phrases.FORGOTTEN if request.group is None else phrases.FORGOTTEN_IN_GROUP
             return Turn([phrases.said(done, native)], learner.id, forgot=True)
         say = words_for(native, DOMAIN)
         if learner.forget_asked_at is not None and not self.waiting(learner):
+            log.info("forget not confirmed learner=%s: expired", learner.id)
             self.store.forget_requests.drop(learner.id)
             return Turn([say(EXPIRED)], learner.id)
+        log.info("forget not confirmed learner=%s: nothing to confirm", learner.id)
         return Turn([say(STALE)], learner.id)
 
     def drop(self, learner: LearnerInfo) -> str | None:
@@ -179,6 +185,7 @@ class Forgetting:
         dropped = self.store.forget_requests.drop(learner.id)
         if not (dropped and was_open):
             return None
+        log.info("forget dropped learner=%s: answered with something else", learner.id)
         return words_for(native_of(learner), DOMAIN)(DROPPED)
 
     def _ask(self, learner: LearnerInfo, request: TurnRequest, say: Words) -> Turn:
@@ -189,6 +196,7 @@ class Forgetting:
             holdings = self.store.forget_requests.ask(learner.id, code, self.clock())
         except LearnerGone:
             return Turn([say(NOTHING_KEPT)], learner.id)
+        log.info("forget asked learner=%s", learner.id)
         minutes = max(1, math.ceil(self.expiry.total_seconds() / 60))
         if request.repeat_confirms:
             how = say.plural(
