@@ -10,8 +10,8 @@ and 4 threads, and `pam worker` with the memory-jobs child it starts; they talk 
 fakes on 127.0.0.1 (the OpenAI-compatible server, chat and audio, and the Bot API). One
 Telegram learner posts to the web's webhook: /start, /language with names and codes in
 several languages, /level, chat turns (enough for summary folds and profile updates), /profile,
-/review, /progress (a chart), /voice on, a voice note, /forget. Each step waits for Pam's
-answer at the fake Bot API.
+/review, /progress (a chart), /voice on, a voice note, /forget and a tap on its confirm
+button. Each step waits for Pam's answer at the fake Bot API.
 
 Resident memory is read from /proc: VmRSS (now) and VmHWM (the peak) of the worker, its
 memory-jobs child, the gunicorn master and each gunicorn worker. Cold starts: `pam --help`,
@@ -155,6 +155,27 @@ class Learner:
         self.post(**content)
         wait_for(lambda: self.answers() >= expected, ANSWER_TIMEOUT, f"Pam's answer to {label}")
 
+    def tap(self, label: str, starts: str) -> None:
+        """Tap the button whose command `starts` so under Pam's newest keyboard (Telegram posts
+        a callback query), and wait for her answer."""
+        keyboard = self.telegram.keyboards(self.id)[-1]
+        (data,) = [
+            b["callback_data"]
+            for row in keyboard
+            for b in row
+            if b["callback_data"].startswith(starts)
+        ]
+        chat = {"id": self.id, "first_name": "Lena", "type": "private"}
+        expected = self.answers() + 1
+        posted = requests.post(
+            f"{self.base}/telegram/webhook",
+            json=self.telegram.tap(self.user, chat, next(self.ids), data),
+            headers={"X-Telegram-Bot-Api-Secret-Token": SECRET},
+            timeout=30,
+        )
+        posted.raise_for_status()
+        wait_for(lambda: self.answers() >= expected, ANSWER_TIMEOUT, f"Pam's answer to {label}")
+
     def voice_note(self, label: str, answers: int) -> None:
         """A voice note: the fake Bot API keeps the file, the update names it."""
         file_id = f"AwACAgQAAxkBAAI{uuid.uuid4().hex}"
@@ -203,7 +224,10 @@ def converse(
     learner.voice_note("a voice note (heard, answered in text and voice)", answers=2)
     steps += 1
     say(f"step {steps}: a voice note answered")
-    step("/forget", text="/forget")
+    step("/forget", text="/forget")  # the question, with its buttons
+    learner.tap("the confirm button", "/forget yes ")
+    steps += 1
+    say(f"step {steps}: /forget confirmed")
     return steps
 
 

@@ -96,6 +96,16 @@ class GroupChats(Protocol):
         ...
 
 
+@runtime_checkable
+class RepeatConfirms(Protocol):
+    """A channel whose user confirms what Pam asks first (a /forget) by saying the command
+    again within the time the question stays open: the HTTP API, where a program sends the
+    messages. Elsewhere a repeated /forget asks again, so that a stray second tap of a
+    command menu erases nothing."""
+
+    repeat_confirms: bool
+
+
 class MediaLinks(Protocol):
     """Signed, expiring links to stored charts and spoken replies, under the web app's public
     address."""

@@ -5,10 +5,13 @@ one: line editing and history (readline), "Pam is typing…" while a reply takes
 corrections set apart in colour, Ctrl-D to leave. Either way, a problem only the operator
 can fix (a rejected key, an unknown model, an unreachable server) is said on stderr: in the
 terminal the learner is the operator. A /progress chart is written to a PNG file whose path
-is printed after its summary; after /voice on, each reply's spoken copy to an OGG file."""
+is printed after its summary; after /voice on, each reply's spoken copy to an OGG file. The
+history, the charts and the spoken replies are each user's own (`--user`), and a confirmed
+/forget deletes that user's."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import sys
@@ -26,12 +29,13 @@ from memory.store.charts import Charts
 from memory.store.voice_clips import VoiceClips
 
 QUIT = "/quit"
-FORGET = "/forget"
 PROMPT = "you> "
 TYPING = "Pam is typing…"
 # A reply faster than this shows no indicator: it would only flicker.
 TYPING_AFTER_SECONDS = 0.4
 HISTORY_LINES = 1000
+# A user's name as it is in file names, when it is one already (else see `file_name`).
+SAFE_NAME = r"[A-Za-z0-9_-]{1,40}"
 CORRECTION = "✏️ "
 CHART = "📈 Your chart: "
 VOICE = "🔊 Hear me: "
@@ -57,14 +61,48 @@ class Turns(Protocol):
         ...
 
 
+def file_name(user: str) -> str:
+    """`user` as the files of `pam chat` name them: as it is when it is up to 40 letters,
+    digits, `_` and `-` (what a file name takes everywhere); else kept to those, with a "."
+    and a hash of the whole name after them, so that no two users share a name ("José M."
+    and "Jos_M_" are "Jos_M_.1c0d…" and "Jos_M_"), and with them files or a history."""
+    if re.fullmatch(SAFE_NAME, user):
+        return user
+    stem = re.sub(r"[^A-Za-z0-9_-]+", "_", user)[:31] or "learner"
+    return f"{stem}.{hashlib.sha256(user.encode()).hexdigest()[:8]}"
+
+
 def chart_file(folder: Path, user: str, now: Clock, kind: str = "progress") -> Path:
     """Where a /progress chart for `user` is written: pam-progress-<user>-<when>.png in
-    `folder` (the user's name kept to what a file name takes everywhere); a spoken reply
-    (`kind` "voice"): pam-voice-<user>-<when>.ogg."""
-    name = re.sub(r"[^A-Za-z0-9_-]+", "_", user)[:40] or "learner"
+    `folder` (the user's name as `file_name` writes it); a spoken reply (`kind` "voice"):
+    pam-voice-<user>-<when>.ogg."""
+    name = file_name(user)
     if kind == "voice":  # a reply a second is possible: the microseconds tell them apart
         return folder / f"pam-voice-{name}-{now():%Y%m%d-%H%M%S-%f}.ogg"
     return folder / f"pam-{kind}-{name}-{now():%Y%m%d-%H%M%S}.png"
+
+
+def files_of(folder: Path, user: str) -> list[Path]:
+    """The charts and spoken replies `pam chat` wrote for `user` into `folder` (by their
+    names: another user's never match, whatever their names)."""
+    name = re.escape(file_name(user))
+    written = re.compile(
+        rf"pam-progress-{name}-\d{{8}}-\d{{6}}\.png|pam-voice-{name}-\d{{8}}-\d{{6}}-\d{{6}}\.ogg"
+    )
+    try:
+        return sorted(path for path in folder.iterdir() if written.fullmatch(path.name))
+    except OSError:  # no such folder (nothing was written), or unreadable
+        return []
+
+
+def forget_files(folder: Path, user: str, history: Path, stderr: TextIO) -> None:
+    """Delete what `pam chat` wrote for `user` (/forget): their charts and spoken replies in
+    `folder`, and their line `history`. What cannot be deleted is said on stderr."""
+    for path in [*files_of(folder, user), history]:
+        try:
+            path.unlink(missing_ok=True)
+        except OSError as exc:
+            print(f"pam: could not delete {path}: {exc}", file=stderr, flush=True)
 
 
 def save_chart(turn: Turn, charts: Charts, path: Path, stderr: TextIO) -> Path | None:
@@ -96,9 +134,10 @@ def _write(data: bytes, path: Path, what: str, stderr: TextIO) -> Path | None:
     return path.absolute()
 
 
-def history_file() -> Path:
-    """Where the line history of `pam chat` is kept: ~/.pam_history."""
-    return Path.home() / ".pam_history"
+def history_file(user: str) -> Path:
+    """Where the line history of `pam chat` is kept for `user`: ~/.pam_history-<user> (the
+    name as `file_name` writes it), so that one user's /forget empties their own alone."""
+    return Path.home() / f".pam_history-{file_name(user)}"
 
 
 def wants_colour(stream: TextIO) -> bool:
@@ -218,8 +257,9 @@ def chat(
     stderr = sys.stderr if stderr is None else stderr
     interactive = stdin.isatty()
     # readline edits the real terminal only: input() reads sys.stdin and echoes to sys.stdout.
+    history = history_file(user)
     editing = (
-        LineEditing(history_file())
+        LineEditing(history)
         if interactive and stdin is sys.stdin and stdout is sys.stdout
         else None
     )
@@ -268,8 +308,10 @@ def chat(
                 # Said once per cause, not after every message that meets it.
                 print(f"pam: {problem}", file=stderr, flush=True)
             said_problem = problem
-            if editing is not None and text.strip().lower() == FORGET:
-                editing.forget()
+            if turn.forgot:  # what Pam wrote for them goes too, and what they typed
+                if editing is not None:
+                    editing.forget()
+                forget_files(chart_dir or Path(), user, history, stderr)
     finally:
         if editing is not None:
             editing.save()

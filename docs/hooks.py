@@ -50,7 +50,8 @@ SECTIONS = {
     ),
     "memory": (
         "Memory",
-        "How much of a conversation stays verbatim, when it folds, what Pam recalls and reviews.",
+        "How much of a conversation stays verbatim, when it folds, what Pam recalls and reviews, "
+        "how long /forget waits for a yes.",
     ),
     "limits": ("Limits", "What a learner, and everyone together, may spend; 0 disables each."),
     "service": (

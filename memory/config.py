@@ -18,7 +18,7 @@ RecallMode = Literal["auto", "tool", "off"]
 
 class MemoryConfig(BaseModel):
     """Window size, fold trigger, batch and cap, profile cadence, job lease, memory model,
-    recall, review."""
+    recall, review, and how long /forget waits for its confirmation."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
@@ -55,6 +55,9 @@ class MemoryConfig(BaseModel):
     """Review of the mistakes Pam corrected: due items woven into replies, and `/review`;
     `off`: neither (corrections are still grouped into patterns and scheduled, so turning
     it on later loses nothing)."""
+    forget_confirm_seconds: int = Field(default=300, ge=10, le=86400)
+    """How long `/forget` waits for the learner's confirmation (a button, a reply word, or on
+    the HTTP API `/forget` again); an unconfirmed request then expires and erases nothing."""
     # The profile job reads at most this many new learner messages per run; older ones are
     # skipped (the watermark still passes them) so a long backlog cannot blow up one prompt.
     # A bound of the job, not an operator's knob: no variable sets it.

@@ -40,6 +40,16 @@ def handle(
     return pam.local_turns().take(TurnRequest(address, text, display_name, **request)).replies
 
 
+def forget(pam: Pam, address: str, command: str = "/forget", **request: Any) -> list[str]:
+    """/forget as a learner says it now (`command`): the question, then a tap on its confirm
+    button (the command it carries, with the question's one-time code); the texts Pam answers
+    the tap with (`request`: the TurnRequest's other fields, for both)."""
+    asked = pam.local_turns().take(TurnRequest(address, command, **request))
+    confirm = [b.command for b in asked.buttons if b.command.startswith("/forget yes ")]
+    assert len(confirm) == 1, f"/forget asked no confirmation: {asked.replies}"
+    return handle(pam, address, confirm[0], **request)
+
+
 def queue_items(engine: Engine, model: type[Q], *conditions: Any, order_by: Any = None) -> list[Q]:
     """Detached inbox or outbox rows matching `conditions`, in id order (or `order_by`)."""
     with Session(engine) as session:

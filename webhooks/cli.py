@@ -63,9 +63,10 @@ def chat(user: str) -> None:
     """Talk to Pam in the terminal, on a SQLite file (./pam.db) unless DATABASE_URL says
     otherwise; migrates it first. One line is one message; /quit or Ctrl-D ends.
 
-    In a terminal: line editing and history (~/.pam_history, cleared by /forget), corrections
-    in colour (not with NO_COLOR), and logs in pam-chat.log beside the SQLite file. Piped or
-    scripted: answers only, as 'pam> ...' blocks, logs on stderr.
+    In a terminal: line editing and history (~/.pam_history-USER, emptied by a confirmed
+    /forget, with USER's charts and spoken replies), corrections in colour (not with
+    NO_COLOR), and logs in pam-chat.log beside the SQLite file. Piped or scripted: answers
+    only, as 'pam> ...' blocks, logs on stderr.
 
     Use it to try Pam or a model out: it needs a language model and nothing else (no channel,
     no public URL, no worker). Memory jobs run in this process.

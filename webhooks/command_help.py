@@ -32,8 +32,8 @@ MEMORY = (
     "PAM_SHUTDOWN_WAIT_SECONDS",
 )
 LIMITS = ("PAM_RATE_LIMIT_PER_MINUTE", "PAM_LEARNER_DAILY_TOKENS", "PAM_DAILY_TOKENS")
-# Read where replies are made (not by the memory jobs): recall and review.
-RECALL = ("PAM_RECALL", "PAM_RECALL_MAX_TOKENS", "PAM_REVIEW")
+# Read where replies are made (not by the memory jobs): recall, review, /forget's question.
+RECALL = ("PAM_RECALL", "PAM_RECALL_MAX_TOKENS", "PAM_REVIEW", "PAM_FORGET_CONFIRM_SECONDS")
 # Voice notes transcribed and replies spoken where replies are made.
 VOICE = (
     "PAM_VOICE_NOTES",

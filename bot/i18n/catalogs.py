@@ -27,6 +27,7 @@ DOMAINS: dict[str, tuple[str, ...]] = {
     "chart": ("bot/review/chart.py", "bot/review/progress.py"),
     "settings": ("bot/turn/settings_commands.py",),
     "review": ("bot/review/exercises.py", "bot/review/reviewing.py"),
+    "forget": ("bot/turn/forgetting.py",),
 }
 
 # How the code marks its texts: say("…"), say.plural("…", "…", n), N_("…").

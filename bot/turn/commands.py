@@ -1,5 +1,6 @@
-"""Slash commands, the same on every channel: /start /help /profile /forget /language /level
-/review /progress /voice."""
+"""Slash commands, the same on every channel: /start /help /profile /language /level /review
+/progress /voice. /forget, asked and confirmed over two messages, is bot/turn/forgetting.py's;
+the buttons' /translate /explain /say are bot/turn/taps.py's."""
 
 from __future__ import annotations
 
@@ -43,8 +44,8 @@ PRIVATE = ("profile", "review", "progress")
 @dataclass(frozen=True)
 class CommandAnswer:
     """A command's answer that carries more than text: a /progress chart (stored, by id)
-    sent with the text as its caption, buttons under it (a /forget's confirmation). A plain
-    str answers every other command."""
+    sent with the text as its caption, buttons under it. A plain str answers every other
+    command."""
 
     text: str
     chart_id: int | None = None
@@ -134,7 +135,8 @@ def _when(say: Words, moment: datetime) -> str:
 
 
 class Commands:
-    """Answers commands for one learner; `forget` is the only one that erases anything."""
+    """Answers commands for one learner (none of them erases anything: /forget is
+    bot/turn/forgetting.py's)."""
 
     def __init__(
         self,
@@ -154,7 +156,6 @@ class Commands:
             "start": self.start,
             "help": self.help,
             "profile": self.profile,
-            "forget": self.forget,
             "language": self.language,
             "level": self.level,
             "review": self.start_review,
@@ -196,13 +197,6 @@ class Commands:
         """/review: practise the due items one at a time (no LLM call: the exercises are
         templated), or when the next one is due."""
         return self.review.start(learner)
-
-    def forget(self, learner: LearnerInfo, command: Command) -> str:
-        """/forget: erase everything about the learner, queued messages before this one
-        included (its confirmation, and what they send after it, still go through). In a
-        group the learner is the member of that group: their private chat is not touched."""
-        self.store.learners.forget(learner.id, keep_inbox_id=command.inbox_id)
-        return phrases.FORGOTTEN if command.group is None else phrases.FORGOTTEN_IN_GROUP
 
     def language(self, learner: LearnerInfo, command: Command) -> str:
         """/language <target> [native]: the languages to practise and to explain in."""

@@ -1,7 +1,8 @@
 """A tutor turn: one `TurnRequest` in, one `Turn` out (bot/turn/values.py). The tutor stores the
 learner's message and decides what it is — the note that messages were turned away, a voice
-note (bot/turn/voice_turn.py), media without words, a command (bot/turn/commands.py), or a message
-to converse about (bot/turn/conversing.py) — and returns the reply as a plain value. It knows
+note (bot/turn/voice_turn.py), media without words, /forget or the answer to its question
+(bot/turn/forgetting.py), a command (bot/turn/commands.py), or a message to converse about
+(bot/turn/conversing.py) — and returns the reply as a plain value. It knows
 nothing of claims, leases or message splitting: the caller stores the reply (bot/turn/storing.py),
 sends it, and then does the turn's after-send work (bot/turn/after_send.py)."""
 
@@ -16,8 +17,9 @@ from bot.i18n import native_of
 from bot.review.reviewing import Reviewing
 from bot.settings import CoreSettings
 from bot.turn.asking import Asking
-from bot.turn.commands import CommandAnswer, Commands, parse_command
+from bot.turn.commands import Command, CommandAnswer, Commands, parse_command
 from bot.turn.conversing import Conversing, Said
+from bot.turn.forgetting import FORGET, Forgetting
 from bot.turn.limits import Limits
 from bot.turn.native_guess import with_guess
 from bot.turn.taps import NAMES as TAPS
@@ -47,6 +49,11 @@ def _unless_forgotten(learner_id: int, turn: Callable[[], Turn]) -> Turn:
     except LearnerGone:
         log.info("turn for learner %s dropped: forgotten mid-turn", learner_id)
         return Turn([], learner_id)
+
+
+def _after_note(note: str | None, turn: Turn) -> Turn:
+    """`turn`, with `note` said before its replies (if there is one)."""
+    return replace(turn, replies=[note, *turn.replies]) if note else turn
 
 
 class Tutor:
@@ -80,6 +87,8 @@ class Tutor:
             voice=settings.voice.voice_notes,
             window=settings.memory.window_messages,
         )
+        # /forget: asked first, erased on the learner's yes (PAM_FORGET_CONFIRM_SECONDS).
+        self.forgetting = Forgetting(store, clock, settings.memory.forget_confirm_seconds)
         self.limits = Limits(settings.limits, store.conversation, store.learners, clock)
         # Voice notes transcribed, replies spoken (PAM_VOICE_NOTES; None: neither).
         self.hearing = Hearing(transcriber, settings.voice, store.ledger)
@@ -106,9 +115,11 @@ class Tutor:
             return self._turned_away(request)
         if kind == VOICE and request.voice is not None and self.hearing.enabled:
             learner = self._learner(request)
-            return _unless_forgotten(
+            dropped = self.forgetting.drop(learner)
+            turn = _unless_forgotten(
                 learner.id, lambda: self.voice_turns.answer(learner, request, caption=text)
             )
+            return _after_note(dropped, turn)
         if kind != "text" and not text:
             known = request.learner or self.store.learners.find_learner(request.address)
             native = native_of(known)
@@ -118,10 +129,26 @@ class Tutor:
             return Turn([said], known.id if known else None)
         if not text:
             return Turn([], None)
-        learner = self._learner(request)
         command = parse_command(text)
         if command is not None:
             command = replace(command, inbox_id=request.inbox_id, group=request.group)
+            if command.name == FORGET:  # asked or confirmed; nobody is made up for it
+                known = request.learner or self.store.learners.find_learner(request.address)
+                if known is not None:
+                    known = with_guess(self.store.learners, known, request.language_hint)
+                return self.forgetting.answer(known, command, request)
+        learner = self._learner(request)
+        if command is None and self.forgetting.confirms(learner, text):
+            return self.forgetting.confirm(learner, None, request)
+        dropped = self.forgetting.drop(learner)  # any other message: nothing is erased
+        return _after_note(dropped, self._answer(learner, text, command, request))
+
+    def _answer(
+        self, learner: LearnerInfo, text: str, command: Command | None, request: TurnRequest
+    ) -> Turn:
+        """What to answer the learner's text: a command, or a message to converse about."""
+        kind = request.kind
+        if command is not None:
             if command.name in TAPS:
                 return _unless_forgotten(
                     learner.id,

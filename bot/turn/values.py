@@ -33,7 +33,8 @@ class TurnRequest:
     (the reply is spoken too when the learner asked for it, /voice on); `group`, the channel,
     when the message was said in one of its groups (commands that show the learner's memory
     are answered in private only); `language_hint`, what it says of the sender's language
-    (Pam's guess at their native language until they say it)."""
+    (Pam's guess at their native language until they say it); `repeat_confirms`, its users
+    confirm a /forget by saying /forget again (bot.channels.RepeatConfirms)."""
 
     address: str
     text: str
@@ -47,6 +48,7 @@ class TurnRequest:
     can_speak: bool = False
     group: GroupChats | None = None
     language_hint: str | None = None
+    repeat_confirms: bool = False
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,9 @@ class Turn:
     # Buttons under the last reply text (Translate, Explain, ...; a /forget's confirmation):
     # channels that can show them do, and a tap comes back as the button's command.
     buttons: tuple[Button, ...] = ()
+    # The learner's memory was erased by this turn (a confirmed /forget): `pam chat` then
+    # deletes the files it wrote for them, and their line history.
+    forgot: bool = False
 
 
 class ModelUnavailable(Exception):

@@ -13,7 +13,7 @@ from typing import TypeGuard
 
 from bot import phrases
 from bot.backoff import backoff
-from bot.channels import GroupChats, Sender, VoiceFetcher, VoiceSender
+from bot.channels import GroupChats, RepeatConfirms, Sender, VoiceFetcher, VoiceSender
 from bot.i18n import native_of
 from bot.turn.after_send import AfterSending
 from bot.turn.storing import store_turn
@@ -180,6 +180,7 @@ class Answering:
             can_speak=self._can_speak(sender),
             group=sender if _in_group(sender, claim) else None,
             language_hint=claim.language_hint,
+            repeat_confirms=isinstance(sender, RepeatConfirms) and sender.repeat_confirms,
         )
 
     def _can_speak(self, sender: Sender | None) -> bool:

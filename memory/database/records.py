@@ -52,6 +52,9 @@ class LearnerInfo:
     voice_replies: bool = False
     native_guess: str | None = None  # the native language guessed before they said one
     corrections: str = "normal"  # /corrections few|normal|all
+    # When the learner was asked to confirm a /forget not confirmed yet (None: no request):
+    # their next message confirms it or drops it (bot/turn/forgetting.py).
+    forget_asked_at: datetime | None = None
 
 
 @dataclass(frozen=True)

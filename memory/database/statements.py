@@ -53,6 +53,7 @@ LEARNER_COLUMNS = (
     Learner.voice_replies,
     Learner.native_guess,
     Learner.corrections,
+    Learner.forget_asked_at,
 )
 MESSAGE_COLUMNS = (
     Message.id,

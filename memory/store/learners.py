@@ -7,6 +7,7 @@ from datetime import datetime
 
 from sqlalchemy import delete, or_, select, update
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
 from memory.database.backends import backend_for
 from memory.database.db import Tables
@@ -30,6 +31,7 @@ def _learner_info(row: Learner) -> LearnerInfo:
         voice_replies=bool(row.voice_replies),
         native_guess=row.native_guess,
         corrections=row.corrections,
+        forget_asked_at=row.forget_asked_at,
     )
 
 
@@ -122,40 +124,83 @@ class Learners(Tables):
     def forget(self, learner_id: int, keep_inbox_id: int | None = None) -> bool:
         """Erase every row about the learner, in every table, in one transaction: their
         conversation, summary, profile, corrections, usage, memory jobs, and queued inbound
-        and outbound messages up to `keep_inbox_id` (the /forget being answered).
+        and outbound messages up to `keep_inbox_id` (the /forget being answered). The
+        operator's erase (the admin endpoint); a learner's goes through `forget_confirmed`.
 
         Then their bytes are cleared from the database's files (memory/store/scrubs.py): after
         the /forget message and its confirmation are unlinked, by the worker, when there is
         a `keep_inbox_id`; else here, trying for up to `scrub_within` seconds. True when
         the files hold nothing more of them (on Postgres, once the rows are deleted: see
         docs/how/remembers.md on VACUUM); False when the scrub is recorded and tried again later."""
-        scrubs = Scrubs(self.engine, self.clock)
         with self.sessions.begin() as session:
-            learner = session.get(Learner, learner_id)
-            if learner is None:
-                return True
-            inbox = delete(InboxItem).where(InboxItem.address == learner.external_id)
-            outbox = delete(OutboxItem).where(OutboxItem.address == learner.external_id)
-            if keep_inbox_id is not None:
-                # Only what came before the /forget: its confirmation must still go out, and
-                # messages sent after it belong to the fresh start.
-                inbox = inbox.where(InboxItem.id < keep_inbox_id)
-                outbox = outbox.where(
-                    OutboxItem.inbox_id.is_(None) | (OutboxItem.inbox_id < keep_inbox_id)
-                )
-            session.execute(outbox)
-            session.execute(inbox)
-            indexed = session.scalar(
-                select(RecallEntry.id).where(RecallEntry.learner_id == learner_id).limit(1)
+            indexed = self._erase(session, learner_id, keep_inbox_id)
+        if indexed is None:  # nobody to erase
+            return True
+        return self._scrub(indexed, keep_inbox_id)
+
+    def forget_confirmed(
+        self,
+        learner_id: int,
+        code: str | None,
+        asked_after: datetime,
+        keep_inbox_id: int | None = None,
+    ) -> bool:
+        """Erase everything about the learner as `forget` does, if they have a /forget request
+        asked after `asked_after` (an older one has expired) whose code is `code` (None: any
+        code, for a confirmation that names none, a reply word). The request is taken in the
+        same transaction as the erase, by a conditional UPDATE of the learner's row, so a
+        duplicated, retried, stale or racing confirmation erases at most once. Whether it
+        erased (False: no such request, nothing changed)."""
+        taken = update(Learner).where(
+            Learner.id == learner_id,
+            Learner.forget_code.is_not(None),
+            Learner.forget_asked_at > asked_after,
+        )
+        if code is not None:
+            taken = taken.where(Learner.forget_code == code)
+        with self.sessions.begin() as session:
+            # The first statement writes: on Postgres it locks the row, so a racing
+            # confirmation waits and then finds it gone; on SQLite it takes the write lock.
+            if not session.connection().execute(taken.values(forget_code=None)).rowcount:
+                return False
+            indexed = self._erase(session, learner_id, keep_inbox_id)
+        self._scrub(bool(indexed), keep_inbox_id)
+        return True
+
+    def _erase(self, session: Session, learner_id: int, keep_inbox_id: int | None) -> bool | None:
+        """Delete every row about the learner in `session`'s transaction and record the scrub
+        of their bytes; whether recall had indexed any of their words (None: no such
+        learner, nothing done)."""
+        learner = session.get(Learner, learner_id)
+        if learner is None:
+            return None
+        inbox = delete(InboxItem).where(InboxItem.address == learner.external_id)
+        outbox = delete(OutboxItem).where(OutboxItem.address == learner.external_id)
+        if keep_inbox_id is not None:
+            # Only what came before the /forget: its confirmation must still go out, and
+            # messages sent after it belong to the fresh start.
+            inbox = inbox.where(InboxItem.id < keep_inbox_id)
+            outbox = outbox.where(
+                OutboxItem.inbox_id.is_(None) | (OutboxItem.inbox_id < keep_inbox_id)
             )
-            for model in LEARNER_TABLES:
-                session.execute(delete(model).where(model.learner_id == learner_id))
-            session.execute(delete(Learner).where(Learner.id == learner_id))
-            scrubs.record(session.connection(), keep_inbox_id)
+        session.execute(outbox)
+        session.execute(inbox)
+        indexed = session.scalar(
+            select(RecallEntry.id).where(RecallEntry.learner_id == learner_id).limit(1)
+        )
+        for model in LEARNER_TABLES:
+            session.execute(delete(model).where(model.learner_id == learner_id))
+        session.execute(delete(Learner).where(Learner.id == learner_id))
+        Scrubs(self.engine, self.clock).record(session.connection(), keep_inbox_id)
+        return indexed is not None
+
+    def _scrub(self, indexed: bool, keep_inbox_id: int | None) -> bool:
+        """After an erase committed: the database's own clean-up, and the scrub of the files
+        (see `forget`); whether the files hold nothing more of the learner."""
         backend = backend_for(self.engine)
-        backend.after_forget(indexed=indexed is not None)
+        backend.after_forget(indexed=indexed)
         if not backend.clears_files:
             return True
         if keep_inbox_id is not None:
             return False
-        return scrubs.run(within=self.scrub_within) is Outcome.DONE
+        return Scrubs(self.engine, self.clock).run(within=self.scrub_within) is Outcome.DONE

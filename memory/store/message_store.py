@@ -1,6 +1,6 @@
 """The message store: one engine's learners, conversations, memory state, ledger,
-inspection, recall, review, /progress charts, spoken replies and /forget's scrubs, each a part
-named for its domain; a consumer that needs one part takes just it."""
+inspection, recall, review, /progress charts, spoken replies, /forget's requests and scrubs,
+each a part named for its domain; a consumer that needs one part takes just it."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from memory.recall.search import Recall
 from memory.review.reviews import Reviews
 from memory.store.charts import Charts
 from memory.store.conversation import Conversation
+from memory.store.forget_requests import ForgetRequests
 from memory.store.inspection import Inspection
 from memory.store.learners import Learners
 from memory.store.ledger import Ledger
@@ -25,6 +26,7 @@ class Store:
 
     def __init__(self, engine: Engine, clock: Clock = utcnow) -> None:
         self.learners = Learners(engine, clock)
+        self.forget_requests = ForgetRequests(engine, clock)
         self.conversation = Conversation(engine, clock)
         self.memory = MemoryState(engine, clock)
         self.ledger = Ledger(engine, clock)

@@ -33,8 +33,8 @@ def test_every_step_of_the_conversation_is_answered(
 ) -> None:
     found, _ = run
     # /start, six /language, /level, the chat, /profile /review /progress /voice on, a voice
-    # note, /forget.
-    assert found["steps"] == 1 + len(memory.LANGUAGES) + 1 + CHAT_TURNS + 4 + 1 + 1
+    # note, /forget and its confirm button.
+    assert found["steps"] == 1 + len(memory.LANGUAGES) + 1 + CHAT_TURNS + 4 + 1 + 1 + 1
     assert found["llm_requests"]["reply"] == CHAT_TURNS + 1  # the voice note's too
     assert found["audio_requests"] == 2  # its transcription, and its spoken reply
 

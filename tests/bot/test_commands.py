@@ -7,6 +7,7 @@ import re
 import pytest
 
 from bot import phrases
+from bot.turn import forgetting
 from bot.turn.commands import parse_command
 from bot.turn.values import TurnRequest
 from bot.worker.runtime import Pam
@@ -14,7 +15,7 @@ from memory.database.records import LEARNER, CorrectionRecord
 from tests.bot.test_languages import EXPLAINED_IN
 from tests.conftest import learner_of, unique_user
 from tests.fakes import FakeChatModel
-from tests.support import handle
+from tests.support import forget, handle
 
 
 def ask(pam: Pam, user: str, text: str) -> str:
@@ -338,9 +339,8 @@ def test_forget_erases_every_row_and_confirms(pam: Pam, fake_model: FakeChatMode
     other_before = pam.store.inspection.rows_about(other_info.id, other)
     calls_before = len(fake_model.calls)
 
-    answer = ask(pam, user, "/forget")
+    assert forget(pam, user) == [phrases.FORGOTTEN]
 
-    assert answer == phrases.FORGOTTEN
     assert set(pam.store.inspection.rows_about(info.id, user).values()) == {0}
     assert pam.store.learners.find_learner(user) is None
     assert pam.store.inspection.rows_about(other_info.id, other) == other_before
@@ -350,7 +350,7 @@ def test_forget_erases_every_row_and_confirms(pam: Pam, fake_model: FakeChatMode
 def test_after_forget_nothing_old_reaches_the_prompt(pam: Pam, fake_model: FakeChatModel) -> None:
     user = unique_user()
     handle(pam, user, "Mi secreto es PINEAPPLE42")
-    ask(pam, user, "/forget")
+    forget(pam, user)
     handle(pam, user, "Hola de nuevo")
     assert "PINEAPPLE42" not in fake_model.of("reply")[-1].text
     fresh = learner_of(pam, user)
@@ -360,8 +360,9 @@ def test_after_forget_nothing_old_reaches_the_prompt(pam: Pam, fake_model: FakeC
 
 
 def test_forget_of_a_stranger_is_harmless(pam: Pam, fake_model: FakeChatModel) -> None:
+    """Pam knows nothing of them: she says so, and makes no learner up to ask."""
     user = unique_user()
-    assert ask(pam, user, "/forget") == phrases.FORGOTTEN
+    assert ask(pam, user, "/forget") == forgetting.NOTHING_KEPT
     assert pam.store.learners.find_learner(user) is None
     assert fake_model.calls == []
 
@@ -419,8 +420,12 @@ def test_the_start_link_answers_the_command_in_private(pam: Pam) -> None:
     assert "I'm Pam" in welcome
 
 
-def test_forget_in_a_group_says_what_it_erased(pam: Pam) -> None:
-    user = unique_user()
+def test_forget_in_a_group_asks_first_and_says_what_it_erased(pam: Pam) -> None:
+    user, group = unique_user(), Group()
     ask(pam, user, "Hola")
-    assert in_group(pam, user, "/forget", Group()) == [phrases.FORGOTTEN_IN_GROUP]
+    asked = pam.tutor.answer(TurnRequest(user, "/forget", group=group))
+    assert asked.replies[0].startswith(forgetting.ASK_IN_GROUP)
+    assert pam.store.learners.find_learner(user) is not None  # asked: nothing erased yet
+    [yes, _] = asked.buttons
+    assert in_group(pam, user, yes.command, group) == [phrases.FORGOTTEN_IN_GROUP]
     assert pam.store.learners.find_learner(user) is None

@@ -14,6 +14,7 @@ import pytest
 from sqlalchemy import Engine
 
 from bot import phrases
+from bot.turn import forgetting
 from bot.worker.worker import Worker
 from loopback.openai_server import OpenAIServer, default_answer
 from memory.queue.inbox import Inbox
@@ -77,7 +78,7 @@ def test_commands_are_answered_while_every_lane_waits_on_the_model(
     worker = Worker(pam, {"test": sender})
     inbox = Inbox(engine, 60)
     chatting = [unique_user("chat") for _ in range(LANES)]
-    helped, forgetting = unique_user("help"), unique_user("forget")
+    helped, leaving = unique_user("help"), unique_user("forget")
     worker.start(inbox_lanes=LANES, delivery_lanes=1)
     try:
         for user in chatting:
@@ -88,19 +89,22 @@ def test_commands_are_answered_while_every_lane_waits_on_the_model(
         assert inbox.accept(inbound(unique_user("queued"), "Buenas tardes"))
         assert inbox.accept(inbound(chatting[0], "/help"))
         assert inbox.accept(inbound(helped, "/help"))
-        assert inbox.accept(inbound(forgetting, "/forget"))
+        # /forget, asked and confirmed (typed: "/forget yes" confirms the open question).
+        for command in ("/language Spanish English", "/forget", "/forget yes"):
+            assert inbox.accept(inbound(leaving, command))
         worker.wake_inbox()
 
         wait_until(
             lambda: (
                 texts_to(sender, helped.split(":", 1)[-1])
-                and texts_to(sender, forgetting.split(":", 1)[-1])
+                and len(texts_to(sender, leaving.split(":", 1)[-1])) == 3
             ),
             "/help and /forget answered",
         )
         assert not replies.release.is_set() and replies.answered == 0, "the model still hangs"
         assert texts_to(sender, helped.split(":", 1)[-1]) == [phrases.help_text(None)]
-        assert texts_to(sender, forgetting.split(":", 1)[-1]) == [phrases.FORGOTTEN]
+        _, asked, done = texts_to(sender, leaving.split(":", 1)[-1])
+        assert asked.startswith(forgetting.ASK) and done == phrases.FORGOTTEN
         # A learner's own command waits for their message before it, as it always did.
         assert texts_to(sender, chatting[0].split(":", 1)[-1]) == []
         assert len(server.of("reply")) == LANES

@@ -14,6 +14,7 @@ import pytest
 from sqlalchemy import Engine
 
 import prompts
+from bot import phrases
 from bot.turn import recall
 from bot.worker.runtime import Pam
 from memory.clock import ManualClock, utcnow
@@ -23,7 +24,7 @@ from memory.jobs.profile import FIELDS, MAX_PROFILE_CHARS, document
 from memory.llm import ChatMessage
 from tests.conftest import learner_of, unique_user
 from tests.fakes import Call, FakeChatModel, FakeSearcher, recall_call, reply_json
-from tests.support import handle
+from tests.support import forget, handle
 from webhooks.settings import Settings
 from webhooks.wiring import build
 
@@ -536,7 +537,7 @@ def test_a_learner_cannot_reach_another_learners_data(settings: Settings, engine
 
     # Naming the other learner in /forget erases only the one asking.
     b_before = pam.store.conversation.context(b_info.id)
-    assert handle(pam, a_user, f"/forget {b_user}") != []
+    assert forget(pam, a_user, f"/forget {b_user}") == [phrases.FORGOTTEN]
     assert pam.store.learners.find_learner(a_user) is None
     assert pam.store.conversation.context(b_info.id) == b_before
     assert pam.store.ledger.corrections(b_info.id) == b_corrections

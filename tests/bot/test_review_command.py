@@ -42,6 +42,7 @@ from tests.helpers.review import (
     section,
     system_of,
 )
+from tests.support import forget
 from webhooks.settings import Settings
 
 AGAIN, GOOD = 1, 3  # fsrs.Rating
@@ -280,7 +281,7 @@ def test_forget_during_a_session_ends_it_with_everything_else(
 ) -> None:
     pam, model, _clock, ana = due_scene(settings, engine, BUEN)
     say(pam, ana.user, "/review")
-    assert say(pam, ana.user, "/forget").replies == [phrases.FORGOTTEN]
+    assert forget(pam, ana.user) == [phrases.FORGOTTEN]
     assert pam.store.reviews.session(ana.info.id) is None
     say(pam, ana.user, "un buen amigo")  # a new learner now: plain chat
     system = system_of(model.of("reply")[-1])

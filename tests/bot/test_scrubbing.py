@@ -1,8 +1,8 @@
-"""/forget in chat, scrubbed by the worker (bot/worker/scrubbing.py): the /forget message and its
-confirmation carry the learner's address and name until the confirmation is sent (or given
-up) and both are unlinked, so the checkpoint that clears the files waits for that, and then
-no byte of the SQLite files names the learner. A scrub that cannot complete is tried again
-with a growing pause."""
+"""/forget in chat, scrubbed by the worker (bot/worker/scrubbing.py): the yes that confirms a
+/forget and Pam's confirmation carry the learner's address and name until the confirmation is
+sent (or given up) and both are unlinked, so the checkpoint that clears the files waits for
+that, and then no byte of the SQLite files names the learner. A scrub that cannot complete is
+tried again with a growing pause."""
 
 from __future__ import annotations
 
@@ -75,9 +75,11 @@ def test_a_chat_forget_is_scrubbed_once_its_confirmation_is_out(
     say(worker, f"Hola, {PHRASE}")
     worker.drain()
     say(worker, "/forget")
-    # The /forget is answered, its confirmation queued for a delivery lane but not sent yet.
+    worker.drain()  # the question, answered and sent
+    say(worker, "yes")
+    # The yes is answered, its confirmation queued for a delivery lane but not sent yet.
     claim = worker.inbox.claim_next()
-    assert claim is not None and claim.text == "/forget"
+    assert claim is not None and claim.text == "yes"
     replies = handle(pam, claim.address, claim.text, claim.display_name, inbox_id=claim.id)
     assert worker.inbox.complete(claim, replies)
     assert pam.store.learners.find_learner(ADDRESS) is None

@@ -122,6 +122,7 @@ def test_settings_are_frozen() -> None:
         ("PAM_JOB_LEASE_SECONDS", "0"),
         ("PAM_SHUTDOWN_WAIT_SECONDS", "-1"),
         ("PAM_MEDIA_DEADLINE", "0"),
+        ("PAM_FORGET_CONFIRM_SECONDS", "5"),  # too short to read the question
         ("TELEGRAM_LOCAL_FILES_DIR", "/var/lib/telegram-bot-api"),  # without TELEGRAM_API_URL
     ],
 )
@@ -163,6 +164,7 @@ EVERY_VARIABLE = [
     ("PAM_RECALL", "tool", "memory.recall", "tool"),
     ("PAM_RECALL_MAX_TOKENS", "200", "memory.recall_max_tokens", 200),
     ("PAM_REVIEW", "off", "memory.review", False),
+    ("PAM_FORGET_CONFIRM_SECONDS", "120", "memory.forget_confirm_seconds", 120),
     ("PAM_SHUTDOWN_WAIT_SECONDS", "0", "service.shutdown_wait_seconds", 0.0),
     ("PAM_LOG_LEVEL", "debug", "log_level", "DEBUG"),
     ("PORT", "9001", "web.port", 9001),

@@ -4,11 +4,14 @@ script sees, what a person at a terminal sees, and the operator's problems on st
 from __future__ import annotations
 
 import io
+import re
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
 
 from bot import phrases
 from bot.terminal import (
@@ -22,9 +25,13 @@ from bot.terminal import (
     Typing,
     chart_file,
     chat,
+    file_name,
+    files_of,
+    history_file,
     styled,
     wants_colour,
 )
+from bot.turn import forgetting
 from bot.worker.runtime import Pam
 from memory.clock import ManualClock
 from memory.llm import Misconfigured
@@ -175,7 +182,8 @@ def test_progress_writes_the_chart_where_asked_and_says_where(pam: Pam, tmp_path
     )
     summary, where = stdout.getvalue().split("pam> ")[1:]
     assert summary.startswith("Nothing to show yet")
-    path = tmp_path / "pam-progress-lena_etc-20261125-093005.png"
+    path = tmp_path / f"pam-progress-{file_name(user)}-20261125-093005.png"
+    assert file_name(user).startswith("lena_etc.")
     assert where == f"{CHART}{path}\n\n"
     assert path.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     assert stderr.getvalue() == ""
@@ -194,7 +202,72 @@ def test_a_chart_that_cannot_be_written_is_said_on_stderr(pam: Pam, tmp_path: Pa
 
 def test_the_chart_file_name_is_safe_and_dated() -> None:
     now = ManualClock(datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC))
-    assert chart_file(Path("out"), "José M.", now) == Path(
-        "out/pam-progress-Jos_M_-20260102-030405.png"
+    assert chart_file(Path("out"), "lena-2", now) == Path(
+        "out/pam-progress-lena-2-20260102-030405.png"
     )
-    assert chart_file(Path(), "", now).name == "pam-progress-learner-20260102-030405.png"
+    name = chart_file(Path("out"), "José M.", now)
+    assert re.fullmatch(r"out/pam-progress-Jos_M_\.[0-9a-f]{8}-20260102-030405\.png", str(name))
+    assert re.fullmatch(
+        r"pam-progress-learner\.[0-9a-f]{8}-20260102-030405\.png", chart_file(Path(), "", now).name
+    )
+
+
+@given(st.text(max_size=60), st.text(max_size=60))
+def test_no_two_users_share_a_file_name(one: str, other: str) -> None:
+    """Their charts, spoken replies and line histories are apart: one user's /forget never
+    deletes another's ("José M." and "Jos_M_" were one name once)."""
+    assume(one != other)
+    assert file_name(one) != file_name(other)
+    assert re.fullmatch(r"[A-Za-z0-9_.-]+", file_name(one))
+
+
+def test_the_files_of_a_user_are_theirs_alone(tmp_path: Path) -> None:
+    now = ManualClock(datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC))
+    users = ("lena", "lena-x", "lena!", "Lena", "lena-20260102")
+    for user in users:
+        chart_file(tmp_path, user, now).write_bytes(b"png")
+        chart_file(tmp_path, user, now, "voice").write_bytes(b"ogg")
+    (tmp_path / "pam-progress-lena-notes.txt").write_text("not Pam's")
+    for user in users:
+        assert files_of(tmp_path, user) == sorted(
+            [chart_file(tmp_path, user, now), chart_file(tmp_path, user, now, "voice")]
+        )
+    assert files_of(tmp_path / "nowhere", "lena") == []
+
+
+def test_a_confirmed_forget_deletes_the_users_charts_voice_and_history(
+    pam: Pam, fake_model: FakeChatModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    clock = ManualClock(datetime(2026, 11, 25, 9, 30, 5, tzinfo=UTC))
+    others = chart_file(tmp_path, "kai", clock)
+    others.write_bytes(b"png")
+    history_file("kai").write_text("Hola, soy Kai\n")
+
+    def session(lines: list[str]) -> str:
+        stdin, stdout = io.StringIO("".join(f"{line}\n" for line in lines)), io.StringIO()
+        chat(
+            pam.local_turns(),
+            "lena",
+            stdin,
+            stdout,
+            io.StringIO(),
+            charts=pam.store.charts,
+            chart_dir=tmp_path,
+            clock=clock,
+        )
+        return stdout.getvalue()
+
+    session(["Hola, soy Lena", "/progress"])
+    history_file("lena").write_text("Hola, soy Lena\n")  # as an interactive session keeps it
+    [chart] = files_of(tmp_path, "lena")
+
+    asked = session(["/forget"])  # asked: nothing goes yet
+    assert forgetting.ASK in asked
+    assert chart.exists() and history_file("lena").exists()
+    session(["/forget", "yes"])
+
+    assert not chart.exists() and not history_file("lena").exists()
+    assert others.exists() and history_file("kai").read_text() == "Hola, soy Kai\n"
+    assert pam.store.learners.find_learner("terminal:lena") is None

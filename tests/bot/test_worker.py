@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 from bot import phrases
 from bot.backoff import MAX_BACKOFF_SECONDS, backoff
 from bot.channels import PermanentSendError, Sender, TransientSendError
+from bot.turn import forgetting
 from bot.worker.answering import LLM_TURN_ATTEMPTS
 from bot.worker.runtime import Pam
 from bot.worker.worker import Worker
@@ -726,9 +727,10 @@ def test_forget_through_the_queue_erases_everything_and_still_confirms(
     worker.drain()
     learner = pam.store.learners.find_learner(user)
     assert learner is not None
-    answered(worker, user, "a reply to this is still undelivered")
-    worker.inbox.accept(inbound(user, "/forget"))
-    [forget_id] = [row.id for row in inbox_rows(engine, user) if row.text == "/forget"]
+    # A reply still undelivered, and /forget's question (undelivered too), then the yes.
+    answered(worker, user, "a reply to this is still undelivered", "/forget")
+    worker.inbox.accept(inbound(user, "yes"))
+    [forget_id] = [row.id for row in inbox_rows(engine, user) if row.text == "yes"]
     worker.drain()
 
     assert sender.texts_to(chat_of(user))[-1] == phrases.FORGOTTEN
@@ -751,20 +753,18 @@ def test_forget_through_the_queue_erases_everything_and_still_confirms(
 def test_a_message_sent_after_forget_is_still_answered(
     pam: Pam, sender: RecordingSender, fake_model: FakeChatModel
 ) -> None:
-    """The learner writes /forget and then, before a worker got to it, "Hola otra vez". The
-    new message must start the fresh conversation, not be erased unanswered."""
+    """The learner writes /forget, confirms it, and then, before a worker got to either, "Hola
+    otra vez". The new message must start the fresh conversation, not be erased unanswered."""
     worker = worker_for(pam, sender)
     user = unique_user()
     worker.inbox.accept(inbound(user, "Hola, soy Lena"))
     worker.drain()
-    worker.inbox.accept(inbound(user, "/forget"))
-    worker.inbox.accept(inbound(user, "Hola otra vez"))
+    for text in ("/forget", "yes", "Hola otra vez"):
+        worker.inbox.accept(inbound(user, text))
     worker.drain()
-    assert sender.texts_to(chat_of(user)) == [
-        reply_to("Hola, soy Lena"),
-        phrases.FORGOTTEN,
-        reply_to("Hola otra vez"),
-    ]
+    said = sender.texts_to(chat_of(user))
+    assert said[0] == reply_to("Hola, soy Lena") and said[1].startswith(forgetting.ASK)
+    assert said[2:] == [phrases.FORGOTTEN, reply_to("Hola otra vez")]
     assert conversation(pam, user) == [(LEARNER, "Hola otra vez"), (PAM, reply_to("Hola otra vez"))]
 
 

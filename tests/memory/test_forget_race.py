@@ -16,7 +16,7 @@ from memory.llm import ChatMessage, Purpose
 from memory.store.message_store import Store
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel, Gate, ManualExecutor
-from tests.support import handle
+from tests.support import forget, handle
 from webhooks.settings import Settings
 from webhooks.wiring import build
 
@@ -85,7 +85,7 @@ def test_a_job_running_during_forget_writes_nothing_back(
     job.wait_for(gate.called)
 
     if via == "command":
-        assert handle(pam, user, "/forget") == [phrases.FORGOTTEN]
+        assert forget(pam, user) == [phrases.FORGOTTEN]
     else:
         pam.store.learners.forget(learner.id)
     _nothing_about(pam.store, learner)
@@ -116,7 +116,7 @@ def test_fold_and_profile_both_running_during_forget_write_nothing(
     jobs[0].wait_for(fold_gate.called)
     jobs[1].wait_for(profile_gate.called)
 
-    assert handle(pam, user, "/forget") == [phrases.FORGOTTEN]
+    assert forget(pam, user) == [phrases.FORGOTTEN]
     fold_gate.release.set()
     profile_gate.release.set()
     for job in jobs:
@@ -155,7 +155,7 @@ def test_queued_jobs_for_a_forgotten_learner_write_nothing(
     pam.runner.request(learner.id, PROFILE)
     assert len(executor.pending) == 2
 
-    assert handle(pam, user, "/forget") == [phrases.FORGOTTEN]
+    assert forget(pam, user) == [phrases.FORGOTTEN]
     executor.run_all()
 
     assert fake_model.calls == []
@@ -175,7 +175,7 @@ def test_writing_again_during_and_after_forget_starts_fresh(
     job.start()
     job.wait_for(gate.called)
 
-    assert handle(pam, user, "/forget") == [phrases.FORGOTTEN]
+    assert forget(pam, user) == [phrases.FORGOTTEN]
     assert handle(pam, user, "Hola, soy nueva aquí") != []  # while the old job still runs
     gate.release.set()
     job.finish()

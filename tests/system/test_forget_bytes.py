@@ -1,10 +1,13 @@
-"""/forget through the Procfile's processes (real gunicorn web, `pam worker`) on SQLite: once a
-WhatsApp learner (through Twilio's signed webhook) and a Telegram learner have said /forget and
-heard its confirmation, no byte of pam.db, its write-ahead log, its shared-memory index or a
-rollback journal holds their phone number, Telegram id, name or a phrase they wrote — the
-/forget message and its confirmation included. With another connection holding a read
-snapshot the files cannot be cleaned: the operator's /forget says so (202, pending) instead of
-200, the worker retries, and the scrub completes once the reader lets go."""
+"""/forget through the Procfile's processes (real gunicorn web, `pam worker`) on SQLite, with
+the loopback Telegram and Twilio: /forget asks first and erases nothing until it is confirmed;
+once a WhatsApp learner (through Twilio's signed webhook, tapping the quick reply) and a
+Telegram learner (tapping the inline button) have confirmed and heard Pam say it is done, no
+byte of pam.db, its write-ahead log, its shared-memory index or a rollback journal holds their
+phone number, Telegram id, name or a phrase they wrote — the yes and its answer included. A
+stale button, a redelivered tap or a tap again afterwards erases nothing more and makes nobody
+up. With another connection holding a read snapshot the files cannot be cleaned: the
+operator's /forget says so (202, pending) instead of 200, the worker retries, and the scrub
+completes once the reader lets go."""
 
 from __future__ import annotations
 
@@ -22,10 +25,12 @@ import pytest
 import requests
 
 from bot import phrases
+from bot.i18n import words_for
+from bot.turn import forgetting
 from loopback.harness import sqlite_url, wait_for
 from loopback.openai_server import OpenAIServer
 from loopback.telegram_server import TelegramServer
-from loopback.twilio_server import MediaCDN, TwilioServer, sign
+from loopback.twilio_server import MediaCDN, TwilioServer, sign, tap_form
 from tests.helpers.channels import Running, channel_services
 from tests.support import HANG_SECONDS
 from tests.webhooks.telegram import updates
@@ -36,6 +41,9 @@ pytestmark = pytest.mark.slow
 SECRET = "pam-forget-webhook-secret"
 ADMIN = "pam-forget-admin-token-5d1e"
 WAIT = HANG_SECONDS  # each wait ends on its event; the bound is a hang guard
+# The WhatsApp learner's number is Spanish (+34): Pam's own words to them are in Spanish.
+SPANISH_FORGOTTEN = phrases.said(phrases.FORGOTTEN, "Spanish")
+SPANISH_STALE = words_for("Spanish", forgetting.DOMAIN)(forgetting.STALE)
 
 
 @dataclass
@@ -170,14 +178,50 @@ def converse(service: Service, who: Learners) -> None:
     assert found == set(needles), set(needles) - found
 
 
-def forget_in_chat(service: Service, who: Learners) -> None:
-    """Both learners say /forget and hear its confirmation."""
+def confirm_of(commands: Sequence[str]) -> str:
+    """The command of a /forget question's confirm button, among a message's buttons."""
+    (found,) = [c for c in commands if c.startswith("/forget yes ")]
+    return found
+
+
+def telegram_yes(service: Service, who: Learners) -> dict[str, Any]:
+    """The update a tap on the newest Telegram question's confirm button sends."""
+    keyboard = service.telegram.keyboards(who.telegram["id"])[-1]
+    data = confirm_of([button["callback_data"] for row in keyboard for button in row])
+    return service.telegram.tap(who.telegram, updates.private_chat(who.telegram), 1, data)
+
+
+def whatsapp_yes(service: Service, who: Learners) -> dict[str, str]:
+    """The form a tap on the newest WhatsApp question's confirm quick reply posts."""
+    _, actions = service.twilio.quick_replies(who.whatsapp)[-1]
+    command = confirm_of([action["id"] for action in actions])
+    title = next(action["title"] for action in actions if action["id"] == command)
+    return tap_form(who.whatsapp, title, command, ProfileName=who.wa_name)
+
+
+def ask_to_forget(service: Service, who: Learners, heard: int = 2) -> None:
+    """Both learners say /forget and are asked (after `heard` answers each), with the buttons
+    under the question: nothing is erased yet, every needle is still in the files."""
     base, telegram, twilio = service.base, service.telegram, service.twilio
     _whatsapp(base, text_form(who.wa_id, "/forget", profile_name=who.wa_name))
     _telegram(base, updates.command(who.telegram, "/forget"))
-    wait_for(lambda: len(twilio.bodies(who.whatsapp)) == 3, WAIT, "WhatsApp's confirmation")
-    wait_for(lambda: len(telegram.sent_texts(who.telegram["id"])) == 3, WAIT, "Telegram's")
-    assert twilio.bodies(who.whatsapp)[-1] == phrases.FORGOTTEN
+    wait_for(lambda: len(twilio.bodies(who.whatsapp)) == heard + 1, WAIT, "WhatsApp's question")
+    wait_for(lambda: len(telegram.sent_texts(who.telegram["id"])) == heard + 1, WAIT, "Telegram's")
+    assert telegram.sent_texts(who.telegram["id"])[-1].startswith(forgetting.ASK)
+    needles = who.whatsapp_needles() + who.telegram_needles()
+    assert {needle for _, needle in naming(service.database, needles)} == set(needles)
+
+
+def forget_in_chat(service: Service, who: Learners) -> None:
+    """Both learners say /forget, confirm it with the button under the question, and hear
+    that it is done."""
+    base, telegram, twilio = service.base, service.telegram, service.twilio
+    ask_to_forget(service, who)
+    _whatsapp(base, whatsapp_yes(service, who))
+    _telegram(base, telegram_yes(service, who))
+    wait_for(lambda: len(twilio.bodies(who.whatsapp)) == 4, WAIT, "WhatsApp's confirmation")
+    wait_for(lambda: len(telegram.sent_texts(who.telegram["id"])) == 4, WAIT, "Telegram's")
+    assert twilio.bodies(who.whatsapp)[-1] == SPANISH_FORGOTTEN
     assert telegram.sent_texts(who.telegram["id"])[-1] == phrases.FORGOTTEN
 
 
@@ -191,6 +235,54 @@ def test_forget_in_chat_leaves_no_byte_that_names_the_learner(tmp_path: Path) ->
         _telegram(running.base, updates.text(who.bystander, "¿Sigues ahí?"))
         wait_for(lambda: len(running.telegram.sent_texts(who.bystander["id"])) == 2, WAIT, "Bruno")
         assert naming(running.database, [who.bystander["first_name"]])
+
+
+def test_forget_erases_nothing_until_confirmed_and_a_stale_or_repeated_yes_nothing_more(
+    tmp_path: Path,
+) -> None:
+    who = _learners()
+    with service(tmp_path) as running:
+        base, telegram, twilio = running.base, running.telegram, running.twilio
+        tid, needles = who.telegram["id"], who.whatsapp_needles() + who.telegram_needles()
+        converse(running, who)
+        ask_to_forget(running, who)
+        stale_telegram, stale_whatsapp = telegram_yes(running, who), whatsapp_yes(running, who)
+        # Asked again: the first question's buttons are stale now.
+        ask_to_forget(running, who, heard=3)
+        _telegram(base, stale_telegram)
+        _whatsapp(base, stale_whatsapp)
+        wait_for(lambda: len(telegram.sent_texts(tid)) == 5, WAIT, "Telegram's stale answer")
+        wait_for(lambda: len(twilio.bodies(who.whatsapp)) == 5, WAIT, "WhatsApp's stale answer")
+        assert telegram.sent_texts(tid)[-1] == forgetting.STALE
+        assert twilio.bodies(who.whatsapp)[-1] == SPANISH_STALE
+        assert {needle for _, needle in naming(running.database, needles)} == set(needles)
+
+        # The newest buttons, each tap delivered twice (a webhook redelivered): erased once.
+        telegram_tap, whatsapp_tap = telegram_yes(running, who), whatsapp_yes(running, who)
+        for _ in range(2):
+            _telegram(base, telegram_tap)
+            _whatsapp(base, whatsapp_tap)
+        wait_for(lambda: len(telegram.sent_texts(tid)) == 6, WAIT, "Telegram's confirmation")
+        wait_for(lambda: len(twilio.bodies(who.whatsapp)) == 6, WAIT, "WhatsApp's confirmation")
+        assert telegram.sent_texts(tid)[-1] == phrases.FORGOTTEN
+        assert twilio.bodies(who.whatsapp)[-1] == SPANISH_FORGOTTEN
+        assert_named_nowhere(running.database, needles, 30)
+
+        # Tapped again later (a new callback query, a new Twilio message): nothing to confirm,
+        # said kindly, and no learner made up to say it.
+        _telegram(base, telegram_yes(running, who))  # the same button: a new query id
+        _whatsapp(base, whatsapp_yes(running, who))  # the same quick reply: a new MessageSid
+        wait_for(lambda: len(telegram.sent_texts(tid)) == 7, WAIT, "Telegram's answer")
+        wait_for(lambda: len(twilio.bodies(who.whatsapp)) == 7, WAIT, "WhatsApp's answer")
+        time.sleep(1.0)  # and nothing more
+        assert len(telegram.sent_texts(tid)) == 7 and len(twilio.bodies(who.whatsapp)) == 7
+        assert telegram.sent_texts(tid)[-1] == forgetting.STALE
+        assert twilio.bodies(who.whatsapp)[-1] == SPANISH_STALE
+        for address in (f"telegram:{tid}", who.whatsapp):
+            assert _admin("GET", f"{base}/admin/learners/{address}").status_code == 404
+        # The bystander is untouched.
+        _telegram(base, updates.text(who.bystander, "¿Sigues ahí?"))
+        wait_for(lambda: len(telegram.sent_texts(who.bystander["id"])) == 2, WAIT, "Bruno")
 
 
 # Another process that reads the database inside a transaction and keeps it open until its
@@ -250,10 +342,16 @@ def test_with_a_reader_holding_a_snapshot_forget_is_pending_until_the_retry_scru
             assert "retr" in body["detail"]
             assert naming(database, who.whatsapp_needles())  # honestly pending
             assert _admin("GET", f"{base}/admin/learners/{whatsapp}").status_code == 404
-            # The Telegram learner says /forget meanwhile, and hears it.
+            # The Telegram learner says /forget meanwhile, confirms it, and hears it is done.
             _telegram(base, updates.command(who.telegram, "/forget"))
             wait_for(
                 lambda: len(running.telegram.sent_texts(who.telegram["id"])) == 3,
+                WAIT,
+                "Telegram's question",
+            )
+            _telegram(base, telegram_yes(running, who))
+            wait_for(
+                lambda: len(running.telegram.sent_texts(who.telegram["id"])) == 4,
                 WAIT,
                 "Telegram's confirmation",
             )

@@ -306,7 +306,10 @@ def test_forget_through_the_inbox_while_both_jobs_are_in_flight(scene: Scene) ->
     assert len(heard_before) == 5  # the sixth reply waits in the outbox
     assert pam.store.inspection.job_states(scene.learner_id), "the jobs are running"
 
+    # /forget and its yes, both behind the message waiting in the inbox: the question and the
+    # replies before it wait behind the undelivered one, and the yes erases them all.
     scene.send(scene.user, "/forget", scene.name)
+    scene.send(scene.user, "yes", scene.name)
     scene.worker.drain()
     assert not scene.fold_gate.release.is_set() and not scene.profile_gate.release.is_set()
     assert_nothing_about(scene)  # while the jobs are still inside the model

@@ -30,6 +30,7 @@ from sqlalchemy import Engine, select
 from bench.fault_servers import reply_answer
 from bot import phrases
 from bot.corrections import parse_answer, render
+from bot.turn import forgetting
 from loopback.harness import (
     PAM_CMD,
     free_port,
@@ -542,14 +543,19 @@ def test_two_workers_one_killed_answer_every_message_once_in_order(
 PROFILE_REPLY = re.compile(r"^Here's what I know about you:\n")
 
 
-def command(user: str, text: str) -> Message:
-    return Message(f"{user}-{uuid.uuid4().hex[:8]}", user, text)
+ASKED = re.compile(re.escape(forgetting.ASK))
+CONFIRMS = "-confirms"  # the key's end of a /forget that confirms the one before it
+
+
+def command(user: str, text: str, confirms: bool = False) -> Message:
+    return Message(f"{user}-{uuid.uuid4().hex[:8]}{CONFIRMS if confirms else ''}", user, text)
 
 
 def expected_reply(message: Message) -> str | re.Pattern[str]:
-    """What Pam answers to `message`: the echoed chat reply, or the command's answer."""
+    """What Pam answers to `message`: the echoed chat reply, or the command's answer (on the
+    API, a first /forget asks and a second confirms)."""
     if message.text == "/forget":
-        return phrases.FORGOTTEN
+        return phrases.FORGOTTEN if message.key.endswith(CONFIRMS) else ASKED
     if message.text == "/profile":
         return PROFILE_REPLY
     return shown(message.marker, message.text)
@@ -580,9 +586,10 @@ def test_pam_serve_answers_each_message_once_in_order_then_stops_on_sigterm(
     ana = conversation("ana", "S02", 7)
     kai_before = conversation("kai", "S03", 5)
     kai_forget = command("kai", "/forget")
+    kai_confirm = command("kai", "/forget", confirms=True)  # the API's yes: /forget again
     kai_after = kai_before[3:]
     kai_before = kai_before[:3]
-    sent = {"sam": sam, "ana": ana, "kai": [*kai_before, kai_forget, *kai_after]}
+    sent = {"sam": sam, "ana": ana, "kai": [*kai_before, kai_forget, kai_confirm, *kai_after]}
     everything = [m for messages in sent.values() for m in messages]
     rng = random.Random()
 
@@ -603,7 +610,9 @@ def test_pam_serve_answers_each_message_once_in_order_then_stops_on_sigterm(
         def kai(pool: ThreadPoolExecutor) -> None:
             send(kai_before, pool)
             wait_for(lambda: len(callback.texts("kai")) >= 3, 30, "kai's first replies")
-            send([kai_forget, kai_forget], pool)  # /forget, delivered twice
+            send([kai_forget, kai_forget], pool)  # /forget, delivered twice: asked once
+            wait_for(lambda: len(callback.texts("kai")) >= 4, HANG_SECONDS, "/forget's question")
+            send([kai_confirm, kai_confirm], pool)  # confirmed, delivered twice: erased once
             wait_for(
                 lambda: phrases.FORGOTTEN in callback.texts("kai"), HANG_SECONDS, "/forget's answer"
             )
@@ -654,15 +663,17 @@ def test_pam_serve_answers_each_message_once_in_order_then_stops_on_sigterm(
 def test_message_sent_right_after_forget_is_answered(
     tmp_path: Path, llm: OpenAIServer, callback: Callback
 ) -> None:
-    """The learner writes /forget and, at once, a new message; Pam's confirmation says "if you
-    write again, we start fresh", so the new message must be answered (and kept), not erased
-    as if it were part of the past. One inbox lane, busy with another learner's slow turn,
-    makes both messages wait in the inbox before /forget runs."""
+    """The learner writes /forget, confirms it (on the API: /forget again) and, at once, a new
+    message; Pam's confirmation says "if you write again, we start fresh", so the new message
+    must be answered (and kept), not erased as if it were part of the past. One inbox lane,
+    busy with another learner's slow turn, makes the new message wait in the inbox while the
+    commands lane answers /forget."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     env = serve_env(tmp_path, llm, callback, PORT=str(port), PAM_WORKER_THREADS="1")
     kai = conversation("kai", "S03", 2)
     forget = command("kai", "/forget")
+    confirm = command("kai", "/forget", confirms=True)
     slow = Message("ana-slow", "ana", f"S02-M01 {SLOW}: cuéntame algo largo")
 
     with processes(tmp_path) as group:
@@ -678,7 +689,9 @@ def test_message_sent_right_after_forget_is_answered(
             "the slow turn to reach the LLM",
         )
         assert client.post(forget) == 202
-        assert client.post(kai[1]) == 202  # written right after /forget
+        wait_for(lambda: len(callback.texts("kai")) == 2, HANG_SECONDS, "/forget's question")
+        assert client.post(confirm) == 202
+        assert client.post(kai[1]) == 202  # written right after the confirmation
 
         engine = db.make_engine(env["DATABASE_URL"])
         try:
@@ -689,9 +702,10 @@ def test_message_sent_right_after_forget_is_answered(
             )
             time.sleep(0.3)
             texts = callback.texts("kai")
-            assert texts[:2] == [shown(kai[0].marker, kai[0].text), phrases.FORGOTTEN], texts
-            assert texts[2:] == [shown(kai[1].marker, kai[1].text)], (
-                f"the message sent right after /forget got no answer: {texts[2:]}; its inbox "
+            assert texts[0] == shown(kai[0].marker, kai[0].text), texts
+            assert ASKED.match(texts[1]) and texts[2] == phrases.FORGOTTEN, texts
+            assert texts[3:] == [shown(kai[1].marker, kai[1].text)], (
+                f"the message sent right after /forget got no answer: {texts[3:]}; its inbox "
                 f"row: {inbox_rows(engine, [kai[1].key])} (gone means /forget erased it)"
             )
             assert_memory_holds(Store(engine), "kai", kai[1:])

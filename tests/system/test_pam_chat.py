@@ -20,6 +20,7 @@ from sqlalchemy import func, inspect, select
 
 from bot import phrases
 from bot.corrections import chat_part, parse_answer, render
+from bot.turn import forgetting
 from loopback.harness import free_port
 from loopback.openai_server import Fault, OpenAIServer, default_answer
 from memory.database import db
@@ -200,11 +201,12 @@ def run_pam(
 
 
 def chat(
-    lines: list[str], *, cwd: Path, env: dict[str, str]
+    lines: list[str], *, cwd: Path, env: dict[str, str], user: str = USER
 ) -> tuple[subprocess.CompletedProcess[bytes], str]:
-    """`pam chat --user lena` with `lines` on stdin; the process and its decoded stdout."""
+    """`pam chat --user lena` (or `user`) with `lines` on stdin; the process and its decoded
+    stdout."""
     stdin = "".join(f"{line}\n" for line in lines).encode()
-    process = run_pam("chat", "--user", USER, cwd=cwd, env=env, stdin=stdin)
+    process = run_pam("chat", "--user", user, cwd=cwd, env=env, stdin=stdin)
     stderr = process.stderr.decode(errors="replace")
     assert "Traceback" not in stderr, stderr
     return process, process.stdout.decode()
@@ -479,10 +481,11 @@ def test_profile_and_forget_in_the_terminal(
     first, _ = chat(LINES[:5], cwd=tmp_path, env=env)  # the 5th message starts a profile job
     assert first.returncode == 0
 
-    process, stdout = chat(["/profile", "/forget", "/profile"], cwd=tmp_path, env=env)
+    process, stdout = chat(["/profile", "/forget", "yes", "/profile"], cwd=tmp_path, env=env)
 
     assert process.returncode == 0
-    shown, forgotten, empty = answers(stdout)
+    shown, asked, forgotten, empty = answers(stdout)
+    assert asked.startswith(forgetting.ASK) and "• 10 messages of our chat" in asked
     assert "• Who you are: Lena, a nurse from Berlin" in shown
     assert "• Interests: cooking (cocinar)" in shown
     assert "• Native language: German" in shown
@@ -549,6 +552,39 @@ def test_voice_on_in_the_terminal_writes_each_spoken_reply_and_prints_its_path(
     (spoken,) = [r for r in server.audio_requests if r.path.endswith("/audio/speech")]
     assert spoken.fields["input"] and "✏️" not in spoken.fields["input"]
     assert spoken.fields["response_format"] == "opus"
+
+
+def test_forget_in_the_terminal_deletes_that_users_charts_spoken_replies_and_history(
+    tmp_path: Path, server: OpenAIServer
+) -> None:
+    """What `pam chat` wrote for the user goes with a confirmed /forget — charts, spoken
+    replies, line history — and nothing of another user's: not even of "lena-x", whose
+    files' names begin like lena's."""
+    out = tmp_path / "out"
+    env = pam_env(tmp_path, server, PAM_CHART_DIR=str(out), HOME=str(tmp_path))
+    for user in (USER, "lena-x"):
+        process, _ = chat(["/voice on", LINES[0], "/progress"], cwd=tmp_path, env=env, user=user)
+        assert process.returncode == 0
+        (tmp_path / f".pam_history-{user}").write_text(f"what {user} typed\n")
+    written = {path.name for path in out.iterdir()}
+    theirs = {
+        name
+        for name in written
+        if not name.startswith(("pam-voice-lena-x-", "pam-progress-lena-x-"))
+    }
+    assert len(theirs) == 2 and len(written) == 4  # a chart and a spoken reply each
+
+    process, stdout = chat(["/forget"], cwd=tmp_path, env=env)  # asked: nothing goes yet
+    assert answers(stdout)[0].startswith(forgetting.ASK)
+    assert "• 1 progress chart" in answers(stdout)[0]
+    assert {path.name for path in out.iterdir()} == written
+
+    process, stdout = chat(["/forget", "yes"], cwd=tmp_path, env=env)
+
+    assert process.returncode == 0 and answers(stdout)[-1] == phrases.FORGOTTEN
+    assert {path.name for path in out.iterdir()} == written - theirs
+    assert not (tmp_path / f".pam_history-{USER}").exists()
+    assert (tmp_path / ".pam_history-lena-x").read_text() == "what lena-x typed\n"
 
 
 def test_invalid_utf8_and_control_characters_do_not_crash(
@@ -722,9 +758,9 @@ def test_in_a_terminal_pam_edits_lines_types_colours_and_keeps_the_log_apart(
     assert "LLM reply call failed" in log_file.read_text()
     said = [body["messages"][-1]["content"] for body in server.of("reply")]
     assert said == ["Hola, yo es Lena", "Otra cosa", "Hola, yo es Lena"]
-    history = (tmp_path / ".pam_history").read_text().splitlines()
+    history = (tmp_path / f".pam_history-{USER}").read_text().splitlines()
     assert history[-2:] == ["Otra cosa", "Hola, yo es Lena"]
-    assert (tmp_path / ".pam_history").stat().st_mode & 0o077 == 0, "readable by the user only"
+    assert (tmp_path / f".pam_history-{USER}").stat().st_mode & 0o077 == 0, "the user's alone"
 
 
 def test_in_a_terminal_forget_also_empties_the_line_history(
@@ -733,13 +769,16 @@ def test_in_a_terminal_forget_also_empties_the_line_history(
     terminal = Pty(tmp_path, terminal_env(tmp_path, server))
     terminals.append(terminal)
     terminal.read_until("you> ")
-    for line in ("Me llamo Lena", "/forget"):
+    others = tmp_path / ".pam_history-kai"
+    others.write_text("Me llamo Kai\n")
+    for line in ("Me llamo Lena", "/forget", "yes"):
         mark = terminal.type(f"{line}\r")
         terminal.read_until("you> ", after=mark + len(line) + 2)
     terminal.type("/quit\r")
     assert terminal.finish() == 0
 
-    assert "Lena" not in (tmp_path / ".pam_history").read_text()
+    assert "Lena" not in (tmp_path / f".pam_history-{USER}").read_text()
+    assert others.read_text() == "Me llamo Kai\n", "another user's history stays"
 
 
 def test_no_color_keeps_a_terminal_plain(

@@ -35,6 +35,8 @@ LINES = {
     "language usage": "/language",
     "chat": CHAT,
     "profile after chat": "/profile",
+    "forget": "/forget",  # the question: what would go, and how to say yes
+    "keep": "/forget no",
 }
 # /level and /language are answered by Commands.level and Commands.language, which the part
 # of issue 29 that resolves names and levels rewrites; their usage lines follow the native

@@ -144,7 +144,7 @@ def test_a_folded_out_fact_reaches_the_turn_that_asks_and_nothing_after_forget(
     assert "ago, learner: " in recalled(final) or "today, learner: " in recalled(final)
 
     # After /forget, the same question finds nothing.
-    chat("lena", ["/forget"], cwd=tmp_path, env=env)
+    chat("lena", ["/forget", "yes"], cwd=tmp_path, env=env)
     first = len(server.of("reply"))
     chat("lena", ["/language Spanish English", ASKS], cwd=tmp_path, env=env)
     after = json.dumps(reply_requests_after(server, first), ensure_ascii=False)

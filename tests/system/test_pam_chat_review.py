@@ -132,5 +132,5 @@ def test_a_mistake_comes_back_once_out_of_the_window_and_the_report_grades_it(
         engine.dispose()
     assert sources == ["mistake", USED]
 
-    chat("lena", ["/forget"], cwd=tmp_path, env=env)
+    chat("lena", ["/forget", "yes"], cwd=tmp_path, env=env)
     assert _items(tmp_path) == []

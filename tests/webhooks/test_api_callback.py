@@ -16,6 +16,7 @@ import pytest
 from sqlalchemy import update
 from standardwebhooks import Webhook, WebhookVerificationError
 
+from bot import phrases
 from bot.channels import Button
 from bot.worker.runtime import Pam
 from bot.worker.worker import Worker
@@ -200,3 +201,30 @@ def test_a_reply_with_buttons_carries_them_as_data(callback: CallbackServer) -> 
         {"label": "Traducir", "command": "/translate 41"},
         {"label": "🔊 Escuchar", "command": "/say 41"},
     ]
+
+
+def test_on_the_api_forget_sent_twice_confirms(
+    pam: Pam, settings: Settings, callback: CallbackServer
+) -> None:
+    """A program confirms /forget by sending it again within the expiry (the API's channel
+    says so: ApiCallbackSender.repeat_confirms); the question says how, with its buttons as
+    data for a client that shows them."""
+    client, worker = serve(pam, settings, callback, Clock())
+    user = unique_user().split(":", 1)[1]
+    post(client, "msg-1", user, "/language Spanish English")
+    post(client, "msg-2", user, "/forget")
+    worker.drain()
+    assert pam.store.learners.find_learner(f"api:{user}") is not None
+    post(client, "msg-3", user, "/forget")
+    worker.drain()
+    worker.close_senders()
+
+    replies = [Webhook(KEY).verify(r.body, r.headers) for r in callback.received]
+    _, asked, done = replies
+    assert asked["in_reply_to"] == "msg-2" and "send /forget again within 5" in asked["text"]
+    assert [b["command"].split()[:2] for b in asked["buttons"]] == [
+        ["/forget", "yes"],
+        ["/forget", "no"],
+    ]
+    assert (done["in_reply_to"], done["text"]) == ("msg-3", phrases.FORGOTTEN)
+    assert pam.store.learners.find_learner(f"api:{user}") is None

@@ -26,6 +26,7 @@ class ApiCallbackSender:
 
     max_chars = 20000  # the callback takes whole replies; the same cap as inbound text
     voice_by_link = True  # a spoken reply is an `audio_url`
+    repeat_confirms = True  # a program sends /forget again to confirm (bot.channels)
 
     @staticmethod
     def length(text: str) -> int:

@@ -16,6 +16,7 @@ from flask.testing import FlaskClient
 from sqlalchemy import Engine
 
 from bot import phrases
+from bot.turn import forgetting
 from bot.worker.runtime import Pam
 from bot.worker.worker import Worker
 from loopback.telegram_server import USERNAME, Failure, TelegramServer
@@ -238,6 +239,13 @@ def test_forget_in_a_group_erases_only_what_the_member_said_there(
     assert store.learners.find_learner(member) is not None
 
     post_update(client, u.command(me, f"/forget@{USERNAME}", group))
+    worker.drain()
+    # Asked first, in the group, with the buttons under the question: nothing erased yet.
+    assert telegram_server.sent_texts(group["id"])[-1].startswith(forgetting.ASK_IN_GROUP)
+    assert store.learners.find_learner(member) is not None
+    keyboard = telegram_server.keyboards(group["id"])[-1]
+    [confirm] = [b["callback_data"] for row in keyboard for b in row if "yes" in b["callback_data"]]
+    post_update(client, telegram_server.tap(me, group, 1, confirm))
     worker.drain()
 
     assert telegram_server.sent_texts(group["id"])[-1] == phrases.FORGOTTEN_IN_GROUP

@@ -11,7 +11,10 @@ import pytest
 from flask.testing import FlaskClient
 from sqlalchemy import Engine
 
+from bot import phrases
 from bot.channels import Button, ButtonSender
+from bot.i18n import words_for
+from bot.turn import forgetting
 from bot.worker.worker import Worker
 from loopback.twilio_server import ACCOUNT_SID, AUTH_TOKEN, NUMBER, Failure, tap_form
 from tests.fakes import FakeChatModel
@@ -156,6 +159,39 @@ def test_a_tap_is_answered_like_the_command_typed(
     worker.drain()
     (answer,) = twilio_server.bodies(f"whatsapp:+{wa_id}")
     assert "/help" in answer
+    assert fake_model.calls == []
+
+
+def test_forget_asks_with_quick_replies_and_a_yes_tap_erases_once(
+    client: FlaskClient,
+    engine: Engine,
+    worker: Worker,
+    twilio_server: CountingTwilioServer,
+    fake_model: FakeChatModel,
+) -> None:
+    """/forget's question goes as quick replies in the learner's language (titles WhatsApp
+    shows whole); tapping "Sí, bórralo todo" erases, and the same tap again (Twilio redelivers
+    it, or the learner taps twice) erases nothing more."""
+    wa_id = new_wa_id("34")  # a Spanish number: Pam's words are in Spanish even once forgotten
+    address = f"whatsapp:+{wa_id}"
+    post_form(client, text_form(wa_id, "/language German Spanish"))
+    post_form(client, text_form(wa_id, "/forget"))
+    worker.drain()
+    question, actions = twilio_server.quick_replies(address)[-1]
+    assert question.startswith(words_for("Spanish", forgetting.DOMAIN)(forgetting.ASK))
+    assert [a["title"] for a in actions] == ["Sí, bórralo todo", "No, guárdalo"]
+    assert all(len(a["title"]) <= MAX_TITLE_CHARS for a in actions)
+    yes = actions[0]
+    assert worker.pam.store.learners.find_learner(address) is not None
+
+    post_form(client, tap_form(address, yes["title"], yes["id"]))
+    post_form(client, tap_form(address, yes["title"], yes["id"]))  # tapped again
+    worker.drain()
+
+    done, again = twilio_server.bodies(address)[-2:]
+    assert done == phrases.said(phrases.FORGOTTEN, "Spanish")
+    assert again == words_for("Spanish", forgetting.DOMAIN)(forgetting.STALE)
+    assert worker.pam.store.learners.find_learner(address) is None
     assert fake_model.calls == []
 
 

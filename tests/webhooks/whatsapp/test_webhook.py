@@ -14,6 +14,7 @@ from sqlalchemy import Engine
 from werkzeug.test import TestResponse
 
 from bot import phrases
+from bot.turn import forgetting
 from bot.worker.worker import Worker
 from loopback.twilio_server import NUMBER, sign
 from memory.database.claims import FAILED, SENT
@@ -520,9 +521,13 @@ def test_commands_typed_as_text_work_end_to_end(
 
     post_form(client, text_form(wa_id, "/forget"))
     worker.drain()
+    assert twilio_server.bodies(address)[-1].startswith(forgetting.ASK)
+    assert store.learners.find_learner(address) is not None  # asked: nothing erased yet
+    post_form(client, text_form(wa_id, "Yes"))  # the reply word, typed
+    worker.drain()
     assert twilio_server.bodies(address)[-1] == phrases.FORGOTTEN
     assert store.learners.find_learner(address) is None
-    assert len(twilio_server.bodies(address)) == 4
+    assert len(twilio_server.bodies(address)) == 5
     assert {m["From"] for m in twilio_server.messages} == {NUMBER}
 
 
