@@ -15,6 +15,7 @@ import base64
 import contextlib
 import itertools
 import json
+import re
 import threading
 import uuid
 from collections import deque
@@ -257,14 +258,25 @@ class TwilioServer(LocalServer):
 
     def quick_replies(self, to: str | None = None) -> list[tuple[str, list[dict[str, str]]]]:
         """Every accepted message sent with a content template (to `to`, if given), in order:
-        its text (the variable {{1}}) and the template's quick-reply actions."""
+        its text (the variable {{1}}) and the template's quick-reply actions as the learner's
+        WhatsApp gets them, their variables filled from the message's ContentVariables (a
+        tap's ButtonPayload is the filled id)."""
         with self.lock:
             sent = [
-                (json.loads(m["ContentVariables"])["1"], self.contents[m["ContentSid"]])
+                (json.loads(m["ContentVariables"]), self.contents[m["ContentSid"]])
                 for m in self.messages
                 if "ContentSid" in m and (to is None or m["To"] == to)
             ]
-        return [(text, c["types"]["twilio/quick-reply"]["actions"]) for text, c in sent]
+        return [
+            (
+                filled["1"],
+                [
+                    {key: _fill(value, filled) for key, value in action.items()}
+                    for action in c["types"]["twilio/quick-reply"]["actions"]
+                ],
+            )
+            for filled, c in sent
+        ]
 
     def fail_next(self, *failures: Failure) -> None:
         with self.lock:
@@ -313,6 +325,11 @@ class TwilioServer(LocalServer):
             "date_created": "Sun, 29 Nov 2026 12:00:00 +0000",
             "uri": f"/2010-04-01/Accounts/{ACCOUNT_SID}/Messages/{sid}.json",
         }
+
+
+def _fill(value: str, variables: dict[str, str]) -> str:
+    """A template field with its {{n}} variables filled, as Twilio fills them."""
+    return re.sub(r"\{\{(\d+)\}\}", lambda m: variables.get(m.group(1), m.group(0)), value)
 
 
 def _text_of(message: dict[str, str]) -> str | None:

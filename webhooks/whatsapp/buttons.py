@@ -1,7 +1,8 @@
 """Pam's buttons on WhatsApp, both ways: quick replies through Twilio's Content API — one
-content template (`twilio/quick-reply`, its body the variable {{1}}) per distinct set of buttons,
-named by a hash of its actions, found among the account's templates or created, and kept in
-memory (`QuickReplies`) — and a tap coming back in Twilio's webhook
+content template (`twilio/quick-reply`, its body the variable {{1}}, each action's id a
+variable too: {{2}}, {{3}}, {{4}}) per distinct set of button titles, named by a hash of them,
+found among the account's templates or created, and kept in memory (`QuickReplies`) — and a
+tap coming back in Twilio's webhook
 form, whose `ButtonPayload` is the button's id: the command it says (`tapped_command`).
 
 Twilio's limits (docs: twilio/quick-reply, "Using variables with content templates"): in a
@@ -53,10 +54,23 @@ def title(label: str) -> str:
     return label if len(label) <= MAX_TITLE_CHARS else label[: MAX_TITLE_CHARS - 1] + "…"
 
 
-def friendly_name(chosen: list[dict[str, str]]) -> str:
-    """The content template's name for these actions: a hash of them, the same in every
-    process (a template is never about one learner: only labels and commands are in it)."""
-    digest = hashlib.sha256(json.dumps(chosen, sort_keys=True).encode()).hexdigest()
+def template_actions(chosen: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The template's actions for `chosen`: their titles, each id the variable that carries
+    its command ({{2}} for the first), so that one template serves every reply with buttons of
+    these titles — a command names its reply ("/translate 41"), and a template per reply would
+    be a Content API call per reply and templates without end."""
+    return [{"title": a["title"], "id": f"{{{{{n}}}}}"} for n, a in enumerate(chosen, start=2)]
+
+
+def variables(text: str, chosen: list[dict[str, str]]) -> dict[str, str]:
+    """A message's ContentVariables: the text as {{1}}, each action's command after it."""
+    return {"1": text} | {str(n): a["id"] for n, a in enumerate(chosen, start=2)}
+
+
+def friendly_name(template: list[dict[str, str]]) -> str:
+    """The content template's name for these template actions: a hash of them, the same in
+    every process (a template is never about one learner: only titles are in it)."""
+    digest = hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()
     return f"{NAME_PREFIX}{digest[:24]}"
 
 
@@ -78,9 +92,11 @@ class QuickReplies:
         self.lock = threading.Lock()
 
     def sid(self, chosen: list[dict[str, str]]) -> str:
-        """The sid of the template for `chosen` actions, found or created on first use.
-        Raises what `create` raises (nothing is kept then: the next reply tries again)."""
-        name = friendly_name(chosen)
+        """The sid of the template for `chosen` actions' titles, found or created on first
+        use (their commands are the samples Twilio asks for). Raises what `create` raises
+        (nothing is kept then: the next reply tries again)."""
+        template = template_actions(chosen)
+        name = friendly_name(template)
         with self.lock:
             known = self.sids.get(name)
         if known is not None:
@@ -93,8 +109,8 @@ class QuickReplies:
         request = {
             "friendly_name": name,
             "language": "en",  # the template's text is only the variable; no language of its own
-            "variables": {"1": SAMPLE},
-            "types": {CONTENT_TYPE: {"body": BODY, "actions": chosen}},
+            "variables": variables(SAMPLE, chosen),
+            "types": {CONTENT_TYPE: {"body": BODY, "actions": template}},
         }
         sid = self.create(request)
         with self.lock:

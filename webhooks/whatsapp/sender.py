@@ -13,7 +13,13 @@ from typing import Any
 from bot.channels import Audio, Button, PermanentSendError, TransientSendError
 from bot.worker.splitting import utf16_length
 from memory.messages import Sent, VoiceNote
-from webhooks.whatsapp.buttons import MAX_BODY_CHARS, MAX_LISTED, QuickReplies, actions
+from webhooks.whatsapp.buttons import (
+    MAX_BODY_CHARS,
+    MAX_LISTED,
+    QuickReplies,
+    actions,
+    variables,
+)
 from webhooks.whatsapp.media import TwilioMedia
 
 log = logging.getLogger(__name__)
@@ -78,8 +84,8 @@ class TwilioSender:
         except Exception as exc:  # the Content API failed: the text goes without buttons
             log.warning("whatsapp buttons left out: no content template (%s)", _failure(exc))
             return self._create(chat_id, body=text)
-        variables = json.dumps({"1": text}, ensure_ascii=False)
-        return self._create(chat_id, content_sid=sid, content_variables=variables)
+        filled = json.dumps(variables(text, chosen), ensure_ascii=False)
+        return self._create(chat_id, content_sid=sid, content_variables=filled)
 
     def _create_content(self, request: dict[str, Any]) -> str:
         """Create a content template through the Content API; its sid (HX…)."""

@@ -45,18 +45,26 @@ def test_a_reply_goes_with_quick_replies_from_one_content_template(
     assert sent.platform_id.startswith("SM")
     (template,) = twilio_server.contents.values()
     # The Content API's create request, as Twilio documents twilio/quick-reply.
+    # The Content API's create request, as Twilio documents twilio/quick-reply: the body and
+    # each action's id are variables ("Variable support: Yes" for both), so that one template
+    # serves every reply with these buttons.
     assert template["types"]["twilio/quick-reply"] == {
         "body": "{{1}}",
         "actions": [
-            {"title": "Traducir", "id": "/translate 41"},
-            {"title": "🔊 Escuchar", "id": "/say 41"},
+            {"title": "Traducir", "id": "{{2}}"},
+            {"title": "🔊 Escuchar", "id": "{{3}}"},
         ],
     }
-    assert template["variables"] == {"1": "¡Hola!"}  # the sample Twilio asks for
+    # The samples Twilio asks for.
+    assert template["variables"] == {"1": "¡Hola!", "2": "/translate 41", "3": "/say 41"}
     assert template["friendly_name"].startswith("pam_buttons_")
     (message,) = twilio_server.messages
     assert message["ContentSid"] in twilio_server.contents and "Body" not in message
-    assert json.loads(message["ContentVariables"]) == {"1": "¡Hola!\nQué tal?"}
+    assert json.loads(message["ContentVariables"]) == {
+        "1": "¡Hola!\nQué tal?",
+        "2": "/translate 41",
+        "3": "/say 41",
+    }
     assert (message["From"], message["To"]) == (NUMBER, TO)
 
 
@@ -72,6 +80,24 @@ def test_one_template_per_button_set(
         "uno 1",
         "uno 2",
         "dos",
+    ]
+
+
+def test_buttons_of_every_reply_share_one_template_and_name_their_own_reply(
+    sender: TwilioSender, twilio_server: CountingTwilioServer
+) -> None:
+    for reply in (41, 42, 43):
+        buttons = [
+            Button("Traducir", f"/translate {reply}"),
+            Button("Explicar", f"/explain {reply}"),
+        ]
+        sender.send_buttons(TO, f"respuesta {reply}", buttons, idempotency_key=f"pam-{reply}")
+    assert len(twilio_server.contents) == 1
+    # Each message's taps say its own reply: the ids WhatsApp gets are filled per message.
+    assert [[a["id"] for a in actions] for _, actions in twilio_server.quick_replies(TO)] == [
+        ["/translate 41", "/explain 41"],
+        ["/translate 42", "/explain 42"],
+        ["/translate 43", "/explain 43"],
     ]
 
 
