@@ -151,9 +151,11 @@ def density_table(figures: dict[str, dict[str, Any]]) -> str:
     ]
     for density in ORDER:
         f = figures[density]
+        # Rounded first, so that a difference of -0.001 reads +0.0.
+        prompt, tokens = round(f["prompt_delta"], 1) + 0.0, round(f["tokens_delta"], 1) + 0.0
         lines.append(
             f"| {density} | {f['rule_tokens']:+d} tokens | {f['prompt_per_turn']:,.0f} "
-            f"({f['prompt_delta']:+.1f}) | {f['tokens_per_turn']:,.0f} ({f['tokens_delta']:+.1f}) "
+            f"({prompt:+.1f}) | {f['tokens_per_turn']:,.0f} ({tokens:+.1f}) "
             f"| {f['shown']:,} / {f['stored']:,} | {'holds' if f['targets_passed'] else 'FAILS'} |"
         )
     return "\n".join(lines)
