@@ -16,6 +16,8 @@ from memory.tokens import TokenCounter
 
 # A chat message of two or three sentences, as the reply prompt asks for.
 REPLY_WORDS = 30
+# An Explain tap's answer for one correction: its line, a sentence on why, an example.
+EXPLAIN_WORDS = 40
 # The first profile answer is a whole profile of this fixed shape; later ones change two lists.
 INTERESTS = ("running", "cooking", "travel", "films", "reading", "music", "yoga", "football")
 NOTES = (
@@ -84,6 +86,10 @@ class ScriptedModel:
             text = self._reply(messages)
         elif purpose == "summary":
             text = self._summary(messages)
+        elif purpose == "translate":
+            text = self._translation(messages)
+        elif purpose == "explain":
+            text = self._explanation(messages)
         else:
             text = self._profile(messages)
         text = self.counter.truncate(text, max_tokens)  # a real model stops at max_tokens
@@ -124,6 +130,24 @@ class ScriptedModel:
         words: list[str] = []
         while len(words) < budget:
             words += " ".join(notes).split()
+        return " ".join(words[:budget])
+
+    def _translation(self, messages: Sequence[ChatMessage]) -> str:
+        """A translation with as many words as the message it translates."""
+        message = messages[-1]["content"].split("<message>\n", 1)[-1].split("\n</message>")[0]
+        words = " ".join(NOTES).split()
+        return " ".join(words[: len(message.split())])
+
+    def _explanation(self, messages: Sequence[ChatMessage]) -> str:
+        """EXPLAIN_WORDS words for each correction (a line, why, an example), within the
+        prompt's word limit."""
+        section = messages[-1]["content"].split("<corrections>", 1)[-1]
+        corrections = max(1, section.count("\n- "))
+        match = _MAX_WORDS.search(messages[0]["content"])
+        budget = min(EXPLAIN_WORDS * corrections, int(match.group(1)) if match else 60)
+        words: list[str] = []
+        while len(words) < budget:
+            words += " ".join(NOTES).split()
         return " ".join(words[:budget])
 
     def _profile(self, messages: Sequence[ChatMessage]) -> str:

@@ -21,7 +21,14 @@ from bot.worker.runtime import Pam
 from memory.clock import Clock, ManualClock
 from memory.config import MemoryConfig
 from memory.database import db
-from memory.database.records import Context, LearnerInfo, ProfileState, StoredMessage, SummaryState
+from memory.database.records import (
+    NORMAL,
+    Context,
+    LearnerInfo,
+    ProfileState,
+    StoredMessage,
+    SummaryState,
+)
 from memory.jobs.profile import PROFILE_MAX_TOKENS
 from memory.jobs.summary import SUMMARY_ROOM
 from memory.llm import ChatMessage
@@ -52,6 +59,9 @@ class Series:
     folds: list[int] = field(default_factory=list)  # summary calls made on the turn
     memory_inputs: list[int] = field(default_factory=list)  # summary and profile input tokens
     memory_outputs: list[int] = field(default_factory=list)  # and their output tokens
+    stored: list[int] = field(default_factory=list)  # corrections the turn stored
+    shown: list[int] = field(default_factory=list)  # correction lines its reply showed
+    buttons: list[int] = field(default_factory=list)  # buttons under its reply
 
     def head(self, turns: int) -> Series:
         """The first `turns` turns of this series."""
@@ -67,6 +77,11 @@ class PamRun:
     series: dict[str, Series]  # by learner's target language
     conversations: dict[str, list[StoredMessage]]
     learners: dict[str, LearnerInfo]
+    density: str = NORMAL  # every learner's /corrections
+    # Every button's label and command under a reply, to look for in the prompts.
+    button_texts: frozenset[str] = frozenset()
+    # The calls a Translate and an Explain tap made after the run, per learner (`taps`).
+    taps: dict[str, list[Call]] = field(default_factory=dict)
 
 
 def bench_settings(database_url: str, memory: MemoryConfig) -> Settings:
@@ -109,26 +124,34 @@ def run_pam(
     memory: MemoryConfig,
     progress: Progress | None = None,
     every: int = 50,
+    *,
+    density: str = NORMAL,
+    taps: bool = False,
 ) -> PamRun:
     """Pam answering `turns` messages of each learner (taking turns), with memory jobs running
-    inline as soon as a turn triggers them."""
+    inline as soon as a turn triggers them; every learner at correction `density`. With
+    `taps`, each learner then taps Translate and Explain under their last corrected reply."""
     counter = TokenCounter(REPLY_MODEL)
     model = ScriptedModel(counter, learners)
     scripts = {learner.target: learner_messages(learner, turns) for learner in learners}
     series = {learner.target: Series() for learner in learners}
     clock = ManualClock(START)
+    button_texts: set[str] = set()
+    corrected: dict[str, int] = {}  # each learner's last corrected message
     with temporary_pam(memory, model, clock) as pam:
         turns_of = pam.local_turns()
         for learner in learners:
             say = f"/language {learner.target} {learner.native}"
             turns_of.take(TurnRequest(learner.external_id, say))
             turns_of.take(TurnRequest(learner.external_id, f"/level {learner.level}"))
+            if density != NORMAL:
+                turns_of.take(TurnRequest(learner.external_id, f"/corrections {density}"))
         for turn in range(turns):
             clock.advance(BETWEEN_MESSAGES)
             for learner in learners:
                 first = len(model.calls)
                 said = scripts[learner.target][turn]
-                turns_of.take(TurnRequest(learner.external_id, said, learner.name))
+                done = turns_of.take(TurnRequest(learner.external_id, said, learner.name))
                 made = model.calls[first:]
                 reply = made[0]
                 assert reply.purpose == "reply", "every turn starts with its reply call"
@@ -141,6 +164,13 @@ def run_pam(
                 s.folds.append(sum(c.purpose == "summary" for c in made))
                 s.memory_inputs.append(sum(c.input_tokens for c in made[1:]))
                 s.memory_outputs.append(sum(c.output_tokens for c in made[1:]))
+                stored = done.reply.corrections if done.reply else ()
+                s.stored.append(len(stored))
+                s.shown.append(done.replies[0].count("\n✏️ ") if done.replies else 0)
+                s.buttons.append(len(done.buttons))
+                button_texts.update(t for b in done.buttons for t in (b.label, b.command))
+                if stored and done.reply:
+                    corrected[learner.target] = done.reply.reply_to
             if progress and ((turn + 1) % every == 0 or turn + 1 == turns):
                 progress(
                     f"pam trigger={memory.summary_trigger_tokens} cap="
@@ -151,7 +181,22 @@ def run_pam(
             info = pam.store.learners.learner(learner.external_id)
             infos[learner.target] = info
             conversations[learner.target] = pam.store.conversation.messages(info.id)
-    return PamRun(memory, model.calls, series, conversations, infos)
+        tapped: dict[str, list[Call]] = {}
+        for learner in learners if taps else ():
+            first = len(model.calls)
+            for command in ("/translate", f"/explain {corrected.get(learner.target, '')}"):
+                turns_of.take(TurnRequest(learner.external_id, command.strip()))
+            tapped[learner.target] = model.calls[first:]
+    return PamRun(
+        memory,
+        model.calls,
+        series,
+        conversations,
+        infos,
+        density,
+        frozenset(button_texts),
+        tapped,
+    )
 
 
 def baseline(run: PamRun, target: str, window: int | None) -> Series:
@@ -187,7 +232,7 @@ def baseline(run: PamRun, target: str, window: int | None) -> Series:
 
 def memory_calls_bounded(run: PamRun) -> tuple[bool, str]:
     """Whether every summary and profile call used the memory model and a bounded output."""
-    memory = [c for c in run.calls if c.purpose != "reply"]
+    memory = [c for c in run.calls if c.purpose in ("summary", "profile")]
     wrong_model = [c for c in memory if c.model != MEMORY_MODEL]
     # The summary request leaves room above the cap to end its sentence (memory/jobs/summary.py).
     summary_limit = int(run.memory.summary_max_tokens * SUMMARY_ROOM)

@@ -24,6 +24,7 @@ from typing import Any
 
 from bench.conversations import LEARNERS, LOW_INFO_CHAT, SPANISH, Learner
 from bench.token_costs import MONTH_MESSAGES, cost_table, month_costs
+from bench.token_density import correction_density, density_report
 from bench.token_report import (
     NAMES,
     Target,
@@ -250,7 +251,7 @@ def run(
         f"{memory.summary_max_tokens}, batch {memory.fold_batch_messages}, window "
         f"{memory.window_messages}; {max(turns, month)} turns"
     )
-    pam_run = run_pam(LEARNERS, max(turns, month), memory, progress)
+    pam_run = run_pam(LEARNERS, max(turns, month), memory, progress, taps=True)
     whole = {
         "pam": pam_run.series,
         "full": {k: baseline(pam_run, k, None) for k in pam_run.series},
@@ -266,6 +267,8 @@ def run(
     bounded, bounded_detail = memory_calls_bounded(pam_run)
     progress("the 50-message chat")
     density = run_density(SPANISH, memory)
+    # What /corrections few|normal|all and the buttons under a reply add.
+    corrections = correction_density(pam_run, series["full"], turns, memory, progress)
     curve = threshold_curve(curve_grid(triggers, caps, batches), turns, jobs)
     chosen = choose_defaults(curve)
     labelled = {LABELS[k]: s for k, s in series["pam"].items()}
@@ -285,6 +288,7 @@ def run(
             "passed": density.reduction >= 0.5 and density.rich_seen == density.rich,
             "random_placement": density_sensitivity(SPANISH, memory),
         },
+        "correction_density": corrections,
         "recall": {"mode": memory.recall, **recall_share(series["pam"])},
         "review": {"on": memory.review, **review_share(series["pam"])},
         "costs": costs,
@@ -333,6 +337,7 @@ def report(result: dict[str, Any]) -> str:
         f"average; {r['share_meeting_50pct']:.0%} meet 50% fewer; all rich messages seen in "
         f"{r['share_all_rich_seen']:.0%})"
     )
+    lines += density_report(result["correction_density"])
     rc = result["recall"]
     lines.append(
         f"Recall (PAM_RECALL={rc['mode']}): {rc['recalled']} of {rc['turns']} turns "
@@ -405,6 +410,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(report(result))
     everything = [t["passed"] for t in result["targets"]]
     everything += [result["memory_calls_bounded"]["passed"], result["density"]["passed"]]
+    everything.append(result["correction_density"]["passed"])
     return 0 if all(everything) else 1
 
 

@@ -325,15 +325,27 @@ def grounded(
     return kept
 
 
+def _line(c: CorrectionRecord) -> str:
+    why = f" — {c.explanation}" if c.explanation else ""
+    return f"✏️ {c.original} → {c.corrected}{why}"
+
+
 def render(answer: TutorAnswer) -> str:
     """The message the learner sees: the reply, then one line per correction."""
     lines = [answer.reply]
     if answer.corrections:
         lines.append("")
-        for c in answer.corrections:
-            why = f" — {c.explanation}" if c.explanation else ""
-            lines.append(f"✏️ {c.original} → {c.corrected}{why}")
+        lines += [_line(c) for c in answer.corrections]
     return "\n".join(lines)
+
+
+def shown_in(shown: str, found: list[CorrectionRecord]) -> list[CorrectionRecord]:
+    """Of the corrections `found` for a message, those the reply `shown` (made by `render`)
+    showed: a reply at the "few" density shows one and stores them all. All of them when it
+    shows none of them as `render` writes them (a reply kept in another form)."""
+    lines = set(shown.split("\n"))
+    showing = [c for c in found if _line(c) in lines]
+    return showing or found
 
 
 def chat_part(shown: str) -> str:

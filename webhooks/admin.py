@@ -172,6 +172,7 @@ def memory(ref: str) -> ResponseReturnValue:
             "native_language": learner.native_language,
             "level": learner.level,
             "voice_replies": learner.voice_replies,
+            "corrections": learner.corrections,  # /corrections: few, normal or all
         },
         window=[
             {"id": m.id, "role": m.role, "content": m.content, "tokens": m.tokens}

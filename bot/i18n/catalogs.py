@@ -24,6 +24,7 @@ PROJECT = Path(__file__).resolve().parents[2]
 DOMAINS: dict[str, tuple[str, ...]] = {
     "commands": ("bot/phrases.py", "bot/turn/commands.py"),
     "taps": ("bot/turn/taps.py",),
+    "density": ("bot/turn/density.py",),
     "chart": ("bot/review/chart.py", "bot/review/progress.py"),
     "settings": ("bot/turn/settings_commands.py",),
     "review": ("bot/review/exercises.py", "bot/review/reviewing.py"),

@@ -1,6 +1,6 @@
-"""Slash commands, the same on every channel: /start /help /profile /language /level /review
-/progress /voice. /forget, asked and confirmed over two messages, is bot/turn/forgetting.py's;
-the buttons' /translate /explain /say are bot/turn/taps.py's."""
+"""Slash commands, the same on every channel: /start /help /profile /language /level
+/corrections /review /progress /voice. /forget, asked and confirmed over two messages, is
+bot/turn/forgetting.py's; the buttons' /translate /explain /say are bot/turn/taps.py's."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from bot.i18n import N_, Words, native_of
 from bot.languages import explanation_language, languages_of
 from bot.review.progress import summary
 from bot.review.reviewing import Reviewing
+from bot.turn.density import density_line, set_density
 from bot.turn.settings_commands import set_languages, set_level
 from memory.clock import Clock, utcnow
 from memory.database.records import LearnerInfo
@@ -158,6 +159,7 @@ class Commands:
             "profile": self.profile,
             "language": self.language,
             "level": self.level,
+            "corrections": self.corrections,
             "review": self.start_review,
             "progress": self.progress,
             "voice": self.voice,
@@ -185,7 +187,9 @@ class Commands:
         link into the private chat says it) is /profile, and so for each of PRIVATE."""
         if command.group is None and len(command.args) == 1 and command.args[0] in PRIVATE:
             return self.handle(learner, replace(command, name=command.args[0], args=[]))
-        settings = f"{self._settings_of(learner)}\n{_voice_line(learner)}"
+        learned = self.store.memory.profile(learner.id).data
+        lines = (_settings_line(learner, learned), _voice_line(learner))
+        settings = "\n".join((*lines, density_line(learner, learned)))
         guessed = learner.native_language is None and learner.native_guess is not None
         return phrases.welcome(native_of(learner), settings, guessed)
 
@@ -205,6 +209,11 @@ class Commands:
     def level(self, learner: LearnerInfo, command: Command) -> str:
         """/level <A1…C2, a word, a range>: the learner's CEFR level."""
         return set_level(self.store.learners, learner, command.args, self._settings_of)
+
+    def corrections(self, learner: LearnerInfo, command: Command) -> str:
+        """/corrections few|normal|all: how many of the learner's mistakes a reply points out
+        (bot/turn/density.py); the Fewer corrections button says /corrections few."""
+        return set_density(self.store, learner, command.args)
 
     def progress(self, learner: LearnerInfo, command: Command) -> CommandAnswer:
         """/progress: the chart of the learner's last weeks, stored for delivery, and its
@@ -239,10 +248,12 @@ class Commands:
         doc = document(replace(profile, data=settled(profile.data, learner)))
         lines = [say("Here's what I know about you:"), "", _settings_line(learner, profile.data)]
         lines.append(_voice_line(learner))
+        # The density learned from the chat is said with the setting it stands in for.
+        lines.append(density_line(learner, profile.data))
         learned = [
             f"• {say(LABELS[key])}: {_learned_value(say, key, value)}"
             for key in FIELDS
-            if (value := doc.get(key))
+            if key in LABELS and (value := doc.get(key))
         ]
         if learned:
             lines += ["", *learned]

@@ -14,6 +14,7 @@ from bot.i18n import native_of
 from bot.review.prompt import Asked
 from bot.review.reviewing import NO_REVIEW, Reviewing, ReviewUse
 from bot.turn.asking import Asking
+from bot.turn.density import shown
 from bot.turn.limits import Limits
 from bot.turn.taps import reply_buttons
 from bot.turn.values import AfterSend, ModelUnavailable, Turn, TurnRequest
@@ -21,7 +22,8 @@ from bot.voice.hearing import spoken_corrections
 from bot.voice.speaking import Speaking
 from memory import metrics
 from memory.config import MemoryConfig
-from memory.database.records import LearnerInfo, ReplyRecord
+from memory.database.records import FEW, LearnerInfo, ReplyRecord
+from memory.jobs.profile_facts import density
 from memory.llm import LLMError, Misconfigured, Outage, Refused, Unusable
 from memory.store.message_store import Store
 from memory.tokens import TokenCounter
@@ -116,22 +118,27 @@ class Conversing:
         )
         if added:  # the next exercise or the score, before the correction lines
             answer = replace(answer, reply=f"{answer.reply}\n\n{added}")
-        shown = corrections.render(answer)
+        # At FEW the reply shows the most important correction; all are stored, for review.
+        at = density(context.learner, context.profile.data)
+        pointed_out = shown(answer.corrections, at)
+        text = corrections.render(replace(answer, corrections=pointed_out))
         if said.note:
-            shown = f"{said.note}\n\n{shown}"
+            text = f"{said.note}\n\n{text}"
         # Spoken after the text went out, never before (bot/voice/speaking.py).
         speech = self.speaking.words(answer.reply) if request.can_speak else None
         speech = speech if context.learner.voice_replies else None
         reviewed = self._review_use(asked)
         log.info(
             "turn learner=%s prompt_tokens=%s output_tokens=%s calls=%d corrections=%s "
-            "truncated=%s recall=%s snippets=%d review_items=%d review_tokens=%d "
-            "exercise=%s ms=%d",
+            "shown=%s density=%s truncated=%s recall=%s snippets=%d review_items=%d "
+            "review_tokens=%d exercise=%s ms=%d",
             learner.id,
             completion.input_tokens,
             completion.output_tokens,
             1 + len(completion.billed),
             len(answer.corrections),
+            len(pointed_out),
+            at,
             completion.truncated,
             recalled.how,
             recalled.snippets,
@@ -143,17 +150,17 @@ class Conversing:
         reply = ReplyRecord(
             learner_id=learner.id,
             reply_to=stored.id,
-            content=shown,
-            tokens=self.counter.count_message(shown),
+            content=text,
+            tokens=self.counter.count_message(text),
             corrections=tuple(answer.corrections),
             usage=(completion.model, completion.input_tokens, completion.output_tokens),
         )
-        sent = f"{said.heard}\n\n{shown}" if said.heard else shown
+        sent = f"{said.heard}\n\n{text}" if said.heard else text
         # Translate, Explain, Say it, Fewer corrections: each names this reply by the message
         # it answers (its own id is the caller's to store).
         voice = self.speaking.enabled and request.can_speak
         buttons = reply_buttons(
-            context.learner, stored.id, corrected=bool(answer.corrections), voice=voice
+            context.learner, stored.id, corrected=bool(pointed_out), voice=voice, fewer=at != FEW
         )
         return Turn(
             [sent],

@@ -8,9 +8,9 @@ from bot import corrections
 from bot.languages import LEVEL_DESCRIPTIONS, explanation_language, languages_of
 from bot.llm.answers import has_reasoning_markup, strip_reasoning
 from bot.review.prompt import Asked
-from memory.database.records import LEARNER, Context
+from memory.database.records import ALL, LEARNER, Context
 from memory.jobs.profile import MAX_PROFILE_CHARS
-from memory.jobs.profile_facts import settled
+from memory.jobs.profile_facts import density, settled
 from memory.llm import ChatMessage
 from prompts import as_data, render
 
@@ -20,6 +20,20 @@ UNKNOWN = "not known yet"
 RECALLED_NAMED = (
     ", recalled conversation (dated snippets of earlier chats, also when a tool returns them)"
 )
+# How many of the learner's mistakes the model reports, by their correction density
+# (bot/turn/density.py). FEW asks as NORMAL does, word for word: every mistake found is stored
+# for review, and the reply shows the most important one. NORMAL's words are the prompt's as it
+# was before densities, so a learner who never chose one costs not one token more.
+HOW_MANY = (
+    "up to three real mistakes, most useful first; not style, nor punctuation that changes no "
+    "meaning"
+)
+HOW_MANY_ALL = (
+    "every mistake, most useful first, up to five; minor slips too (spelling, accents, "
+    "punctuation, unnatural wording)"
+)
+# The learned density is said by the rule above: the profile section does not repeat it.
+NOT_IN_PROFILE = ("corrections",)
 # Said only when the latest message is a voice note's transcript: the rest of the prompt
 # stays as it is, and a text turn costs nothing more.
 SPOKEN_RULE = (
@@ -45,7 +59,8 @@ def reply_prompt(
     what review adds (bot.review.prompt: due items or a /review exercise, their rule and report);
     without it the prompt has none of it."""
     # What the learner set is said once, in the settings lines: not again as learned.
-    learner, profile = context.learner, settled(context.profile.data, context.learner)
+    learner, learned = context.learner, context.profile.data
+    profile = {k: v for k, v in settled(learned, learner).items() if k not in NOT_IN_PROFILE}
     # The settings lines sit outside the data sections: learned languages stand there only
     # as a language's canonical name (see languages_of).
     target, native, level = languages_of(
@@ -65,6 +80,7 @@ def reply_prompt(
         ),
         explanation_language=explained_in
         or "the learner's native language if you can tell, else English",
+        how_many=HOW_MANY_ALL if density(learner, learned) == ALL else HOW_MANY,
         # Compact JSON: indentation costs tokens in every reply prompt and tells the model nothing.
         profile=as_data(json.dumps(profile, ensure_ascii=False), MAX_PROFILE_CHARS)
         if profile

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import prompts
 from bot.channels import Button
-from bot.corrections import chat_part
+from bot.corrections import chat_part, shown_in
 from bot.i18n import N_, Words, native_of, words_for
 from bot.settings import CoreSettings
 from bot.turn.limits import Limits
@@ -69,20 +69,21 @@ _QUOTES = {'"': '"', "“": "”", "«": "»", "„": "“", "「": "」"}
 
 
 def reply_buttons(
-    learner: LearnerInfo, answers: int, *, corrected: bool, voice: bool
+    learner: LearnerInfo, answers: int, *, corrected: bool, voice: bool, fewer: bool = True
 ) -> tuple[Button, ...]:
     """The buttons under a reply the model wrote to the learner's message `answers`: Translate;
     Explain when the reply corrected something (`corrected`); 🔊 Say it when replies can be
-    spoken (`voice`); Fewer corrections when it corrected something and the learner's density
-    is not "few" already. Labels in the learner's native language, most useful first (a
-    channel that shows fewer keeps the first)."""
+    spoken (`voice`); Fewer corrections when it corrected something and fewer is still
+    possible (`fewer`: the density is not "few" already, bot/turn/density.py). Labels in the
+    learner's native language, most useful first (a channel that shows fewer keeps the
+    first)."""
     say = words_for(native_of(learner), DOMAIN)
     buttons = [Button(say(TRANSLATE_LABEL), f"/{TRANSLATE} {answers}")]
     if corrected:
         buttons.append(Button(say(EXPLAIN_LABEL), f"/{EXPLAIN} {answers}"))
     if voice:
         buttons.append(Button(say(SAY_LABEL), f"/{SAY} {answers}"))
-    if corrected and learner.corrections != "few":
+    if corrected and fewer:
         buttons.append(Button(say(FEWER_LABEL), "/corrections few"))
     return tuple(buttons)
 
@@ -173,7 +174,10 @@ class Taps:
         if native is None:
             return Turn([say(NO_NATIVE)], learner.id)
         if name == EXPLAIN:
-            found = self.store.ledger.corrections_of(learner.id, reply.answers)
+            # Those the reply showed: at "few" the others were stored for review, unsaid.
+            found = shown_in(
+                reply.content, self.store.ledger.corrections_of(learner.id, reply.answers)
+            )
             if not found:
                 return Turn([say(NOTHING_TO_EXPLAIN)], learner.id)
             values = {

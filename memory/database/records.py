@@ -22,6 +22,12 @@ from memory.database.models_review import ReviewItem, ReviewLog, ReviewSession
 LEARNER = "learner"
 PAM = "pam"
 
+# How many of a learner's mistakes a reply points out (/corrections; learners.corrections):
+# only the most important one, up to three, or every slip. NORMAL is also what a learner who
+# never said has, so only FEW and ALL in the column are known to be chosen.
+FEW, NORMAL, ALL = "few", "normal", "all"
+DENSITIES = (FEW, NORMAL, ALL)
+
 # Every table holding something about a learner, children first: /forget walks this list.
 LEARNER_TABLES = (
     ReviewSession,
@@ -51,7 +57,7 @@ class LearnerInfo:
     level: str | None
     voice_replies: bool = False
     native_guess: str | None = None  # the native language guessed before they said one
-    corrections: str = "normal"  # /corrections few|normal|all
+    corrections: str = NORMAL  # /corrections few|normal|all (DENSITIES)
     # When the learner was asked to confirm a /forget not confirmed yet (None: no request):
     # their next message confirms it or drops it (bot/turn/forgetting.py).
     forget_asked_at: datetime | None = None

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from memory.config import MemoryConfig
-from memory.database.records import LEARNER, ProfileState, StoredMessage
+from memory.database.records import DENSITIES, LEARNER, ProfileState, StoredMessage
 from memory.jobs.density import is_low_information
 from memory.jobs.profile_answer import (
     FIELDS,
@@ -63,6 +63,8 @@ def _field_schema(name: str) -> dict[str, Any]:
         kind: dict[str, Any] = {"type": "array", "items": {"type": "string"}}
     elif name == "level":
         kind = {"type": "string", "enum": list(LEVELS)}
+    elif name == "corrections":
+        kind = {"type": "string", "enum": list(DENSITIES)}
     else:
         kind = {"type": "string"}
     return {"anyOf": [kind, {"type": "null"}]}

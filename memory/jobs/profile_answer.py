@@ -10,6 +10,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from memory.database.records import ALL, DENSITIES, FEW, NORMAL
 from memory.grounding import dropped
 from memory.model_output import (
     final_object,
@@ -43,6 +44,19 @@ _LEVEL_WORDS = (
     ("proficient", "C2"),
     ("mastery", "C2"),
 )
+# Words for a correction density, for answers that give none of DENSITIES as such.
+_DENSITY_WORDS = (
+    ("fewer", FEW),
+    ("less", FEW),
+    ("minimal", FEW),
+    ("important", FEW),
+    ("every", ALL),
+    ("everything", ALL),
+    ("default", NORMAL),
+    ("usual", NORMAL),
+    ("standard", NORMAL),
+)
+_WORDS = re.compile(r"[a-z]+")
 # Strong separators: one item each per line, semicolon or bullet.
 _LINES = re.compile(r"\s*[\n;•]\s*")
 # Commas, not inside numbers ("1,5 km").
@@ -101,6 +115,29 @@ def _level(value: Any) -> str | None:
         if word in lowered:
             return level
     raise _Dropped("not a CEFR level")
+
+
+def _density(value: Any) -> str | None:
+    """How many corrections the learner asked for: "few", "Fewer", "all of them", "less
+    corrections" are read; the format's list copied ("few|normal|all") is no answer."""
+    if isinstance(value, list):
+        texts = [t for t in map(scalar_text, flat_items(value)) if t]
+        value = texts[0] if len(texts) == 1 else None
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise _Dropped("not a correction density")
+    words: list[str] = _WORDS.findall(value.casefold())
+    named = {word for word in words if word in DENSITIES}
+    if len(named) > 1 or "|" in value:
+        dropped("profile_fact", "placeholder", None)
+        raise _Dropped("the format's list of densities")
+    if named:
+        return named.pop()
+    for word, density in _DENSITY_WORDS:
+        if word in words:
+            return density
+    raise _Dropped("not a correction density")
 
 
 def _split(text: str, topics: bool) -> list[str]:
@@ -165,6 +202,7 @@ READERS: dict[str, Reader] = {
     "target_language": lambda v, _: _text(v, LANGUAGE_CHARS),
     "level": lambda v, _: _level(v),
     "recurring_mistakes": lambda v, notes: _items(v, notes, topics=False),
+    "corrections": lambda v, _: _density(v),
 }
 FIELDS = tuple(READERS)
 # Names models give fields when they do not keep to Pam's.

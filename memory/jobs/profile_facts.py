@@ -1,7 +1,8 @@
 """The learned profile kept to what the learner said and set: the settings they stated
-(`/language`, `/level`) win over what a model learned, a fact must have a word of theirs behind
-it, and the format's own descriptions copied as values are no facts. Pure functions over the
-profile's fields; each thing dropped is logged once (memory.grounding.dropped)."""
+(`/language`, `/level`, `/corrections`) win over what a model learned, a fact must have a word
+of theirs behind it, and the format's own descriptions copied as values are no facts. Pure
+functions over the profile's fields; each thing dropped is logged once
+(memory.grounding.dropped)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
-from memory.database.records import LearnerInfo
+from memory.database.records import ALL, DENSITIES, FEW, NORMAL, LearnerInfo
 from memory.grounding import dropped, fold, supported
 from prompts import template
 
@@ -19,7 +20,29 @@ SETTINGS = {
     "target_language": "target_language",
     "native_language": "native_language",
     "level": "level",
+    "corrections": "corrections",
 }
+# Words a learner uses when they say how much they want correcting, in the languages they
+# speak and practise (folded stems: "corrij" is "no me corrijas todo"). A learned density needs
+# one of them in the messages it was learned from: a model's guess is no preference.
+_ABOUT_CORRECTING = (
+    "correct", "mistake", "error", "nitpick", "typo",  # English
+    "corrig", "correg", "corrij", "correc", "fallo", "equivoc",  # Spanish
+    "correç", "erro",  # Portuguese
+    "faute", "erreur",  # French
+    "korrig", "korrektur", "fehler", "verbesser",  # German
+    "corregg", "corress", "correz", "sbagli",  # Italian
+    "verbeter", "fout",  # Dutch
+    "popraw", "błęd", "błąd", "koryg", "korekt",  # Polish
+    "исправ", "ошиб", "поправ", "коррект",  # Russian
+    "виправ", "помил", "коригу",  # Ukrainian
+    "düzelt", "hata", "yanlış",  # Turkish
+    "訂正", "直し", "直さ", "直す", "間違", "添削",  # Japanese
+    "纠正", "改正", "错误", "纠错", "改错",  # Chinese
+    "고쳐", "교정", "틀린", "실수", "지적", "수정",  # Korean
+    "صحح", "تصحيح", "أخطاء", "اخطاء", "خطأ", "غلط",  # Arabic
+    "सुधार", "गलत", "ग़लत", "त्रुटि",  # Hindi
+)  # fmt: skip
 # Facts about the learner: each must be supported by their words. "style" and "focus" are the
 # model's reading of how and why they chat, and "recurring_mistakes" are led by their review
 # patterns: none of them quotes the learner.
@@ -53,13 +76,54 @@ def is_placeholder(value: str) -> bool:
     return bool(pieces) and words > 1 and all(p in format_pieces() for p in pieces)
 
 
+def chosen_density(learner: LearnerInfo | None) -> str | None:
+    """The correction density the learner chose (/corrections, the Fewer corrections tap),
+    None when they chose none Pam can tell: NORMAL is also what a learner who never chose has
+    (the command says NORMAL over what Pam learned by forgetting that, bot/turn/density.py)."""
+    if learner is None or learner.corrections not in (FEW, ALL):
+        return None
+    return learner.corrections
+
+
+def density(learner: LearnerInfo, learned: dict[str, Any]) -> str:
+    """How many of the learner's mistakes a reply points out (one of DENSITIES): the density
+    they chose, else the one Pam learned they prefer (`learned`: the profile), else NORMAL."""
+    found = learned.get("corrections")
+    return chosen_density(learner) or (found if found in DENSITIES else NORMAL)
+
+
+def _setting(learner: LearnerInfo, field: str) -> str | None:
+    """What the learner set for the learned `field`, None when they set nothing."""
+    if field == "corrections":
+        return chosen_density(learner)
+    return getattr(learner, SETTINGS[field]) if field in SETTINGS else None
+
+
 def settled(data: dict[str, Any], learner: LearnerInfo | None) -> dict[str, Any]:
     """`data` without the learned fields that a setting of the learner's covers: what they
     set is what Pam goes by, and what /profile shows, never a learned value beside it."""
     if learner is None:
         return data
-    covered = {field for field, setting in SETTINGS.items() if getattr(learner, setting)}
+    covered = {field for field in SETTINGS if _setting(learner, field)}
     return {key: value for key, value in data.items() if key not in covered}
+
+
+@cache
+def _correcting() -> re.Pattern[str]:
+    """_ABOUT_CORRECTING as one pattern over folded text: a stem in a Latin or Cyrillic script
+    starts a word ("erro" is in "perro"); others may sit inside one (Arabic's article and
+    Japanese's unspaced words go before them)."""
+    stems = sorted({fold(stem) for stem in _ABOUT_CORRECTING})
+    starts = [s for s in stems if s[0] < "\u0250" or "\u0400" <= s[0] <= "\u04ff"]
+    inside = [s for s in stems if s not in starts]
+    return re.compile(
+        rf"(?<!\w)(?:{'|'.join(map(re.escape, starts))})|{'|'.join(map(re.escape, inside))}"
+    )
+
+
+def _about_correcting(messages: Sequence[str]) -> bool:
+    """Whether any of `messages` talks about being corrected (compared folded)."""
+    return any(_correcting().search(fold(text)) for text in messages)
 
 
 def _known(old: dict[str, Any]) -> list[str]:
@@ -90,9 +154,12 @@ def grounded(
     source = [*messages, *_known(old)]
     kept: dict[str, Any] = {}
     for name, value in new.items():
-        setting = getattr(learner, SETTINGS[name]) if learner and name in SETTINGS else None
+        setting = _setting(learner, name) if learner else None
         if setting and fold(str(value)) != fold(setting):
             dropped("profile_fact", "contradicts_settings", learner_id)
+            continue
+        if name == "corrections" and value != old.get(name) and not _about_correcting(messages):
+            dropped("profile_fact", "unsupported", learner_id)
             continue
         if isinstance(value, str):
             value = _text(name, value, source, learner_id)

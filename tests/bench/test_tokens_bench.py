@@ -162,6 +162,38 @@ def test_the_density_filter_halves_profile_calls_and_sees_every_rich_message(
     assert shuffled["share_meeting_50pct"] == shuffled["share_all_rich_seen"] == 1.0, shuffled
 
 
+def test_the_correction_density_adds_no_token_at_normal_nor_few_and_every_target_holds(
+    result: dict[str, Any],
+) -> None:
+    """/corrections few|normal|all, each run through Pam's real code: the rule adds nothing at
+    normal and few (few shows one correction of those stored), a few tokens at all; every
+    economy target holds at each."""
+    found = result["correction_density"]
+    assert found["turns"] == QUICK_TURNS
+    figures = found["densities"]
+    assert list(figures) == ["few", "normal", "all"]
+    assert figures["normal"]["rule_tokens"] == figures["few"]["rule_tokens"] == 0
+    assert figures["normal"]["prompt_delta"] == figures["normal"]["tokens_delta"] == 0
+    assert 0 < figures["all"]["rule_tokens"] <= 10
+    # The same mistakes found at every density; at few one shown for each corrected turn.
+    stored = figures["normal"]["stored"]
+    assert stored > 0 and figures["few"]["stored"] == figures["all"]["stored"] == stored
+    assert figures["normal"]["shown"] == figures["all"]["shown"] == stored
+    assert 0 < figures["few"]["shown"] < stored
+    assert all(f["targets_passed"] for f in figures.values()) and found["passed"]
+    assert "| few | +0 tokens |" in found["table"]
+
+
+def test_buttons_add_nothing_to_a_prompt_and_a_tap_is_one_call(result: dict[str, Any]) -> None:
+    buttons = result["correction_density"]["buttons"]
+    assert 1 <= buttons["per_reply"] <= 3  # Translate always; Explain, Fewer when corrected
+    assert buttons["prompts"] == 3 * QUICK_TURNS
+    assert buttons["prompts_holding_a_button"] == 0 and buttons["tokens_per_turn"] == 0
+    for taps in buttons["taps"].values():
+        assert set(taps) == {"translate", "explain"}  # one call each
+    assert 0 < buttons["tap_tokens"]["translate"] < buttons["tap_tokens"]["explain"]
+
+
 def test_the_summary_is_rewritten_at_most_once_every_three_turns_for_every_learner(
     result: dict[str, Any],
 ) -> None:

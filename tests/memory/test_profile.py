@@ -67,6 +67,7 @@ def test_parse_accepts_a_full_valid_profile() -> None:
         "target_language": "Spanish",
         "level": "B1",
         "recurring_mistakes": ["ser vs estar"],
+        "corrections": "few",
     }
     assert set(answer) == set(FIELDS)
     assert parse_profile_answer(json.dumps(answer)) == answer

@@ -155,7 +155,7 @@ def test_memory_shows_audio_usage_and_spoken_messages(
         learner_id, "gpt-4o-mini-transcribe", "transcription", 500, seconds=2.0
     )
     pam.store.ledger.record_audio(learner_id, "gpt-4o-mini-tts", "speech", 2400, chars=30)
-    pam.store.learners.update_settings(learner_id, voice_replies=True)
+    pam.store.learners.update_settings(learner_id, voice_replies=True, corrections="few")
 
     body = (
         client_for(settings, engine)
@@ -164,6 +164,7 @@ def test_memory_shows_audio_usage_and_spoken_messages(
     )
 
     assert body["learner"]["voice_replies"] is True
+    assert body["learner"]["corrections"] == "few"
     assert body["window"][-1]["spoken_seconds"] == pytest.approx(4.2)
     assert "spoken_seconds" not in body["window"][0]
     assert body["usage"]["transcription"] == {

@@ -15,10 +15,13 @@ from hypothesis import strategies as st
 from sqlalchemy import Engine
 
 from bot.channels import Button, ButtonSender
+from bot.i18n import words_for
+from bot.turn import density
 from bot.worker.worker import Worker
 from loopback.telegram_server import Failure, TelegramServer
 from memory.queue.inbox import Inbox
-from tests.fakes import FakeChatModel
+from memory.store.message_store import Store
+from tests.fakes import FakeChatModel, reply_json
 from tests.helpers.queues import inbox_items
 from tests.support import wait_until
 from tests.webhooks.telegram import updates as u
@@ -240,6 +243,51 @@ def test_a_tap_is_one_more_message_answered_in_order(
     texts = telegram_server.sent_texts(me["id"])
     assert len(texts) == 2 and "/help" in texts[1]
     assert len(fake_model.of("reply")) == 1  # the message's; the tap's answer is a command's
+
+
+def test_the_fewer_corrections_tap_sets_few_and_the_next_reply_shows_one_correction(
+    client: FlaskClient,
+    engine: Engine,
+    worker: Worker,
+    telegram_server: TelegramServer,
+    fake_model: FakeChatModel,
+) -> None:
+    """The button under a corrected reply sends /corrections few: answered in the learner's
+    language without the model, and from then on a reply shows one correction of those the
+    model found (all of them stored)."""
+    me = u.learner()
+    mistakes = [
+        {"original": "yo es", "corrected": "yo soy", "category": "conjugation"},
+        {"original": "un hermanos", "corrected": "un hermano", "category": "grammar"},
+    ]
+    post_update(client, u.command(me, "/language Spanish German"))
+    fake_model.queue("reply", reply_json("¡Hola, Lena! ¿Y tu hermano?", mistakes))
+    post_update(client, u.text(me, "Hola, yo es Lena y tengo un hermanos"))
+    worker.drain()
+    assert telegram_server.sent_texts(me["id"])[-1].count("✏️") == 2
+    keyboard = telegram_server.keyboards(me["id"])[-1]
+    (fewer,) = [b for row in keyboard for b in row if b["callback_data"] == "/corrections few"]
+    assert fewer["text"] == "Weniger Korrekturen"
+    calls = len(fake_model.calls)
+
+    post_update(client, tap(me, u.private_chat(me), fewer["callback_data"]))
+    worker.drain()
+
+    assert telegram_server.sent_texts(me["id"])[-1] == words_for("German", density.DOMAIN)(
+        density.CHOSEN["few"]
+    )
+    assert len(fake_model.calls) == calls  # a setting: no model call
+    learner = Store(engine).learners.find_learner(f"telegram:{me['id']}")
+    assert learner is not None and learner.corrections == "few"
+
+    fake_model.queue("reply", reply_json("¿Cómo se llama tu hermano?", mistakes))
+    post_update(client, u.text(me, "Yo es Lena, tengo un hermanos mayor"))
+    worker.drain()
+    latest = telegram_server.sent_texts(me["id"])[-1]
+    assert latest.count("✏️") == 1 and "<s>yo es</s>" in latest  # Telegram formats it
+    assert len(Store(engine).ledger.corrections(learner.id)) == 4
+    after = [b["callback_data"] for b in telegram_server.keyboards(me["id"])[-1][0]]
+    assert "/corrections few" not in after
 
 
 # -- polling -----------------------------------------------------------------------------------

@@ -14,9 +14,10 @@ from sqlalchemy import Engine
 from bot import phrases
 from bot.channels import Button, ButtonSender
 from bot.i18n import words_for
-from bot.turn import forgetting
+from bot.turn import density, forgetting
 from bot.worker.worker import Worker
 from loopback.twilio_server import ACCOUNT_SID, AUTH_TOKEN, NUMBER, Failure, tap_form
+from memory.store.message_store import Store
 from tests.fakes import FakeChatModel
 from tests.helpers.queues import inbox_items
 from tests.webhooks.whatsapp.conftest import CountingTwilioServer, new_wa_id, post_form, text_form
@@ -218,6 +219,23 @@ def test_forget_asks_with_quick_replies_and_a_yes_tap_erases_once(
     assert done == phrases.said(phrases.FORGOTTEN, "Spanish")
     assert again == words_for("Spanish", forgetting.DOMAIN)(forgetting.STALE)
     assert worker.pam.store.learners.find_learner(address) is None
+    assert fake_model.calls == []
+
+
+def test_a_fewer_corrections_tap_sets_few_in_the_learners_language(
+    client: FlaskClient,
+    engine: Engine,
+    worker: Worker,
+    twilio_server: CountingTwilioServer,
+    fake_model: FakeChatModel,
+) -> None:
+    wa_id = new_wa_id("34")  # a Spanish number: Pam's words are guessed Spanish
+    post_form(client, tap_form(f"whatsapp:+{wa_id}", FEWER.label, FEWER.command))
+    worker.drain()
+    (answer,) = twilio_server.bodies(f"whatsapp:+{wa_id}")
+    assert answer == words_for("Spanish", density.DOMAIN)(density.CHOSEN["few"])
+    learner = Store(engine).learners.find_learner(f"whatsapp:+{wa_id}")
+    assert learner is not None and learner.corrections == "few"
     assert fake_model.calls == []
 
 
