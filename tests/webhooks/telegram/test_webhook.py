@@ -15,6 +15,7 @@ from flask.testing import FlaskClient
 from sqlalchemy import Engine
 
 from bot import phrases
+from bot.turn import density
 from bot.turn.commands import Command, parse_command
 from bot.worker.worker import Worker
 from loopback.telegram_server import USERNAME, TelegramServer
@@ -43,7 +44,8 @@ def html(plain: str) -> str:
 WELCOME = html(
     phrases.welcome(
         "English",
-        f"{phrases.NEEDS_LANGUAGE}\nVoice replies are off (/voice on to hear me).",
+        f"{phrases.NEEDS_LANGUAGE}\nVoice replies are off (/voice on to hear me).\n"
+        f"{density.LINES[density.NORMAL]}",
         guessed=True,
     )
 )
