@@ -16,9 +16,11 @@ Per point: replies per second (between the 10th and 90th percentile of arrivals)
 flight (the model's calls in flight, time-weighted over the point, and the most inbox items
 claimed at once), Pam's overhead (each reply's latency less the seconds its model calls
 waited) at p50 and p95, database connections per process (pg_stat_activity by
-application_name, sampled at 2 Hz; a worker's memory process counts with it), and resident
-memory per process (with its children). Written to bench/results/latency_realistic.json, and
-replies per second against learners, one line per worker count, to latency_realistic.png.
+application_name, sampled at 2 Hz; a worker's memory process counts with it), resident
+memory per process (with its children), and CPU milliseconds per reply per process (what a
+loaded machine does not inflate, unlike the overhead). Written to
+bench/results/latency_realistic.json, and replies per second against learners, one line per
+worker count, to latency_realistic.png.
 
 Exit status 0 when the targets pass at the headline point (200 learners, 1 worker), 1 when
 one fails, 2 when it cannot run."""
@@ -67,6 +69,7 @@ from loopback.harness import (
 from memory.database import db
 
 SAMPLE_SECONDS = 0.5
+WARM_UP = [f"L{n}" for n in range(9001, 9011)]  # learners whose messages are not counted
 TELEGRAM_DELAY = 0.05
 IN_FLIGHT_TARGET = 64
 RATE_TARGET = 20.0  # replies a second
@@ -184,6 +187,18 @@ def tree_rss(pid: int) -> float:
     return total
 
 
+def tree_cpu(pid: int) -> float:
+    """CPU seconds (user + system) `pid` and its living children have used so far."""
+    total = 0.0
+    for each in [pid, *children(pid)]:
+        try:
+            fields = Path(f"/proc/{each}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
 class Sampler:
     """A thread sampling the running service every SAMPLE_SECONDS until stopped."""
 
@@ -226,9 +241,20 @@ def point_result(
     before: dict[str, Any],
     after: dict[str, Any],
     samples: Samples,
+    cpu_seconds: dict[str, float] | None = None,
 ) -> dict[str, Any]:
-    """A point's figures, from its phase, the model's stats before and after, and samples."""
-    over_ms = [1000 * v for v in overheads(phase, after.get("waited", {}))]
+    """A point's figures, from its phase, the model's stats before and after, samples, and
+    the CPU seconds each process (with its children) used during the phase."""
+    answered = max(1, phase.counts()["answered_once"])
+    cpu_ms = {role: round(1000 * v / answered, 1) for role, v in (cpu_seconds or {}).items()}
+    waited = after.get("waited", {})
+    over_ms = [1000 * v for v in overheads(phase, waited)]
+    started = min(phase.sent.values(), default=0.0)
+    over_time = sorted(
+        [round(sent - started, 2), round(1000 * (phase.arrivals[m][0] - sent - waited.get(m, 0)))]
+        for m, sent in phase.sent.items()
+        if phase.arrivals.get(m)
+    )
     seconds = phase.seconds()
     busy = float(after["busy_seconds"]) - float(before["busy_seconds"])
     return {
@@ -249,7 +275,11 @@ def point_result(
             "claimed_max": max(samples.claimed, default=0),
         },
         **samples.summary(),
+        # CPU per reply: what a loaded machine does not inflate, unlike the overhead.
+        "cpu_ms_per_reply": cpu_ms,
         "wall_seconds": round(seconds, 1),
+        # [seconds into the phase it was sent, overhead ms] per answered message.
+        "overhead_over_time": over_time,
     }
 
 
@@ -367,13 +397,19 @@ def measure(point: Point, options: Options, folder: Path) -> dict[str, Any]:
         monitor = db.make_engine(named(service.database_url, "pam-bench-monitor"), pool_size=1)
         stack.callback(monitor.dispose)
         learners = Learners(service.base, tg, options.seed)
+        # Not counted: the first turns pay for the processes' warm-up (imports, connections,
+        # the first chart's fonts loading beside them).
+        learners.drive(WARM_UP, 3 * len(WARM_UP), (0.0, 0.5), f"{point.slug} warm-up")
+        time.sleep(2.0)
         keys = [f"L{n:03d}" for n in range(1, point.learners + 1)]
         total = point.learners * options.messages_each(point)
         before = llm.stats()
+        cpu = {role: tree_cpu(pid) for role, pid in service.pids.items()}
         with Sampler(monitor, service.pids, llm, prefix) as samples:
             phase = learners.drive(keys, total, point.think, point.slug)
+        cpu = {role: tree_cpu(pid) - cpu[role] for role, pid in service.pids.items()}
         after = llm.stats()
-    found = point_result(point, phase, before, after, samples)
+    found = point_result(point, phase, before, after, samples, cpu)
     progress(
         f"{point.slug}: {found['replies_per_second']} replies/s, "
         f"{found['turns_in_flight']['model_mean']} in flight, overhead p50 "
@@ -432,18 +468,20 @@ def table(points: list[dict[str, Any]]) -> str:
     """The points as the docs show them."""
     rows = [
         "| learners | workers | think s | replies/s | in flight (mean / max claimed) "
-        "| overhead p50 / p95 ms | connections max | RSS MB max | answered once |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| overhead p50 / p95 ms | CPU ms per reply | connections max | RSS MB max "
+        "| answered once |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for p in points:
         flight = p["turns_in_flight"]
         connections = ", ".join(f"{k} {v['max']}" for k, v in p["connections"].items())
         rss = ", ".join(f"{k} {v:.0f}" for k, v in p["rss_mb"].items())
+        cpu = ", ".join(f"{k} {v:.1f}" for k, v in p["cpu_ms_per_reply"].items())
         think = "–".join(f"{v:g}" for v in p["think_seconds"])
         rows.append(
             f"| {p['learners']} | {p['workers']} | {think} | {p['replies_per_second']} "
             f"| {flight['model_mean']} / {flight['claimed_max']} "
-            f"| {p['overhead_ms']['p50']:.0f} / {p['overhead_ms']['p95']:.0f} "
+            f"| {p['overhead_ms']['p50']:.0f} / {p['overhead_ms']['p95']:.0f} | {cpu} "
             f"| {connections} | {rss} | {p['answered_once']}/{p['sent']} |"
         )
     return "\n".join(rows)

@@ -97,7 +97,7 @@ def a_point(
     )
     before = {"busy_seconds": 0.0}
     after = {"busy_seconds": 650.0, "most_in_flight": 80, "waited": {}}
-    found = realistic.point_result(point, phase, before, after, samples)
+    found = realistic.point_result(point, phase, before, after, samples, {"web": 0.05})
     found["replies_per_second"] = rate
     found["overhead_ms"]["p95"] = p95
     return found
@@ -108,6 +108,7 @@ def test_a_point_reports_every_figure_and_the_verdicts_read_the_headline() -> No
     assert good["turns_in_flight"] == {"model_mean": 32.5, "model_max": 80, "claimed_max": 70}
     assert good["connections"]["worker-1"] == {"max": 5, "mean": 4.5}
     assert good["rss_mb"] == {"web": 150.0, "worker-1": 310.0}
+    assert good["cpu_ms_per_reply"] == {"web": 5.0}  # 50 ms over 10 replies
     assert good["answered_once"] == good["sent"] == 10
     assert set(realistic.verdicts(good, [good], pool=2).values()) == {"PASS"}
 
@@ -119,7 +120,8 @@ def test_a_point_reports_every_figure_and_the_verdicts_read_the_headline() -> No
     assert realistic.verdicts(None, [], pool=2) == {"headline": "n/a"}
 
     table = realistic.table([good, slow])
-    assert table.count("\n") == 3 and "| 200 | 1 | 2–6 | 33.0 | 32.5 / 70 | 2000 / 60 |" in table
+    assert table.count("\n") == 3, table
+    assert "| 200 | 1 | 2–6 | 33.0 | 32.5 / 70 | 2000 / 60 | web 5.0 |" in table
 
 
 def test_the_plot_draws_a_line_per_worker_count(tmp_path: Path) -> None:
