@@ -55,7 +55,7 @@ def download_cap(max_bytes: int) -> Iterator[None]:
 
 
 # Every lane of a worker may call the Bot API at once (a send, a "typing…"): httpx's default
-# of 100 connections, with the 1 s pool timeout above, would turn a burst at 128 lanes into
+# of 100 connections, with the client's 1 s pool timeout, would turn a burst at 128 lanes into
 # timed-out sends. The cap stays, above PAM_WORKER_THREADS' limit, against a runaway.
 LIMITS = httpx.Limits(max_connections=600, max_keepalive_connections=100)
 
