@@ -17,10 +17,10 @@ flight (the model's calls in flight, time-weighted over the point, and the most 
 claimed at once), Pam's overhead (each reply's latency less the seconds its model calls
 waited) at p50 and p95, database connections per process (pg_stat_activity by
 application_name, sampled at 2 Hz; a worker's memory process counts with it), resident
-memory per process (with its children), and CPU milliseconds per reply per process (what a
-loaded machine does not inflate, unlike the overhead). Written to
-bench/results/latency_realistic.json, and replies per second against learners, one line per
-worker count, to latency_realistic.png.
+memory per process (alone, and with its children: a worker's memory process, gunicorn's
+worker), and CPU milliseconds per reply per process (what a loaded machine does not inflate,
+unlike the overhead). Written to bench/results/latency_realistic.json, and replies per second
+against learners, one line per worker count, to latency_realistic.png.
 
 Exit status 0 when the targets pass at the headline point (200 learners, 1 worker), 1 when
 one fails, 2 when it cannot run."""
@@ -50,7 +50,8 @@ from sqlalchemy.engine import make_url
 from bench.latency_learners import DEFAULT_DATABASE, WEBHOOK_SECRET, Learners, Service, commit
 from bench.latency_report import PhaseResult, lognormal_sigma, percentile, plot_scaling
 from bench.latency_servers import LLMProcess, StopwatchTelegram
-from bench.memory import children, resident
+from bench.memory import children as children_of
+from bench.memory import resident
 from loopback import telegram_server
 from loopback.harness import (
     PAM_CMD,
@@ -176,10 +177,10 @@ class Samples:
         }
 
 
-def tree_rss(pid: int) -> float:
-    """VmRSS of `pid` and its children, MB (0 once it ended)."""
+def tree_rss(pid: int, children: bool = True) -> float:
+    """VmRSS of `pid` and (unless not `children`) its children, MB (0 once it ended)."""
     total = 0.0
-    for each in [pid, *children(pid)]:
+    for each in [pid, *(children_of(pid) if children else [])]:
         try:
             total += resident(each).get("rss_mb", 0.0)
         except OSError:
@@ -190,7 +191,7 @@ def tree_rss(pid: int) -> float:
 def tree_cpu(pid: int) -> float:
     """CPU seconds (user + system) `pid` and its living children have used so far."""
     total = 0.0
-    for each in [pid, *children(pid)]:
+    for each in [pid, *children_of(pid)]:
         try:
             fields = Path(f"/proc/{each}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
@@ -230,7 +231,9 @@ class Sampler:
             claimed = int(connection.execute(CLAIMED).scalar() or 0)
         for role in self.pids:
             self.samples.add(self.samples.connections, role, found.get(f"{self.prefix}{role}", 0))
-            self.samples.add(self.samples.rss_mb, role, tree_rss(self.pids[role]))
+            pid = self.pids[role]
+            self.samples.add(self.samples.rss_mb, role, tree_rss(pid, children=False))
+            self.samples.add(self.samples.rss_mb, f"{role}+children", tree_rss(pid))
         self.samples.claimed.append(claimed)
         self.samples.model_in_flight.append(int(self.llm.stats()["in_flight"]))
 
