@@ -424,6 +424,7 @@ def measure(point: Point, options: Options, folder: Path) -> dict[str, Any]:
 
 def run(options: Options, report: Callable[[str], None] = progress) -> dict[str, Any]:
     """Every point, one after the other; the results, also written to `options.out`."""
+    measured = commit()  # the code that runs, not what was committed while it ran
     with tempfile.TemporaryDirectory(prefix="latency-realistic-") as logs:
         folder = Path(logs)
         points = []
@@ -455,7 +456,7 @@ def run(options: Options, report: Callable[[str], None] = progress) -> dict[str,
             "load_average": [round(v, 2) for v in os.getloadavg()],
             "python": platform.python_version(),
         },
-        "commit": commit(),
+        "commit": measured,
     }
     if options.out is not None:
         options.out.mkdir(parents=True, exist_ok=True)

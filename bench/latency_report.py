@@ -465,8 +465,9 @@ def plot_scaling(points: list[dict[str, Any]], path: Path, report: Callable[[str
     rates.grid(alpha=0.3)
     rates.legend()
     overhead.axhline(100, color="grey", linewidth=0.8, linestyle="--", label="target 100 ms")
+    overhead.set_yscale("log")  # tens of ms when the machine has room, seconds when not
     overhead.set_xlabel("learners in closed loop")
-    overhead.set_ylabel("Pam's overhead p95 (ms): reply time − model time")
+    overhead.set_ylabel("Pam's overhead p95 (ms, log scale): reply time − model time")
     overhead.set_title("What Pam adds to the model's time")
     overhead.grid(alpha=0.3)
     overhead.legend()
