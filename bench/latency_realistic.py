@@ -250,14 +250,7 @@ def point_result(
     the CPU seconds each process (with its children) used during the phase."""
     answered = max(1, phase.counts()["answered_once"])
     cpu_ms = {role: round(1000 * v / answered, 1) for role, v in (cpu_seconds or {}).items()}
-    waited = after.get("waited", {})
-    over_ms = [1000 * v for v in overheads(phase, waited)]
-    started = min(phase.sent.values(), default=0.0)
-    over_time = sorted(
-        [round(sent - started, 2), round(1000 * (phase.arrivals[m][0] - sent - waited.get(m, 0)))]
-        for m, sent in phase.sent.items()
-        if phase.arrivals.get(m)
-    )
+    over_ms = [1000 * v for v in overheads(phase, after.get("waited", {}))]
     seconds = phase.seconds()
     busy = float(after["busy_seconds"]) - float(before["busy_seconds"])
     return {
@@ -281,8 +274,6 @@ def point_result(
         # CPU per reply: what a loaded machine does not inflate, unlike the overhead.
         "cpu_ms_per_reply": cpu_ms,
         "wall_seconds": round(seconds, 1),
-        # [seconds into the phase it was sent, overhead ms] per answered message.
-        "overhead_over_time": over_time,
     }
 
 
