@@ -8,6 +8,8 @@ HTTP hops with no Pam logic (bench/latency_floor.py under the same HTTP server).
     python3 dev.py bench latency --quick               # 200 messages, a first look
     python3 dev.py bench latency --rounds 10           # finer interleaving (default 5)
     python3 dev.py bench latency --backends postgres --profile   # py-spy on web and worker
+    python3 dev.py bench latency --realistic           # a real model's latency: see
+                                                       # bench/latency_realistic.py
 
 Per backend, the floor and Pam with memory jobs off and on run side by side, each with its
 own fake LLM, fake Telegram and database, and are measured interleaved: this machine's speed
@@ -34,33 +36,35 @@ Exit status 0 when both targets pass, 1 when one fails, 2 when it cannot run."""
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import os
 import platform
-import random
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import psycopg
-import requests
 from sqlalchemy import event, func, or_, select, text
 
-from bench.fault_traffic import TEMPLATES
+from bench.latency_learners import (
+    DEFAULT_DATABASE,
+    WEBHOOK_SECRET,
+    Learners,
+    Service,
+    commit,
+    progress,
+    shares,
+)
 from bench.latency_report import (
     ConfigResult,
-    PhaseResult,
     log_breakdown,
     plot,
     profile_summary,
@@ -90,9 +94,6 @@ from memory.database.claims import UNFINISHED
 from memory.database.models import MemoryJob
 from memory.database.models_queue import InboxItem, OutboxItem
 
-DEFAULT_DATABASE = "postgresql://postgres@127.0.0.1:5432/test"
-WEBHOOK_SECRET = "latency-bench-webhook-secret"
-ANSWER_TIMEOUT = 60.0  # a reply later than this counts as missing
 BACKENDS = ("sqlite", "postgres")
 JOBS_OFF = {"PAM_SUMMARY_TRIGGER_TOKENS": "100000000", "PAM_PROFILE_EVERY": "100000000"}
 JOBS_ON = {"PAM_SUMMARY_TRIGGER_TOKENS": "400", "PAM_PROFILE_EVERY": "5"}
@@ -100,10 +101,6 @@ QUIET_TIMEOUT = 60.0  # seconds to wait for Pam to finish its work before a bloc
 QUIET_PAUSE = 0.5  # and then this long, so the last replies' after-work settles too
 STATS_DELAY = 1.0  # backends report their table counters within a second
 WARM_UP = [f"L{n:03d}" for n in range(901, 905)]
-
-
-def progress(message: str) -> None:
-    print(f"[latency {time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
 @dataclass(frozen=True)
@@ -157,152 +154,7 @@ def configurations(backends: tuple[str, ...]) -> list[Config]:
     ]
 
 
-# -- the learners ----------------------------------------------------------------------------
-
-
-def shares(total: int, parts: int) -> list[int]:
-    """`total` split into `parts` near-equal whole shares, the remainder to the first ones."""
-    return [total // parts + (1 if n < total % parts else 0) for n in range(parts)]
-
-
-class Learners:
-    """Telegram users writing to the webhook in closed loop: one message in flight each."""
-
-    def __init__(self, base: str, tg: StopwatchTelegram, seed: int) -> None:
-        self.base = base
-        self.tg = tg
-        self.rng = random.Random(seed)
-        self.update_ids = itertools.count(self.rng.randrange(10_000_000, 900_000_000))
-        self.lock = threading.Lock()
-        # Messages each learner has sent so far: a later block continues its numbering, so
-        # markers stay unique and the conversation grows as in one long phase.
-        self.written: Counter[str] = Counter()
-
-    def update(self, key: str, index: int, marker: str) -> dict[str, Any]:
-        user_id = 500_000_000 + int(key[1:])
-        user = {
-            "id": user_id,
-            "is_bot": False,
-            "first_name": f"Learner{key}",
-            "language_code": "de",
-        }
-        with self.lock:
-            update_id = next(self.update_ids)
-            words = self.rng.choice(TEMPLATES).format(marker=marker)
-        return {
-            "update_id": update_id,
-            "message": {
-                "message_id": index + 1,
-                "from": user,
-                "chat": {"id": user_id, "first_name": user["first_name"], "type": "private"},
-                "date": int(time.time()),
-                "text": words,
-            },
-        }
-
-    def drive(
-        self, keys: list[str], total: int, think: tuple[float, float], label: str
-    ) -> PhaseResult:
-        """`total` messages spread over `keys`, each learner in its own thread, numbered on
-        from the learner's last message in an earlier call."""
-        phase = PhaseResult(messages=total)
-        counts = shares(total, len(keys))
-        stop = threading.Event()
-
-        def write(key: str, indexes: range, seed: float) -> None:
-            rng = random.Random(seed)
-            time.sleep(rng.uniform(0, think[1]))  # learners do not all start at once
-            with requests.Session() as session:
-                for index in indexes:
-                    self._write(session, phase, key, index, think, rng)
-
-        def report() -> None:
-            while not stop.wait(5.0):
-                with self.lock:
-                    sent = list(phase.sent)
-                progress(f"{label}: sent {len(sent)}/{total}, answered {self.tg.answered(sent)}")
-
-        threads = [
-            threading.Thread(
-                target=write, args=(key, self._next(key, count), self.rng.random()), daemon=True
-            )
-            for key, count in zip(keys, counts, strict=True)
-            if count
-        ]
-        ticker = threading.Thread(target=report, daemon=True)
-        started = time.time()
-        ticker.start()
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        time.sleep(0.5)  # a duplicate reply would arrive now
-        stop.set()
-        phase.windows.append((started, time.time()))
-        with self.tg.lock:
-            phase.arrivals = {m: list(self.tg.arrivals.get(m, [])) for m in phase.sent}
-        return phase
-
-    def _next(self, key: str, count: int) -> range:
-        """The indexes of the learner's next `count` messages."""
-        first = self.written[key]
-        self.written[key] += count
-        return range(first, first + count)
-
-    def _write(
-        self,
-        session: requests.Session,
-        phase: PhaseResult,
-        key: str,
-        index: int,
-        think: tuple[float, float],
-        rng: random.Random,
-    ) -> None:
-        """One message: POST it, wait for its reply, think."""
-        marker = f"{key}-M{index + 1:02d}"
-        update = self.update(key, index, marker)
-        arrived = self.tg.expect(marker)
-        sent = time.time()
-        status = self._post(session, update)
-        with self.lock:
-            phase.sent[marker] = sent
-            phase.statuses[status] += 1
-        if status != "200":
-            return
-        arrived.wait(ANSWER_TIMEOUT)
-        if think[1] > 0:
-            time.sleep(rng.uniform(*think))
-
-    def _post(self, session: requests.Session, update: dict[str, Any]) -> str:
-        """POST the update until it is acknowledged, as Telegram retries (briefly here)."""
-        status = "?"
-        for attempt in range(20):
-            try:
-                response = session.post(
-                    f"{self.base}/telegram/webhook",
-                    json=update,
-                    headers={"X-Telegram-Bot-Api-Secret-Token": WEBHOOK_SECRET},
-                    timeout=30,
-                )
-                status = str(response.status_code)
-            except requests.RequestException as exc:
-                status = type(exc).__name__
-            if status == "200":
-                return status
-            time.sleep(0.05 * (attempt + 1))
-        return status
-
-
 # -- the service under test ------------------------------------------------------------------
-
-
-@dataclass
-class Service:
-    base: str
-    group: Processes
-    logs: dict[str, Path] = field(default_factory=dict)  # role ("web", "worker") -> log file
-    pids: dict[str, int] = field(default_factory=dict)
-    database_url: str | None = None  # Pam's: the quiet checks, Postgres's table statistics
 
 
 def pam_knobs(llm: LLMProcess, tg: StopwatchTelegram, jobs: bool) -> dict[str, str]:
@@ -682,7 +534,7 @@ def run(options: Options, report: Callable[[str], None] = progress) -> dict[str,
             "cpus": os.cpu_count(),
             "python": platform.python_version(),
             "platform": platform.platform(),
-            "commit": _commit(),
+            "commit": commit(),
         },
         "configurations": [r.as_dict() for r in results],
         "verdicts": verdicts(results),
@@ -699,22 +551,6 @@ def run(options: Options, report: Callable[[str], None] = progress) -> dict[str,
     if not options.keep_logs and not options.profile:
         shutil.rmtree(folder, ignore_errors=True)
     return found
-
-
-def _commit() -> str:
-    done = subprocess.run(
-        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    dirty = subprocess.run(
-        ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    return done.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
 def parse_args(argv: list[str]) -> Options:
@@ -784,7 +620,12 @@ def _think(parser: argparse.ArgumentParser, value: str) -> tuple[float, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    options = parse_args(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    if "--realistic" in argv:  # a mode of its own: bench/latency_realistic.py
+        from bench import latency_realistic
+
+        return latency_realistic.main([a for a in argv if a != "--realistic"])
+    options = parse_args(argv)
     problem = check_environment(options)
     if problem:
         print(f"bench.latency: {problem}", file=sys.stderr)

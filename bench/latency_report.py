@@ -4,6 +4,7 @@ own log lines, the summary of a py-spy profile, and the CDF plot."""
 
 from __future__ import annotations
 
+import math
 import re
 import statistics
 import time
@@ -15,6 +16,11 @@ from typing import Any
 
 P50_TARGET = 3.0  # Pam's p50 at most 3× the floor's
 JOBS_TARGET = 1.2  # reply p95 with memory jobs at most 1.2× the p95 without
+
+
+def lognormal_sigma(p50: float, p95: float) -> float:
+    """The σ of a lognormal with median `p50` and 95th percentile `p95`: ln(p95/p50) / z95."""
+    return math.log(p95 / p50) / statistics.NormalDist().inv_cdf(0.95)
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -423,6 +429,49 @@ def plot(results: list[ConfigResult], path: Path, report: Callable[[str], None])
         bottom.tick_params(axis="y", labelsize=7)
         bottom.set_xlabel("sustained replies/s (one web + one worker, saturated)")
     figure.suptitle("Pam end-to-end latency and throughput, zero-latency fake LLM")
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    report(f"plot written to {path}")
+
+
+def plot_scaling(points: list[dict[str, Any]], path: Path, report: Callable[[str], None]) -> None:
+    """The realistic mode's plot: replies per second against learners, one line per worker
+    count (the points with thinking learners), and Pam's overhead p95 beside it."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        report("matplotlib is not installed: no plot (pip install matplotlib)")
+        return
+    figure, (rates, overhead) = plt.subplots(1, 2, figsize=(12, 4.8))
+    for workers in sorted({p["workers"] for p in points}):
+        line = sorted(
+            (p for p in points if p["workers"] == workers and p["think_seconds"][1] > 0),
+            key=lambda p: p["learners"],
+        )
+        if not line:
+            continue
+        learners = [p["learners"] for p in line]
+        label = f"{workers} worker{'s' if workers > 1 else ''}"
+        rates.plot(learners, [p["replies_per_second"] for p in line], marker="o", label=label)
+        overhead.plot(learners, [p["overhead_ms"]["p95"] for p in line], marker="o", label=label)
+    rates.set_xlabel("learners in closed loop (2–6 s of thinking after each reply)")
+    rates.set_ylabel("sustained replies/s")
+    rates.set_title("Throughput against a model of p50 1.5 s, p95 5 s")
+    rates.grid(alpha=0.3)
+    rates.legend()
+    overhead.axhline(100, color="grey", linewidth=0.8, linestyle="--", label="target 100 ms")
+    overhead.set_yscale("log")  # tens of ms when the machine has room, seconds when not
+    overhead.set_xlabel("learners in closed loop")
+    overhead.set_ylabel("Pam's overhead p95 (ms, log scale): reply time − model time")
+    overhead.set_title("What Pam adds to the model's time")
+    overhead.grid(alpha=0.3)
+    overhead.legend()
+    figure.suptitle("Pam on Postgres, PAM_DB_POOL_SIZE=2, default lanes; one web process")
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=110)

@@ -1,15 +1,18 @@
 """The fake outside world of the latency benchmark, on 127.0.0.1: an OpenAI-compatible LLM that
-answers at once (a reply echoing the learner's marker, a summary, a profile) in a process of
-its own, and a Telegram Bot API that timestamps each sendMessage on arrival and wakes the
-learner waiting for it.
+answers at once (a reply echoing the learner's marker, a summary, a profile), or after a
+realistic delay (`DelayedLLM`), in a process of its own, and a Telegram Bot API that
+timestamps each sendMessage on arrival and wakes the learner waiting for it.
 
-    python -m bench.latency_servers   # the LLM alone: prints its URL, serves until stdin ends
+    python -m bench.latency_servers                 # the LLM alone: prints its URL, serves
+    python -m bench.latency_servers 1.5 5.0 7       # delayed: p50, p95 seconds, seed
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
+import random
 import subprocess
 import sys
 import threading
@@ -20,6 +23,7 @@ from typing import Any, Self
 import requests
 
 from bench.fault_servers import MARKER, echo_answer
+from bench.latency_report import lognormal_sigma
 from loopback.harness import ROOT
 from loopback.local_server import Answer
 from loopback.openai_server import OpenAIServer, task_of
@@ -40,17 +44,85 @@ class InstantLLM(OpenAIServer):
             self.requests.clear()  # a long run keeps counts, not every prompt
         return answer
 
+    def stats(self) -> dict[str, Any]:
+        """What `/stats` reports (under the lock): the calls answered per task."""
+        return {"served": dict(self.served)}
+
     def respond(self, path: str, content_type: str, raw: bytes) -> Answer:
-        if path == "/served":  # for LLMProcess: the counts, from outside the process
+        if path == "/stats":  # for LLMProcess: the counts, from outside the process
             with self.lock:
-                return 200, {}, json.dumps(self.served).encode()
+                return 200, {}, json.dumps(self.stats()).encode()
         return super().respond(path, content_type, raw)
 
 
+class DelayedLLM(InstantLLM):
+    """An LLM with a real model's latency: every call waits a lognormal time (median `p50`,
+    95th percentile `p95` seconds, from a seeded generator) before it is answered, calls
+    served side by side on the server's threads. Per marker it keeps the seconds its reply
+    calls waited (a reply's own model time), and it counts the calls in flight: now, at
+    most, and in-flight seconds added up (their rate over a window is the mean)."""
+
+    def __init__(self, p50: float, p95: float, seed: int) -> None:
+        super().__init__()
+        self.mu, self.sigma = math.log(p50), lognormal_sigma(p50, p95)
+        self.rng = random.Random(seed)
+        self.waited: defaultdict[str, float] = defaultdict(float)
+        self.in_flight = self.most_in_flight = 0
+        self.busy_seconds = 0.0  # the integral of calls in flight over time
+        self.changed = time.monotonic()
+
+    def complete(self, path: str, body: dict[str, Any]) -> Answer:
+        with self.lock:
+            delay = self.rng.lognormvariate(self.mu, self.sigma)
+            self._count(+1)
+        started = time.monotonic()
+        try:
+            time.sleep(delay)
+        finally:
+            # The time it really waited: a thread of a busy process wakes late, and that is
+            # the model's time too, not Pam's.
+            waited = time.monotonic() - started
+            with self.lock:
+                self._count(-1)
+                if task_of(body) == "reply":
+                    for marker in set(MARKER.findall(_last_user_text(body))):
+                        self.waited[marker] += waited
+        return super().complete(path, body)
+
+    def _count(self, step: int) -> None:
+        now = time.monotonic()
+        self.busy_seconds += self.in_flight * (now - self.changed)
+        self.changed = now
+        self.in_flight += step
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+
+    def stats(self) -> dict[str, Any]:
+        self._count(0)
+        return {
+            **super().stats(),
+            "waited": dict(self.waited),
+            "in_flight": self.in_flight,
+            "most_in_flight": self.most_in_flight,
+            "busy_seconds": self.busy_seconds,
+        }
+
+
+def _last_user_text(body: dict[str, Any]) -> str:
+    """The text of the request's last user message (as `echo_answer` reads the marker)."""
+    for message in reversed(body.get("messages", [])):
+        if message.get("role") == "user" and isinstance(message.get("content"), str):
+            return str(message["content"])
+    return ""
+
+
 class LLMProcess:
-    """InstantLLM in a child process. A real LLM does not share the benchmark's interpreter:
-    in-process, every summary and profile call Pam's memory jobs make would hold the GIL that
-    the fake Telegram needs to timestamp a reply, and count against Pam's reply latency."""
+    """InstantLLM in a child process, or with `p50` and `p95` a DelayedLLM. A real LLM does
+    not share the benchmark's interpreter: in-process, every summary and profile call Pam's
+    memory jobs make would hold the GIL that the fake Telegram needs to timestamp a reply,
+    and count against Pam's reply latency."""
+
+    def __init__(self, p50: float | None = None, p95: float | None = None, seed: int = 7) -> None:
+        self.delays = [] if p50 is None or p95 is None else [str(p50), str(p95), str(seed)]
 
     def __enter__(self) -> Self:
         env = {
@@ -58,7 +130,7 @@ class LLMProcess:
             "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
         }
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "bench.latency_servers"],
+            [sys.executable, "-m", "bench.latency_servers", *self.delays],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -75,8 +147,14 @@ class LLMProcess:
     @property
     def served(self) -> Counter[str]:
         """Calls answered so far, per task (reply, summary, profile)."""
+        return Counter(self.stats()["served"])
+
+    def stats(self) -> dict[str, Any]:
+        """The child's `/stats`: calls served, and for a DelayedLLM the waits and in-flight
+        counts."""
         origin = self.base_url.removesuffix("/v1")
-        return Counter(requests.get(f"{origin}/served", timeout=10).json())
+        found: dict[str, Any] = requests.get(f"{origin}/stats", timeout=10).json()
+        return found
 
     def __exit__(self, *exc: object) -> None:
         if self.process.stdin:
@@ -94,8 +172,11 @@ class StopwatchTelegram(TelegramServer):
     """The Bot API, noting when each reply arrives (time.time(), keyed by the marker it
     echoes) and setting the event a learner waits on."""
 
-    def __init__(self) -> None:
+    def __init__(self, delay: float = 0.0) -> None:
         super().__init__()
+        # Seconds each call takes to answer after its arrival is stamped: a sender waits
+        # as on a real network, while the measured latency stays Pam's own.
+        self.delay = delay
         self.arrivals: dict[str, list[float]] = defaultdict(list)
         self.waiting: dict[str, threading.Event] = {}
         self.unmarked = 0  # replies without a marker: apologies, command answers
@@ -109,19 +190,25 @@ class StopwatchTelegram(TelegramServer):
     def handle(self, path: str, params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         arrived = time.time()
         status, body = super().handle(path, params)
+        self._note(path, params, status, arrived)
+        if self.delay:
+            time.sleep(self.delay)
+        return status, body
+
+    def _note(self, path: str, params: dict[str, Any], status: int, arrived: float) -> None:
+        """Count a call; for a reply sent, stamp its markers' arrival and wake their learners."""
         with self.lock:
             self.calls.clear()  # keep memory flat; `arrivals` has what counts
             if path.endswith("/sendChatAction"):
                 self.typing += 1
             if not (path.endswith("/sendMessage") and status == 200):
-                return status, body
+                return
             markers = set(MARKER.findall(str(params.get("text", ""))))
             if not markers:
                 self.unmarked += 1
             for marker in markers:
                 self.arrivals[marker].append(arrived)
                 self.waiting.setdefault(marker, threading.Event()).set()
-        return status, body
 
     def answered(self, markers: list[str]) -> int:
         """How many of `markers` have had a reply."""
@@ -129,12 +216,14 @@ class StopwatchTelegram(TelegramServer):
             return sum(1 for marker in markers if self.arrivals.get(marker))
 
 
-def serve_llm() -> None:
-    """The child of LLMProcess: serve until the parent closes stdin."""
-    with InstantLLM() as llm:
+def serve_llm(argv: list[str]) -> None:
+    """The child of LLMProcess: serve until the parent closes stdin; with `argv` (p50, p95,
+    seed) a DelayedLLM."""
+    llm = DelayedLLM(float(argv[0]), float(argv[1]), int(argv[2])) if argv else InstantLLM()
+    with llm:
         print(llm.base_url, flush=True)
         sys.stdin.read()
 
 
 if __name__ == "__main__":
-    serve_llm()
+    serve_llm(sys.argv[1:])

@@ -142,14 +142,17 @@ class ServiceSettings(BaseSettings):
     db_pool_size: int = Field(default=5, ge=1, le=100)
     """Database connections per process, web, worker and memory jobs alike (plus as many
     overflow; see "Scaling")."""
-    worker_threads: int = Field(default=4, ge=1, le=64)
-    """Inbox lanes per worker: learners answered in parallel (plus one lane that answers only
-    slash commands, so `/help` and `/forget` never wait behind model calls)."""
+    worker_threads: int | None = Field(default=None, ge=1, le=512)
+    """Inbox lanes per worker: turns in flight at once, each waiting on the model without a
+    database connection (plus one lane that answers only slash commands, so `/help` and
+    `/forget` never wait behind model calls). Unset: 128 on Postgres, 16 on SQLite (one
+    writer at a time)."""
     delivery_threads: int = Field(default=2, ge=1, le=32)
     """Delivery lanes per worker."""
     poll_seconds: float = Field(default=0.25, gt=0, le=60)
-    """How often idle lanes look for new work (on Postgres, new messages also wake workers at
-    once)."""
+    """How often a worker's idle lanes of one kind look for new work, all together: each of
+    n idle lanes looks every n × this on average (on Postgres, new messages also wake
+    workers at once)."""
     inbox_lease_seconds: float = Field(default=60.0, gt=0)
     """A message whose worker died is answered by another after this long (live workers renew
     it)."""

@@ -10,10 +10,12 @@ nothing to erase here."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import contextlib
+import time
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from memory.llm import (
     Accept,
@@ -52,6 +54,19 @@ TURN_SECONDS = Histogram(
     buckets=(0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 8.0, 13.0, 21.0, 34.0, 60.0),
     registry=REGISTRY,
 )
+TURNS_IN_FLIGHT = Gauge(
+    "pam_turns_in_flight",
+    "Inbox lanes of this process inside a turn right now (the model's wait included): its "
+    "turns in flight. The web's /metrics adds up counters only, so across workers read "
+    "the rate of pam_turn_lane_seconds_total instead.",
+    registry=REGISTRY,
+)
+TURN_LANE_SECONDS = Counter(
+    "pam_turn_lane_seconds",
+    "Seconds inbox lanes spent inside turns, added up: its rate is the mean number of turns "
+    "in flight, across every worker.",
+    registry=REGISTRY,
+)
 LLM_CALLS = Counter(
     "pam_llm_calls",
     "Billed LLM calls (unusable answers included: they are billed too).",
@@ -88,6 +103,19 @@ BUDGET_REFUSALS = Counter(
 
 def _label(value: str) -> str:
     return value[:MAX_LABEL_CHARS] or "unknown"
+
+
+@contextlib.contextmanager
+def turn_in_flight() -> Iterator[None]:
+    """Count a lane busy with a turn while the block runs (`TURNS_IN_FLIGHT`), and its
+    seconds (`TURN_LANE_SECONDS`)."""
+    started = time.monotonic()
+    TURNS_IN_FLIGHT.inc()
+    try:
+        yield
+    finally:
+        TURNS_IN_FLIGHT.dec()
+        TURN_LANE_SECONDS.inc(time.monotonic() - started)
 
 
 def count_calls(purpose: str, calls: Iterable[Usage]) -> None:

@@ -87,6 +87,7 @@ def start_worker(
     this process stores no inbound message itself (see `db.make_engine`)."""
     from bot.review.progress import warm_in_background
     from bot.worker.worker import Worker
+    from memory.database.backends import backend_for
     from webhooks.wiring import senders
 
     in_child = settings.service.memory_process
@@ -99,7 +100,8 @@ def start_worker(
     )
     sys.setswitchinterval(GIL_SWITCH_SECONDS)
     worker = Worker(pam, senders(settings))
-    worker.start(settings.service.worker_threads, settings.service.delivery_threads)
+    lanes = settings.service.worker_threads or backend_for(pam.engine).inbox_lanes
+    worker.start(lanes, settings.service.delivery_threads)
     # matplotlib loads beside the lanes, so the first /progress finds it ready; only here:
     # the web process and the memory-jobs child never draw a chart.
     warm_in_background()
@@ -111,7 +113,7 @@ def start_worker(
         sweep_memory_jobs(pam)
     log.info(
         "worker started inbox_lanes=%d delivery_lanes=%d memory_jobs=%s",
-        settings.service.worker_threads,
+        lanes,
         settings.service.delivery_threads,
         "child process" if in_child else "threads",
     )

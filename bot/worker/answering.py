@@ -37,6 +37,10 @@ TYPING_EVERY_SECONDS = 4.0  # Telegram shows "typing…" for 5 s per call
 # "typing…" is shown once a turn takes longer than this: a reply that is there sooner needs
 # none, and each one is a Bot API call (they count against the bot's rate limits).
 TYPING_AFTER_SECONDS = 0.5
+# "typing…" calls run on this many threads, each turn's on one of them by its inbox id: one
+# thread makes about 5 Bot API calls a second against a real network, and at 128 lanes a
+# worker asks for tens.
+TYPING_THREADS = 8
 
 
 def parts_of(replies: list[str], sender: Sender | None) -> list[str]:
@@ -99,10 +103,10 @@ class Answering:
         self.max_turn_attempts = max_turn_attempts
         self.clock = clock
         self.typing_after = TYPING_AFTER_SECONDS
-        # Claims stay live while a turn runs, however slow; "typing…" is renewed on a thread
+        # Claims stay live while a turn runs, however slow; "typing…" is renewed on threads
         # of its own, so a slow platform never holds up a lease.
         self.leases = leases
-        self._typing_beats = Heartbeats("pam-typing")
+        self._typing_beats = [Heartbeats(f"pam-typing-{n}") for n in range(TYPING_THREADS)]
         self._said_no_links = False
 
     def next(self, inbox: Inbox | None = None) -> bool:
@@ -111,33 +115,39 @@ class Answering:
         claim = (inbox or self.inbox).claim_next()
         if claim is None:
             return False
+        with metrics.turn_in_flight():
+            self._take(claim)
+        return True
+
+    def _take(self, claim: InboxClaim) -> None:
+        """Answer `claim`: the turn, its write, the send of what this lane holds, and the
+        after-send work; a failure sends the message back to the inbox to be tried again."""
         started = time.monotonic()
         if claim.attempts > self.max_turn_attempts:
             self._give_up(claim)
-            return True
+            return
         sender = self.delivery.senders.get(claim.channel)
         try:
             turn = self._answer(claim, sender)
             parts, written = self._write(claim, turn, sender)
         except ModelUnavailable as exc:
             self._defer(claim, exc)
-            return True
+            return
         except Exception as exc:
             delay = backoff(claim.attempts)
             self.inbox.retry_later(claim, delay, f"{type(exc).__name__}: {exc}")
             log.exception(
                 "turn failed inbox=%s channel=%s retry_in=%.1fs", claim.id, claim.channel, delay
             )
-            return True
+            return
         if written.held is None:
             log.warning("turn discarded inbox=%s: the claim was lost (lease expired)", claim.id)
-            return True
+            return
         _log_answered(claim, turn, len(parts), started, self.clock)
         metrics.TURN_SECONDS.labels(claim.channel).observe(time.monotonic() - started)
         self.delivery.held(written.held, len(parts))
         # After the reply, which never waits for it; with the jobs the write found due.
         self.after_sending.run(replace(turn, after_send=turn.after_send.and_jobs(written.due)))
-        return True
 
     def _write(
         self, claim: InboxClaim, turn: Turn, sender: Sender | None
@@ -230,5 +240,6 @@ class Answering:
                 typing(claim.chat_id)
             return True
 
-        # On a thread of its own: the turn never waits for Telegram.
-        return self._typing_beats.beat(TYPING_EVERY_SECONDS, show, first=self.typing_after)
+        # On a thread of its own, never waited for: the turn never waits for the platform.
+        beats = self._typing_beats[claim.id % len(self._typing_beats)]
+        return beats.beat(TYPING_EVERY_SECONDS, show, first=self.typing_after, wait_on_exit=False)

@@ -73,7 +73,12 @@ def _sqlite_pragmas(dbapi_connection: sqlite3.Connection, _record: Any) -> None:
 
 
 def make_engine(
-    url: str, *, pool_size: int = 5, max_overflow: int = 5, replayable: bool = False
+    url: str,
+    *,
+    pool_size: int = 5,
+    max_overflow: int = 5,
+    pool_timeout: float = 30.0,
+    replayable: bool = False,
 ) -> Engine:
     """Create an engine for `url` with Pam's connection settings for its backend.
 
@@ -98,6 +103,7 @@ def make_engine(
         url,
         pool_size=pool_size,
         max_overflow=max_overflow,
+        pool_timeout=pool_timeout,
         pool_recycle=1800,
         hide_parameters=True,
     )

@@ -33,8 +33,10 @@ from memory.database.models_queue import InboxItem, OutboxItem
 # Retention: finished items are deleted this many rows per statement, each in a transaction
 # of its own, so a prune never holds many row locks (or SQLite's write lock) for long.
 PRUNE_BATCH = 500
-# A claim looks for the next item among this many of the oldest unfinished ones first: it is
-# almost always there, unless they are one address's burst behind its item in flight.
+# A claim looks for the next item among this many of the oldest pending ones first: it is
+# almost always there, unless they are one address's burst behind its item in flight. Pending,
+# not unfinished: with a worker's 128 turns in flight the oldest unfinished are all claimed,
+# and every claim would walk every waiting address instead (`_heads`).
 OLDEST_LOOKED_AT = 8
 # On SQLite a claim reads the next item, then takes it; if another lane took it in between,
 # it reads again, this many times at most (then the lane looks again at its next poll).
@@ -73,8 +75,9 @@ class Queue(ABC, Generic[C]):
         item whose address has no older unfinished one. It reads only the partial indexes
         over unfinished items, however many finished ones have piled up, and never more than
         a few items of any one address, however many it has queued (a burst): the oldest
-        `OLDEST_LOOKED_AT` unfinished items are looked at first, where the next item almost
-        always is; failing that, the first item of each address that has any (`_heads`)."""
+        `OLDEST_LOOKED_AT` pending items are looked at first, where the next item almost
+        always is; failing that (or for an item whose claim lapsed), the first item of each
+        address that has any (`_heads`)."""
         item: Any = aliased(self.model, name="candidate")
         query = select(item.id).where(
             unfinished(item),  # lets the database use the partial index
@@ -85,7 +88,10 @@ class Queue(ABC, Generic[C]):
             return self.backend.lock_next(query.order_by(item.id).limit(1), item)
         oldest: Any = aliased(self.model, name="oldest")
         looked_at = (
-            select(oldest.id).where(unfinished(oldest)).order_by(oldest.id).limit(OLDEST_LOOKED_AT)
+            select(oldest.id)
+            .where(unfinished(oldest), oldest.status == PENDING)
+            .order_by(oldest.id)
+            .limit(OLDEST_LOOKED_AT)
         )
         older: Any = aliased(self.model, name="older")
         first_of_its_address = ~exists().where(

@@ -40,12 +40,19 @@ class Heartbeats:
 
     @contextlib.contextmanager
     def beat(
-        self, interval: float, renew: Callable[[], bool], *, first: float | None = None
+        self,
+        interval: float,
+        renew: Callable[[], bool],
+        *,
+        first: float | None = None,
+        wait_on_exit: bool = True,
     ) -> Iterator[None]:
         """Call `renew` every `interval` seconds (the first time after `first`) while the
         `with` block runs; it stops once `renew` returns False. With `first` 0 the block
         starts once the first call has (on the beat thread: the block does not wait for it
-        to end), so a quick block still gets it."""
+        to end), so a quick block still gets it. Leaving the block waits for a call of
+        `renew` that is running, so none outlives it, unless `wait_on_exit` is False (for
+        calls that may end late, such as a platform's "typing…": the work never waits)."""
         key = next(self._ids)
         due = time.monotonic() + (interval if first is None else first)
         with self._changed:
@@ -65,7 +72,8 @@ class Heartbeats:
             with self._changed:
                 self._due.pop(key, None)
                 # No call of this `renew` is still running once the block is left.
-                self._changed.wait_for(lambda: self._renewing != key)
+                if wait_on_exit:
+                    self._changed.wait_for(lambda: self._renewing != key)
 
     def _run(self) -> None:
         while True:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from bot.worker.lanes import Lanes
+from bot.worker.lanes import Lanes, idle_wait
 
 WAIT = 20.0
 NEVER = 3600.0  # a poll interval no test waits for
@@ -74,3 +74,13 @@ def test_stopping_lets_a_lane_finish_its_item() -> None:
     assert not lanes.stop(time.monotonic() + 0.05), "one lane is still inside its item"
     steps.release.set()
     assert lanes.stop(time.monotonic() + WAIT), "it ends once the item is done"
+
+
+def test_idle_lanes_look_as_often_together_however_many_there_are() -> None:
+    """128 lanes polling every 0.25 s each would send 512 claims a second to an empty queue:
+    each waits its share instead, drifting apart by up to a half."""
+    for count in (1, 4, 128):
+        waits = [idle_wait(0.25, count) for _ in range(2000)]
+        assert all(0.125 * count <= wait <= 0.375 * count for wait in waits)
+        looks_a_second = count / (sum(waits) / len(waits))
+        assert 3.6 < looks_a_second < 4.4

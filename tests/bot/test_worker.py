@@ -25,6 +25,7 @@ from bot.turn import forgetting
 from bot.worker.answering import LLM_TURN_ATTEMPTS
 from bot.worker.runtime import Pam
 from bot.worker.worker import Worker
+from memory import metrics
 from memory.clock import Clock, ManualClock, utcnow
 from memory.database import db
 from memory.database.claims import DONE, FAILED, PENDING, SENT
@@ -956,3 +957,27 @@ def test_web_to_worker_to_callback(
     assert bodies[0]["id"] == bodies[1]["id"] != bodies[2]["id"]
     assert [r.headers["Idempotency-Key"] for r in callback.received] == [b["id"] for b in bodies]
     assert len(fake_model.of("reply")) == 2
+
+
+def test_a_turn_counts_as_in_flight_until_its_reply_is_sent(pam: Pam) -> None:
+    """`pam_turns_in_flight` (the busy inbox lanes) counts the turn while its lane sends the
+    reply, and no more once the lane is done; its seconds add up for the workers' sum."""
+    seen: list[float] = []
+
+    class Watching(RecordingSender):
+        def send(self, chat_id: str, text: str, *, idempotency_key: str) -> Sent:
+            seen.append(in_flight())
+            return super().send(chat_id, text, idempotency_key=idempotency_key)
+
+    def in_flight() -> float | None:
+        return metrics.REGISTRY.get_sample_value("pam_turns_in_flight")
+
+    def lane_seconds() -> float:
+        return metrics.REGISTRY.get_sample_value("pam_turn_lane_seconds_total") or 0.0
+
+    worker = Worker(pam, {"test": Watching()})
+    before = lane_seconds()
+    assert worker.inbox.accept(inbound(unique_user(), "Hola"))
+    assert worker.answer_next()
+    assert seen == [1.0] and in_flight() == 0
+    assert lane_seconds() > before

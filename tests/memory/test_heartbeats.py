@@ -101,3 +101,25 @@ def test_the_thread_ends_once_idle_and_the_next_beat_starts_another() -> None:
 
 def _names() -> list[str]:
     return [thread.name for thread in threading.enumerate()]
+
+
+def test_a_beat_that_is_not_waited_for_never_holds_up_its_block() -> None:
+    """ "typing…" against a slow platform: the turn leaves its block at once, while the
+    call still runs, and the call is not made again."""
+    beats = Heartbeats("test-beats")
+    typing = Beats()
+    typing.release.clear()
+    left = threading.Event()
+
+    def turn() -> None:
+        with beats.beat(0.01, typing, first=0.0, wait_on_exit=False):
+            typing.wait_calls(1)
+        left.set()
+
+    thread = threading.Thread(target=turn)
+    thread.start()
+    assert left.wait(WAIT), "the block waited for its renew"
+    typing.release.set()
+    thread.join(WAIT)
+    wait_until(lambda: beats._renewing is None, "the call ended")
+    assert typing.calls == 1

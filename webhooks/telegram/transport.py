@@ -54,6 +54,12 @@ def download_cap(max_bytes: int) -> Iterator[None]:
         _download_cap.reset(token)
 
 
+# Every lane of a worker may call the Bot API at once (a send, a "typing…"): httpx's default
+# of 100 connections, with the client's 1 s pool timeout, would turn a burst at 128 lanes into
+# timed-out sends. The cap stays, above PAM_WORKER_THREADS' limit, against a runaway.
+LIMITS = httpx.Limits(max_connections=600, max_keepalive_connections=100)
+
+
 class SyncHTTPXRequest(BaseRequest):
     """python-telegram-bot's transport (its documented extension point) over httpx's
     synchronous client. Pam calls the Bot from plain threads, each running the coroutine on an
@@ -66,6 +72,7 @@ class SyncHTTPXRequest(BaseRequest):
     def __init__(self, timeout: float, read_timeout: float) -> None:
         self._client = httpx.Client(
             timeout=httpx.Timeout(timeout, read=read_timeout, pool=1.0),
+            limits=LIMITS,
             headers={"User-Agent": self.USER_AGENT},
             transport=deadline.DeadlineTransport(),  # a voice note's download has a deadline
         )

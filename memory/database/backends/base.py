@@ -48,6 +48,10 @@ class Backend(ABC):
     # Whether the database has one write lock for all (SQLite): a statement that may write,
     # a claim, holds up every other writer while it runs, even when it finds nothing.
     one_writer = False
+    # A worker's inbox lanes unless PAM_WORKER_THREADS says: as many turns in flight as a
+    # worker keeps waiting on the model at once. Each holds a thread, never a connection
+    # while it waits, so many cost little where writers do not queue for one lock.
+    inbox_lanes = 128
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine

@@ -1,0 +1,155 @@
+"""The realistic mode of the latency benchmark, piece by piece and fast: the model's delay
+distribution, the delayed fake model's bookkeeping, the fake Telegram's delay after its stamp,
+Pam's overhead per message, the verdicts, the table, the plot and the options. The whole run
+is `dev.py bench latency --realistic --quick`; benchmarks report, tests time nothing."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from bench import latency_realistic as realistic
+from bench.latency_report import PhaseResult, lognormal_sigma, percentile, plot_scaling
+from bench.latency_servers import DelayedLLM, StopwatchTelegram
+from loopback import telegram_server
+
+
+def test_the_model_delay_has_the_issues_median_and_95th_percentile() -> None:
+    sigma = lognormal_sigma(1.5, 5.0)
+    assert sigma == pytest.approx(0.732, abs=0.001)
+    assert realistic.Options().model_mean() == pytest.approx(1.96, abs=0.01)
+    with DelayedLLM(1.5, 5.0, seed=7) as llm, DelayedLLM(1.5, 5.0, seed=7) as again:
+        delays = [llm.rng.lognormvariate(llm.mu, llm.sigma) for _ in range(20_000)]
+        assert [again.rng.lognormvariate(again.mu, again.sigma) for _ in range(5)] == delays[:5]
+    assert percentile(delays, 0.50) == pytest.approx(1.5, rel=0.05)
+    assert percentile(delays, 0.95) == pytest.approx(5.0, rel=0.06)
+
+
+def reply_request(marker: str) -> dict[str, Any]:
+    return {
+        "model": "fake",
+        "messages": [
+            {"role": "system", "content": "# Task: reply\nBe Pam."},
+            {"role": "user", "content": f"Hola, soy {marker}"},
+        ],
+    }
+
+
+def test_the_delayed_model_keeps_each_markers_wait_and_its_calls_in_flight() -> None:
+    with DelayedLLM(0.01, 0.02, seed=3) as llm, requests.Session() as http:
+        for marker in ("L001-M01", "L002-M01", "L001-M01"):
+            answer = http.post(
+                f"{llm.base_url}/chat/completions", json=reply_request(marker), timeout=10
+            )
+            assert answer.status_code == 200
+            assert marker in answer.json()["choices"][0]["message"]["content"]
+        origin = llm.base_url.removesuffix("/v1")
+        stats = http.get(f"{origin}/stats", timeout=10).json()
+    assert stats["served"] == {"reply": 3}
+    assert set(stats["waited"]) == {"L001-M01", "L002-M01"}
+    assert stats["waited"]["L001-M01"] > stats["waited"]["L002-M01"] > 0  # two calls, one
+    assert stats["in_flight"] == 0 and stats["most_in_flight"] >= 1
+    assert stats["busy_seconds"] >= sum(stats["waited"].values())
+
+
+def test_fake_telegram_stamps_a_reply_before_it_keeps_the_sender_waiting() -> None:
+    with StopwatchTelegram(delay=0.05) as tg, requests.Session() as http:
+        arrived = tg.expect("L001-M01")
+        http.post(
+            f"{tg.base_url}{telegram_server.TOKEN}/sendMessage",
+            json={"chat_id": 1, "text": "¡Hola! L001-M01"},
+            timeout=10,
+        )
+        answered = time.time()
+        assert arrived.is_set()
+        assert tg.arrivals["L001-M01"][0] <= answered - 0.05
+
+
+def phase_of(latencies: dict[str, float]) -> PhaseResult:
+    phase = PhaseResult(messages=len(latencies))
+    for n, (marker, seconds) in enumerate(latencies.items()):
+        phase.sent[marker] = 1000.0 + n
+        phase.arrivals[marker] = [1000.0 + n + seconds] if seconds >= 0 else []
+    phase.windows.append((1000.0, 1000.0 + len(latencies) + 10))
+    return phase
+
+
+def test_pams_overhead_is_each_replys_latency_less_its_model_time() -> None:
+    phase = phase_of({"L001-M01": 2.0, "L002-M01": 0.5, "L003-M01": -1})  # the third unanswered
+    found = realistic.overheads(phase, {"L001-M01": 1.96, "L002-M01": 0.47})
+    assert [round(v, 3) for v in found] == [0.04, 0.03]
+
+
+def a_point(
+    learners: int, workers: int, rate: float, p95: float, connections: int
+) -> dict[str, Any]:
+    point = realistic.Point(learners, workers, (2.0, 6.0))
+    phase = phase_of({f"L{n:03d}-M01": 2.0 for n in range(1, 11)})
+    samples = realistic.Samples(
+        connections={"web": [2, 3], "worker-1": [4, connections]},
+        rss_mb={"web": [150.0], "worker-1": [300.0, 310.0]},
+        claimed=[60, 70],
+        model_in_flight=[60, 66],
+    )
+    before = {"busy_seconds": 0.0}
+    after = {"busy_seconds": 650.0, "most_in_flight": 80, "waited": {}}
+    found = realistic.point_result(point, phase, before, after, samples, {"web": 0.05})
+    found["replies_per_second"] = rate
+    found["overhead_ms"]["p95"] = p95
+    return found
+
+
+def test_a_point_reports_every_figure_and_the_verdicts_read_the_headline() -> None:
+    good = a_point(200, 1, 33.0, 60.0, connections=5)
+    assert good["turns_in_flight"] == {"model_mean": 32.5, "model_max": 80, "claimed_max": 70}
+    assert good["connections"]["worker-1"] == {"max": 5, "mean": 4.5}
+    assert good["rss_mb"] == {"web": 150.0, "worker-1": 310.0}
+    assert good["cpu_ms_per_reply"] == {"web": 5.0}  # 50 ms over 10 replies
+    assert good["answered_once"] == good["sent"] == 10
+    assert set(realistic.verdicts(good, [good], pool=2).values()) == {"PASS"}
+
+    slow = a_point(200, 1, 12.0, 250.0, connections=12)
+    found = realistic.verdicts(slow, [slow], pool=2)
+    assert found["replies_per_second"] == found["overhead_p95"] == "FAIL"
+    assert found["connections"] == "FAIL (worker-1=12)"
+    assert found["turns_in_flight"] == "PASS"  # 70 claimed at once
+    assert realistic.verdicts(None, [], pool=2) == {"headline": "n/a"}
+
+    table = realistic.table([good, slow])
+    assert table.count("\n") == 3, table
+    assert "| 200 | 1 | 2–6 | 33.0 | 32.5 / 70 | 2000 / 60 | web 5.0 |" in table
+
+
+def test_the_plot_draws_a_line_per_worker_count(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    points = [a_point(n, k, n / 6, 50.0, 5) for k in (1, 2) for n in (25, 50, 100)]
+    path = tmp_path / "latency_realistic.png"
+    said: list[str] = []
+    plot_scaling(points, path, said.append)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert said == [f"plot written to {path}"]
+
+
+def test_the_options_of_the_command_line() -> None:
+    quick = realistic.parse_args(["--quick"])
+    assert quick.learners == (20, 60) and quick.workers == (1, 2) and not quick.saturation
+    assert [p.slug for p in quick.points()][:2] == [
+        "20-learners-1-worker-think",
+        "60-learners-1-worker-think",
+    ]
+    full = realistic.parse_args(["--learners", "50,200", "--workers", "1", "--no-plot"])
+    assert [(p.learners, p.workers, p.think) for p in full.points()] == [
+        (50, 1, (2.0, 6.0)),
+        (200, 1, (2.0, 6.0)),
+        (200, 1, (0.0, 0.0)),  # the saturation point: no thinking
+    ]
+    assert not full.plot and full.pool_size == 2
+    # About 60 s of traffic: a 4 s think and a 1.96 s model answer make a 6 s cycle.
+    assert full.messages_each(full.points()[0]) == 10
+    assert full.messages_each(full.points()[-1]) == 31  # no thinking: 60 / 1.96
+    named = realistic.named("postgresql://u@h/db?options=-csearch_path%3Dx", "pam-web")
+    assert "application_name=pam-web" in named and "options=" in named
