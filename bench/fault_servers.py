@@ -17,7 +17,7 @@ from typing import Any
 from loopback.local_server import Answer
 from loopback.openai_server import OpenAIServer, default_answer, task_of
 from loopback.telegram_server import TelegramServer
-from loopback.twilio_server import TwilioServer
+from loopback.twilio_server import TwilioServer, text_of
 
 MARKER = re.compile(r"\bL\d+-M\d+\b")
 LLM_FAULTS = ("500", "429", "timeout", "malformed")
@@ -201,7 +201,8 @@ class RecordingTwilio(Recording, TwilioServer):
         if status == 201:
             with self.lock:
                 self.delivered.append(
-                    Delivered(form.get("To", ""), form.get("Body", ""), time.time())
+                    # The text the learner reads: a reply with buttons goes as a quick reply.
+                    Delivered(form.get("To", ""), text_of(form) or "", time.time())
                 )
         return status, body
 

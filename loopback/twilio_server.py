@@ -298,7 +298,7 @@ class TwilioServer(LocalServer):
             return [
                 text
                 for m in self.messages
-                if (text := _text_of(m)) is not None and (to is None or m["To"] == to)
+                if (text := text_of(m)) is not None and (to is None or m["To"] == to)
             ]
 
     def handle(self, path: str, form: dict[str, str]) -> tuple[int, dict[str, Any]]:
@@ -332,7 +332,9 @@ def _fill(value: str, variables: dict[str, str]) -> str:
     return re.sub(r"\{\{(\d+)\}\}", lambda m: variables.get(m.group(1), m.group(0)), value)
 
 
-def _text_of(message: dict[str, str]) -> str | None:
+def text_of(message: dict[str, str]) -> str | None:
+    """The text a learner reads of a sent message's form: its Body, or a quick-reply
+    template's text (ContentVariables' 1); None for media alone."""
     if "Body" in message:
         return message["Body"]
     if "ContentVariables" in message:
