@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import signal
 import socket
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
@@ -40,7 +41,7 @@ pytestmark = pytest.mark.slow
 ADMIN = "metrics-admin-token"
 API = "metrics-api-token"
 PER_LEARNER = 5  # a profile update is due every 5 learner messages
-MAX_MESSAGES = 100
+MAX_MESSAGES = 300
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 ACCESS = re.compile(r"^pid=<(\d+)> POST /api/messages 202", re.MULTILINE)
 
@@ -104,6 +105,8 @@ def test_one_scrape_counts_both_web_workers_and_the_worker(
         # learners' worth (5 each). Two connections that say nothing hold two of the four
         # threads meanwhile: a worker with both of its threads held takes no connection, so
         # the other one takes them.
+        # On a busy machine the second web worker may still be loading the app when the first
+        # answers /healthz: batches go on, a second apart, until both have taken some.
         sent = 0
         with idle_connections(port, 2), ThreadPoolExecutor(8) as pool:
             while sent < MAX_MESSAGES:
@@ -111,6 +114,7 @@ def test_one_scrape_counts_both_web_workers_and_the_worker(
                 sent += 2 * PER_LEARNER
                 if len(set(ACCESS.findall(web.log.read_text()))) >= 2:
                     break
+                time.sleep(1.0)
         takers = set(ACCESS.findall(web.log.read_text()))
         progress(f"{sent} messages taken by web workers {sorted(takers)}", "metrics")
         assert len(takers) == 2, "one web worker took every message"
