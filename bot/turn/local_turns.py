@@ -51,7 +51,7 @@ class LocalTurns:
         stored = store_turn(self.writer, None, turn)
         if not stored.own:
             return Turn(stored.parts, turn.learner_id)
-        return replace(turn, after_send=turn.after_send.and_jobs(stored.written.due))
+        return replace(turn, after_send=turn.after_send.and_written(stored.written))
 
     def speak(self, turn: Turn) -> Spoken:
         """The spoken copy of `turn`'s reply, made now, after its text was shown (elsewhere a
@@ -65,7 +65,8 @@ class LocalTurns:
             return Spoken(None, "forgotten")
 
     def after_send(self, turn: Turn) -> None:
-        """Grade the review items by `turn`'s reply and start the memory jobs it made due."""
+        """Start the memory jobs `turn` made due (the review job among them, which grades the
+        learner's items by its reply)."""
         self.after_sending.run(turn)
 
     def take(self, request: TurnRequest) -> Turn:
