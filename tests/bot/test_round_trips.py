@@ -17,7 +17,7 @@ from bot.channels import Sent
 from bot.worker.runtime import Pam
 from bot.worker.worker import Worker
 from tests.conftest import unique_user
-from tests.fakes import FakeChatModel, failing, reply_json
+from tests.fakes import FakeChatModel, ManualExecutor, failing, reply_json
 from tests.support import RecordingSender, handle, inbound
 from webhooks.settings import Settings
 from webhooks.wiring import build
@@ -85,33 +85,16 @@ def test_a_turn_costs_four_round_trips_on_postgres(pam: Pam, engine: Engine, cos
     assert rerun == by_backend(engine, sqlite=3, postgres=4)
 
 
-@dataclass
-class Later:
-    """An executor that keeps the memory jobs it is given until `run` (no job runs on the
-    lane that asked for it)."""
-
-    work: list[Callable[[], None]]
-
-    def __call__(self, work: Callable[[], None]) -> None:
-        self.work.append(work)
-
-    def run(self) -> int:
-        """Run every job given so far (and those they give); how many ran."""
-        ran = 0
-        while self.work:
-            self.work.pop(0)()
-            ran += 1
-        return ran
+@pytest.fixture
+def later() -> ManualExecutor:
+    return ManualExecutor()
 
 
 @pytest.fixture
-def later() -> Later:
-    return Later([])
-
-
-@pytest.fixture
-def pam_later(settings: Settings, engine: Engine, fake_model: FakeChatModel, later: Later) -> Pam:
-    """Pam whose memory jobs wait for `later.run()`."""
+def pam_later(
+    settings: Settings, engine: Engine, fake_model: FakeChatModel, later: ManualExecutor
+) -> Pam:
+    """Pam whose memory jobs wait for `later.run_all()`."""
     return build(settings, model=fake_model, submit=later, engine=engine)
 
 
@@ -119,7 +102,7 @@ CORRECTION = {"original": "yo es", "corrected": "yo soy", "explanation": "ser"}
 
 
 def test_a_turn_with_corrections_costs_a_plain_turns_four_on_postgres(
-    pam_later: Pam, engine: Engine, fake_model: FakeChatModel, cost: Cost, later: Later
+    pam_later: Pam, engine: Engine, fake_model: FakeChatModel, cost: Cost, later: ManualExecutor
 ) -> None:
     """A plain turn's four: the corrections, the grades left for the review job and the ask
     for that job go into the reply's one statement (on SQLite: three statements more in its
@@ -131,7 +114,7 @@ def test_a_turn_with_corrections_costs_a_plain_turns_four_on_postgres(
     pam = pam_later
     user = unique_user()
     handle(pam, user, "Hola")
-    later.run()
+    later.run_all()
     fake_model.queue("reply", reply_json("¡Hola, Lena!", [CORRECTION | {"category": "grammar"}]))
     turn = cost.of(lambda: handle(pam, user, "Yo es Lena"))
     assert turn == by_backend(engine, sqlite=10, postgres=4)
@@ -140,7 +123,7 @@ def test_a_turn_with_corrections_costs_a_plain_turns_four_on_postgres(
     [stored] = pam.store.ledger.corrections(learner.id)
     assert (stored.original, stored.corrected, stored.category) == ("yo es", "yo soy", "grammar")
     assert pam.store.reviews.patterns(learner.id) == []  # not graded yet
-    job = cost.of(later.run)
+    job = cost.of(later.run_all)
     assert job == by_backend(engine, sqlite=9, postgres=13)
     [pattern] = pam.store.reviews.patterns(learner.id)
     assert pattern.mistakes == 1
@@ -196,7 +179,7 @@ def test_a_corrected_reply_costs_its_lane_nothing_of_grading_after_the_send(
     engine: Engine,
     fake_model: FakeChatModel,
     cost: Cost,
-    later: Later,
+    later: ManualExecutor,
 ) -> None:
     """Between the send and the lane's next claim, a reply with corrections costs only the
     send's record, as a plain one does: its grades were left with the reply's write, and
@@ -210,16 +193,16 @@ def test_a_corrected_reply_costs_its_lane_nothing_of_grading_after_the_send(
     user = unique_user()
     worker.inbox.accept(inbound(user, "Hola"))
     worker.drain()
-    later.run()
+    later.run_all()
     fake_model.queue("reply", reply_json("¡Hola, Lena!", [CORRECTION]))
     worker.inbox.accept(inbound(user, "Yo es Lena"))
     whole = cost.of(worker.answer_next)
     assert whole - watching.at_send == 1  # the send's record (mark_sent), nothing else
     assert whole == by_backend(engine, sqlite=14, postgres=5)
-    assert len(later.work) == 1  # the review job, handed over unstarted
+    assert len(later.pending) == 1  # the review job, handed over unstarted
     learner = pam.store.learners.find_learner(user)
     assert learner is not None
     assert pam.store.reviews.patterns(learner.id) == []
-    later.run()
+    later.run_all()
     [pattern] = pam.store.reviews.patterns(learner.id)
     assert pattern.mistakes == 1
