@@ -18,13 +18,14 @@ class AfterSending:
         self.runner = runner
 
     def run(self, turn: Turn) -> None:
-        """Ask for the memory jobs `turn` made due and start them, and start those its reply's
-        write asked for (no statement for those)."""
+        """Start the jobs `turn`'s reply's write asked for (no statement for those), then ask
+        for the memory jobs it made due and start them. The review job goes first: a profile
+        update reads the patterns it grades."""
         work = turn.after_send
         if not (work.memory_jobs or work.marked_jobs):
             return
         assert turn.learner_id is not None
-        for kind in work.memory_jobs:
-            self.runner.request(turn.learner_id, kind)
         for kind in work.marked_jobs:
             self.runner.marked(turn.learner_id, kind)
+        for kind in work.memory_jobs:
+            self.runner.request(turn.learner_id, kind)

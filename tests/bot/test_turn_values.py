@@ -108,13 +108,13 @@ class Recorder:
         self.done.append(("started", learner_id, kind))
 
 
-def test_after_send_asks_for_its_memory_jobs_and_starts_those_the_write_asked_for() -> None:
+def test_after_send_starts_the_jobs_the_write_asked_for_then_asks_for_the_others() -> None:
     recorder = Recorder()
     after = AfterSending(recorder)  # type: ignore[arg-type]
     work = AfterSend(memory_jobs=(FOLD,))
     written = Written([], due=(PROFILE,), marked=(REVIEW,))
     after.run(Turn(["¡Hola!"], 7, after_send=work.and_written(written)))
-    assert recorder.done == [("asked", 7, FOLD), ("asked", 7, PROFILE), ("started", 7, REVIEW)]
+    assert recorder.done == [("started", 7, REVIEW), ("asked", 7, FOLD), ("asked", 7, PROFILE)]
     assert work.memory_jobs == (FOLD,)  # a value: adding the write's jobs made a new one
 
 
