@@ -89,7 +89,7 @@ LLM_DOLLARS = Counter(
 )
 MEMORY_JOBS = Counter(
     "pam_memory_job_runs",
-    "Memory job runs (summary folds and profile updates) that ended, by outcome.",
+    "Memory job runs (summary folds, profile updates, review grading) that ended, by outcome.",
     ["kind", "outcome"],
     registry=REGISTRY,
 )

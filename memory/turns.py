@@ -1,6 +1,7 @@
-"""The end of a turn, written once: the reply with its usage and corrections, the memory
-backlog read to know which jobs are due, the inbox claim finished and the reply's parts
-queued for delivery — in one transaction (on Postgres one statement)."""
+"""The end of a turn, written once: the reply with its usage and corrections, the grades it
+leaves for the review job (and the ask for it), the memory backlog read to know which jobs are
+due, the inbox claim finished and the reply's parts queued for delivery — in one transaction
+(on Postgres one statement)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from memory.clock import Clock
 from memory.config import MemoryConfig
 from memory.database.claims import ButtonPair, Finishing, InboxClaim, OutboxClaim
 from memory.database.records import Backlog, LearnerGone, ReplyRecord
-from memory.jobs.coordinator import FOLD, PROFILE
+from memory.jobs.coordinator import FOLD, PROFILE, REVIEW
 from memory.jobs.density import is_low_information
 from memory.jobs.profile import profile_due
 from memory.jobs.summary import fold_due
@@ -35,6 +36,9 @@ class Written:
     held: list[OutboxClaim] | None
     # The memory jobs due, from the backlog read in the same transaction.
     due: tuple[str, ...] = ()
+    # The memory jobs the write asked for itself (the review job, when the reply left grades
+    # for it): to start without another statement.
+    marked: tuple[str, ...] = ()
     # Another worker stored a reply to this message first: its content. Nothing was finished;
     # the caller splits it and calls `TurnWriter.write(claim, parts)`.
     existing: str | None = None
@@ -115,7 +119,8 @@ class TurnWriter:
         except IntegrityError as exc:
             return self._duplicate(reply, exc)
         held = finishing.claims(parts, ids) if finishing is not None else []
-        return Written(held, jobs_due(backlog, self.config))
+        marked = (REVIEW,) if reply.review is not None else ()
+        return Written(held, jobs_due(backlog, self.config), marked)
 
     def _duplicate(self, reply: ReplyRecord, exc: IntegrityError) -> Written:
         """The reply could not be stored: another worker stored one to the message first (its

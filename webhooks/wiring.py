@@ -22,7 +22,7 @@ from bot.worker.memory_process import MemoryProcess
 from bot.worker.runtime import Pam
 from memory.clock import Clock, utcnow
 from memory.database import db
-from memory.jobs.coordinator import FOLD, PROFILE, Coordinator, JobRunner, Submit
+from memory.jobs.coordinator import FOLD, PROFILE, REVIEW, Coordinator, JobRunner, Submit
 from memory.jobs.profile import learn_profile
 from memory.jobs.summary import fold
 from memory.llm import ChatModel
@@ -133,6 +133,9 @@ def build(
     def profile_job(learner_id: int) -> None:
         learn_profile(learner_id, store=store, model=chat_model, config=memory)
 
+    def review_job(learner_id: int) -> None:
+        store.reviews.record_pending(learner_id)
+
     scheduler = None
     process = None
     if memory_process:
@@ -148,7 +151,7 @@ def build(
         submit = submit_to_scheduler
     runner = JobRunner(
         Coordinator(engine, settings.memory.job_lease_seconds, clock),
-        {FOLD: fold_job, PROFILE: profile_job},
+        {FOLD: fold_job, PROFILE: profile_job, REVIEW: review_job},
         submit,
         hand_off=process.hand_off if process is not None else None,
     )
@@ -179,7 +182,7 @@ def build(
         runner,
         tutor,
         writer,
-        AfterSending(tutor.review, runner),
+        AfterSending(runner),
         clock,
         scheduler,
         process,

@@ -26,6 +26,7 @@ from memory.database.records import (
     CorrectionRecord,
     LearnerGone,
     LearnerInfo,
+    ReviewReport,
 )
 from memory.review.reads import Exercise, ReviewState
 from memory.review.reviews import Reviews
@@ -66,31 +67,6 @@ class ReviewUse:
 
 
 NO_REVIEW = ReviewUse()
-
-
-@dataclass(frozen=True)
-class Grading:
-    """What one turn does to the learner's review items, to write after its reply is sent:
-    its corrections (each grades its pattern Again), the items its answer reported used
-    (Good) or missed (Again), and those its prompt offered."""
-
-    learner_id: int
-    message_id: int
-    corrections: tuple[CorrectionRecord, ...]
-    used: tuple[int, ...] = ()
-    missed: tuple[int, ...] = ()
-    offered: tuple[int, ...] = ()
-
-    def write(self, reviews: Reviews) -> None:
-        """Record it in `reviews` (once per learner message, however often it runs)."""
-        reviews.record_turn(
-            self.learner_id,
-            self.message_id,
-            self.corrections,
-            used=self.used,
-            missed=self.missed,
-            offered=self.offered,
-        )
 
 
 def when(due: datetime, now: datetime, say: Words | None = None) -> str:
@@ -177,28 +153,33 @@ class Reviewing:
         corrections: Sequence[CorrectionRecord],
         rest: dict[str, Any],
         asked: Asked | None,
-    ) -> tuple[str, Grading | None]:
+    ) -> tuple[str, ReviewReport | None]:
         """What this turn's answer does to review: the text Pam adds to the reply (the next
-        exercise, or the score; "" for none), and the grading of the learner's items by the
-        turn's corrections and the answer's report, for `record` to write once the reply is
-        on its way (None: nothing to write). A /review answer is graded here, the session
-        moved on with it. A failure other than LearnerGone is logged, and the reply goes out
-        without the grade."""
+        exercise, or the score; "" for none), and the answer's report on the learner's items,
+        stored with the reply for the "review" memory job to grade them by, with the turn's
+        corrections, in the background (None: nothing to grade). A /review answer is graded
+        here, the session moved on with it: its reply says what comes next. A failure other
+        than LearnerGone is logged, and the reply goes out without the grade."""
         used: list[int] = []
         missed: list[int] = []
         if asked is not None and asked.items:
             used, missed = report(rest, asked.items)
         offered = tuple(item.id for item in asked.items) if asked is not None else ()
-        grading = None
-        if corrections or offered:  # else nothing to write: no round trip
-            grading = Grading(
-                learner_id, message_id, tuple(corrections), tuple(used), tuple(missed), offered
-            )
+        grades = None
+        if corrections or offered:  # else nothing to grade: no row, no job
+            grades = ReviewReport(tuple(used), tuple(missed), offered)
         if asked is None or asked.session is None:
-            return "", grading
+            return "", grades
         try:
-            if grading is not None:  # the corrections first: a pattern made again is Again
-                grading.write(self.reviews)
+            if grades is not None:  # the corrections first: a pattern made again is Again
+                self.reviews.record_turn(
+                    learner_id,
+                    message_id,
+                    corrections,
+                    used=grades.used,
+                    missed=grades.missed,
+                    offered=grades.offered,
+                )
             say = say_for(asked.native)
             return self._answered(learner_id, message_id, text, rest, asked.session, say), None
         except LearnerGone:
@@ -206,19 +187,6 @@ class Reviewing:
         except Exception as exc:
             log.warning("review grading failed learner=%s: %s", learner_id, type(exc).__name__)
         return "", None
-
-    def record(self, grading: Grading) -> None:
-        """Write `grading` (once per learner message, however often it runs). It runs after
-        the reply is sent, off the reply's path: a failure, or the learner forgotten
-        meanwhile, costs only the grade, logged without content."""
-        try:
-            grading.write(self.reviews)
-        except LearnerGone:
-            log.info("review grading for learner %s dropped: forgotten", grading.learner_id)
-        except Exception as exc:
-            log.warning(
-                "review grading failed learner=%s: %s", grading.learner_id, type(exc).__name__
-            )
 
     def _answered(
         self,

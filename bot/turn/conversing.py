@@ -111,9 +111,9 @@ class Conversing:
             return self._failed(learner.id, Unusable(str(exc)), native, can_retry=False)
         # The unusable answers before this one; its own call is stored with the reply.
         self.store.ledger.record_calls(learner.id, "reply", completion.billed)
-        # The items' grades are written after the reply is sent (AfterSend), a /review
-        # answer's here: its reply says what comes next.
-        added, grading = self.review.finish(
+        # The items' grades are left with the reply for the review job, off the reply lane;
+        # a /review answer's are written here: its reply says what comes next.
+        added, grades = self.review.finish(
             learner.id, stored.id, text, answer.corrections, answer.rest, asked
         )
         if added:  # the next exercise or the score, before the correction lines
@@ -154,6 +154,7 @@ class Conversing:
             tokens=self.counter.count_message(text),
             corrections=tuple(answer.corrections),
             usage=(completion.model, completion.input_tokens, completion.output_tokens),
+            review=grades,
         )
         sent = f"{said.heard}\n\n{text}" if said.heard else text
         # Translate, Explain, Say it, Fewer corrections: each names this reply by the message
@@ -166,7 +167,6 @@ class Conversing:
             [sent],
             learner.id,
             reply,
-            after_send=AfterSend(grading=grading),
             recall=recalled,
             review=reviewed,
             speech=speech,

@@ -17,9 +17,11 @@ from memory.database.records import LearnerGone
 from memory.store.learners import Learners
 from memory.turns import TurnWriter
 
-# /profile shows what Pam learned: here, where the memory jobs run in this process, it first
-# waits (this long at most) for the learning its earlier turns started, so that it shows it.
+# /profile shows what Pam learned, /progress and /review the learner's review items graded by
+# the review job: here, where the memory jobs run in this process, they first wait (this long
+# at most) for the learning and grading their earlier turns started, so that they show it.
 LEARNING_WAIT_SECONDS = 60.0
+SHOWS_WHAT_JOBS_WRITE = frozenset({"profile", "progress", "review"})
 
 
 class LocalTurns:
@@ -43,7 +45,7 @@ class LocalTurns:
         """The tutor's answer to `request`, its reply stored; the turn as stored, its
         after-send work not done yet (`after_send`, once the reply is shown)."""
         command = parse_command(request.text)
-        if command is not None and command.name == "profile":
+        if command is not None and command.name in SHOWS_WHAT_JOBS_WRITE:
             self.after_sending.runner.wait_idle(LEARNING_WAIT_SECONDS)
         turn = self.tutor.answer(request)
         if turn.reply is None:
@@ -51,7 +53,7 @@ class LocalTurns:
         stored = store_turn(self.writer, None, turn)
         if not stored.own:
             return Turn(stored.parts, turn.learner_id)
-        return replace(turn, after_send=turn.after_send.and_jobs(stored.written.due))
+        return replace(turn, after_send=turn.after_send.and_written(stored.written))
 
     def speak(self, turn: Turn) -> Spoken:
         """The spoken copy of `turn`'s reply, made now, after its text was shown (elsewhere a
@@ -65,7 +67,8 @@ class LocalTurns:
             return Spoken(None, "forgotten")
 
     def after_send(self, turn: Turn) -> None:
-        """Grade the review items by `turn`'s reply and start the memory jobs it made due."""
+        """Start the memory jobs `turn` made due (the review job among them, which grades the
+        learner's items by its reply)."""
         self.after_sending.run(turn)
 
     def take(self, request: TurnRequest) -> Turn:

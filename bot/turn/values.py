@@ -8,10 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from bot.channels import Button, GroupChats, VoiceFetcher
-from bot.review.reviewing import NO_REVIEW, Grading, ReviewUse
+from bot.review.reviewing import NO_REVIEW, ReviewUse
 from bot.turn.recall import NO_RECALL, RecallUse
 from memory.database.records import LearnerInfo, ReplyRecord
 from memory.messages import VoiceNote
+from memory.turns import Written
 
 
 @dataclass(frozen=True)
@@ -54,16 +55,21 @@ class TurnRequest:
 @dataclass(frozen=True)
 class AfterSend:
     """The work a turn leaves for once its reply is on its way, so that the reply never waits
-    for it: the learner's review items to grade by the reply (`grading`; a /review answer's
-    grades are written before its reply, which says what comes next) and the memory jobs the
-    turn made due (`memory_jobs`: a fold, a profile update), each run in the background."""
+    for it: the memory jobs the turn made due (`memory_jobs`: a fold, a profile update), each
+    asked for and run in the background, and those the reply's write asked for itself
+    (`marked_jobs`: the review job, which grades the learner's items by the reply), only
+    started."""
 
-    grading: Grading | None = None
     memory_jobs: tuple[str, ...] = ()
+    marked_jobs: tuple[str, ...] = ()
 
-    def and_jobs(self, memory_jobs: tuple[str, ...]) -> AfterSend:
-        """This work and `memory_jobs` more (those the reply's write found due)."""
-        return replace(self, memory_jobs=self.memory_jobs + memory_jobs)
+    def and_written(self, written: Written) -> AfterSend:
+        """This work and the jobs the reply's `written` write found due or asked for."""
+        return replace(
+            self,
+            memory_jobs=self.memory_jobs + written.due,
+            marked_jobs=self.marked_jobs + written.marked,
+        )
 
 
 @dataclass(frozen=True)

@@ -147,7 +147,7 @@ class Answering:
         metrics.TURN_SECONDS.labels(claim.channel).observe(time.monotonic() - started)
         self.delivery.held(written.held, len(parts))
         # After the reply, which never waits for it; with the jobs the write found due.
-        self.after_sending.run(replace(turn, after_send=turn.after_send.and_jobs(written.due)))
+        self.after_sending.run(replace(turn, after_send=turn.after_send.and_written(written)))
 
     def _write(
         self, claim: InboxClaim, turn: Turn, sender: Sender | None

@@ -253,14 +253,15 @@ class Usage(Base):
 
 
 class MemoryJob(Base):
-    """Coordination state of one learner's fold or profile job (running/dirty, with a lease)."""
+    """Coordination state of one learner's fold, profile or review job (running/dirty, with a
+    lease)."""
 
     __tablename__ = "memory_jobs"
 
     learner_id: Mapped[int] = mapped_column(
         ForeignKey("learners.id", ondelete="CASCADE"), primary_key=True
     )
-    kind: Mapped[str] = mapped_column(String(20), primary_key=True)  # "fold" or "profile"
+    kind: Mapped[str] = mapped_column(String(20), primary_key=True)  # "fold", "profile", "review"
     running: Mapped[bool] = mapped_column(Boolean, default=False)
     dirty: Mapped[bool] = mapped_column(Boolean, default=False)
     claim_token: Mapped[str | None] = mapped_column(String(36))

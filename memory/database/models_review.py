@@ -1,6 +1,6 @@
 """Review's tables: each learner's recurring mistake patterns as FSRS-scheduled items, their
-grades, and the /review under way. Alembic migrations mirror this file, with the other table
-modules (memory/database/schema.py)."""
+grades, the /review under way, and the grades a turn left for the review job. Alembic
+migrations mirror this file, with the other table modules (memory/database/schema.py)."""
 
 from __future__ import annotations
 
@@ -97,3 +97,23 @@ class ReviewSession(Base):
     right: Mapped[int] = mapped_column(Integer, default=0)
     started_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class ReviewPending(Base):
+    """A turn's grades still to write: the learner message they grade (its corrections are
+    stored with it) and the items its reply reported used or missed and its prompt offered.
+    The reply's write adds it, in the same transaction; the "review" memory job grades it
+    and deletes it (memory/review/reviews.py's `record_pending`), off the reply lanes."""
+
+    __tablename__ = "review_pending"
+
+    learner_id: Mapped[int] = mapped_column(
+        ForeignKey("learners.id", ondelete="CASCADE"), primary_key=True
+    )
+    message_id: Mapped[int] = mapped_column(
+        ForeignKey("messages.id", ondelete="CASCADE"), primary_key=True
+    )
+    used: Mapped[list[int]] = mapped_column(JSON, default=list)
+    missed: Mapped[list[int]] = mapped_column(JSON, default=list)
+    offered: Mapped[list[int]] = mapped_column(JSON, default=list)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)

@@ -17,10 +17,13 @@ from memory.database.models import (
     VoiceClip,
 )
 from memory.database.models_recall import RecallEntry
-from memory.database.models_review import ReviewItem, ReviewLog, ReviewSession
+from memory.database.models_review import ReviewItem, ReviewLog, ReviewPending, ReviewSession
 
 LEARNER = "learner"
 PAM = "pam"
+# The memory job that grades the turns' review_pending rows: the reply's write asks for it,
+# in the same transaction (memory/jobs/coordinator.py runs it).
+REVIEW_JOB = "review"
 
 # How many of a learner's mistakes a reply points out (/corrections; learners.corrections):
 # only the most important one, up to three, or every slip. NORMAL is also what a learner who
@@ -30,6 +33,7 @@ DENSITIES = (FEW, NORMAL, ALL)
 
 # Every table holding something about a learner, children first: /forget walks this list.
 LEARNER_TABLES = (
+    ReviewPending,
     ReviewSession,
     ReviewLog,
     ReviewItem,
@@ -112,10 +116,22 @@ class CorrectionRecord:
 
 
 @dataclass(frozen=True)
+class ReviewReport:
+    """What a reply said of the learner's review items, to grade them by (with the turn's
+    corrections) in the "review" memory job: the items the learner used correctly (Good),
+    got wrong again where the reply invited them (Again), and those its prompt offered."""
+
+    used: tuple[int, ...] = ()
+    missed: tuple[int, ...] = ()
+    offered: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
 class ReplyRecord:
     """What a tutor's turn produced, to store with the reply: the reply as shown (any note
-    included) to the learner's stored message `reply_to`, its corrections, and the usage of the
-    answering call (model, input tokens, output tokens)."""
+    included) to the learner's stored message `reply_to`, its corrections, the usage of the
+    answering call (model, input tokens, output tokens), and `review`: the grades left for
+    the review job (None: nothing to grade, or graded already, as a /review answer is)."""
 
     learner_id: int
     reply_to: int
@@ -123,6 +139,7 @@ class ReplyRecord:
     tokens: int
     corrections: tuple[CorrectionRecord, ...]
     usage: tuple[str, int, int]
+    review: ReviewReport | None = None
 
 
 class Backlog(NamedTuple):

@@ -25,9 +25,18 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import aliased
 
-from memory.database.models import Correction, Learner, Message, Profile, Summary, Usage
+from memory.database.models import (
+    Correction,
+    Learner,
+    Message,
+    Profile,
+    Summary,
+    Usage,
+)
+from memory.database.models_review import ReviewPending
 from memory.database.records import (
     LEARNER,
+    REVIEW_JOB,
     Activity,
     ActivityWindow,
     Backlog,
@@ -35,6 +44,7 @@ from memory.database.records import (
     CorrectionRecord,
     LearnerInfo,
     ProfileState,
+    ReplyRecord,
     StoredMessage,
     SummaryState,
 )
@@ -113,6 +123,7 @@ _MESSAGES_OF_ROLE = _MESSAGES.where(Message.role == bindparam("role"))
 _INSERT_MESSAGE = insert(Message).returning(Message.id)
 INSERT_USAGE = insert(Usage)
 INSERT_CORRECTIONS = insert(Correction)
+INSERT_PENDING = insert(ReviewPending)
 
 # The learner message stored for an inbox item, with Pam's reply to it if there is one.
 _REPLY = aliased(Message, name="reply")
@@ -280,6 +291,31 @@ def correction_rows(
         }
         for c in corrections
     ]
+
+
+def pending_row(reply: ReplyRecord, now: datetime) -> dict[str, Any]:
+    """The review_pending row of `reply`'s grades (its `review`, which must be there)."""
+    assert reply.review is not None
+    return {
+        "learner_id": reply.learner_id,
+        "message_id": reply.reply_to,
+        "used": list(reply.review.used),
+        "missed": list(reply.review.missed),
+        "offered": list(reply.review.offered),
+        "created_at": now,
+    }
+
+
+# The memory_jobs row that asks for the review job (as Coordinator.mark writes it), and what
+# it sets when the learner's row is there already.
+REVIEW_JOB_ROW = {
+    "kind": REVIEW_JOB,
+    "running": False,
+    "dirty": True,
+    "runs": 0,
+    "failures": 0,
+}
+REVIEW_JOB_AGAIN = {"dirty": True}
 
 
 # -- steps run on the caller's connection, so that several share one transaction -------------

@@ -1,6 +1,7 @@
 """Background memory jobs, coordinated through the database so that any number of threads and
-processes agree: per learner at most one fold and one profile job run at a time, and a trigger
-that arrives during a run makes the job run again afterwards (running/dirty flags with a lease)."""
+processes agree: per learner at most one job of each kind (fold, profile, review) runs at a
+time, and a trigger that arrives during a run makes the job run again afterwards (running/dirty
+flags with a lease)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from memory.clock import utcnow
 from memory.database import db
 from memory.database.backends import backend_for
 from memory.database.models import MemoryJob
-from memory.database.records import LearnerGone
+from memory.database.records import REVIEW_JOB, LearnerGone
 from memory.queue.heartbeat import Heartbeats
 
 log = logging.getLogger(__name__)
@@ -34,7 +35,14 @@ RETRY_AFTER_FAILURE = timedelta(minutes=5)
 
 FOLD = "fold"
 PROFILE = "profile"
-KINDS = (FOLD, PROFILE)
+# Grading the review items by the turns' replies: the reply's write leaves the grades and
+# asks for this job in the same transaction, so the reply lanes never grade.
+REVIEW = REVIEW_JOB
+KINDS = (FOLD, PROFILE, REVIEW)
+# The jobs that call no model: a failed run stays asked for, so the sweep runs it again after
+# the rest. Nothing else may ask again: a reply's grades wait in review_pending for the
+# review job, and the learner's next turn may leave none.
+ASKED_AFTER_FAILURE = frozenset({REVIEW})
 
 
 class Finish(enum.Enum):
@@ -150,7 +158,9 @@ class Coordinator:
         return bool(result.rowcount)
 
     def fail(self, learner_id: int, kind: str, token: str, error: str) -> None:
-        """End a failed run: release the job; the next trigger tries again."""
+        """End a failed run: release the job; the next trigger tries again (for the kinds
+        ASKED_AFTER_FAILURE, the sweep after the rest)."""
+        again = {"dirty": True} if kind in ASKED_AFTER_FAILURE else {}
         with self.engine.begin() as connection:
             connection.execute(
                 update(MemoryJob)
@@ -162,6 +172,7 @@ class Coordinator:
                     failures=MemoryJob.failures + 1,
                     last_error=error[:300],
                     updated_at=self.clock(),
+                    **again,
                 )
             )
 
@@ -232,6 +243,7 @@ class JobRunner:
         self.submit = submit
         self.hand_off = hand_off
         self._active: dict[str, tuple[int, str]] = {}
+        self._starting = 0  # `marked` jobs given to the executor, not claimed yet
         self._idle = threading.Condition()
         # A running job's lease stays live while it runs, however slow: every job's on one
         # thread.
@@ -248,6 +260,35 @@ class JobRunner:
             self.hand_off(learner_id, kind)
         else:
             self.start(learner_id, kind)
+
+    def marked(self, learner_id: int, kind: str) -> None:
+        """Start a job its caller asked for in a write of its own (the reply's write asks for
+        the review job): hand it off, or start it on the executor, so that the caller's
+        thread runs no statement for it."""
+        if kind not in self.jobs:
+            raise ValueError(f"unknown job kind {kind!r}")
+        if self.hand_off is not None:
+            self.hand_off(learner_id, kind)
+            return
+        with self._idle:
+            self._starting += 1  # `wait_idle` waits for it too
+
+        def start() -> None:
+            try:
+                self.start(learner_id, kind)
+            finally:
+                self._started()
+
+        try:
+            self.submit(start)
+        except BaseException:
+            self._started()  # still asked for in the database: the next sweep starts it
+            raise
+
+    def _started(self) -> None:
+        with self._idle:
+            self._starting -= 1
+            self._idle.notify_all()
 
     def recover(self) -> int:
         """Start every job that was asked for but is not running, or whose runner died.
@@ -313,7 +354,9 @@ class JobRunner:
     def wait_idle(self, timeout: float) -> bool:
         """Wait up to `timeout` seconds for running jobs to finish. True if none is left."""
         with self._idle:
-            return self._idle.wait_for(lambda: not self._active, timeout=timeout)
+            return self._idle.wait_for(
+                lambda: not (self._active or self._starting), timeout=timeout
+            )
 
     def abandon_active(self) -> int:
         """Hand every job still running back to the database as asked-for (at shutdown), so

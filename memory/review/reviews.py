@@ -18,8 +18,8 @@ from sqlalchemy.orm import Session
 from sqlalchemy.orm.exc import StaleDataError
 
 from memory.database.db import Tables
-from memory.database.models import Learner
-from memory.database.models_review import ReviewItem, ReviewLog, ReviewSession
+from memory.database.models import Correction, Learner
+from memory.database.models_review import ReviewItem, ReviewLog, ReviewPending, ReviewSession
 from memory.database.records import CorrectionRecord, LearnerGone
 from memory.review.items import (
     MISSED,
@@ -76,6 +76,40 @@ class Reviews(Tables):
             ),
             checked=False,
         )
+
+    def record_pending(self, learner_id: int) -> int:
+        """The "review" memory job: grade every turn the learner's replies left grades for
+        (review_pending, written with each reply), oldest first, each as `record_turn` would,
+        and delete them, in one transaction. Idempotent: run again, or after a crash, it
+        grades nothing twice (one grade per item and message). How many turns it graded."""
+
+        def work(session: Session, now: datetime) -> int:
+            pending = list(
+                session.scalars(
+                    select(ReviewPending)
+                    .where(ReviewPending.learner_id == learner_id)
+                    .order_by(ReviewPending.message_id)
+                )
+            )
+            if not pending:
+                return 0
+            made = _corrections_of(session, learner_id, [row.message_id for row in pending])
+            for row in pending:
+                corrections = made.get(row.message_id, ())
+                self._record(
+                    session,
+                    learner_id,
+                    row.message_id,
+                    corrections,
+                    _ids(row.used),
+                    _ids(row.missed),
+                    _ids(row.offered),
+                    now,
+                )
+                session.delete(row)
+            return len(pending)
+
+        return self._transaction(learner_id, work, checked=False)
 
     def _record(
         self,
@@ -312,6 +346,37 @@ class Reviews(Tables):
         """End the learner's /review, if one is under way."""
         with self.sessions.begin() as session:
             session.execute(delete(ReviewSession).where(ReviewSession.learner_id == learner_id))
+
+
+def _corrections_of(
+    session: Session, learner_id: int, message_ids: Sequence[int]
+) -> dict[int, list[CorrectionRecord]]:
+    """The corrections stored with each of the learner's messages `message_ids`, in the order
+    they were made."""
+    rows = session.execute(
+        select(
+            Correction.message_id,
+            Correction.original,
+            Correction.corrected,
+            Correction.explanation,
+            Correction.category,
+            Correction.rule,
+        )
+        .where(Correction.learner_id == learner_id, Correction.message_id.in_(message_ids))
+        .order_by(Correction.id)
+    )
+    made: dict[int, list[CorrectionRecord]] = {}
+    for row in rows:
+        record = CorrectionRecord(
+            row.original, row.corrected, row.explanation, row.category, row.rule
+        )
+        made.setdefault(row.message_id, []).append(record)
+    return made
+
+
+def _ids(values: Any) -> list[int]:
+    """Item ids as a review_pending row keeps them (a JSON list), as ints."""
+    return [int(value) for value in values or ()]
 
 
 def _ask(row: ReviewSession, exercise: Exercise, now: datetime) -> None:

@@ -30,6 +30,7 @@ from bot.turn.values import TurnRequest
 from bot.worker.runtime import Pam
 from loopback.openai_server import OpenAIServer
 from memory.clock import ManualClock
+from memory.jobs.coordinator import RETRY_AFTER_FAILURE, REVIEW
 from memory.llm import ChatMessage
 from memory.review.reads import DueItem
 from memory.tokens import TokenCounter
@@ -219,9 +220,9 @@ def test_the_report_grades_used_good_and_missed_again(settings: Settings, engine
 
 def test_a_turn_run_again_after_a_crash_grades_once(settings: Settings, engine: Engine) -> None:
     """The model answered but the worker died before the reply was written: nothing was
-    graded (grades are written after the reply). The turn runs again for the same inbox
-    item, is answered and written, and its grades land once, however often they are
-    written."""
+    graded (grades are left with the reply, for the review job). The turn runs again for the
+    same inbox item, is answered and written, and its grades land once, however often the
+    review job runs."""
     pam, model, _clock, ana = due_scene(settings, engine, BUEN)
     inbox_id = uuid.uuid4().int % 2**62
     used = reply_json("¡Bien!", review={"used": [1], "missed": []})
@@ -231,10 +232,13 @@ def test_a_turn_run_again_after_a_crash_grades_once(settings: Settings, engine: 
     )  # never written
     assert grades(engine, ana.info.id, "used") == []
     turn = pam.tutor.answer(TurnRequest(ana.user, "Tengo un buen amigo.", inbox_id=inbox_id))
-    assert turn.reply is not None and turn.after_send.grading is not None
-    store_turn(pam.writer, None, turn)
+    assert turn.reply is not None and turn.reply.review is not None
+    stored = store_turn(pam.writer, None, turn)
+    assert stored.written.marked == (REVIEW,)
+    turn = replace(turn, after_send=turn.after_send.and_written(stored.written))
     pam.after_sending.run(turn)
-    pam.after_sending.run(turn)  # a grading written twice
+    pam.after_sending.run(turn)  # the job started twice
+    assert pam.store.reviews.record_pending(ana.info.id) == 0  # and once more: nothing left
     (item,) = item_ids(engine, ana.info.id).values()
     assert grades(engine, ana.info.id, "used") == [(item, "used", GOOD)]
 
@@ -262,18 +266,27 @@ def test_an_answer_without_a_readable_report_grades_nothing_and_counts_the_offer
 def test_a_failing_grade_never_costs_the_learner_the_reply(
     settings: Settings, engine: Engine, caplog: pytest.LogCaptureFixture
 ) -> None:
-    pam, model, _clock, ana = due_scene(settings, engine, BUEN)
+    """The review job fails: the reply went out all the same, the log quotes nothing, and
+    the grades wait for the job's next run."""
+    pam, model, clock, ana = due_scene(settings, engine, BUEN)
+    record_pending = pam.store.reviews.record_pending
 
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("database on fire: Tengo un buen amigo")
 
-    pam.store.reviews.record_turn = broken  # type: ignore[method-assign]
+    pam.store.reviews.record_pending = broken  # type: ignore[method-assign]
     model.queue("reply", reply_json("¡Genial!", review={"used": [1], "missed": []}))
     with caplog.at_level(logging.INFO):
         turn = say(pam, ana.user, "Tengo un buen amigo.")
     assert turn.replies == ["¡Genial!"]
-    assert "review grading failed" in caplog.text
+    assert "memory job review failed" in caplog.text
     assert "Tengo un buen amigo" not in caplog.text and "on fire" not in caplog.text
+    assert grades(engine, ana.info.id, "used") == []
+    pam.store.reviews.record_pending = record_pending  # type: ignore[method-assign]
+    clock.advance(RETRY_AFTER_FAILURE + timedelta(seconds=1))
+    assert pam.runner.recover() == 1
+    (item,) = item_ids(engine, ana.info.id).values()
+    assert grades(engine, ana.info.id, "used") == [(item, "used", GOOD)]
 
 
 def test_the_turn_log_line_counts_the_review_and_quotes_nothing(

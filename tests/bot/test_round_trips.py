@@ -13,11 +13,14 @@ from typing import Any
 import pytest
 from sqlalchemy import Connection, Engine, event
 
+from bot.channels import Sent
 from bot.worker.runtime import Pam
 from bot.worker.worker import Worker
 from tests.conftest import unique_user
-from tests.fakes import FakeChatModel, failing, reply_json
+from tests.fakes import FakeChatModel, ManualExecutor, failing, reply_json
 from tests.support import RecordingSender, handle, inbound
+from webhooks.settings import Settings
+from webhooks.wiring import build
 
 
 @dataclass
@@ -82,24 +85,48 @@ def test_a_turn_costs_four_round_trips_on_postgres(pam: Pam, engine: Engine, cos
     assert rerun == by_backend(engine, sqlite=3, postgres=4)
 
 
-def test_a_turn_with_corrections_costs_one_review_transaction_more_on_postgres(
-    pam: Pam, engine: Engine, fake_model: FakeChatModel, cost: Cost
+@pytest.fixture
+def later() -> ManualExecutor:
+    return ManualExecutor()
+
+
+@pytest.fixture
+def pam_later(
+    settings: Settings, engine: Engine, fake_model: FakeChatModel, later: ManualExecutor
+) -> Pam:
+    """Pam whose memory jobs wait for `later.run_all()`."""
+    return build(settings, model=fake_model, submit=later, engine=engine)
+
+
+CORRECTION = {"original": "yo es", "corrected": "yo soy", "explanation": "ser"}
+
+
+def test_a_turn_with_corrections_costs_a_plain_turns_four_on_postgres(
+    pam_later: Pam, engine: Engine, fake_model: FakeChatModel, cost: Cost, later: ManualExecutor
 ) -> None:
-    """A plain turn's four, and once the reply is stored (on a channel: sent), off the
-    reply's path, the corrections' patterns graded in one transaction: the learner's items
-    with whether this message graded them already (one query), the new item, its grade's log
-    and its card (a pattern seen before: the card's update and the log), BEGIN and
-    COMMIT."""
+    """A plain turn's four: the corrections, the grades left for the review job and the ask
+    for that job go into the reply's one statement (on SQLite: three statements more in its
+    transaction). Grading is the review job's, in the background: the claim of the job, one
+    transaction that reads the grades left, the corrections, the learner's items with
+    whether this message graded them already, writes the new item, its grade's log and its
+    card (a pattern seen before: the card's update and the log) and deletes the grades left,
+    and the job's release."""
+    pam = pam_later
     user = unique_user()
     handle(pam, user, "Hola")
-    correction = {"original": "yo es", "corrected": "yo soy", "explanation": "ser"}
-    fake_model.queue("reply", reply_json("¡Hola, Lena!", [correction | {"category": "grammar"}]))
+    later.run_all()
+    fake_model.queue("reply", reply_json("¡Hola, Lena!", [CORRECTION | {"category": "grammar"}]))
     turn = cost.of(lambda: handle(pam, user, "Yo es Lena"))
-    assert turn == by_backend(engine, sqlite=12, postgres=10)
+    assert turn == by_backend(engine, sqlite=10, postgres=4)
     learner = pam.store.learners.find_learner(user)
     assert learner is not None
     [stored] = pam.store.ledger.corrections(learner.id)
     assert (stored.original, stored.corrected, stored.category) == ("yo es", "yo soy", "grammar")
+    assert pam.store.reviews.patterns(learner.id) == []  # not graded yet
+    job = cost.of(later.run_all)
+    assert job == by_backend(engine, sqlite=9, postgres=13)
+    [pattern] = pam.store.reviews.patterns(learner.id)
+    assert pattern.mistakes == 1
 
 
 def test_an_apology_costs_four_round_trips_on_postgres(
@@ -128,3 +155,54 @@ def test_a_message_from_inbox_to_sent_costs_five_round_trips_on_postgres(
     worker.drain()  # the learner exists
     worker.inbox.accept(inbound(user, "¿Qué tal?"))
     assert cost.of(worker.answer_next) == by_backend(engine, sqlite=11, postgres=5)
+
+
+@dataclass
+class Watching:
+    """A sender that notes the round trips `cost` has counted when it sends."""
+
+    cost: Cost
+    inner: RecordingSender
+    max_chars: int = 4096
+    at_send: int = 0
+
+    def length(self, text: str) -> int:
+        return len(text)
+
+    def send(self, chat_id: str, text: str, *, idempotency_key: str) -> Sent:
+        self.at_send = self.cost.statements + 2 * self.cost.transactions
+        return self.inner.send(chat_id, text, idempotency_key=idempotency_key)
+
+
+def test_a_corrected_reply_costs_its_lane_nothing_of_grading_after_the_send(
+    pam_later: Pam,
+    engine: Engine,
+    fake_model: FakeChatModel,
+    cost: Cost,
+    later: ManualExecutor,
+) -> None:
+    """Between the send and the lane's next claim, a reply with corrections costs only the
+    send's record, as a plain one does: its grades were left with the reply's write, and
+    the review job that grades them is only handed to the executor. From the inbox to sent
+    it costs a plain message's five round trips on Postgres (SQLite: the write's three
+    statements more)."""
+    pam = pam_later
+    sender = RecordingSender()
+    watching = Watching(cost, sender)
+    worker = Worker(pam, {"test": watching})  # type: ignore[dict-item]
+    user = unique_user()
+    worker.inbox.accept(inbound(user, "Hola"))
+    worker.drain()
+    later.run_all()
+    fake_model.queue("reply", reply_json("¡Hola, Lena!", [CORRECTION]))
+    worker.inbox.accept(inbound(user, "Yo es Lena"))
+    whole = cost.of(worker.answer_next)
+    assert whole - watching.at_send == 1  # the send's record (mark_sent), nothing else
+    assert whole == by_backend(engine, sqlite=14, postgres=5)
+    assert len(later.pending) == 1  # the review job, handed over unstarted
+    learner = pam.store.learners.find_learner(user)
+    assert learner is not None
+    assert pam.store.reviews.patterns(learner.id) == []
+    later.run_all()
+    [pattern] = pam.store.reviews.patterns(learner.id)
+    assert pattern.mistakes == 1

@@ -9,14 +9,14 @@ import dataclasses
 import pytest
 from sqlalchemy import Engine, update
 
-from bot.review.reviewing import Grading
 from bot.turn.after_send import AfterSending
 from bot.turn.values import AfterSend, Turn, TurnRequest
 from bot.worker.answering import LLM_TURN_ATTEMPTS
 from bot.worker.runtime import Pam
 from bot.worker.worker import Worker
 from memory.database.models_queue import InboxItem
-from memory.jobs.coordinator import FOLD, PROFILE
+from memory.jobs.coordinator import FOLD, PROFILE, REVIEW
+from memory.turns import Written
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel
 from tests.support import RecordingSender, inbound, queue_items
@@ -96,25 +96,25 @@ def test_the_last_attempt_asks_for_an_answer_come_what_may(
 
 
 class Recorder:
-    """A review and a job runner that note what they are asked to do, in order."""
+    """A job runner that notes what it is asked to do, in order."""
 
     def __init__(self) -> None:
         self.done: list[object] = []
 
-    def record(self, grading: Grading) -> None:
-        self.done.append(("graded", grading.message_id))
-
     def request(self, learner_id: int, kind: str) -> None:
-        self.done.append(("job", learner_id, kind))
+        self.done.append(("asked", learner_id, kind))
+
+    def marked(self, learner_id: int, kind: str) -> None:
+        self.done.append(("started", learner_id, kind))
 
 
-def test_after_send_grades_the_reply_then_starts_its_memory_jobs_and_the_writes() -> None:
+def test_after_send_starts_the_jobs_the_write_asked_for_then_asks_for_the_others() -> None:
     recorder = Recorder()
-    after = AfterSending(recorder, recorder)  # type: ignore[arg-type]
-    grading = Grading(learner_id=7, message_id=41, corrections=())
-    work = AfterSend(grading=grading, memory_jobs=(FOLD,))
-    after.run(Turn(["¡Hola!"], 7, after_send=work.and_jobs((PROFILE,))))
-    assert recorder.done == [("graded", 41), ("job", 7, FOLD), ("job", 7, PROFILE)]
+    after = AfterSending(recorder)  # type: ignore[arg-type]
+    work = AfterSend(memory_jobs=(FOLD,))
+    written = Written([], due=(PROFILE,), marked=(REVIEW,))
+    after.run(Turn(["¡Hola!"], 7, after_send=work.and_written(written)))
+    assert recorder.done == [("started", 7, REVIEW), ("asked", 7, FOLD), ("asked", 7, PROFILE)]
     assert work.memory_jobs == (FOLD,)  # a value: adding the write's jobs made a new one
 
 

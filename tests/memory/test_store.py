@@ -26,6 +26,7 @@ from memory.database.records import (
     CorrectionRecord,
     LearnerGone,
     ReplyRecord,
+    ReviewReport,
     StoredMessage,
 )
 from memory.database.schema import metadata
@@ -89,6 +90,12 @@ def _fill_every_table(store: Store, learner_id: int) -> None:
     store.reviews.start_session(learner_id, Exercise(item_id, "fix", "yo es", "yo soy"), [])
     store.charts.save(learner_id, b"\x89PNG", "This week: ...")
     store.voice_clips.save(learner_id, b"OggS", "audio/ogg")
+    # A reply whose grades wait for the review job (review_pending).
+    asked = store.conversation.add_message(learner_id, LEARNER, "tengo un buen amigo", 5)
+    reply = ReplyRecord(
+        learner_id, asked.id, "¡Bien!", 2, (), ("m", 1, 1), ReviewReport((item_id,), (), (item_id,))
+    )
+    backend_for(store.learners.engine).save_reply(reply, 10, utcnow())
 
 
 # -- learners -----------------------------------------------------------------------------

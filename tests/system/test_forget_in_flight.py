@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import Engine, MetaData, make_url, select
@@ -26,6 +27,7 @@ from memory.database.records import (
     StoredMessage,
     SummaryState,
 )
+from memory.jobs.coordinator import REVIEW
 from memory.llm import ChatMessage
 from memory.messages import Inbound
 from tests.conftest import unique_user
@@ -248,6 +250,14 @@ def sqlite_files(engine: Engine) -> list[Path]:
     return [p for p in (Path(database), Path(f"{database}-wal")) if p.exists()]
 
 
+def _of(kind: str, jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [job for job in jobs if job["kind"] == kind]
+
+
+def _but(kind: str, jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [job for job in jobs if job["kind"] != kind]
+
+
 def assert_forgotten_everywhere(scene: Scene, before: Kept) -> None:
     """The end state, whichever way /forget came: nothing about the learner anywhere, no
     write from the jobs, the bystander as they were plus their answered message."""
@@ -282,7 +292,11 @@ def assert_forgotten_everywhere(scene: Scene, before: Kept) -> None:
         *before.corrections,
         CorrectionRecord(last, f"{last} (bien)", "", "grammar"),
     ]
-    assert after.jobs == before.jobs
+    # Their fold and profile jobs as they were; the review job graded their corrected message.
+    assert _but(REVIEW, after.jobs) == _but(REVIEW, before.jobs)
+    [review_before], [review_after] = _of(REVIEW, before.jobs), _of(REVIEW, after.jobs)
+    assert review_after["runs"] == review_before["runs"] + 1
+    assert not (review_after["running"] or review_after["dirty"] or review_after["failures"])
     bystander_heard = scene.sender.texts_to(scene.chat_id(scene.bystander))
     assert [t.split("\n", 1)[0] for t in bystander_heard] == [
         reply_to(t, n) for n, t in enumerate(scene.bystander_texts)

@@ -137,8 +137,9 @@ def test_memory_shows_window_summary_profile_corrections_usage_and_jobs(
     }
     assert body["usage"]["reply"]["calls"] == 5
     assert body["usage"]["profile"]["calls"] == 1
-    assert [job["kind"] for job in body["jobs"]] == ["profile"]
-    assert body["jobs"][0]["running"] is False
+    # The profile job, and the review job that graded the corrected message.
+    assert [job["kind"] for job in body["jobs"]] == ["profile", "review"]
+    assert not any(job["running"] for job in body["jobs"])
 
 
 def test_memory_shows_audio_usage_and_spoken_messages(

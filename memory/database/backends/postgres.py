@@ -25,6 +25,7 @@ from memory.database.backends.postgres_statements import (
     SAVE_REPLY_AND_FINISH,
     STORE_AND_READ,
     correction_arrays,
+    review_values,
 )
 from memory.database.claims import Finishing, admission_values, turned_away_values
 from memory.database.models import MemoryJob, UTCDateTime
@@ -158,7 +159,7 @@ class PostgresBackend(Backend):
             "usage_output": output_tokens,
             "limit": backlog_limit,
         }
-        values |= correction_arrays(reply.corrections)
+        values |= correction_arrays(reply.corrections) | review_values(reply)
         statement, more = (
             (SAVE_REPLY_AND_FINISH, finish[0].values(finish[1])) if finish else (SAVE_REPLY, {})
         )

@@ -21,9 +21,11 @@ from sqlalchemy import (
     case,
     func,
     insert,
+    literal,
     select,
     true,
 )
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.postgresql import aggregate_order_by
 
 from memory.database.claims import (
@@ -35,20 +37,29 @@ from memory.database.claims import (
     SAME_FOR_EVERY_REPLY,
     TIMES_OF_A_REPLY,
 )
-from memory.database.models import Correction, Message, Usage, UTCDateTime
+from memory.database.models import Correction, MemoryJob, Message, Usage, UTCDateTime
 from memory.database.models_queue import InboxItem, OutboxItem
-from memory.database.records import LEARNER, PAM, CorrectionRecord
-from memory.database.statements import ACTIVITIES, COUNTS, UNREAD_BY_PROFILE, context_query
+from memory.database.models_review import ReviewPending
+from memory.database.records import LEARNER, PAM, CorrectionRecord, ReplyRecord
+from memory.database.statements import (
+    ACTIVITIES,
+    COUNTS,
+    REVIEW_JOB_AGAIN,
+    REVIEW_JOB_ROW,
+    UNREAD_BY_PROFILE,
+    context_query,
+)
 from memory.wakeup import CHANNEL
 
 # -- storing a reply --------------------------------------------------------------------------
 
 
 def _save_reply() -> Any:
-    """Pam's reply, the call's usage and the corrections inserted in CTEs, and the memory
-    backlog read, in one statement and one round trip: the reply's id (`reply_id`) on every
-    row of the backlog's. The backlog is read from the snapshot the statement started with, so
-    it leaves out the reply itself: `PostgresBackend.save_reply` adds it."""
+    """Pam's reply, the call's usage, the corrections and the review grades left for the
+    review job (with the ask for that job) inserted in CTEs, and the memory backlog read, in
+    one statement and one round trip: the reply's id (`reply_id`) on every row of the
+    backlog's. The backlog is read from the snapshot the statement started with, so it leaves
+    out the reply itself: `PostgresBackend.save_reply` adds it."""
     now = bindparam("now", type_=UTCDateTime())
     learner_id = bindparam("learner_id", type_=BigInteger)
     reply = (
@@ -91,12 +102,51 @@ def _save_reply() -> Any:
         )
         .cte("corrections")
     )
+    pending, job = _review_ctes(learner_id, now)
     return (
         select(reply.c.id.label("reply_id"), *COUNTS.c, UNREAD_BY_PROFILE.c.unread)
         .select_from(reply.join(COUNTS, true()).outerjoin(UNREAD_BY_PROFILE, true()))
         .order_by(UNREAD_BY_PROFILE.c.id)
-        .add_cte(usage, corrections)
+        .add_cte(usage, corrections, pending, job)
     )
+
+
+def _review_ctes(learner_id: Any, now: Any) -> tuple[Any, Any]:
+    """The review_pending row and the memory_jobs upsert that asks for the review job, each
+    an INSERT … SELECT that inserts nothing unless the `review` parameter is true."""
+    wanted = bindparam("review", type_=Boolean)
+    columns = ReviewPending.__table__.c
+    grades = [bindparam(f"review_{name}", type_=columns[name].type) for name in _GRADES]
+    pending = (
+        insert(ReviewPending)
+        .from_select(
+            ["learner_id", "message_id", *_GRADES, "created_at"],
+            select(learner_id, bindparam("reply_to", type_=BigInteger), *grades, now).where(wanted),
+            include_defaults=False,
+        )
+        .cte("pending")
+    )
+    names = list(REVIEW_JOB_ROW)
+    asked = select(learner_id, *(literal(REVIEW_JOB_ROW[name]) for name in names)).where(wanted)
+    job = (
+        postgresql.insert(MemoryJob)
+        .from_select(["learner_id", *names], asked, include_defaults=False)
+        .on_conflict_do_update(index_elements=["learner_id", "kind"], set_=REVIEW_JOB_AGAIN)
+        .cte("review_job")
+    )
+    return pending, job
+
+
+_GRADES = ("used", "missed", "offered")
+
+
+def review_values(reply: ReplyRecord) -> dict[str, Any]:
+    """`SAVE_REPLY`'s parameters for the review grades of `reply` (none: nothing inserted)."""
+    review = reply.review
+    values: dict[str, Any] = {"review": review is not None}
+    for name in _GRADES:
+        values[f"review_{name}"] = list(getattr(review, name)) if review is not None else []
+    return values
 
 
 _CORRECTION_FIELDS = ("original", "corrected", "explanation", "category", "rule")

@@ -29,9 +29,13 @@ from memory.database.models_recall import RECALL_FTS, RecallEntry
 from memory.database.records import PAM, ActivityWindow, Backlog, ReplyRecord, StoredMessage
 from memory.database.statements import (
     INSERT_CORRECTIONS,
+    INSERT_PENDING,
     INSERT_USAGE,
+    REVIEW_JOB_AGAIN,
+    REVIEW_JOB_ROW,
     correction_rows,
     insert_message,
+    pending_row,
     read_backlog,
 )
 from memory.recall_terms import learner_terms, snowball_language, terms_of
@@ -111,7 +115,8 @@ class SqliteBackend(Backend):
         now: datetime,
         finish: tuple[Finishing, Sequence[str]] | None = None,
     ) -> tuple[StoredMessage, Backlog, list[int] | None]:
-        """Reply, usage, corrections, the backlog read and the finish in one transaction."""
+        """Reply, usage, corrections, the review grades left for the review job (and the ask
+        for it), the backlog read and the finish in one transaction."""
         model, input_tokens, output_tokens = reply.usage
         with self.engine.begin() as connection:
             stored = insert_message(
@@ -135,6 +140,10 @@ class SqliteBackend(Backend):
             if reply.corrections:
                 rows = correction_rows(reply.learner_id, reply.reply_to, reply.corrections, now)
                 connection.execute(INSERT_CORRECTIONS, rows)
+            if reply.review is not None:
+                connection.execute(INSERT_PENDING, pending_row(reply, now))
+                job = {"learner_id": reply.learner_id, **REVIEW_JOB_ROW}
+                connection.execute(self.mark_job(job, REVIEW_JOB_AGAIN))
             backlog = read_backlog(connection, reply.learner_id, backlog_limit)
             ids = finish[0].run(connection, finish[1]) if finish else None
         return stored, backlog, ids
