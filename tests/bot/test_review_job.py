@@ -22,7 +22,7 @@ from memory.jobs.coordinator import REVIEW, Coordinator
 from memory.review import reviews
 from tests.conftest import learner_of, unique_user
 from tests.fakes import FakeChatModel, ManualExecutor, reply_json
-from tests.support import handle
+from tests.support import forget, handle
 from webhooks.settings import Settings
 from webhooks.wiring import build
 
@@ -176,7 +176,7 @@ def test_forget_before_the_review_job_runs_leaves_nothing(
     corrected_turn(later, fake_model, user, "yo es Lena")
     corrected_turn(later, fake_model, bystander, "yo es Bruno")
     learner = learner_of(later, user)
-    assert handle(later, user, "/forget") == [phrases.FORGOTTEN]
+    assert forget(later, user) == [phrases.FORGOTTEN]
     executor.run_all()
     assert later.runner.wait_idle(0)
     counts = later.store.inspection.rows_about(learner.id, learner.external_id)
