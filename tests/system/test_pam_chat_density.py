@@ -5,9 +5,6 @@ important one, and all three are stored (review drills them)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,11 +17,11 @@ from loopback.openai_server import OpenAIServer
 from memory.database import db
 from memory.database.records import FEW
 from memory.store.message_store import Store
-from tests.conftest import ROOT
+from tests.system.test_pam_chat import chat as pam_chat
+from tests.system.test_pam_chat import database_url, pam_env
 
 pytestmark = pytest.mark.slow
 
-TIMEOUT = 120
 USER = "lena"
 MESSAGE = "Ayer yo es en la plalla con mis amigo"
 REPLY = "¡Qué bien! ¿Hacía calor?"
@@ -59,23 +56,9 @@ def server() -> Iterator[OpenAIServer]:
 
 def chat(lines: list[str], cwd: Path, server: OpenAIServer) -> str:
     """`pam chat --user lena` with `lines` on stdin, to completion; its stdout."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    env["DATABASE_URL"] = f"sqlite:///{cwd / 'pam.db'}"
-    env["OPENAI_BASE_URL"] = server.base_url
-    env["OPENAI_API_KEY"] = "test"
-    process = subprocess.run(
-        [sys.executable, "-m", "webhooks.cli", "chat", "--user", USER],
-        input="".join(f"{line}\n" for line in lines).encode(),
-        capture_output=True,
-        cwd=cwd,
-        env=env,
-        timeout=TIMEOUT,
-        check=False,
-    )
-    stderr = process.stderr.decode(errors="replace")
-    assert process.returncode == 0 and "Traceback" not in stderr, stderr
-    return process.stdout.decode()
+    process, out = pam_chat(lines, cwd=cwd, env=pam_env(cwd, server))
+    assert process.returncode == 0, process.stderr.decode(errors="replace")
+    return out
 
 
 def test_corrections_few_shows_one_correction_and_stores_them_all(
@@ -90,7 +73,7 @@ def test_corrections_few_shows_one_correction_and_stores_them_all(
     (reply,) = server.of("reply")  # the model was asked as at normal
     assert "up to three real mistakes" in reply["messages"][0]["content"]
 
-    engine = db.make_engine(f"sqlite:///{tmp_path / 'pam.db'}")
+    engine = db.make_engine(database_url(tmp_path))
     try:
         store = Store(engine)
         learner = store.learners.find_learner(f"terminal:{USER}")

@@ -6,9 +6,6 @@ and /explain each answer in German with one LLM call of their own, /say speaks t
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,11 +18,11 @@ from loopback.openai_server import OpenAIServer
 from memory.database import db
 from memory.database.records import PAM
 from memory.store.message_store import Store
-from tests.conftest import ROOT
+from tests.system.test_pam_chat import chat as pam_chat
+from tests.system.test_pam_chat import database_url, pam_env
 
 pytestmark = pytest.mark.slow
 
-TIMEOUT = 120
 USER = "lena"
 REPLY = "¡Hola, Lena! ¿De dónde eres?"
 CORRECTION = {
@@ -61,23 +58,9 @@ def server() -> Iterator[OpenAIServer]:
 
 def chat(lines: list[str], cwd: Path, server: OpenAIServer) -> str:
     """`pam chat --user lena` with `lines` on stdin, to completion; its stdout."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    env["DATABASE_URL"] = f"sqlite:///{cwd / 'pam.db'}"
-    env["OPENAI_BASE_URL"] = server.base_url
-    env["OPENAI_API_KEY"] = "test"
-    process = subprocess.run(
-        [sys.executable, "-m", "webhooks.cli", "chat", "--user", USER],
-        input="".join(f"{line}\n" for line in lines).encode(),
-        capture_output=True,
-        cwd=cwd,
-        env=env,
-        timeout=TIMEOUT,
-        check=False,
-    )
-    stderr = process.stderr.decode(errors="replace")
-    assert process.returncode == 0 and "Traceback" not in stderr, stderr
-    return process.stdout.decode()
+    process, out = pam_chat(lines, cwd=cwd, env=pam_env(cwd, server))
+    assert process.returncode == 0, process.stderr.decode(errors="replace")
+    return out
 
 
 def test_translate_explain_and_say_in_the_native_language(
@@ -100,7 +83,7 @@ def test_translate_explain_and_say_in_the_native_language(
     assert all(r.fields["input"] == REPLY for r in server.audio_requests)
     assert len(list(tmp_path.glob("pam-voice-*.ogg"))) == 2
 
-    engine = db.make_engine(f"sqlite:///{tmp_path / 'pam.db'}")
+    engine = db.make_engine(database_url(tmp_path))
     try:
         store = Store(engine)
         learner = store.learners.find_learner(f"terminal:{USER}")
