@@ -387,8 +387,8 @@ def profile_summary(path: Path, root: Path, top: int = 25) -> dict[str, Any]:
 # -- the plot --------------------------------------------------------------------------------
 
 
-def plot(results: list[ConfigResult], path: Path, report: Callable[[str], None]) -> None:
-    """Latency CDFs, one panel per backend with its floor; throughput bars below."""
+def _pyplot(report: Callable[[str], None]) -> Any:
+    """matplotlib's pyplot on the Agg backend, or None (said) where it is not installed."""
     try:
         import matplotlib
 
@@ -396,6 +396,23 @@ def plot(results: list[ConfigResult], path: Path, report: Callable[[str], None])
         import matplotlib.pyplot as plt
     except ImportError:
         report("matplotlib is not installed: no plot (pip install matplotlib)")
+        return None
+    return plt
+
+
+def _save(plt: Any, figure: Any, path: Path, report: Callable[[str], None]) -> None:
+    """Lay `figure` out, write it to `path` as a PNG, close it, and say where it went."""
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    report(f"plot written to {path}")
+
+
+def plot(results: list[ConfigResult], path: Path, report: Callable[[str], None]) -> None:
+    """Latency CDFs, one panel per backend with its floor; throughput bars below."""
+    plt = _pyplot(report)
+    if plt is None:
         return
     backends = sorted({r.backend for r in results}, key=["sqlite", "postgres"].index)
     figure, axes = plt.subplots(2, len(backends), figsize=(6.5 * len(backends), 8), squeeze=False)
@@ -429,23 +446,14 @@ def plot(results: list[ConfigResult], path: Path, report: Callable[[str], None])
         bottom.tick_params(axis="y", labelsize=7)
         bottom.set_xlabel("sustained replies/s (one web + one worker, saturated)")
     figure.suptitle("Pam end-to-end latency and throughput, zero-latency fake LLM")
-    figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    report(f"plot written to {path}")
+    _save(plt, figure, path, report)
 
 
 def plot_scaling(points: list[dict[str, Any]], path: Path, report: Callable[[str], None]) -> None:
     """The realistic mode's plot: replies per second against learners, one line per worker
     count (the points with thinking learners), and Pam's overhead p95 beside it."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        report("matplotlib is not installed: no plot (pip install matplotlib)")
+    plt = _pyplot(report)
+    if plt is None:
         return
     figure, (rates, overhead) = plt.subplots(1, 2, figsize=(12, 4.8))
     for workers in sorted({p["workers"] for p in points}):
@@ -472,8 +480,4 @@ def plot_scaling(points: list[dict[str, Any]], path: Path, report: Callable[[str
     overhead.grid(alpha=0.3)
     overhead.legend()
     figure.suptitle("Pam on Postgres, PAM_DB_POOL_SIZE=2, default lanes; one web process")
-    figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    report(f"plot written to {path}")
+    _save(plt, figure, path, report)
