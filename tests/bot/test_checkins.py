@@ -179,6 +179,14 @@ def test_a_forgotten_learner_gets_nothing_even_mid_call(world: World) -> None:
     world.model.queue("checkin", forgotten_meanwhile)
     assert world.compose(learner) is None
     assert world.compose(learner) is None  # and before any call, now
+    other = world.learner("Hola")  # an invitation: no plan to mark, the same check
+
+    def gone_too(messages: Sequence[ChatMessage]) -> str:
+        world.pam.store.learners.forget(other)
+        return checkin("¿Qué tal?")
+
+    world.model.queue("checkin", gone_too)
+    assert world.compose(other) is None
 
 
 def test_the_draft_carries_the_calls_usage(world: World) -> None:
