@@ -7,16 +7,24 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
-from sqlalchemy import Connection, Engine, Float, Integer, Row, String, Text
+from sqlalchemy import Connection, Engine, Float, Integer, Row, String, Text, insert
 from sqlalchemy.sql.dml import Insert
 from sqlalchemy.types import TypeEngine
 
 from memory.database import db
-from memory.database.claims import Finishing
+from memory.database.claims import (
+    ADMIT,
+    NOTE_TURNED_AWAY,
+    Finishing,
+    admission_values,
+    turned_away_values,
+)
 from memory.database.models import UTCDateTime
+from memory.database.models_queue import InboxItem
 from memory.database.records import (
+    PAM,
     Activity,
     ActivityWindow,
     Backlog,
@@ -24,7 +32,19 @@ from memory.database.records import (
     ReplyRecord,
     StoredMessage,
 )
+from memory.database.statements import (
+    INSERT_CORRECTIONS,
+    INSERT_PENDING,
+    INSERT_USAGE,
+    REVIEW_JOB_ROW,
+    correction_rows,
+    insert_message,
+    pending_row,
+    read_backlog,
+)
 from memory.wakeup import InboxListener
+
+_ACCEPT = insert(InboxItem)
 
 # The columns of a recall search's rows (`Backend.recall_candidates`), typed as both
 # backends' textual statements return them.
@@ -52,6 +72,9 @@ class Backend(ABC):
     # worker keeps waiting on the model at once. Each holds a thread, never a connection
     # while it waits, so many cost little where writers do not queue for one lock.
     inbox_lanes = 128
+    # The memory_jobs upsert that asks for the review job, built at import in the database's
+    # dialect; its parameters are the learner's id and `REVIEW_JOB_ROW`.
+    ask_review_job: ClassVar[Insert]
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -62,20 +85,38 @@ class Backend(ABC):
         """`query` (the next claimable queue item's id, from `table`) with the row locked as
         this database can, so that claims running at once take different items."""
 
-    @abstractmethod
     def accept(self, row: Mapping[str, Any], now: datetime, max_queued: int = 0) -> bool:
-        """Insert one inbound message (`row`: the inbox columns it sets) received at `now`,
-        waking the workers where the database can; True. With `max_queued`, not if its
-        address has that many unfinished items already: then the note that it was turned
-        away is stored instead, unless one is waiting, and False. Raises IntegrityError for a
-        redelivery."""
+        """Insert one inbound message (`row`: the inbox columns it sets) received at `now` and
+        wake the workers where the database can (`wake_workers`), in one transaction; True.
+        With `max_queued`, not if its address has that many unfinished items already: then
+        the note that it was turned away is stored instead, unless one is waiting, and False.
+        Raises IntegrityError for a redelivery. Two web requests of one address at once may
+        each count the other's message not there yet: the bound holds to within the web's
+        concurrent requests."""
+        with self.engine.begin() as connection:
+            if not max_queued:
+                connection.execute(_ACCEPT, {**row, "received_at": now, "available_at": now})
+                self.wake_workers(connection)
+                return True
+            values = admission_values(dict(row), now, max_queued)
+            if connection.execute(ADMIT, values).rowcount:
+                self.wake_workers(connection)
+                return True
+            if connection.execute(NOTE_TURNED_AWAY, turned_away_values(values)).rowcount:
+                self.wake_workers(connection)
+            return False
 
     @abstractmethod
+    def wake_workers(self, connection: Connection) -> None:
+        """Tell the workers, once `connection`'s transaction commits, that a message arrived,
+        where the database can (see `inbox_listener`)."""
+
     def finish(self, finishing: Finishing, parts: Sequence[str]) -> list[int] | None:
-        """Finish the inbox claim and queue `parts` for delivery, atomically: the queued
-        replies' ids in order, or None (and nothing written) if the claim was lost."""
+        """Finish the inbox claim and queue `parts` for delivery, in one transaction: the
+        queued replies' ids in order, or None (and nothing written) if the claim was lost."""
+        with self.engine.begin() as connection:
+            return finishing.run(connection, parts)
 
-    @abstractmethod
     def save_reply(
         self,
         reply: ReplyRecord,
@@ -83,11 +124,42 @@ class Backend(ABC):
         now: datetime,
         finish: tuple[Finishing, Sequence[str]] | None = None,
     ) -> tuple[StoredMessage, Backlog, list[int] | None]:
-        """Store Pam's reply with its usage and corrections and read the memory backlog as of
-        the reply (at most `backlog_limit` unread learner messages), atomically; with `finish`
-        the inbox claim is finished and its parts queued in the same write, and the third
-        value is what `finish` returns (None without `finish`). Raises IntegrityError if the
-        message has a reply already or the learner is gone, with nothing written."""
+        """Store Pam's reply with its usage and corrections, the review grades it leaves for
+        the review job (and the ask for that job), and read the memory backlog as of the reply
+        (at most `backlog_limit` unread learner messages), in one transaction; with `finish`
+        the inbox claim is finished and its parts queued in it too, and the third value is
+        what `finish` returns (None without `finish`). Raises IntegrityError if the message
+        has a reply already or the learner is gone, with nothing written."""
+        model, input_tokens, output_tokens = reply.usage
+        with self.engine.begin() as connection:
+            stored = insert_message(
+                connection,
+                reply.learner_id,
+                PAM,
+                reply.content,
+                reply.tokens,
+                now,
+                reply_to=reply.reply_to,
+            )
+            usage = {
+                "learner_id": reply.learner_id,
+                "model": model,
+                "purpose": "reply",
+                "input_tokens": input_tokens,
+                "output_tokens": output_tokens,
+                "created_at": now,
+            }
+            connection.execute(INSERT_USAGE, usage)
+            if reply.corrections:
+                rows = correction_rows(reply.learner_id, reply.reply_to, reply.corrections, now)
+                connection.execute(INSERT_CORRECTIONS, rows)
+            if reply.review is not None:
+                connection.execute(INSERT_PENDING, pending_row(reply, now))
+                job = {"learner_id": reply.learner_id, **REVIEW_JOB_ROW}
+                connection.execute(self.ask_review_job, job)
+            backlog = read_backlog(connection, reply.learner_id, backlog_limit)
+            ids = finish[0].run(connection, finish[1]) if finish else None
+        return stored, backlog, ids
 
     @abstractmethod
     def begin_turn(

@@ -21,6 +21,7 @@ from memory.database.backends.postgres_statements import (
     ADMIT_AND_NOTIFY,
     FINISH_AND_QUEUE,
     NOTE_AND_NOTIFY,
+    NOTIFY,
     SAVE_REPLY,
     SAVE_REPLY_AND_FINISH,
     STORE_AND_READ,
@@ -37,7 +38,13 @@ from memory.database.records import (
     ReplyRecord,
     StoredMessage,
 )
-from memory.database.statements import activity_key, backlog_in, decode_context, window_values
+from memory.database.statements import (
+    REVIEW_JOB_AGAIN,
+    activity_key,
+    backlog_in,
+    decode_context,
+    window_values,
+)
 from memory.recall_terms import pg_config
 from memory.wakeup import InboxListener
 
@@ -108,6 +115,10 @@ def _operand(word: str) -> str:
 class PostgresBackend(Backend):
     """Postgres' way: many writers at once, row locks, and a round trip per statement."""
 
+    ask_review_job = postgresql.insert(MemoryJob).on_conflict_do_update(
+        index_elements=["learner_id", "kind"], set_=REVIEW_JOB_AGAIN
+    )
+
     def lock_next(self, query: Any, table: Any) -> Any:
         """FOR UPDATE SKIP LOCKED: a claim passes over the rows other claims are taking."""
         return query.with_for_update(skip_locked=True, of=table)
@@ -128,6 +139,10 @@ class PostgresBackend(Backend):
                 return True
             connection.execute(NOTE_AND_NOTIFY, turned_away_values(values))
         return False
+
+    def wake_workers(self, connection: Connection) -> None:
+        """A NOTIFY on the channel the workers LISTEN on, sent when the transaction commits."""
+        connection.execute(NOTIFY)
 
     def finish(self, finishing: Finishing, parts: Sequence[str]) -> list[int] | None:
         """One statement when there are parts to queue: the UPDATE runs in a CTE, and the

@@ -268,6 +268,8 @@ _ACCEPTED = (
     .returning(InboxItem.id)
     .cte("accepted")
 )
+# Wakes the workers once the transaction it runs in commits.
+NOTIFY = select(func.pg_notify(CHANNEL, ""))
 # The NOTIFY goes out once the INSERT commits, and not at all if it is a redelivery.
 ACCEPT_AND_NOTIFY = select(func.pg_notify(CHANNEL, "")).select_from(_ACCEPTED)
 # The same with admission bounded per address (a row if the message was stored), and for the
