@@ -1,7 +1,8 @@
 """A turn's hot writes on Postgres two ways, side by side in one process: each as one fused
-statement (data-modifying CTEs, one round trip: what Pam ran on Postgres before issue 30) and
-as the plain statements both backends share (SQLite's way: a short transaction, or a
-statement that commits by itself).
+statement (data-modifying CTEs, one round trip: what Pam ran on Postgres before issue 30,
+bench/write_paths_fused.py) and as the plain statements both backends can share (SQLite's way:
+a short transaction, or statements that commit by themselves), which is what Pam runs now
+where the fused statement did not pay (docs/benchmarks/speed.md, "One write path").
 
     python3 dev.py bench write_paths [--turns 400] [--database-url URL]
 
@@ -27,14 +28,14 @@ import platform
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Engine, event
+from sqlalchemy import Connection, Engine, event, func, select
 
 from bench.latency_learners import DEFAULT_DATABASE
 from bench.write_paths_fused import FusedWrites
@@ -42,7 +43,8 @@ from loopback.harness import ROOT, postgres_problem, postgres_schema
 from memory.database import db
 from memory.database.backends.base import Backend
 from memory.database.backends.postgres import PostgresBackend
-from memory.database.claims import Finishing, InboxClaim
+from memory.database.backends.sqlite import SqliteBackend
+from memory.database.claims import Finishing, InboxClaim, admission_values, turned_away_values
 from memory.database.records import (
     LEARNER,
     ActivityWindow,
@@ -55,6 +57,7 @@ from memory.database.records import (
 from memory.queue.inbox import Inbox
 from memory.store.message_store import Store
 from memory.turns import PROFILE_COUNT_LIMIT
+from memory.wakeup import CHANNEL
 
 RESULT = ROOT / "bench" / "results" / "write_paths.json"
 FUSED, SHARED = "fused statement", "shared path"
@@ -80,12 +83,27 @@ def progress(message: str) -> None:
 
 
 class SharedWrites(PostgresBackend):
-    """Pam's Postgres backend with the hot writes both backends share (`Backend`'s own), even
-    where Postgres keeps a fused statement of its own."""
+    """Pam's Postgres backend with every hot write as the plain statements both backends can
+    share, even where Postgres keeps a fused statement of its own: the reply's write as
+    `Backend`'s transaction, and a message accepted by SQLite's statements with the NOTIFY
+    a statement of its own in their transaction."""
 
-    accept = Backend.accept
-    finish = Backend.finish
     save_reply = Backend.save_reply
+
+    def accept(self, row: Mapping[str, Any], now: datetime, max_queued: int = 0) -> bool:
+        """`Backend.accept` in one transaction, SQLite's statements and a NOTIFY."""
+        values = admission_values(dict(row), now, max_queued)
+        accept, admit, note = SqliteBackend.accepting
+        with self.engine.begin() as connection:
+            if connection.execute(admit if max_queued else accept, values).first() is not None:
+                connection.execute(NOTIFY)
+                return True
+            if connection.execute(note, turned_away_values(values)).first() is not None:
+                connection.execute(NOTIFY)
+        return False
+
+
+NOTIFY = select(func.pg_notify(CHANNEL, ""))
 
 
 @dataclass
@@ -231,13 +249,11 @@ class Ways:
             found = self.fused.begin_turn(learner.id, message, claim.id, window, now)
             assert found is not None
             return found[0].messages[-1]
-        conversation = self.store.conversation
-        stored, answered = conversation.add_learner_message(
-            learner.id, message.content, message.tokens, inbox_id=claim.id
+        begun = self.store.conversation.begin_turn(
+            learner.id, message.content, message.tokens, inbox_id=claim.id, window=window
         )
-        assert answered is None
-        conversation.context_and_activity(learner.id, window)
-        return stored
+        assert begun.answered is None and begun.context is not None
+        return begun.stored
 
 
 def _inbound(address: str, text: str) -> dict[str, Any]:

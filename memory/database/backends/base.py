@@ -9,26 +9,21 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, ClassVar
 
-from sqlalchemy import Connection, Engine, Float, Integer, Row, String, Text, insert
+from sqlalchemy import Connection, Engine, Float, Integer, Row, String, Text
 from sqlalchemy.sql.dml import Insert
 from sqlalchemy.types import TypeEngine
 
 from memory.database import db
 from memory.database.claims import (
-    ADMIT,
-    NOTE_TURNED_AWAY,
+    Accepting,
     Finishing,
     admission_values,
     turned_away_values,
 )
 from memory.database.models import UTCDateTime
-from memory.database.models_queue import InboxItem
 from memory.database.records import (
     PAM,
-    Activity,
-    ActivityWindow,
     Backlog,
-    Context,
     ReplyRecord,
     StoredMessage,
 )
@@ -44,8 +39,6 @@ from memory.database.statements import (
 )
 from memory.wakeup import InboxListener
 
-_ACCEPT = insert(InboxItem)
-
 # The columns of a recall search's rows (`Backend.recall_candidates`), typed as both
 # backends' textual statements return them.
 RECALL_COLUMNS: dict[str, TypeEngine[Any]] = {
@@ -56,9 +49,6 @@ RECALL_COLUMNS: dict[str, TypeEngine[Any]] = {
     "said_at": UTCDateTime(),
     "relevance": Float(),
 }
-
-# What `Backend.begin_turn` gives back: the context (with the stored message last) and counts.
-ContextRead = tuple[Context, Activity | None]
 
 
 class Backend(ABC):
@@ -75,6 +65,8 @@ class Backend(ABC):
     # The memory_jobs upsert that asks for the review job, built at import in the database's
     # dialect; its parameters are the learner's id and `REVIEW_JOB_ROW`.
     ask_review_job: ClassVar[Insert]
+    # `accept`'s statements in the database's way, built at import.
+    accepting: ClassVar[Accepting]
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -86,30 +78,21 @@ class Backend(ABC):
         this database can, so that claims running at once take different items."""
 
     def accept(self, row: Mapping[str, Any], now: datetime, max_queued: int = 0) -> bool:
-        """Insert one inbound message (`row`: the inbox columns it sets) received at `now` and
-        wake the workers where the database can (`wake_workers`), in one transaction; True.
-        With `max_queued`, not if its address has that many unfinished items already: then
-        the note that it was turned away is stored instead, unless one is waiting, and False.
-        Raises IntegrityError for a redelivery. Two web requests of one address at once may
-        each count the other's message not there yet: the bound holds to within the web's
-        concurrent requests."""
-        with self.engine.begin() as connection:
-            if not max_queued:
-                connection.execute(_ACCEPT, {**row, "received_at": now, "available_at": now})
-                self.wake_workers(connection)
+        """Insert one inbound message (`row`: the inbox columns it sets) received at `now`,
+        waking the workers where the database can (`accepting`); True. With `max_queued`, not
+        if its address has that many unfinished items already: then the note that it was
+        turned away is stored instead, unless one is waiting, and False. Raises IntegrityError
+        for a redelivery. Each INSERT counts as it inserts, one statement (on Postgres
+        committed by itself); two web requests of one address at once may each count the
+        other's message not there yet: the bound holds to within the web's concurrent
+        requests."""
+        values = admission_values(dict(row), now, max_queued)
+        accept, admit, note = self.accepting
+        with self.single.begin() as connection:
+            if connection.execute(admit if max_queued else accept, values).first() is not None:
                 return True
-            values = admission_values(dict(row), now, max_queued)
-            if connection.execute(ADMIT, values).rowcount:
-                self.wake_workers(connection)
-                return True
-            if connection.execute(NOTE_TURNED_AWAY, turned_away_values(values)).rowcount:
-                self.wake_workers(connection)
-            return False
-
-    @abstractmethod
-    def wake_workers(self, connection: Connection) -> None:
-        """Tell the workers, once `connection`'s transaction commits, that a message arrived,
-        where the database can (see `inbox_listener`)."""
+            connection.execute(note, turned_away_values(values))
+        return False
 
     def finish(self, finishing: Finishing, parts: Sequence[str]) -> list[int] | None:
         """Finish the inbox claim and queue `parts` for delivery, in one transaction: the
@@ -160,21 +143,6 @@ class Backend(ABC):
             backlog = read_backlog(connection, reply.learner_id, backlog_limit)
             ids = finish[0].run(connection, finish[1]) if finish else None
         return stored, backlog, ids
-
-    @abstractmethod
-    def begin_turn(
-        self,
-        learner_id: int,
-        message: StoredMessage,
-        inbox_id: int | None,
-        window: ActivityWindow | None,
-        now: datetime,
-    ) -> ContextRead | None:
-        """Store the learner's `message` (its id unknown: 0) and read the context and counts of
-        `window` in one statement, where the database can: the context's last message is the
-        stored one, with its id. None where it cannot, or when the insert failed (a re-run, or
-        the learner is gone): the caller takes the two plain steps, which say which. Raises
-        LearnerGone if the learner is gone."""
 
     @abstractmethod
     def mark_job(self, values: Mapping[str, Any], on_conflict_set: Mapping[str, Any]) -> Insert:

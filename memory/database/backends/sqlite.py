@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, Row, insert, text
@@ -14,11 +13,12 @@ from sqlalchemy.dialects import sqlite
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.sql.dml import Insert
 
-from memory.database.backends.base import RECALL_COLUMNS, Backend, ContextRead
+from memory.database.backends.base import RECALL_COLUMNS, Backend
+from memory.database.claims import ACCEPT, ADMIT, NOTE_TURNED_AWAY, Accepting
 from memory.database.db import SQLITE_BUSY_SECONDS
 from memory.database.models import MemoryJob
+from memory.database.models_queue import InboxItem
 from memory.database.models_recall import RECALL_FTS, RecallEntry
-from memory.database.records import ActivityWindow, StoredMessage
 from memory.database.statements import REVIEW_JOB_AGAIN
 from memory.recall_terms import learner_terms, snowball_language, terms_of
 from memory.wakeup import InboxListener
@@ -67,6 +67,9 @@ class SqliteBackend(Backend):
     # claims race their compare-and-set: fewer lanes, still far more than one model call.
     inbox_lanes = 16
 
+    accepting = Accepting(
+        *(statement.returning(InboxItem.id) for statement in (ACCEPT, ADMIT, NOTE_TURNED_AWAY))
+    )
     ask_review_job = sqlite.insert(MemoryJob).on_conflict_do_update(
         index_elements=["learner_id", "kind"], set_=REVIEW_JOB_AGAIN
     )
@@ -74,20 +77,6 @@ class SqliteBackend(Backend):
     def lock_next(self, query: Any, table: Any) -> Any:
         """SQLite has no SKIP LOCKED: the claim's compare-and-set keeps claims apart."""
         return query
-
-    def wake_workers(self, connection: Connection) -> None:
-        """Nothing: SQLite cannot notify another process; its workers poll."""
-
-    def begin_turn(
-        self,
-        learner_id: int,
-        message: StoredMessage,
-        inbox_id: int | None,
-        window: ActivityWindow | None,
-        now: datetime,
-    ) -> ContextRead | None:
-        """Never in one statement: SQLite's RETURNING cannot feed a read in a CTE."""
-        return None
 
     def mark_job(self, values: Mapping[str, Any], on_conflict_set: Mapping[str, Any]) -> Insert:
         """SQLite's INSERT … ON CONFLICT DO UPDATE."""
