@@ -1,6 +1,9 @@
-"""The one interface to what differs between the databases Pam runs on: the hot writes each
-does its own way (Postgres in one statement where SQLite takes a short transaction), row
-locking, the memory-job upsert, the cleanup after /forget, and waking workers."""
+"""The one interface to what differs between the databases Pam runs on, and the write path
+both share: a message accepted (with each database's own statements: Postgres' wake the
+workers), a claim finished and the reply stored in short transactions of plain statements,
+which Postgres replaces with one statement only for the reply (bench/write_paths.py measured
+what that saves); row locking, the memory-job upsert, the cleanup after /forget, and waking
+workers."""
 
 from __future__ import annotations
 
