@@ -1,7 +1,7 @@
 """The conversational turn, top to bottom: the learner's message stored and the context read
-(one statement), the limits checked, the model asked (with recall and review in the prompt),
-its answer read and checked, and the reply returned as a plain `Turn` to store and send. An
-LLM failure loses nothing: the message is stored first."""
+(two statements on one connection), the limits checked, the model asked (with recall and
+review in the prompt), its answer read and checked, and the reply returned as a plain `Turn`
+to store and send. An LLM failure loses nothing: the message is stored first."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import (
     Connection,
@@ -26,6 +26,7 @@ from sqlalchemy import (
     literal,
     or_,
     select,
+    true,
     update,
 )
 
@@ -209,6 +210,20 @@ ADMIT = _admitted(_FEW_WAITING)
 # The note that the address's messages were turned away (its parameters are the turned-away
 # message's but `in_kind` and `in_text`), unless one is waiting already: at most one a time.
 NOTE_TURNED_AWAY = _admitted(~exists().where(_waiting(_IN_ADDRESS, InboxItem.kind == TURNED_AWAY)))
+
+
+# The message, whatever its address has waiting.
+ACCEPT = _admitted(true())
+
+
+class Accepting(NamedTuple):
+    """A backend's statements for storing an inbound message (`Backend.accept`), each
+    `ACCEPT`, `ADMIT` or `NOTE_TURNED_AWAY` as the database runs it, returning a row if it
+    inserted one (with `admission_values`' parameters)."""
+
+    accept: Any
+    admit: Any
+    note: Any
 
 
 def admission_values(row: dict[str, Any], now: datetime, max_queued: int) -> dict[str, Any]:

@@ -200,24 +200,18 @@ def activity_key(window: ActivityWindow | None) -> tuple[bool, bool]:
     return window is not None, bool(window and window.everyone)
 
 
-def context_query(*activity: Any, stored: Any = None) -> Any:
+def _context_query(*activity: Any) -> Any:
     """Learner, summary, profile (its data as text: parsed once, not on every row) and the
     `activity` counts on every row, with one unfolded message per row (NULLs if there is
     none), oldest first: a turn's whole read in one round trip and one snapshot. No row if the
-    learner, summary or profile is gone. With `stored` (an INSERT … RETURNING id in a CTE),
-    its id is on every row too, as `stored_id`."""
+    learner, summary or profile is gone."""
     tables = (
         Learner.__table__.join(Summary, Summary.learner_id == Learner.id)
         .join(Profile, Profile.learner_id == Learner.id)
         .outerjoin(Message, (Message.learner_id == Learner.id) & (Message.id > Summary.watermark))
     )
-    first = []
-    if stored is not None:
-        tables = stored.join(tables, true())
-        first = [stored.c.id.label("stored_id")]
     return (
         select(
-            *first,
             *labelled("learner", LEARNER_COLUMNS),
             *labelled("summary", SUMMARY_COLUMNS),
             cast(Profile.data, Text).label("profile_data"),
@@ -231,7 +225,7 @@ def context_query(*activity: Any, stored: Any = None) -> Any:
     )
 
 
-_READS = {key: context_query(*activity) for key, activity in ACTIVITIES.items()}
+_READS = {key: _context_query(*activity) for key, activity in ACTIVITIES.items()}
 
 
 def window_values(window: ActivityWindow | None) -> dict[str, Any]:
@@ -252,17 +246,13 @@ def read_context(
 
 
 def decode_context(
-    rows: Sequence[Any], window: ActivityWindow | None, stored: StoredMessage | None = None
+    rows: Sequence[Any], window: ActivityWindow | None
 ) -> tuple[Context, Activity | None] | None:
-    """The context and counts in the rows of a `context_query`; None if there are none. With
-    `stored`, the learner message the statement inserted (its snapshot did not see it): it is
-    the last message, and a recent one."""
+    """The context and counts in the rows of a context read; None if there are none."""
     if not rows:
         return None
     head = rows[0]
     messages = [named(row, "message", StoredMessage) for row in rows if row.message_id is not None]
-    if stored is not None:
-        messages.append(stored)
     profile = named(head, "profile", ProfileState)
     data = dict(json.loads(head.profile_data) if head.profile_data else {})
     context = Context(
@@ -274,8 +264,7 @@ def decode_context(
     if window is None:
         return context, None
     everyone = int(head.everyone_tokens) if window.everyone else None
-    recent = int(head.recent_messages) + (stored is not None)
-    return context, Activity(recent, int(head.learner_tokens), everyone)
+    return context, Activity(int(head.recent_messages), int(head.learner_tokens), everyone)
 
 
 def correction_rows(

@@ -1,28 +1,44 @@
-"""The one interface to what differs between the databases Pam runs on: the hot writes each
-does its own way (Postgres in one statement where SQLite takes a short transaction), row
-locking, the memory-job upsert, the cleanup after /forget, and waking workers."""
+"""The one interface to what differs between the databases Pam runs on, and the write path
+both share: a message accepted (with each database's own statements: Postgres' wake the
+workers), a claim finished and the reply stored in short transactions of plain statements,
+which Postgres replaces with one statement only for the reply (bench/write_paths.py measured
+what that saves); row locking, the memory-job upsert, the cleanup after /forget, and waking
+workers."""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from sqlalchemy import Connection, Engine, Float, Integer, Row, String, Text
 from sqlalchemy.sql.dml import Insert
 from sqlalchemy.types import TypeEngine
 
 from memory.database import db
-from memory.database.claims import Finishing
+from memory.database.claims import (
+    Accepting,
+    Finishing,
+    admission_values,
+    turned_away_values,
+)
 from memory.database.models import UTCDateTime
 from memory.database.records import (
-    Activity,
-    ActivityWindow,
+    PAM,
     Backlog,
-    Context,
     ReplyRecord,
     StoredMessage,
+)
+from memory.database.statements import (
+    INSERT_CORRECTIONS,
+    INSERT_PENDING,
+    INSERT_USAGE,
+    REVIEW_JOB_ROW,
+    correction_rows,
+    insert_message,
+    pending_row,
+    read_backlog,
 )
 from memory.wakeup import InboxListener
 
@@ -37,9 +53,6 @@ RECALL_COLUMNS: dict[str, TypeEngine[Any]] = {
     "relevance": Float(),
 }
 
-# What `Backend.begin_turn` gives back: the context (with the stored message last) and counts.
-ContextRead = tuple[Context, Activity | None]
-
 
 class Backend(ABC):
     """One database's way of running the statements that differ between databases, on
@@ -52,6 +65,11 @@ class Backend(ABC):
     # worker keeps waiting on the model at once. Each holds a thread, never a connection
     # while it waits, so many cost little where writers do not queue for one lock.
     inbox_lanes = 128
+    # The memory_jobs upsert that asks for the review job, built at import in the database's
+    # dialect; its parameters are the learner's id and `REVIEW_JOB_ROW`.
+    ask_review_job: ClassVar[Insert]
+    # `accept`'s statements in the database's way, built at import.
+    accepting: ClassVar[Accepting]
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -62,20 +80,29 @@ class Backend(ABC):
         """`query` (the next claimable queue item's id, from `table`) with the row locked as
         this database can, so that claims running at once take different items."""
 
-    @abstractmethod
     def accept(self, row: Mapping[str, Any], now: datetime, max_queued: int = 0) -> bool:
         """Insert one inbound message (`row`: the inbox columns it sets) received at `now`,
-        waking the workers where the database can; True. With `max_queued`, not if its
-        address has that many unfinished items already: then the note that it was turned
-        away is stored instead, unless one is waiting, and False. Raises IntegrityError for a
-        redelivery."""
+        waking the workers where the database can (`accepting`); True. With `max_queued`, not
+        if its address has that many unfinished items already: then the note that it was
+        turned away is stored instead, unless one is waiting, and False. Raises IntegrityError
+        for a redelivery. Each INSERT counts as it inserts, one statement (on Postgres
+        committed by itself); two web requests of one address at once may each count the
+        other's message not there yet: the bound holds to within the web's concurrent
+        requests."""
+        values = admission_values(dict(row), now, max_queued)
+        accept, admit, note = self.accepting
+        with self.single.begin() as connection:
+            if connection.execute(admit if max_queued else accept, values).first() is not None:
+                return True
+            connection.execute(note, turned_away_values(values))
+        return False
 
-    @abstractmethod
     def finish(self, finishing: Finishing, parts: Sequence[str]) -> list[int] | None:
-        """Finish the inbox claim and queue `parts` for delivery, atomically: the queued
-        replies' ids in order, or None (and nothing written) if the claim was lost."""
+        """Finish the inbox claim and queue `parts` for delivery, in one transaction: the
+        queued replies' ids in order, or None (and nothing written) if the claim was lost."""
+        with self.engine.begin() as connection:
+            return finishing.run(connection, parts)
 
-    @abstractmethod
     def save_reply(
         self,
         reply: ReplyRecord,
@@ -83,26 +110,42 @@ class Backend(ABC):
         now: datetime,
         finish: tuple[Finishing, Sequence[str]] | None = None,
     ) -> tuple[StoredMessage, Backlog, list[int] | None]:
-        """Store Pam's reply with its usage and corrections and read the memory backlog as of
-        the reply (at most `backlog_limit` unread learner messages), atomically; with `finish`
-        the inbox claim is finished and its parts queued in the same write, and the third
-        value is what `finish` returns (None without `finish`). Raises IntegrityError if the
-        message has a reply already or the learner is gone, with nothing written."""
-
-    @abstractmethod
-    def begin_turn(
-        self,
-        learner_id: int,
-        message: StoredMessage,
-        inbox_id: int | None,
-        window: ActivityWindow | None,
-        now: datetime,
-    ) -> ContextRead | None:
-        """Store the learner's `message` (its id unknown: 0) and read the context and counts of
-        `window` in one statement, where the database can: the context's last message is the
-        stored one, with its id. None where it cannot, or when the insert failed (a re-run, or
-        the learner is gone): the caller takes the two plain steps, which say which. Raises
-        LearnerGone if the learner is gone."""
+        """Store Pam's reply with its usage and corrections, the review grades it leaves for
+        the review job (and the ask for that job), and read the memory backlog as of the reply
+        (at most `backlog_limit` unread learner messages), in one transaction; with `finish`
+        the inbox claim is finished and its parts queued in it too, and the third value is
+        what `finish` returns (None without `finish`). Raises IntegrityError if the message
+        has a reply already or the learner is gone, with nothing written."""
+        model, input_tokens, output_tokens = reply.usage
+        with self.engine.begin() as connection:
+            stored = insert_message(
+                connection,
+                reply.learner_id,
+                PAM,
+                reply.content,
+                reply.tokens,
+                now,
+                reply_to=reply.reply_to,
+            )
+            usage = {
+                "learner_id": reply.learner_id,
+                "model": model,
+                "purpose": "reply",
+                "input_tokens": input_tokens,
+                "output_tokens": output_tokens,
+                "created_at": now,
+            }
+            connection.execute(INSERT_USAGE, usage)
+            if reply.corrections:
+                rows = correction_rows(reply.learner_id, reply.reply_to, reply.corrections, now)
+                connection.execute(INSERT_CORRECTIONS, rows)
+            if reply.review is not None:
+                connection.execute(INSERT_PENDING, pending_row(reply, now))
+                job = {"learner_id": reply.learner_id, **REVIEW_JOB_ROW}
+                connection.execute(self.ask_review_job, job)
+            backlog = read_backlog(connection, reply.learner_id, backlog_limit)
+            ids = finish[0].run(connection, finish[1]) if finish else None
+        return stored, backlog, ids
 
     @abstractmethod
     def mark_job(self, values: Mapping[str, Any], on_conflict_set: Mapping[str, Any]) -> Insert:

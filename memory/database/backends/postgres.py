@@ -1,43 +1,39 @@
-"""Postgres: each hot write in one statement and one round trip (data-modifying CTEs, built in
-memory/database/backends/postgres_statements.py), claims that skip the rows other workers hold, and
-a NOTIFY with every message stored, so that idle workers wake at once."""
+"""Postgres: the reply's write in one statement and one round trip (data-modifying CTEs, built in
+memory/database/backends/postgres_statements.py) where the shared transaction takes 7 to 10,
+claims that skip the rows other workers hold, and a NOTIFY in the statement that stores each
+message, so that idle workers wake at once."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, Row, TextClause, bindparam, text
 from sqlalchemy.dialects import postgresql
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql.dml import Insert
 from sqlalchemy.sql.selectable import TextualSelect
 
-from memory.database.backends.base import RECALL_COLUMNS, Backend, ContextRead
+from memory.database.backends.base import RECALL_COLUMNS, Backend
 from memory.database.backends.postgres_statements import (
-    ACCEPT_AND_NOTIFY,
-    ADMIT_AND_NOTIFY,
-    FINISH_AND_QUEUE,
-    NOTE_AND_NOTIFY,
+    ACCEPTING,
     SAVE_REPLY,
     SAVE_REPLY_AND_FINISH,
-    STORE_AND_READ,
     correction_arrays,
     review_values,
 )
-from memory.database.claims import Finishing, admission_values, turned_away_values
+from memory.database.claims import Finishing
 from memory.database.models import MemoryJob, UTCDateTime
 from memory.database.records import (
     PAM,
-    ActivityWindow,
     Backlog,
-    LearnerGone,
     ReplyRecord,
     StoredMessage,
 )
-from memory.database.statements import activity_key, backlog_in, decode_context, window_values
+from memory.database.statements import (
+    REVIEW_JOB_AGAIN,
+    backlog_in,
+)
 from memory.recall_terms import pg_config
 from memory.wakeup import InboxListener
 
@@ -108,36 +104,14 @@ def _operand(word: str) -> str:
 class PostgresBackend(Backend):
     """Postgres' way: many writers at once, row locks, and a round trip per statement."""
 
+    accepting = ACCEPTING
+    ask_review_job = postgresql.insert(MemoryJob).on_conflict_do_update(
+        index_elements=["learner_id", "kind"], set_=REVIEW_JOB_AGAIN
+    )
+
     def lock_next(self, query: Any, table: Any) -> Any:
         """FOR UPDATE SKIP LOCKED: a claim passes over the rows other claims are taking."""
         return query.with_for_update(skip_locked=True, of=table)
-
-    def accept(self, row: Mapping[str, Any], now: datetime, max_queued: int = 0) -> bool:
-        """One statement stores the message and notifies the workers (with `max_queued`, a
-        second one the note, when it was turned away). Two web requests of one address at
-        once may each count the other's message not there yet: the bound holds to within
-        the web's concurrent requests."""
-        if not max_queued:
-            values = {f"in_{name}": value for name, value in row.items()}
-            with self.single.begin() as connection:
-                connection.execute(ACCEPT_AND_NOTIFY, values | {"now": now})
-            return True
-        values = admission_values(dict(row), now, max_queued)
-        with self.single.begin() as connection:
-            if connection.execute(ADMIT_AND_NOTIFY, values).first() is not None:
-                return True
-            connection.execute(NOTE_AND_NOTIFY, turned_away_values(values))
-        return False
-
-    def finish(self, finishing: Finishing, parts: Sequence[str]) -> list[int] | None:
-        """One statement when there are parts to queue: the UPDATE runs in a CTE, and the
-        parts are inserted only if it found the claim still held."""
-        if not parts:
-            with self.engine.begin() as connection:
-                return finishing.run(connection, parts)
-        with self.single.connect() as connection:
-            rows = connection.execute(FINISH_AND_QUEUE, finishing.values(parts)).all()
-        return [row.id for row in sorted(rows, key=lambda row: row.seq)] if rows else None
 
     def save_reply(
         self,
@@ -173,34 +147,6 @@ class PostgresBackend(Backend):
             return stored, backlog, None
         head = rows[0]  # queued_ids: NULL when no reply was queued
         return stored, backlog, (head.queued_ids or []) if head.held else None
-
-    def begin_turn(
-        self,
-        learner_id: int,
-        message: StoredMessage,
-        inbox_id: int | None,
-        window: ActivityWindow | None,
-        now: datetime,
-    ) -> ContextRead | None:
-        """The learner's message inserted in a CTE of the statement that reads the context."""
-        values = {"learner_id": learner_id} | window_values(window)
-        values |= {
-            "stored_content": message.content,
-            "stored_tokens": message.tokens,
-            "stored_inbox_id": inbox_id,
-            "stored_spoken_seconds": message.spoken_seconds,
-            "stored_untranscribed": message.untranscribed,
-            "now": now,
-        }
-        try:
-            with self.single.connect() as connection:
-                rows = connection.execute(STORE_AND_READ[activity_key(window)], values).all()
-        except IntegrityError:
-            return None  # stored before (a re-run), or the learner is gone: the two steps say which
-        if not rows:
-            raise LearnerGone(learner_id)
-        stored = dataclasses.replace(message, id=rows[0].stored_id)
-        return decode_context(rows, window, stored)
 
     def mark_job(self, values: Mapping[str, Any], on_conflict_set: Mapping[str, Any]) -> Insert:
         """Postgres' INSERT … ON CONFLICT DO UPDATE."""

@@ -1,8 +1,10 @@
-"""The statements of a turn's hot writes on Postgres, each one statement and one round trip
-(data-modifying CTEs), built once at import: storing the learner's message with the read of
-the context, storing the reply with its usage and corrections (and finishing the claim and
-queueing the parts, when the writer asks), finishing a claim, and accepting an inbound message
-with a NOTIFY. memory/database/backends/postgres.py runs them."""
+"""The two hot writes Postgres runs as one statement and one round trip each (data-modifying
+CTEs), built once at import, where the transaction both backends share would cost round trips
+that bench/write_paths.py measured on every message: storing the reply with its usage,
+corrections and review grades and the read of the memory backlog (with the claim finished and
+the parts queued, when the writer asks: 1 round trip instead of 7 to 10), and accepting an
+inbound message with the NOTIFY that wakes the workers (1 instead of 4).
+memory/database/backends/postgres.py runs them."""
 
 from __future__ import annotations
 
@@ -13,7 +15,6 @@ from sqlalchemy import (
     ARRAY,
     BigInteger,
     Boolean,
-    Float,
     Integer,
     Text,
     and_,
@@ -29,25 +30,23 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.postgresql import aggregate_order_by
 
 from memory.database.claims import (
+    ACCEPT,
     ADMIT,
     FINISH,
-    INBOUND,
     NOTE_TURNED_AWAY,
-    PENDING,
     SAME_FOR_EVERY_REPLY,
     TIMES_OF_A_REPLY,
+    Accepting,
 )
 from memory.database.models import Correction, MemoryJob, Message, Usage, UTCDateTime
 from memory.database.models_queue import InboxItem, OutboxItem
 from memory.database.models_review import ReviewPending
-from memory.database.records import LEARNER, PAM, CorrectionRecord, ReplyRecord
+from memory.database.records import PAM, CorrectionRecord, ReplyRecord
 from memory.database.statements import (
-    ACTIVITIES,
     COUNTS,
     REVIEW_JOB_AGAIN,
     REVIEW_JOB_ROW,
     UNREAD_BY_PROFILE,
-    context_query,
 )
 from memory.wakeup import CHANNEL
 
@@ -207,13 +206,6 @@ def _finish_and_queue_ctes() -> tuple[Any, Any]:
     return finished, queued
 
 
-def _finish_and_queue() -> Any:
-    """Finish the claim and queue its replies in one statement: (id, seq) of each reply
-    queued, no row if the claim was lost."""
-    _, queued = _finish_and_queue_ctes()
-    return select(queued.c.id, queued.c.seq)
-
-
 def _save_reply_and_finish() -> Any:
     """`SAVE_REPLY` with the claim finished and the reply queued in two more CTEs, one
     statement for the turn's whole write. Two columns more on every row: whether the claim
@@ -226,55 +218,18 @@ def _save_reply_and_finish() -> Any:
     )
 
 
-FINISH_AND_QUEUE = _finish_and_queue()
 SAVE_REPLY_AND_FINISH = _save_reply_and_finish()
 
-# -- a turn's first statement, and accepting a message ----------------------------------------
+# -- accepting a message ----------------------------------------------------------------------
 
-# The learner's message inserted in a CTE of the statement that reads the context.
-_STORED = (
-    insert(Message)
-    .values(
-        learner_id=bindparam("learner_id", type_=BigInteger),
-        role=LEARNER,
-        content=bindparam("stored_content", type_=Text),
-        tokens=bindparam("stored_tokens", type_=Integer),
-        inbox_id=bindparam("stored_inbox_id", type_=BigInteger),
-        spoken_seconds=bindparam("stored_spoken_seconds", type_=Float),
-        untranscribed=bindparam("stored_untranscribed", type_=Boolean),
-        created_at=bindparam("now", type_=UTCDateTime()),
+# `Backend.accept`'s statements, each in a CTE of a SELECT that sends the NOTIFY which wakes the
+# workers: a row if it inserted, the NOTIFY going out once that commits (none for a
+# redelivery, or a message turned away).
+ACCEPTING = Accepting(
+    *(
+        select(func.pg_notify(CHANNEL, "")).select_from(
+            statement.returning(InboxItem.id).cte("accepted")
+        )
+        for statement in (ACCEPT, ADMIT, NOTE_TURNED_AWAY)
     )
-    .returning(Message.id)
-    .cte("stored")
-)
-STORE_AND_READ = {
-    key: context_query(*activity, stored=_STORED) for key, activity in ACTIVITIES.items()
-}
-
-_ACCEPTED = (
-    insert(InboxItem)
-    .values(
-        {
-            **{
-                name: bindparam(f"in_{name}", type_=InboxItem.__table__.c[name].type)
-                for name in INBOUND
-            },
-            "received_at": bindparam("now", type_=UTCDateTime()),
-            "available_at": bindparam("now", type_=UTCDateTime()),
-            "status": PENDING,
-            "attempts": 0,
-        }
-    )
-    .returning(InboxItem.id)
-    .cte("accepted")
-)
-# The NOTIFY goes out once the INSERT commits, and not at all if it is a redelivery.
-ACCEPT_AND_NOTIFY = select(func.pg_notify(CHANNEL, "")).select_from(_ACCEPTED)
-# The same with admission bounded per address (a row if the message was stored), and for the
-# note that one was turned away.
-ADMIT_AND_NOTIFY, NOTE_AND_NOTIFY = (
-    select(func.pg_notify(CHANNEL, "")).select_from(
-        statement.returning(InboxItem.id).cte("admitted")
-    )
-    for statement in (ADMIT, NOTE_TURNED_AWAY)
 )

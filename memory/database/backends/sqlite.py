@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, Row, insert, text
@@ -14,34 +13,16 @@ from sqlalchemy.dialects import sqlite
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.sql.dml import Insert
 
-from memory.database.backends.base import RECALL_COLUMNS, Backend, ContextRead
-from memory.database.claims import (
-    ADMIT,
-    NOTE_TURNED_AWAY,
-    Finishing,
-    admission_values,
-    turned_away_values,
-)
+from memory.database.backends.base import RECALL_COLUMNS, Backend
+from memory.database.claims import ACCEPT, ADMIT, NOTE_TURNED_AWAY, Accepting
 from memory.database.db import SQLITE_BUSY_SECONDS
 from memory.database.models import MemoryJob
 from memory.database.models_queue import InboxItem
 from memory.database.models_recall import RECALL_FTS, RecallEntry
-from memory.database.records import PAM, ActivityWindow, Backlog, ReplyRecord, StoredMessage
-from memory.database.statements import (
-    INSERT_CORRECTIONS,
-    INSERT_PENDING,
-    INSERT_USAGE,
-    REVIEW_JOB_AGAIN,
-    REVIEW_JOB_ROW,
-    correction_rows,
-    insert_message,
-    pending_row,
-    read_backlog,
-)
+from memory.database.statements import REVIEW_JOB_AGAIN
 from memory.recall_terms import learner_terms, snowball_language, terms_of
 from memory.wakeup import InboxListener
 
-_ACCEPT = insert(InboxItem)
 # Every connection's wait for the write lock (make_engine's), restored after a checkpoint.
 BUSY_TIMEOUT_MS = int(SQLITE_BUSY_SECONDS * 1000)
 
@@ -86,78 +67,16 @@ class SqliteBackend(Backend):
     # claims race their compare-and-set: fewer lanes, still far more than one model call.
     inbox_lanes = 16
 
+    accepting = Accepting(
+        *(statement.returning(InboxItem.id) for statement in (ACCEPT, ADMIT, NOTE_TURNED_AWAY))
+    )
+    ask_review_job = sqlite.insert(MemoryJob).on_conflict_do_update(
+        index_elements=["learner_id", "kind"], set_=REVIEW_JOB_AGAIN
+    )
+
     def lock_next(self, query: Any, table: Any) -> Any:
         """SQLite has no SKIP LOCKED: the claim's compare-and-set keeps claims apart."""
         return query
-
-    def accept(self, row: Mapping[str, Any], now: datetime, max_queued: int = 0) -> bool:
-        """A plain INSERT, or with `max_queued` one that counts first, and the note after it
-        in the same transaction; nobody listens (SQLite workers poll)."""
-        with self.engine.begin() as connection:
-            if not max_queued:
-                connection.execute(_ACCEPT, {**row, "received_at": now, "available_at": now})
-                return True
-            values = admission_values(dict(row), now, max_queued)
-            if connection.execute(ADMIT, values).rowcount:
-                return True
-            connection.execute(NOTE_TURNED_AWAY, turned_away_values(values))
-            return False
-
-    def finish(self, finishing: Finishing, parts: Sequence[str]) -> list[int] | None:
-        """The finish and the replies' INSERT in one transaction."""
-        with self.engine.begin() as connection:
-            return finishing.run(connection, parts)
-
-    def save_reply(
-        self,
-        reply: ReplyRecord,
-        backlog_limit: int,
-        now: datetime,
-        finish: tuple[Finishing, Sequence[str]] | None = None,
-    ) -> tuple[StoredMessage, Backlog, list[int] | None]:
-        """Reply, usage, corrections, the review grades left for the review job (and the ask
-        for it), the backlog read and the finish in one transaction."""
-        model, input_tokens, output_tokens = reply.usage
-        with self.engine.begin() as connection:
-            stored = insert_message(
-                connection,
-                reply.learner_id,
-                PAM,
-                reply.content,
-                reply.tokens,
-                now,
-                reply_to=reply.reply_to,
-            )
-            usage = {
-                "learner_id": reply.learner_id,
-                "model": model,
-                "purpose": "reply",
-                "input_tokens": input_tokens,
-                "output_tokens": output_tokens,
-                "created_at": now,
-            }
-            connection.execute(INSERT_USAGE, usage)
-            if reply.corrections:
-                rows = correction_rows(reply.learner_id, reply.reply_to, reply.corrections, now)
-                connection.execute(INSERT_CORRECTIONS, rows)
-            if reply.review is not None:
-                connection.execute(INSERT_PENDING, pending_row(reply, now))
-                job = {"learner_id": reply.learner_id, **REVIEW_JOB_ROW}
-                connection.execute(self.mark_job(job, REVIEW_JOB_AGAIN))
-            backlog = read_backlog(connection, reply.learner_id, backlog_limit)
-            ids = finish[0].run(connection, finish[1]) if finish else None
-        return stored, backlog, ids
-
-    def begin_turn(
-        self,
-        learner_id: int,
-        message: StoredMessage,
-        inbox_id: int | None,
-        window: ActivityWindow | None,
-        now: datetime,
-    ) -> ContextRead | None:
-        """Never in one statement: SQLite's RETURNING cannot feed a read in a CTE."""
-        return None
 
     def mark_job(self, values: Mapping[str, Any], on_conflict_set: Mapping[str, Any]) -> Insert:
         """SQLite's INSERT … ON CONFLICT DO UPDATE."""
