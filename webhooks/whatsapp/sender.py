@@ -31,8 +31,8 @@ PERMANENT_CODES = {21211, 21408, 21610, 21612, 21614, 63003, 63016, 63018, 63024
 
 class TwilioSender:
     """Sends WhatsApp replies through Twilio's REST API, from TWILIO_WHATSAPP_NUMBER (the
-    worker's `Sender`, `ButtonSender`, `ChartSender` and `VoiceSender`), and fetches voice
-    notes' audio (`VoiceFetcher`)."""
+    worker's `Sender`, `ButtonSender`, `ChartSender`, `VoiceSender` and `TemplateSender`), and
+    fetches voice notes' audio (`VoiceFetcher`)."""
 
     max_chars = 1600  # Twilio's limit for one WhatsApp message body
     voice_by_link = True  # Twilio fetches a spoken reply from its MediaUrl
@@ -51,6 +51,7 @@ class TwilioSender:
         status_callback: str | None = None,
         timeout: float = 15.0,
         media_deadline: float = 30.0,
+        checkin_template_sid: str | None = None,
     ) -> None:
         from twilio.http.http_client import TwilioHttpClient
         from twilio.rest import Client
@@ -64,6 +65,8 @@ class TwilioSender:
         self.status_callback = status_callback
         self.media = TwilioMedia(account_sid, auth_token, api_url, timeout, media_deadline)
         self.quick_replies = QuickReplies(self._create_content, self._listed_contents)
+        # The operator's approved template for check-ins outside the 24-hour window.
+        self.checkin_template_sid = checkin_template_sid
 
     def send(self, chat_id: str, text: str, *, idempotency_key: str) -> Sent:
         """Send one WhatsApp message; raise TransientSendError or PermanentSendError."""
@@ -86,6 +89,17 @@ class TwilioSender:
             return self._create(chat_id, body=text)
         filled = json.dumps(variables(text, chosen), ensure_ascii=False)
         return self._create(chat_id, content_sid=sid, content_variables=filled)
+
+    def send_template(self, chat_id: str, text: str, *, idempotency_key: str) -> Sent:
+        """Send a check-in outside the 24-hour window: the operator's approved content template
+        (PAM_CHECKIN_WHATSAPP_TEMPLATE_SID), the check-in's text as its variable {{1}}. Without
+        one, PermanentSendError: WhatsApp takes no free-form message there."""
+        if not self.checkin_template_sid:
+            raise PermanentSendError("no check-in template (PAM_CHECKIN_WHATSAPP_TEMPLATE_SID)")
+        filled = json.dumps({"1": text[:MAX_BODY_CHARS]}, ensure_ascii=False)
+        return self._create(
+            chat_id, content_sid=self.checkin_template_sid, content_variables=filled
+        )
 
     def _create_content(self, request: dict[str, Any]) -> str:
         """Create a content template through the Content API; its sid (HX…)."""
