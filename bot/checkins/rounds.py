@@ -27,10 +27,10 @@ from bot.checkins.timing import (
     next_slot,
     spread_minute,
     stopped,
-    zone,
     zone_from_hours,
 )
 from bot.settings import CheckinSettings
+from bot.timezones import zone
 from bot.turn.limits import Limits
 from memory import metrics
 from memory.clock import Clock

@@ -6,13 +6,12 @@ check-in keeps its local hour on both sides of a daylight-saving change."""
 
 from __future__ import annotations
 
-import functools
 import statistics
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
+from zoneinfo import ZoneInfo
 
 # Fewer messages than this tell nothing of the hours a learner writes at.
 MIN_MESSAGES = 5
@@ -50,30 +49,6 @@ class QuietHours:
         if not allowed:
             return hour
         return min(allowed, key=lambda h: (min(abs(h - hour), 24 - abs(h - hour)), h))
-
-
-@functools.cache
-def _zone_names() -> dict[str, str]:
-    return {name.lower(): name for name in available_timezones()}
-
-
-def timezone_named(text: str) -> str | None:
-    """The IANA timezone `text` names ("europe/madrid", "America/New York" → its canonical
-    spelling), or None when there is none such."""
-    key = text.strip().replace(" ", "_").lower()
-    if not key or len(key) > 64:
-        return None
-    return _zone_names().get(key)
-
-
-def zone(name: str | None) -> ZoneInfo:
-    """The timezone `name`, UTC when unknown or unset."""
-    if name:
-        try:
-            return ZoneInfo(name)
-        except (ZoneInfoNotFoundError, ValueError):
-            pass
-    return ZoneInfo("UTC")
 
 
 def zone_from_hours(times: Sequence[datetime]) -> str | None:
@@ -131,7 +106,8 @@ def next_slot(
 ) -> tuple[datetime, str]:
     """The next check-in time at the local `hour:minute`, in UTC, and its local day: today's if
     it is still ahead (or missed by less than LATE_GRACE), else a later day's; never on a day
-    in `taken`, never before `not_before`."""
+    in `taken`, never on a local day before `not_before`'s (a back-off counts days as the
+    learner lives them, so a check-in keeps its hour)."""
     taken = set(taken)
     today = now.astimezone(tz).date()
     for ahead in range(DAYS_AHEAD):
@@ -141,7 +117,7 @@ def next_slot(
         due = at_local(day, hour, minute, tz)
         if due < now - LATE_GRACE:
             continue
-        if not_before is not None and due < not_before:
+        if not_before is not None and day < not_before.astimezone(tz).date():
             continue
         return max(due, now) if due < now else due, day.isoformat()
     raise ValueError("no free day ahead")  # only with every day for two months taken
