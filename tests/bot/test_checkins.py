@@ -7,22 +7,17 @@ from __future__ import annotations
 import itertools
 import random
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from zoneinfo import ZoneInfo
 
 import pytest
-from sqlalchemy import Engine, delete, func, select
-from sqlalchemy.orm import Session
+from sqlalchemy import Engine, func, select
 
-from bot.checkins.compose import CheckinDraft
 from bot.checkins.rounds import (
     LEARNER_WRITING,
     LEARNER_WROTE,
     NO_TEMPLATE,
     RECENT_CHAT,
-    CheckinRounds,
 )
 from bot.worker.runtime import Pam
 from bot.worker.worker import Worker
@@ -35,10 +30,7 @@ from memory.database.models_checkins import (
     QUEUED,
     SCHEDULED,
     SKIPPED,
-    Checkin,
-    CheckinState,
 )
-from memory.database.models_queue import OutboxItem
 from memory.database.records import PAM
 from memory.llm import Outage
 from memory.llm import Usage as Billed
@@ -47,42 +39,24 @@ from memory.queue.inbox import Inbox
 from memory.store.checkins import CheckinWrite
 from memory.store.message_store import Store
 from tests.fakes import FakeChatModel
+from tests.helpers.checkins import (
+    DRAFT,
+    MADRID,
+    START,
+    FakeComposer,
+    checkin_outbox,
+    checkin_pam,
+    checkins_of,
+    evenings,
+    learner_who_wrote,
+    rounds_of,
+    spanish_number,
+    telegram_address,
+    to_due,
+    waiting,
+)
 from tests.support import RecordingSender
 from webhooks.settings import Settings
-from webhooks.wiring import build, checkin_rounds
-
-MADRID = ZoneInfo("Europe/Madrid")
-# A Friday in March 2026, mid-morning in Madrid; summer time begins there on Sunday the 29th.
-START = datetime(2026, 3, 20, 9, 0, tzinfo=UTC)
-DRAFT = CheckinDraft(
-    text="¿Qué tal fue la entrevista del jueves?",
-    follows_up="plan",
-    topic="job interview",
-    usage=(Billed("gpt-4o-mini", 420, 18),),
-)
-
-
-class FakeComposer:
-    """The composer's seam, answering `answer` (a draft, None or an error to raise) and
-    calling `during` as it composes (the learner writing, /forget arriving)."""
-
-    def __init__(self) -> None:
-        self.answer: CheckinDraft | Exception | None = DRAFT
-        self.during: Callable[[int], None] | None = None
-        self.calls: list[tuple[int, datetime]] = []
-        self.lock = threading.Lock()
-        self.pause = 0.0
-
-    def compose(self, learner_id: int, now: datetime) -> CheckinDraft | None:
-        with self.lock:
-            self.calls.append((learner_id, now))
-        if self.pause:
-            time.sleep(self.pause)
-        if self.during is not None:
-            self.during(learner_id)
-        if isinstance(self.answer, Exception):
-            raise self.answer
-        return self.answer
 
 
 @pytest.fixture
@@ -91,31 +65,8 @@ def clock() -> ManualClock:
 
 
 @pytest.fixture
-def no_checkins(engine: Engine) -> Engine:
-    """The test database without other tests' check-ins (the Postgres schema is shared by
-    one session's tests, which run one at a time): a claim takes any learner's due one."""
-    with engine.begin() as connection:
-        connection.execute(delete(Checkin))
-        connection.execute(delete(CheckinState))
-    return engine
-
-
-@pytest.fixture
-def checkin_settings(settings: Settings) -> Settings:
-    return settings.replace(checkins={"enabled": True, "threads": 1})
-
-
-@pytest.fixture
-def pam(
-    checkin_settings: Settings, no_checkins: Engine, fake_model: FakeChatModel, clock: ManualClock
-) -> Pam:
-    return build(
-        checkin_settings,
-        model=fake_model,
-        submit=lambda work: work(),
-        engine=no_checkins,
-        clock=clock,
-    )
+def pam(settings: Settings, engine: Engine, fake_model: FakeChatModel, clock: ManualClock) -> Pam:
+    return checkin_pam(settings, engine, fake_model, clock)
 
 
 @pytest.fixture
@@ -138,87 +89,6 @@ def worker(pam: Pam, telegram: RecordingSender, whatsapp: RecordingSender) -> It
     worker = Worker(pam, {"telegram": telegram, "whatsapp": whatsapp})
     yield worker
     worker.stop()
-
-
-def rounds_of(
-    pam: Pam, composer: FakeComposer, template_sid: str | None = None, **checkins: object
-) -> CheckinRounds:
-    """The rounds a worker runs, built as the services build them (webhooks.wiring)."""
-    settings = Settings(database_url=pam.settings.database_url, llm={"api_key": "k"})
-    settings = settings.replace(
-        checkins={"enabled": True, "threads": 1, **checkins},
-        whatsapp={"checkin_template_sid": template_sid},
-    )
-    senders = {"telegram": RecordingSender(), "whatsapp": RecordingSender()}
-    rounds = checkin_rounds(pam, settings, senders, composer)
-    assert rounds is not None
-    return rounds
-
-
-def telegram_address() -> str:
-    return f"telegram:{random.randint(10**8, 10**10)}"
-
-
-def spanish_number() -> str:
-    return f"whatsapp:+346{random.randint(10**7, 10**8 - 1)}"
-
-
-def learner_who_wrote(
-    pam: Pam, clock: ManualClock, address: str, times: list[datetime], tz: str | None = None
-) -> int:
-    """A learner at `address` who opted in and wrote at `times` (then the clock is put back)."""
-    now = clock.now
-    learner = pam.store.learners.learner(address)
-    pam.store.checkins.set_preference(learner.id, on=True)
-    if tz is not None:
-        pam.store.checkins.set_timezone(learner.id, tz, stated=True)
-    for moment in times:
-        clock.now = moment
-        pam.store.conversation.add_learner_message(learner.id, "hola", 2)
-    clock.now = now
-    return learner.id
-
-
-def evenings(days: int, hour_utc: int, before: datetime = START) -> list[datetime]:
-    """One message at `hour_utc` on each of the `days` days before `before`."""
-    return [
-        (before - timedelta(days=n)).replace(hour=hour_utc, minute=5) for n in range(1, days + 1)
-    ]
-
-
-def waiting(engine: Engine, learner_id: int) -> Checkin | None:
-    with Session(engine) as session:
-        return session.scalars(
-            select(Checkin).where(
-                Checkin.learner_id == learner_id, Checkin.state.in_(("scheduled", "claimed"))
-            )
-        ).first()
-
-
-def checkins_of(engine: Engine, learner_id: int) -> list[Checkin]:
-    with Session(engine) as session:
-        return list(
-            session.scalars(
-                select(Checkin).where(Checkin.learner_id == learner_id).order_by(Checkin.local_day)
-            )
-        )
-
-
-def to_due(clock: ManualClock, engine: Engine, learner_id: int) -> datetime:
-    """Move the clock to the learner's planned check-in; its due time."""
-    row = waiting(engine, learner_id)
-    assert row is not None, "nothing planned"
-    clock.now = row.due_at + timedelta(seconds=1)
-    return row.due_at
-
-
-def checkin_outbox(engine: Engine, address: str) -> list[OutboxItem]:
-    with Session(engine) as session:
-        return list(
-            session.scalars(
-                select(OutboxItem).where(OutboxItem.address == address, OutboxItem.checkin)
-            )
-        )
 
 
 # -- a check-in, end to end ---------------------------------------------------------------
