@@ -323,7 +323,9 @@ class CoreSettings(BaseSettings):
     service: ServiceSettings = Field(default_factory=ServiceSettings)
     charts: ChartSettings = Field(default_factory=ChartSettings)
     voice: VoiceSettings = Field(default_factory=VoiceSettings)
-    checkins: CheckinSettings = Field(default_factory=CheckinSettings)
+    # Named `checkin`, not `checkins`: a section is also read from the variable its name
+    # makes (PAM_<NAME>), and PAM_CHECKINS is the switch inside it (`enabled`).
+    checkin: CheckinSettings = Field(default_factory=CheckinSettings)
 
     # Each section's settings class, by its field (`memory` is read as MemorySettings, given as
     # a MemoryConfig); the fields not named here are the top level's.
@@ -334,7 +336,7 @@ class CoreSettings(BaseSettings):
         "service": ServiceSettings,
         "charts": ChartSettings,
         "voice": VoiceSettings,
-        "checkins": CheckinSettings,
+        "checkin": CheckinSettings,
     }
 
     @field_validator("log_level", mode="before")

@@ -70,7 +70,7 @@ SECTIONS = {
         "Voice",
         "Voice notes in, spoken replies out, through an OpenAI-compatible audio API.",
     ),
-    "checkins": (
+    "checkin": (
         "Check-ins",
         "Pam writing first to learners who said `/checkins on`: off until you turn it on; "
         "quiet hours, back-off and the sending rate (see [Check-ins](how/checkins.md)).",

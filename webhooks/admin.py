@@ -235,11 +235,11 @@ def checkins(ref: str) -> ResponseReturnValue:
     ahead = outlook(
         Store(web().engine),
         configured_routes(settings),
-        settings.checkins,
+        settings.checkin,
         utcnow(),
         found.id,
         found.address,
-        settings.checkins.enabled,
+        settings.checkin.enabled,
     )
     details = {
         key: [{k: _iso(v) for k, v in row.items()} for row in value]
@@ -249,7 +249,7 @@ def checkins(ref: str) -> ResponseReturnValue:
     }
     return jsonify(
         learner=found.id,
-        enabled=settings.checkins.enabled,
+        enabled=settings.checkin.enabled,
         next={"due_at": _iso(ahead.due_at), "local_day": ahead.local_day}
         if ahead.due_at is not None
         else None,

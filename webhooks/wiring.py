@@ -245,7 +245,7 @@ def checkin_rounds(
     """The worker's check-in rounds, when PAM_CHECKINS is on: through the channels that have
     a sender, by their rules (webhooks/checkin_routes.py), with `composer`'s words, within the
     same budgets as replies. None when check-ins are off (or no composer was given)."""
-    if not settings.checkins.enabled:
+    if not settings.checkin.enabled:
         return None
     if composer is None:
         log.warning("PAM_CHECKINS is on, but no check-in composer is wired: no check-ins")
@@ -253,4 +253,4 @@ def checkin_rounds(
     routes = ChannelRoutes(senders, settings.whatsapp.checkin_template_sid)
     store = pam.store
     limits = Limits(settings.limits, store.conversation, store.learners, pam.clock)
-    return CheckinRounds(store, composer, routes, settings.checkins, limits, pam.counter, pam.clock)
+    return CheckinRounds(store, composer, routes, settings.checkin, limits, pam.counter, pam.clock)

@@ -196,7 +196,7 @@ def test_the_admin_api_shows_the_next_checkin_and_why_none(
     on = settings.replace(
         web={"admin_token": ADMIN},
         telegram={"bot_token": TOKEN},
-        checkins={"enabled": True},
+        checkin={"enabled": True},
     )
     headers = {"Authorization": f"Bearer {ADMIN}"}
 
@@ -217,7 +217,7 @@ def test_the_admin_api_shows_the_next_checkin_and_why_none(
     assert body["timezone"] == "Europe/Madrid" and body["timezone_stated"] is True
     assert body["recent"][0]["state"] == "scheduled"
 
-    off = on.replace(checkins={"enabled": False})
+    off = on.replace(checkin={"enabled": False})
     answer = (
         create_app(off, engine=engine)
         .test_client()
