@@ -20,7 +20,7 @@ from bot.checkins.rounds import (
     RECENT_CHAT,
 )
 from bot.worker.runtime import Pam
-from bot.worker.worker import Worker
+from bot.worker.worker import Worker, checkin_scheduler
 from memory import metrics
 from memory.clock import ManualClock
 from memory.database import db
@@ -57,6 +57,7 @@ from tests.helpers.checkins import (
 )
 from tests.support import RecordingSender
 from webhooks.settings import Settings
+from webhooks.wiring import checkin_rounds
 
 
 @pytest.fixture
@@ -553,3 +554,32 @@ WRITE = CheckinWrite(
     topic="x",
     usage=(),
 )
+
+
+# -- the worker's job ------------------------------------------------------------------------
+
+
+def test_the_worker_runs_rounds_as_an_apscheduler_job(pam: Pam, composer: FakeComposer) -> None:
+    rounds = rounds_of(pam, composer, round_seconds=45)
+    scheduler = checkin_scheduler(rounds)
+    [job] = scheduler.get_jobs()
+    assert job.id == "checkins-due" and job.trigger.interval == timedelta(seconds=45)
+    # Off for everyone, or with no composer wired: no rounds at all.
+    off = pam.settings.replace(checkin={"enabled": False})
+    assert checkin_rounds(pam, off, {}, composer) is None
+    assert checkin_rounds(pam, pam.settings, {}, None) is None
+
+
+def test_planning_walks_every_learner_a_page_at_a_time(
+    pam: Pam, clock: ManualClock, composer: FakeComposer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("bot.checkins.rounds.PLAN_BATCH", 2)
+    # Learners no check-in can reach (the HTTP API) first, in the way of the others.
+    for n in range(3):
+        learner_who_wrote(pam, clock, f"api:user-{random.random()}-{n}", [], "Europe/Madrid")
+    reachable = [
+        learner_who_wrote(pam, clock, telegram_address(), [], "Europe/Madrid") for _ in range(3)
+    ]
+
+    assert rounds_of(pam, composer).run_round().planned == 3
+    assert all(waiting(pam.engine, learner) is not None for learner in reachable)
