@@ -34,6 +34,7 @@ from bot.timezones import zone
 from bot.turn.limits import Limits
 from memory import metrics
 from memory.clock import Clock
+from memory.database.records import LearnerGone
 from memory.llm import LLMError
 from memory.queue.heartbeat import Heartbeats
 from memory.store.checkins import ON, Candidate, CheckinClaim, CheckinWrite
@@ -212,6 +213,8 @@ class CheckinRounds:
             return None
         try:
             outcome = self._decide(claim)
+        except LearnerGone:  # forgotten as it was decided: its row went with them
+            return "lost"
         except Exception:  # the database went away: the claim's lease runs out, it is retried
             log.exception("checkin crashed checkin=%s", claim.id)
             return "crashed"
