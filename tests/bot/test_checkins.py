@@ -248,6 +248,20 @@ def test_recent_chat_and_a_message_waiting_skip_the_day(
     assert composer.calls == []
 
 
+def test_one_taken_up_late_in_the_learners_quiet_hours_is_skipped(
+    pam: Pam, clock: ManualClock, composer: FakeComposer
+) -> None:
+    learner = learner_who_wrote(pam, clock, telegram_address(), evenings(6, 17), "Europe/Madrid")
+    rounds = rounds_of(pam, composer)
+    rounds.run_round()
+    due = to_due(clock, pam.engine, learner)
+    # Every worker was down from 18:00 in Madrid until 22:30: quiet hours (21–9) by then.
+    clock.now = due.astimezone(MADRID).replace(hour=22, minute=30).astimezone(UTC)
+
+    assert rounds.run_round().outcomes == {"quiet_hours": 1}
+    assert composer.calls == []
+
+
 # -- exactly once, and the learner first --------------------------------------------------
 
 
