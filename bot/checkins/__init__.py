@@ -1,2 +1,3 @@
-"""Check-ins: Pam writes first (issue 31) — when, to whom, within each platform's rules,
-exactly once, through the outbox; what she says is the composer's (compose.py)."""
+"""Check-ins: Pam writes first, as a friend would. When, to whom, within each platform's rules
+and exactly once is rounds.py's (with timing.py and routes.py); what a check-in says is
+compose.py's (from the learner's memory, through subject.py and answer.py)."""

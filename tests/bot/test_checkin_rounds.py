@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import Engine, func, select
 
+from bot.checkins.compose import MemoryComposer
 from bot.checkins.rounds import (
     LEARNER_WRITING,
     LEARNER_WROTE,
@@ -578,10 +579,11 @@ def test_the_worker_runs_rounds_as_an_apscheduler_job(pam: Pam, composer: FakeCo
     scheduler = checkin_scheduler(rounds)
     [job] = scheduler.get_jobs()
     assert job.id == "checkins-due" and job.trigger.interval == timedelta(seconds=45)
-    # Off for everyone, or with no composer wired: no rounds at all.
+    # Off for everyone: no rounds at all. On, they write with the memory composer by default.
     off = pam.settings.replace(checkin={"enabled": False})
     assert checkin_rounds(pam, off, {}, composer) is None
-    assert checkin_rounds(pam, pam.settings, {}, None) is None
+    built = checkin_rounds(pam, pam.settings, {})
+    assert built is not None and isinstance(built.composer, MemoryComposer)
 
 
 def test_planning_walks_every_learner_a_page_at_a_time(
