@@ -5,6 +5,7 @@ at the seam (bot/checkins/compose.py) and a recording sender at the channel's.""
 from __future__ import annotations
 
 import itertools
+import json
 import random
 import threading
 from collections.abc import Iterator
@@ -599,3 +600,32 @@ def test_planning_walks_every_learner_a_page_at_a_time(
 
     assert rounds_of(pam, composer).run_round().planned == 3
     assert all(waiting(pam.engine, learner) is not None for learner in reachable)
+
+
+def test_the_rounds_write_with_the_memory_composer_end_to_end(
+    pam: Pam,
+    clock: ManualClock,
+    fake_model: FakeChatModel,
+    worker: Worker,
+    telegram: RecordingSender,
+) -> None:
+    """The default composer (bot/checkins/compose.py) at the seam: the model's answer becomes
+    Pam's turn and reaches the learner once, its call billed as a check-in."""
+    address = telegram_address()
+    learner = learner_who_wrote(pam, clock, address, evenings(6, 17), "Europe/Madrid")
+    pam.store.learners.update_settings(learner, target_language="Spanish")
+    built = checkin_rounds(pam, pam.settings, {"telegram": telegram})
+    assert built is not None
+    built.run_round()
+    to_due(clock, pam.engine, learner)
+    text = "¡Hola! ¿Qué tal tu semana?"
+    fake_model.queue("checkin", json.dumps({"message": text, "topic": "week"}))
+
+    assert built.run_round().outcomes == {"queued": 1}
+    worker.drain()
+
+    assert telegram.texts_to(address.removeprefix("telegram:")) == [text]
+    assert pam.store.ledger.usage(learner)["checkin"][0] == 1
+    [row] = [c for c in checkins_of(pam.engine, learner) if c.state == QUEUED]
+    # Nothing remembered to follow up: a light invitation, as the composer labels it.
+    assert row.follows_up == "invitation" and row.topic
