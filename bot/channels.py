@@ -36,6 +36,11 @@ class PermanentSendError(Exception):
     window): recorded, not retried."""
 
 
+class RecipientBlocked(PermanentSendError):
+    """The learner blocked Pam on the platform (Telegram's 403 "bot was blocked by the user"):
+    nothing reaches them, and Pam stops writing first to them (check-ins off, and why)."""
+
+
 class Sender(Protocol):
     """Delivers one reply text to one chat on one channel. `max_chars` is the platform's
     limit per message, as its `length` measures text: longer replies are split before they
@@ -77,6 +82,17 @@ class ButtonSender(Sender, Protocol):
     ) -> Sent:
         """Send `text` with `buttons` under it; raise TransientSendError or
         PermanentSendError on failure."""
+        ...
+
+
+@runtime_checkable
+class TemplateSender(Sender, Protocol):
+    """A sender that can deliver a check-in outside the platform's free-form window through
+    the operator's approved template (WhatsApp: a content template, its SID a setting)."""
+
+    def send_template(self, chat_id: str, text: str, *, idempotency_key: str) -> Sent:
+        """Send `text` as the template's variable; raise PermanentSendError when there is no
+        template, TransientSendError or PermanentSendError on failure."""
         ...
 
 

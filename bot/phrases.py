@@ -55,6 +55,8 @@ HELP_LINES = (
     N_("/review — practise the mistakes that are due"),
     N_("/progress — a chart of your last weeks: corrections, patterns learned, days practised"),
     N_("/voice on|off — my replies as voice messages too (send me voice notes any time)"),
+    N_("/checkins on|off — whether I write to you first now and then"),
+    N_("/timezone <zone> — your time zone, e.g. /timezone Europe/Madrid"),
     N_("/forget — erase everything I know about you (I ask first)"),
     N_("/help — this list"),
 )
@@ -187,6 +189,7 @@ MENU = (
     ("review", N_("Practise the mistakes that are due")),
     ("progress", N_("A chart of your last weeks")),
     ("voice", N_("Replies as voice messages: /voice on or /voice off")),
+    ("checkins", N_("Pam writes first now and then: /checkins on or /checkins off")),
     ("forget", N_("Erase everything Pam knows about you")),
 )
 

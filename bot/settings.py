@@ -266,11 +266,48 @@ class VoiceSettings(BaseSettings):
     """What a spoken character counts toward the token budgets."""
 
 
+class CheckinSettings(BaseSettings):
+    """Check-ins: Pam writes first, to learners who said `/checkins on` (see
+    [Check-ins](how/checkins.md))."""
+
+    model_config = section("PAM_CHECKINS_")
+
+    # Off by default: an upgraded deployment must not start writing to learners unasked, nor
+    # send WhatsApp templates (billed per conversation) before its operator decided to.
+    enabled: bool = Field(default=False, validation_alias="PAM_CHECKINS")
+    """`true`: Pam writes first to learners who opted in with `/checkins on` (off by default, so
+    an upgraded deployment never starts writing to learners, or paying for WhatsApp templates,
+    before its operator decides to)."""
+    quiet_start: int = Field(default=21, ge=0, le=23)
+    """The local hour quiet hours begin at (no check-in from then)."""
+    quiet_end: int = Field(default=9, ge=0, le=23)
+    """The local hour quiet hours end at (equal to the start: no quiet hours)."""
+    default_hour: int = Field(default=18, ge=0, le=23)
+    """The local hour of a check-in while Pam has not learned when the learner writes."""
+    recent_chat_hours: float = Field(default=6.0, ge=0, le=72)
+    """No check-in on a day the learner wrote in the last this many hours before it."""
+    backoff_days: float = Field(default=2.0, gt=0, le=60)
+    """After an unanswered check-in, the next waits this many days, doubled for each more
+    unanswered in a row."""
+    max_unanswered: int = Field(default=3, ge=0, le=30)
+    """After this many unanswered check-ins in a row Pam stops writing first, until the
+    learner writes again (0: never stops)."""
+    per_minute: int = Field(default=600, ge=1, le=100_000)
+    """Check-ins written per minute, by all workers together: within Telegram's ~30 messages
+    a second with room for replies, however many are due at once."""
+    threads: int = Field(default=4, ge=1, le=64)
+    """Check-ins each worker composes at once (each waits on the model)."""
+    round_seconds: float = Field(default=30.0, ge=1, le=3600)
+    """How often each worker looks for due check-ins."""
+    lease_seconds: float = Field(default=120.0, gt=0)
+    """A check-in whose worker died is taken up by another after this long."""
+
+
 class CoreSettings(BaseSettings):
     """The sections the core reads: the database, the log level, the model, memory, limits, the
-    worker, charts and voice. bot/ takes these (or one of its sections) and nothing else; the
-    whole configuration, with the web's and each channel's sections, extends it in the outer
-    layer (webhooks/settings.py)."""
+    worker, charts, voice and check-ins. bot/ takes these (or one of its sections) and nothing
+    else; the whole configuration, with the web's and each channel's sections, extends it in the
+    outer layer (webhooks/settings.py)."""
 
     model_config = section("PAM_")
 
@@ -286,6 +323,9 @@ class CoreSettings(BaseSettings):
     service: ServiceSettings = Field(default_factory=ServiceSettings)
     charts: ChartSettings = Field(default_factory=ChartSettings)
     voice: VoiceSettings = Field(default_factory=VoiceSettings)
+    # Named `checkin`, not `checkins`: a section is also read from the variable its name
+    # makes (PAM_<NAME>), and PAM_CHECKINS is the switch inside it (`enabled`).
+    checkin: CheckinSettings = Field(default_factory=CheckinSettings)
 
     # Each section's settings class, by its field (`memory` is read as MemorySettings, given as
     # a MemoryConfig); the fields not named here are the top level's.
@@ -296,6 +336,7 @@ class CoreSettings(BaseSettings):
         "service": ServiceSettings,
         "charts": ChartSettings,
         "voice": VoiceSettings,
+        "checkin": CheckinSettings,
     }
 
     @field_validator("log_level", mode="before")

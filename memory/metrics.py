@@ -99,6 +99,23 @@ BUDGET_REFUSALS = Counter(
     ["limit"],
     registry=REGISTRY,
 )
+CHECKINS_SENT = Counter(
+    "pam_checkins_sent",
+    "Check-ins (Pam writing first) delivered to the learner's channel.",
+    registry=REGISTRY,
+)
+CHECKINS_SKIPPED = Counter(
+    "pam_checkins_skipped",
+    "Check-ins due that did not go, by reason (quiet_hours, recent_chat, no_template, "
+    "learner_budget, nothing_to_say, telegram_blocked, ...).",
+    ["reason"],
+    registry=REGISTRY,
+)
+CHECKINS_ANSWERED = Counter(
+    "pam_checkins_answered",
+    "Check-ins the learner answered (wrote again after it).",
+    registry=REGISTRY,
+)
 
 
 def _label(value: str) -> str:

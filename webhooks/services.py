@@ -83,7 +83,7 @@ def start_worker(
     from bot.review.progress import warm_in_background
     from bot.worker.worker import Worker
     from memory.database.backends import backend_for
-    from webhooks.wiring import senders
+    from webhooks.wiring import checkin_rounds, senders
 
     in_child = settings.service.memory_process
     pam = build_or_exit(
@@ -93,7 +93,8 @@ def start_worker(
         replayable=replayable,
         wait_seconds=SERVICE_DATABASE_WAIT_SECONDS,
     )
-    worker = Worker(pam, senders(settings))
+    built = senders(settings)
+    worker = Worker(pam, built, checkins=checkin_rounds(pam, settings, built))
     lanes = settings.service.worker_threads or backend_for(pam.engine).inbox_lanes
     worker.start(lanes, settings.service.delivery_threads)
     # matplotlib loads beside the lanes, so the first /progress finds it ready; only here:

@@ -5,7 +5,7 @@ the layers below. Every other module sees only the layer it is in and those unde
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC
 
 from apscheduler.executors.pool import ThreadPoolExecutor
@@ -13,9 +13,12 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from sqlalchemy import Engine
 
 from bot.channels import Sender
+from bot.checkins.compose import Composer, MemoryComposer
+from bot.checkins.rounds import CheckinRounds
 from bot.llm.openai_audio import OpenAISpeaker, OpenAITranscriber, audio_client
 from bot.llm.openai_chat import OpenAIChatModel, openai_client
 from bot.turn.after_send import AfterSending
+from bot.turn.limits import Limits
 from bot.turn.tutor import Tutor
 from bot.voice.ports import Speaker, Transcriber
 from bot.worker.memory_process import MemoryProcess
@@ -33,6 +36,7 @@ from memory.turns import TurnWriter
 from webhooks.api import CHANNEL as API
 from webhooks.api.sender import ApiCallbackSender
 from webhooks.charts import SignedLinks
+from webhooks.checkin_routes import ChannelRoutes
 from webhooks.settings import Settings
 from webhooks.telegram import CHANNEL as TELEGRAM
 from webhooks.whatsapp import CHANNEL as WHATSAPP
@@ -213,6 +217,7 @@ def senders(settings: Settings) -> dict[str, Sender]:
                 settings.whatsapp.number,
                 api_url=settings.whatsapp.api_url,
                 media_deadline=settings.voice.media_deadline_seconds,
+                checkin_template_sid=settings.whatsapp.checkin_template_sid,
                 status_callback=(
                     f"{settings.web.public_url.rstrip('/')}/whatsapp/status"
                     if settings.web.public_url
@@ -232,3 +237,23 @@ def senders(settings: Settings) -> dict[str, Sender]:
             media_deadline=settings.voice.media_deadline_seconds,
         )
     return built
+
+
+def checkin_rounds(
+    pam: Pam,
+    settings: Settings,
+    senders: Mapping[str, Sender],
+    composer: Composer | None = None,
+) -> CheckinRounds | None:
+    """The worker's check-in rounds, when PAM_CHECKINS is on (None when off): through the
+    channels that have a sender, by their rules (webhooks/checkin_routes.py), with the words of
+    `composer` (by default the one that writes from the learner's memory with the reply model,
+    every call counted in the metrics), within the same budgets as replies."""
+    if not settings.checkin.enabled:
+        return None
+    store = pam.store
+    if composer is None:
+        composer = MemoryComposer(store, MeteredChatModel(pam.model), settings)
+    routes = ChannelRoutes(senders, settings.whatsapp.checkin_template_sid)
+    limits = Limits(settings.limits, store.conversation, store.learners, pam.clock)
+    return CheckinRounds(store, composer, routes, settings.checkin, limits, pam.counter, pam.clock)

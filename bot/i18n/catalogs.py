@@ -29,6 +29,7 @@ DOMAINS: dict[str, tuple[str, ...]] = {
     "settings": ("bot/turn/settings_commands.py",),
     "review": ("bot/review/exercises.py", "bot/review/reviewing.py"),
     "forget": ("bot/turn/forgetting.py",),
+    "checkins": ("bot/turn/checkin_commands.py",),
 }
 
 # How the code marks its texts: say("…"), say.plural("…", "…", n), N_("…").

@@ -1,6 +1,7 @@
 """Slash commands, the same on every channel: /start /help /profile /language /level
-/corrections /review /progress /voice. /forget, asked and confirmed over two messages, is
-bot/turn/forgetting.py's; the buttons' /translate /explain /say are bot/turn/taps.py's."""
+/corrections /review /progress /voice, and /checkins /timezone (bot/turn/checkin_commands.py).
+/forget, asked and confirmed over two messages, is bot/turn/forgetting.py's; the buttons'
+/translate /explain /say are bot/turn/taps.py's."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from bot.i18n import N_, Words, native_of
 from bot.languages import explanation_language, languages_of
 from bot.review.progress import summary
 from bot.review.reviewing import Reviewing
+from bot.turn.checkin_commands import CheckinCommands
 from bot.turn.density import density_line, set_density
 from bot.turn.settings_commands import set_languages, set_level
 from memory.clock import Clock, utcnow
@@ -157,12 +159,15 @@ class Commands:
         *,
         voice: bool = True,
         window: int = 10,
+        checkins: bool = False,
     ) -> None:
         self.store = store
         self.review = review or Reviewing(store.reviews)
         self.clock = clock  # which weeks /progress shows
         self.voice_enabled = voice  # PAM_VOICE_NOTES: the operator may turn voice off
         self.window = window  # PAM_WINDOW_MESSAGES: the messages always kept word for word
+        # /checkins and /timezone; `checkins`: PAM_CHECKINS, whether check-ins go out at all.
+        self.checkins = CheckinCommands(store.checkins, clock, enabled=checkins)
         self.handlers: dict[str, Handler] = {
             "start": self.start,
             "help": self.help,
@@ -173,6 +178,12 @@ class Commands:
             "review": self.start_review,
             "progress": self.progress,
             "voice": self.voice,
+            "checkins": lambda learner, command: self.checkins.checkins_command(
+                learner, command.args
+            ),
+            "timezone": lambda learner, command: self.checkins.timezone_command(
+                learner, command.args
+            ),
         }
 
     def handle(self, learner: LearnerInfo, command: Command) -> str | CommandAnswer:
@@ -199,7 +210,8 @@ class Commands:
             return self.handle(learner, replace(command, name=command.args[0], args=[]))
         learned = self.store.memory.profile(learner.id).data
         lines = (_settings_line(learner, learned), _voice_line(learner))
-        settings = "\n".join((*lines, density_line(learner, learned)))
+        offer = self.checkins.offer(learner)  # while the learner has not said yes or no
+        settings = "\n".join((*lines, density_line(learner, learned), *([offer] if offer else [])))
         guessed = learner.native_language is None and learner.native_guess is not None
         return phrases.welcome(native_of(learner), settings, guessed)
 

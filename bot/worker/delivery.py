@@ -16,7 +16,9 @@ from bot.channels import (
     ChartSender,
     MediaLinks,
     PermanentSendError,
+    RecipientBlocked,
     Sender,
+    TemplateSender,
     TransientSendError,
     VoiceSender,
 )
@@ -53,6 +55,7 @@ class Delivery:
         charts: Charts | None = None,
         links: MediaLinks | None = None,
         clips: VoiceClips | None = None,
+        blocked: Callable[[str, str], object] | None = None,
     ) -> None:
         self.outbox = outbox
         self.senders = senders
@@ -62,6 +65,8 @@ class Delivery:
         self.charts = charts
         self.links = links
         self.clips = clips
+        # Told the address and channel of a learner who blocked Pam (check-ins stop).
+        self.blocked = blocked
 
     def next(self) -> bool:
         """Deliver the next queued reply, if any. True if there was one."""
@@ -123,6 +128,8 @@ class Delivery:
                 self.outbox.deliver(claim, send)
         except PermanentSendError as exc:
             self.outbox.fail(claim, str(exc))
+            if isinstance(exc, RecipientBlocked) and self.blocked is not None:
+                self.blocked(claim.address, claim.channel)
             metrics.DELIVERIES_FAILED.labels(claim.channel).inc()
             log.warning(
                 "delivery failed for good outbox=%s channel=%s: %s", claim.id, claim.channel, exc
@@ -136,6 +143,8 @@ class Delivery:
             self._retry(claim, f"{type(exc).__name__}: {exc}", None)
             return False
         metrics.REPLIES_SENT.labels(claim.channel).inc()
+        if claim.checkin:
+            metrics.CHECKINS_SENT.inc()
         log.info(
             "reply delivered outbox=%s inbox=%s channel=%s send_ms=%d attempt=%d",
             claim.id,
@@ -155,6 +164,10 @@ class Delivery:
         held (its learner was forgotten meanwhile)."""
         if claim.voice_id is not None:
             return self._voice(claim, sender, key)
+        if claim.template:  # a check-in outside the platform's free-form window
+            if not isinstance(sender, TemplateSender):
+                raise PermanentSendError(f"channel {claim.channel!r} has no check-in template")
+            return lambda: sender.send_template(claim.chat_id, claim.text, idempotency_key=key)
         if claim.chart_id is None and claim.buttons and isinstance(sender, ButtonSender):
             buttons = [Button(label, command) for label, command in claim.buttons]
             return lambda: sender.send_buttons(

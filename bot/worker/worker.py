@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+
+from apscheduler.schedulers.background import BackgroundScheduler
 
 from bot.channels import Sender
+from bot.checkins.rounds import CheckinRounds
 from bot.voice.speaking import Voicing
 from bot.worker.answering import Answering
 from bot.worker.delivery import Delivery
@@ -38,7 +41,12 @@ SPEECH_POLL_SECONDS = 2.0
 class Worker:
     """Takes inbox messages, runs tutor turns, queues and delivers the replies."""
 
-    def __init__(self, pam: Pam, senders: Mapping[str, Sender]) -> None:
+    def __init__(
+        self,
+        pam: Pam,
+        senders: Mapping[str, Sender],
+        checkins: CheckinRounds | None = None,
+    ) -> None:
         settings = pam.settings
         self.pam = pam
         self.senders = dict(senders)
@@ -71,6 +79,10 @@ class Worker:
             charts=pam.store.charts,
             clips=pam.store.voice_clips,
             links=pam.links,
+            # A learner who blocked Pam gets no more check-ins, and operators see why.
+            blocked=lambda address, channel: pam.store.checkins.disable(
+                address, f"{channel}_blocked"
+            ),
         )
         self.answering = Answering(
             self.inbox,
@@ -100,6 +112,10 @@ class Worker:
         self._speech_lanes: Lanes | None = None
         self._listener: InboxListener | None = None
         self._metrics: Snapshotter | None = None
+        # Check-ins (PAM_CHECKINS): a "check-ins due" job on APScheduler, every
+        # PAM_CHECKINS_ROUND_SECONDS; the database keeps many workers' rounds apart.
+        self.checkins = checkins
+        self._checkin_scheduler: BackgroundScheduler | None = None
 
     def answer_next(self) -> bool:
         """Answer the next inbox message, if any. True if there was one."""
@@ -149,6 +165,9 @@ class Worker:
             self.scrubbing.start()
         # This process's counts, copied to the database for the web app's /metrics.
         self._metrics = Snapshotter(Snapshots(self.pam.engine, self.pam.clock), "worker").start()
+        if self.checkins is not None:
+            self._checkin_scheduler = checkin_scheduler(self.checkins)
+            self._checkin_scheduler.start()
         # Where the database can say so (Postgres), web processes notify new messages.
         self._listener = backend_for(self.pam.engine).inbox_listener(self.wake_inbox)
         if self._listener is not None:
@@ -180,6 +199,8 @@ class Worker:
         self.retention.stop()
         if self.scrubbing is not None:
             self.scrubbing.stop()
+        if self._checkin_scheduler is not None and self._checkin_scheduler.running:
+            self._checkin_scheduler.shutdown(wait=False)
         if self._listener is not None:
             self._listener.stop()
         deadline = time.monotonic() + wait_seconds
@@ -209,3 +230,29 @@ class Worker:
             close = getattr(sender, "close", None)
             if close is not None:
                 close()
+
+
+def checkin_scheduler(rounds: CheckinRounds) -> BackgroundScheduler:
+    """APScheduler running `rounds.run_round` every PAM_CHECKINS_ROUND_SECONDS, one round at a
+    time (a round still running when the next is due makes it wait, then run once)."""
+    scheduler = BackgroundScheduler(
+        job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
+        timezone="UTC",
+    )
+    scheduler.add_job(
+        _round(rounds),
+        "interval",
+        seconds=rounds.settings.round_seconds,
+        id="checkins-due",
+    )
+    return scheduler
+
+
+def _round(rounds: CheckinRounds) -> Callable[[], None]:
+    def run() -> None:
+        try:
+            rounds.run_round()
+        except Exception as exc:  # the database is away: the next round tries again
+            log.warning("check-in round failed (%s); trying again later", type(exc).__name__)
+
+    return run

@@ -110,6 +110,10 @@ class OutboxClaim(Lease):
     speak: bool = False
     # Buttons under the text: (label, command) each; a tap says the command.
     buttons: tuple[tuple[str, str], ...] = ()
+    # A check-in (Pam wrote first), and whether it goes through the approved template
+    # (outside WhatsApp's 24-hour window).
+    checkin: bool = False
+    template: bool = False
 
 
 # A button as the outbox keeps it: its label and the command a tap says.

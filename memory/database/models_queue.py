@@ -105,6 +105,10 @@ class OutboxItem(QueueItem, Base):
     # Buttons under the text, as JSON: [[label, command], ...] (bot/channels.py Button); a
     # tap comes back as the command, said by the learner.
     buttons: Mapped[str | None] = mapped_column(Text)
+    # A check-in (issue 31): Pam wrote first (inbox_id is None). `template`: outside WhatsApp's
+    # 24-hour window, it goes through the operator's approved template, the text its variable.
+    checkin: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    template: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     platform_message_id: Mapped[str | None] = mapped_column(String(100))

@@ -16,6 +16,7 @@ from memory.database.models import (
     Usage,
     VoiceClip,
 )
+from memory.database.models_checkins import Checkin, CheckinState
 from memory.database.models_recall import RecallEntry
 from memory.database.models_review import ReviewItem, ReviewLog, ReviewPending, ReviewSession
 
@@ -33,6 +34,8 @@ DENSITIES = (FEW, NORMAL, ALL)
 
 # Every table holding something about a learner, children first: /forget walks this list.
 LEARNER_TABLES = (
+    Checkin,
+    CheckinState,
     ReviewPending,
     ReviewSession,
     ReviewLog,

@@ -7,12 +7,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from memory.database import models, models_queue, models_recall, models_review
+from memory.database import (
+    models,
+    models_checkins,
+    models_queue,
+    models_recall,
+    models_review,
+)
 from memory.database.models_recall import RECALL_FTS_TABLES
 
 # The modules whose tables make up the schema: importing them registers each table on the one
 # MetaData of models.Base.
-TABLE_MODULES = (models, models_queue, models_recall, models_review)
+TABLE_MODULES = (models, models_queue, models_recall, models_review, models_checkins)
 metadata = models.Base.metadata
 
 # The indexes only Postgres has (see `compared_on`).

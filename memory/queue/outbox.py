@@ -61,6 +61,7 @@ class Outbox(Queue[OutboxClaim]):
             *(OutboxItem.address, OutboxItem.channel, OutboxItem.chat_id, OutboxItem.text),
             *(OutboxItem.inbox_id, OutboxItem.chart_id, OutboxItem.voice_id, OutboxItem.speak),
             OutboxItem.buttons,
+            *(OutboxItem.checkin, OutboxItem.template),
         ]
 
     def claim_of(self, token: str, fields: dict[str, Any]) -> OutboxClaim:

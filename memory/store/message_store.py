@@ -1,6 +1,6 @@
 """The message store: one engine's learners, conversations, memory state, ledger,
 inspection, recall, review, /progress charts, spoken replies, /forget's requests and scrubs,
-each a part named for its domain; a consumer that needs one part takes just it."""
+check-ins, each a part named for its domain; a consumer that needs one part takes just it."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from memory.clock import Clock, utcnow
 from memory.recall.search import Recall
 from memory.review.reviews import Reviews
 from memory.store.charts import Charts
+from memory.store.checkins import Checkins
 from memory.store.conversation import Conversation
 from memory.store.forget_requests import ForgetRequests
 from memory.store.inspection import Inspection
@@ -36,3 +37,4 @@ class Store:
         self.charts = Charts(engine, clock)
         self.voice_clips = VoiceClips(engine, clock)
         self.scrubs = Scrubs(engine, clock)
+        self.checkins = Checkins(engine, clock)

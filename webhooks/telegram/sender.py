@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from bot.channels import Button, PermanentSendError, TransientSendError
+from bot.channels import Button, PermanentSendError, RecipientBlocked, TransientSendError
 from memory.messages import Sent
 from webhooks.telegram.address import destination
 from webhooks.telegram.buttons import keyboard
@@ -158,6 +158,8 @@ class TelegramSender(SyncBot):
         if isinstance(exc, RetryAfter):
             return TransientSendError("telegram rate limit", _seconds(exc.retry_after))
         if isinstance(exc, Forbidden):  # blocked by the learner, or removed from the group
+            if "blocked" in str(exc).lower():  # "Forbidden: bot was blocked by the user"
+                return RecipientBlocked(f"telegram forbids it: {exc}")
             return PermanentSendError(f"telegram forbids it: {exc}")
         if isinstance(exc, BadRequest):
             return PermanentSendError(f"telegram refused the message: {exc}")

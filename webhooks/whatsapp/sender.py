@@ -34,8 +34,8 @@ KEPT_CONNECTIONS = 600
 
 class TwilioSender:
     """Sends WhatsApp replies through Twilio's REST API, from TWILIO_WHATSAPP_NUMBER (the
-    worker's `Sender`, `ButtonSender`, `ChartSender` and `VoiceSender`), and fetches voice
-    notes' audio (`VoiceFetcher`)."""
+    worker's `Sender`, `ButtonSender`, `ChartSender`, `VoiceSender` and `TemplateSender`), and
+    fetches voice notes' audio (`VoiceFetcher`)."""
 
     max_chars = 1600  # Twilio's limit for one WhatsApp message body
     voice_by_link = True  # Twilio fetches a spoken reply from its MediaUrl
@@ -54,6 +54,7 @@ class TwilioSender:
         status_callback: str | None = None,
         timeout: float = 15.0,
         media_deadline: float = 30.0,
+        checkin_template_sid: str | None = None,
     ) -> None:
         from requests.adapters import HTTPAdapter
         from twilio.http.http_client import TwilioHttpClient
@@ -77,6 +78,8 @@ class TwilioSender:
         self.status_callback = status_callback
         self.media = TwilioMedia(account_sid, auth_token, api_url, timeout, media_deadline)
         self.quick_replies = QuickReplies(self._create_content, self._listed_contents)
+        # The operator's approved template for check-ins outside the 24-hour window.
+        self.checkin_template_sid = checkin_template_sid
 
     def send(self, chat_id: str, text: str, *, idempotency_key: str) -> Sent:
         """Send one WhatsApp message; raise TransientSendError or PermanentSendError."""
@@ -99,6 +102,17 @@ class TwilioSender:
             return self._create(chat_id, body=text)
         filled = json.dumps(variables(text, chosen), ensure_ascii=False)
         return self._create(chat_id, content_sid=sid, content_variables=filled)
+
+    def send_template(self, chat_id: str, text: str, *, idempotency_key: str) -> Sent:
+        """Send a check-in outside the 24-hour window: the operator's approved content template
+        (PAM_CHECKIN_WHATSAPP_TEMPLATE_SID), the check-in's text as its variable {{1}}. Without
+        one, PermanentSendError: WhatsApp takes no free-form message there."""
+        if not self.checkin_template_sid:
+            raise PermanentSendError("no check-in template (PAM_CHECKIN_WHATSAPP_TEMPLATE_SID)")
+        filled = json.dumps({"1": text[:MAX_BODY_CHARS]}, ensure_ascii=False)
+        return self._create(
+            chat_id, content_sid=self.checkin_template_sid, content_variables=filled
+        )
 
     def _create_content(self, request: dict[str, Any]) -> str:
         """Create a content template through the Content API; its sid (HX…)."""

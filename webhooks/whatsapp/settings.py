@@ -32,6 +32,12 @@ class WhatsAppSettings(BaseSettings):
     characters)."""
     api_url: str | None = None
     """Unset: Twilio. REST API base URL override (tests)."""
+    checkin_template_sid: str | None = Field(
+        default=None, validation_alias="PAM_CHECKIN_WHATSAPP_TEMPLATE_SID"
+    )
+    """The content template (`HX…`, approved by WhatsApp) a check-in goes through when the
+    learner's last message is over 24 hours old; its body's one variable `{{1}}` is the
+    check-in. Unset: no check-in outside the 24-hour window (see [Check-ins](how/checkins.md))."""
 
     @field_validator("auth_token")
     @classmethod

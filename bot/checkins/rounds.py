@@ -1,0 +1,392 @@
+"""Check-in rounds: what a worker's "check-ins due" job does each time it runs (and what a
+simulation calls directly, on a clock of its own). A round marks the check-ins the learners
+answered, plans the next check-in of each learner who wants one and has none planned, then
+takes the due ones, one claim at a time, and decides each at the moment it goes: still
+wanted, outside the quiet hours, the learner not chatting, within the channel's rules, within
+the budgets, something worth saying. A check-in that passes is written as Pam's turn and
+queued in the outbox (memory/store/checkins.py), in order with the learner's own replies;
+every other is skipped with its reason. Every decision is the database's: any number of
+workers run rounds at once, and each check-in is written once."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from bot.checkins.compose import Composer
+from bot.checkins.routes import Routes
+from bot.checkins.timing import (
+    QuietHours,
+    backoff_until,
+    learned_hour,
+    local_day,
+    next_slot,
+    spread_minute,
+    stopped,
+    zone_from_hours,
+)
+from bot.settings import CheckinSettings
+from bot.timezones import zone
+from bot.turn.limits import Limits
+from memory import metrics
+from memory.clock import Clock
+from memory.database.records import LearnerGone
+from memory.llm import LLMError
+from memory.queue.heartbeat import Heartbeats
+from memory.store.checkins import ON, Candidate, CheckinClaim, CheckinWrite
+from memory.store.message_store import Store
+from memory.tokens import TokenCounter
+
+log = logging.getLogger(__name__)
+
+QUEUED = "queued"
+# Why a check-in did not go (the skip reasons, and the label of pam_checkins_skipped_total).
+OPTED_OUT = "opted_out"
+UNANSWERED = "unanswered"
+NO_CHANNEL = "no_channel"
+QUIET_HOURS = "quiet_hours"
+LEARNER_WRITING = "learner_writing"
+RECENT_CHAT = "recent_chat"
+NO_TEMPLATE = "no_template"
+NOTHING_TO_SAY = "nothing_to_say"
+MODEL_ERROR = "model_error"
+LEARNER_WROTE = "learner_wrote"
+BUDGETS = ("learner_budget", "service_budget")
+# A check-in whose composing failed is tried again this much later, this many times in all.
+RETRY_AFTER = timedelta(minutes=10)
+MAX_ATTEMPTS = 3
+# Learners read a page at a time while a round plans.
+PLAN_BATCH = 2000
+
+
+@dataclass
+class RoundReport:
+    """What one round did: check-ins answered, planned, and each claimed one's outcome
+    ("queued", or its skip reason)."""
+
+    answered: int = 0
+    planned: int = 0
+    outcomes: Counter[str] = field(default_factory=Counter)
+
+
+@dataclass(frozen=True)
+class Outlook:
+    """A learner's next check-in as an operator asks for it: when (None: none), and why."""
+
+    due_at: datetime | None
+    local_day: str | None
+    why: str
+    details: dict[str, Any]
+
+
+class CheckinRounds:
+    """Plans, decides and writes check-ins for the learners in `store`, as `settings` say, with
+    `composer`'s words, through `routes` (the channels' rules), within `limits`' budgets, by
+    `clock`'s time."""
+
+    def __init__(
+        self,
+        store: Store,
+        composer: Composer,
+        routes: Routes,
+        settings: CheckinSettings,
+        limits: Limits,
+        counter: TokenCounter,
+        clock: Clock,
+    ) -> None:
+        self.store = store
+        self.checkins = store.checkins
+        self.composer = composer
+        self.routes = routes
+        self.settings = settings
+        self.limits = limits
+        self.counter = counter
+        self.clock = clock
+        self.quiet = QuietHours(settings.quiet_start, settings.quiet_end)
+        self.lease = timedelta(seconds=settings.lease_seconds)
+        self.leases = Heartbeats("pam-checkin-leases")
+
+    # -- a round -------------------------------------------------------------------------------
+
+    def run_round(self) -> RoundReport:
+        """One round: answered check-ins marked, new ones planned, the due ones decided (on up
+        to `settings.threads` at once), until none is due or this minute's rate is reached."""
+        report = RoundReport()
+        report.answered = self.checkins.mark_answered()
+        if report.answered:
+            metrics.CHECKINS_ANSWERED.inc(report.answered)
+        report.planned = self.plan()
+        threads = self.settings.threads
+        if threads <= 1:
+            report.outcomes = self._drain()
+        else:
+            with ThreadPoolExecutor(threads, thread_name_prefix="pam-checkins") as pool:
+                for outcomes in pool.map(lambda _: self._drain(), range(threads)):
+                    report.outcomes += outcomes
+        if report.planned or report.outcomes or report.answered:
+            log.info(
+                "checkins round answered=%d planned=%d %s",
+                report.answered,
+                report.planned,
+                " ".join(f"{k}={v}" for k, v in sorted(report.outcomes.items())),
+            )
+        return report
+
+    def _drain(self) -> Counter[str]:
+        """Decide due check-ins until none is due or the rate is reached."""
+        outcomes: Counter[str] = Counter()
+        while not self._rate_reached():
+            outcome = self.process_next()
+            if outcome is None:
+                break
+            outcomes[outcome] += 1
+        return outcomes
+
+    def _rate_reached(self) -> bool:
+        """Whether every worker together wrote `per_minute` check-ins in the last minute."""
+        since = self.clock() - timedelta(minutes=1)
+        return self.checkins.queued_since(since) >= self.settings.per_minute
+
+    # -- planning ------------------------------------------------------------------------------
+
+    def plan(self) -> int:
+        """Plan the next check-in of each learner who wants one and has none planned: how
+        many were planned."""
+        planned, after = 0, 0
+        while batch := self.checkins.candidates(after, PLAN_BATCH):
+            for candidate in batch:
+                try:
+                    planned += self.plan_learner(candidate)
+                except Exception:  # one learner's data must not stop the others' plans
+                    log.exception("checkin plan failed learner=%s", candidate.prefs.learner_id)
+            after = batch[-1].prefs.learner_id
+        return planned
+
+    def plan_learner(self, candidate: Candidate) -> bool:
+        """Plan the candidate's next check-in; False when none is to be planned (they left
+        too many unanswered, no channel takes one, or another worker planned it)."""
+        prefs, now = candidate.prefs, self.clock()
+        if stopped(prefs.unanswered, self.settings.max_unanswered):
+            return False
+        route = self.routes.route(candidate.address)
+        if route is None:
+            return False
+        times = self.checkins.message_times(prefs.learner_id)
+        tz_name = prefs.timezone
+        if not prefs.timezone_stated:
+            guess = route.timezone or zone_from_hours(times)
+            if guess is not None and guess != tz_name:
+                self.checkins.set_timezone(prefs.learner_id, guess, stated=False)
+                tz_name = guess
+        tz = zone(tz_name)
+        hour = learned_hour(times, tz, self.settings.default_hour, self.quiet)
+        if hour != prefs.preferred_hour:
+            self.checkins.learned(prefs.learner_id, hour)
+        yesterday = (now - timedelta(days=2)).date().isoformat()
+        due, day = next_slot(
+            now,
+            tz,
+            hour,
+            spread_minute(prefs.learner_id),
+            not_before=self._not_before(prefs.last_sent_at, prefs.unanswered),
+            taken=self.checkins.days_taken(prefs.learner_id, yesterday),
+        )
+        return self.checkins.schedule(prefs.learner_id, day, due)
+
+    def _not_before(self, last_sent_at: datetime | None, unanswered: int) -> datetime | None:
+        settings = self.settings
+        return backoff_until(
+            last_sent_at, unanswered, settings.backoff_days, settings.max_unanswered
+        )
+
+    # -- deciding and writing ------------------------------------------------------------------
+
+    def process_next(self) -> str | None:
+        """Take the check-in due first and decide it: "queued", or why it was skipped, or
+        "lost" when its claim went (None: nothing was due)."""
+        claim = self.checkins.claim_next(self.lease)
+        if claim is None:
+            return None
+        try:
+            outcome = self._decide(claim)
+        except LearnerGone:  # forgotten as it was decided: its row went with them
+            return "lost"
+        except Exception:  # the database went away: the claim's lease runs out, it is retried
+            log.exception("checkin crashed checkin=%s", claim.id)
+            return "crashed"
+        if outcome not in (QUEUED, "lost", "retry"):
+            metrics.CHECKINS_SKIPPED.labels(outcome).inc()
+        return outcome
+
+    def _skip(self, claim: CheckinClaim, reason: str) -> str:
+        self.checkins.skip(claim, reason)
+        log.info("checkin skipped checkin=%s reason=%s", claim.id, reason)
+        return reason
+
+    def _decide(self, claim: CheckinClaim) -> str:
+        """Write the claimed check-in, or skip it with the first reason that holds now."""
+        now = self.clock()
+        prefs = self.checkins.prefs(claim.learner_id)
+        if prefs.preference != ON:
+            return self._skip(claim, OPTED_OUT)
+        if prefs.disabled_reason is not None:
+            return self._skip(claim, prefs.disabled_reason)
+        if stopped(prefs.unanswered, self.settings.max_unanswered):
+            return self._skip(claim, UNANSWERED)
+        route = self.routes.route(claim.address)
+        if route is None:
+            return self._skip(claim, NO_CHANNEL)
+        if self.quiet.quiet(now.astimezone(zone(prefs.timezone)).hour):
+            return self._skip(claim, QUIET_HOURS)
+        seen = self.checkins.activity(claim.learner_id, claim.address)
+        if seen.waiting:
+            return self._skip(claim, LEARNER_WRITING)
+        last = seen.last_message_at
+        recent = timedelta(hours=self.settings.recent_chat_hours)
+        if last is not None and now - last < recent:
+            return self._skip(claim, RECENT_CHAT)
+        template = False
+        if route.window is not None and (last is None or now - last >= route.window):
+            if not route.template:
+                return self._skip(claim, NO_TEMPLATE)
+            template = True
+        limit = self.limits.passed_before(claim.learner_id)
+        if limit in BUDGETS:
+            return self._skip(claim, limit)
+        # The model may take a while: the claim's lease is renewed meanwhile.
+        renew_every = self.lease.total_seconds() / 3
+        try:
+            with self.leases.beat(renew_every, lambda: self.checkins.renew(claim, self.lease)):
+                draft = self.composer.compose(claim.learner_id, now)
+        except LLMError as exc:
+            self.store.ledger.record_calls(claim.learner_id, "checkin", exc.billed)
+            if claim.attempts >= MAX_ATTEMPTS:
+                return self._skip(claim, MODEL_ERROR)
+            self.checkins.retry_at(claim, self.clock() + RETRY_AFTER)
+            log.info("checkin retry checkin=%s: %s", claim.id, type(exc).__name__)
+            return "retry"
+        if draft is None or not draft.text.strip():
+            if draft is not None:
+                self.store.ledger.record_calls(claim.learner_id, "checkin", draft.usage)
+            return self._skip(claim, NOTHING_TO_SAY)
+        written = self.checkins.write(
+            claim,
+            seen,
+            CheckinWrite(
+                text=draft.text,
+                tokens=self.counter.count_message(draft.text),
+                channel=route.channel,
+                chat_id=route.chat_id,
+                template=template,
+                follows_up=draft.follows_up,
+                topic=draft.topic,
+                usage=draft.usage,
+            ),
+        )
+        if written is None:
+            log.info("checkin dropped checkin=%s: its claim is gone", claim.id)
+            return "lost"
+        if written != QUEUED:  # the learner wrote meanwhile: their reply goes, no check-in
+            self.store.ledger.record_calls(claim.learner_id, "checkin", draft.usage)
+            log.info("checkin skipped checkin=%s reason=%s", claim.id, LEARNER_WROTE)
+            return LEARNER_WROTE
+        log.info(
+            "checkin queued checkin=%s learner=%s template=%s follows_up=%s",
+            claim.id,
+            claim.learner_id,
+            template,
+            draft.follows_up,
+        )
+        return QUEUED
+
+    # -- for operators -------------------------------------------------------------------------
+
+    def outlook(self, learner_id: int, address: str, enabled: bool) -> Outlook:
+        """The learner's next check-in and why, or why none (`enabled`: PAM_CHECKINS)."""
+        return outlook(
+            self.store, self.routes, self.settings, self.clock(), learner_id, address, enabled
+        )
+
+
+def outlook(
+    store: Store,
+    routes: Routes | None,
+    settings: CheckinSettings,
+    now: datetime,
+    learner_id: int,
+    address: str,
+    enabled: bool,
+) -> Outlook:
+    """A learner's next check-in and why (or why none), as of `now`: planned already, or when
+    the next round would plan it. `routes` None: the channels' rules are not known here."""
+    prefs = store.checkins.prefs(learner_id)
+    history = store.checkins.history(learner_id)
+    details: dict[str, Any] = {
+        "preference": prefs.preference,
+        "preference_set_at": prefs.preference_set_at,
+        "timezone": prefs.timezone,
+        "timezone_stated": prefs.timezone_stated,
+        "preferred_hour": prefs.preferred_hour,
+        "last_sent_at": prefs.last_sent_at,
+        "unanswered": prefs.unanswered,
+        "disabled_reason": prefs.disabled_reason,
+        "recent": [
+            {
+                "local_day": row.local_day,
+                "due_at": row.due_at,
+                "state": row.state,
+                "skip_reason": row.skip_reason,
+                "template": row.template,
+                "follows_up": row.follows_up,
+                "topic": row.topic,
+                "answered_at": row.answered_at,
+            }
+            for row in history
+        ],
+    }
+
+    def none(why: str) -> Outlook:
+        return Outlook(None, None, why, details)
+
+    if not enabled:
+        return none("check-ins are off for everyone (PAM_CHECKINS)")
+    if prefs.preference is None:
+        return none("the learner has not turned check-ins on (/checkins on)")
+    if prefs.preference != ON:
+        return none("the learner turned check-ins off")
+    if prefs.disabled_reason is not None:
+        return none(f"Pam stopped them: {prefs.disabled_reason}")
+    if stopped(prefs.unanswered, settings.max_unanswered):
+        return none(
+            f"{prefs.unanswered} check-ins in a row went unanswered: none until the learner "
+            "writes again"
+        )
+    if routes is not None and routes.route(address) is None:
+        return none("no check-in can go to this address (a group, or a channel without one)")
+    for row in history:
+        if row.state in ("scheduled", "claimed"):
+            why = f"planned for {row.local_day} at the learner's hour"
+            return Outlook(row.due_at, row.local_day, why, details)
+    tz = zone(prefs.timezone)
+    quiet = QuietHours(settings.quiet_start, settings.quiet_end)
+    times = store.checkins.message_times(learner_id)
+    hour = learned_hour(times, tz, settings.default_hour, quiet)
+    not_before = backoff_until(
+        prefs.last_sent_at, prefs.unanswered, settings.backoff_days, settings.max_unanswered
+    )
+    due, day = next_slot(
+        now,
+        tz,
+        hour,
+        spread_minute(learner_id),
+        not_before=not_before,
+        taken={row.local_day for row in history},
+    )
+    why = f"to be planned at the next round: {hour:02d}h local ({local_day(due, tz)})"
+    if not_before is not None:
+        why += f", backing off after {prefs.unanswered} unanswered"
+    return Outlook(due, day, why, details)

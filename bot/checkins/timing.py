@@ -1,0 +1,139 @@
+"""When a check-in is due, as plain functions of time: the learner's timezone (said, or guessed
+from the hours they write at), the quiet hours, the hour they usually write at, the minute
+that spreads thousands of learners over the hour, the back-off after unanswered check-ins,
+and the next slot on a local day that has none yet. Local times go through zoneinfo, so a
+check-in keeps its local hour on both sides of a daylight-saving change."""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+from zoneinfo import ZoneInfo
+
+# Fewer messages than this tell nothing of the hours a learner writes at.
+MIN_MESSAGES = 5
+# The local hour a learner's usual writing time is taken to be, to guess an unknown timezone
+# from the hours (UTC) they write at: early evening, when most people chat.
+USUAL_LOCAL_HOUR = 19
+# A slot missed by less than this (a worker restarting) is still taken the same day.
+LATE_GRACE = timedelta(hours=1)
+# How far ahead a plan looks for a free local day.
+DAYS_AHEAD = 60
+
+
+@dataclass(frozen=True)
+class QuietHours:
+    """Local hours with no check-in: from `start` (inclusive) to `end` (exclusive), across
+    midnight when `start` > `end`; none when they are equal."""
+
+    start: int
+    end: int
+
+    def quiet(self, hour: int) -> bool:
+        """Whether the local `hour` is quiet."""
+        if self.start == self.end:
+            return False
+        if self.start < self.end:
+            return self.start <= hour < self.end
+        return hour >= self.start or hour < self.end
+
+    def nearest_allowed(self, hour: int) -> int:
+        """`hour`, or the allowed hour nearest to it (a quiet morning hour moves to the first
+        allowed one, an evening hour to the last)."""
+        if not self.quiet(hour):
+            return hour
+        allowed = [h for h in range(24) if not self.quiet(h)]
+        if not allowed:
+            return hour
+        return min(allowed, key=lambda h: (min(abs(h - hour), 24 - abs(h - hour)), h))
+
+
+def zone_from_hours(times: Sequence[datetime]) -> str | None:
+    """A timezone guessed from when a learner writes (UTC times): the fixed offset that puts
+    the median hour they write at at USUAL_LOCAL_HOUR. None with fewer than MIN_MESSAGES."""
+    if len(times) < MIN_MESSAGES:
+        return None
+    hours = [t.astimezone(UTC).hour + t.minute / 60 for t in times]
+    offset = round((USUAL_LOCAL_HOUR - statistics.median(hours) + 12) % 24 - 12)
+    # Etc/GMT's signs are POSIX's: Etc/GMT-2 is two hours ahead of UTC.
+    return "Etc/UTC" if offset == 0 else f"Etc/GMT{-offset:+d}"
+
+
+def learned_hour(times: Iterable[datetime], tz: ZoneInfo, default: int, quiet: QuietHours) -> int:
+    """The local hour the learner writes at most (the earliest of a tie), moved out of the quiet
+    hours; `default` (moved likewise) with fewer than MIN_MESSAGES."""
+    hours = [t.astimezone(tz).hour for t in times]
+    if len(hours) < MIN_MESSAGES:
+        return quiet.nearest_allowed(default)
+    counts = Counter(hours)
+    best = max(counts.values())
+    return quiet.nearest_allowed(min(h for h, n in counts.items() if n == best))
+
+
+def spread_minute(learner_id: int) -> int:
+    """The minute of the hour the learner's check-ins go at: learners spread evenly over the
+    hour, so that thousands with the same hour are not all due at once."""
+    return (learner_id * 37) % 60
+
+
+def local_day(moment: datetime, tz: ZoneInfo) -> str:
+    """The learner's local day at `moment`, as the checkins table keeps it (YYYY-MM-DD)."""
+    return moment.astimezone(tz).date().isoformat()
+
+
+def at_local(day: date, hour: int, minute: int, tz: ZoneInfo) -> datetime:
+    """`hour:minute` on the local `day`, in UTC. A time a spring-forward change skips is taken
+    an hour later, as clocks show it; an ambiguous one (autumn) at its first occurrence."""
+    moment = datetime.combine(day, time(hour, minute), tzinfo=tz)
+    utc = moment.astimezone(UTC)
+    if utc.astimezone(tz).replace(tzinfo=None) != moment.replace(tzinfo=None):
+        # Skipped by the change: the wall clock jumped past it.
+        return (moment + timedelta(hours=1)).astimezone(UTC)
+    return utc
+
+
+def next_slot(
+    now: datetime,
+    tz: ZoneInfo,
+    hour: int,
+    minute: int,
+    *,
+    not_before: datetime | None = None,
+    taken: Iterable[str] = (),
+) -> tuple[datetime, str]:
+    """The next check-in time at the local `hour:minute`, in UTC, and its local day: today's if
+    it is still ahead (or missed by less than LATE_GRACE), else a later day's; never on a day
+    in `taken`, never on a local day before `not_before`'s (a back-off counts days as the
+    learner lives them, so a check-in keeps its hour)."""
+    taken = set(taken)
+    today = now.astimezone(tz).date()
+    for ahead in range(DAYS_AHEAD):
+        day = today + timedelta(days=ahead)
+        if day.isoformat() in taken:
+            continue
+        due = at_local(day, hour, minute, tz)
+        if due < now - LATE_GRACE:
+            continue
+        if not_before is not None and day < not_before.astimezone(tz).date():
+            continue
+        return max(due, now) if due < now else due, day.isoformat()
+    raise ValueError("no free day ahead")  # only with every day for two months taken
+
+
+def backoff_until(
+    last_sent_at: datetime | None, unanswered: int, backoff_days: float, max_unanswered: int
+) -> datetime | None:
+    """After `unanswered` check-ins in a row went unanswered, the next not before the last one
+    plus `backoff_days`, doubled for each more (2, 4, 8… days). None: no wait."""
+    if not unanswered or last_sent_at is None or stopped(unanswered, max_unanswered):
+        return None
+    return last_sent_at + timedelta(days=backoff_days * 2 ** (unanswered - 1))
+
+
+def stopped(unanswered: int, max_unanswered: int) -> bool:
+    """Whether Pam stops writing first: `max_unanswered` check-ins in a row went unanswered
+    (0: never stops). The learner's next message starts them again."""
+    return bool(max_unanswered) and unanswered >= max_unanswered

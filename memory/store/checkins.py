@@ -1,0 +1,549 @@
+"""Check-ins as the database keeps them (issue 31): each learner's preferences and history
+(`checkin_states`), and the check-ins (`checkins`), one per learner and local day. Any number
+of workers share them: a due check-in is claimed under a lease (FOR UPDATE SKIP LOCKED where the
+database has it, compare-and-set everywhere), and written as Pam's turn — her message, its
+usage, its outbox part — in one transaction that first proves the claim still holds and that
+the learner has not written since it was taken. A worker that dies mid-check-in leaves a claim
+whose lease runs out; the next round takes it up, and the UNIQUE (learner_id, local_day) and the
+claim's compare-and-set keep it from being written twice."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import and_, delete, exists, func, insert, or_, select, update
+from sqlalchemy.exc import IntegrityError
+
+from memory.database.backends import backend_for
+from memory.database.claims import PENDING, UNFINISHED
+from memory.database.db import Tables
+from memory.database.models import Learner, Message, Usage
+from memory.database.models_checkins import (
+    ANSWERED,
+    CLAIMED,
+    QUEUED,
+    SCHEDULED,
+    SKIPPED,
+    WAITING,
+    Checkin,
+    CheckinState,
+)
+from memory.database.models_queue import InboxItem, OutboxItem
+from memory.database.records import LEARNER, PAM, LearnerGone
+from memory.llm import Usage as BilledCall
+
+ON, OFF = "on", "off"
+# How many of a learner's latest messages tell the hours they write at.
+HOURS_LOOKED_AT = 50
+# A check-in still unanswered this long after it went is no longer looked at as answered
+# (the rounds' look stays bounded however many pile up unanswered).
+ANSWERED_WITHIN = timedelta(days=30)
+
+
+@dataclass(frozen=True)
+class CheckinPrefs:
+    """A learner's check-in state, as `CheckinState` holds it (the defaults for a learner with
+    no row: never said, no timezone)."""
+
+    learner_id: int
+    preference: str | None = None
+    preference_set_at: datetime | None = None
+    timezone: str | None = None
+    timezone_stated: bool = False
+    preferred_hour: int | None = None
+    last_sent_at: datetime | None = None
+    unanswered: int = 0
+    disabled_reason: str | None = None
+
+    @property
+    def wanted(self) -> bool:
+        """Whether the learner said yes and Pam has not stopped on her own."""
+        return self.preference == ON and self.disabled_reason is None
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A learner who wants check-ins and has none waiting: one to plan."""
+
+    prefs: CheckinPrefs
+    address: str
+
+
+@dataclass(frozen=True)
+class CheckinClaim:
+    """A due check-in a worker holds: its row, its learner, and the learner's activity as it
+    was when it was claimed (`seen_message_id`: their newest message's id, 0 for none)."""
+
+    id: int
+    token: str
+    attempts: int
+    learner_id: int
+    address: str
+    local_day: str
+    due_at: datetime
+
+
+@dataclass(frozen=True)
+class Activity:
+    """What a check-in is decided on: the learner's newest message of their own (its id and
+    time; 0 and None for none) and whether a message of theirs waits in the inbox."""
+
+    last_message_id: int
+    last_message_at: datetime | None
+    waiting: bool
+
+
+@dataclass(frozen=True)
+class CheckinWrite:
+    """A check-in to write as Pam's turn: the text and its token count, where it goes, whether
+    through a template, the composer's labels and the billed calls."""
+
+    text: str
+    tokens: int
+    channel: str
+    chat_id: str
+    template: bool
+    follows_up: str
+    topic: str
+    usage: Sequence[BilledCall]
+
+
+@dataclass(frozen=True)
+class CheckinRow:
+    """A check-in as operators see it (no text: that is in the conversation)."""
+
+    id: int
+    local_day: str
+    due_at: datetime
+    state: str
+    skip_reason: str | None
+    template: bool
+    follows_up: str | None
+    topic: str | None
+    decided_at: datetime | None
+    answered_at: datetime | None
+
+
+def _prefs(row: CheckinState | None, learner_id: int) -> CheckinPrefs:
+    if row is None:
+        return CheckinPrefs(learner_id)
+    return CheckinPrefs(
+        learner_id=row.learner_id,
+        preference=row.preference,
+        preference_set_at=row.preference_set_at,
+        timezone=row.timezone,
+        timezone_stated=bool(row.timezone_stated),
+        preferred_hour=row.preferred_hour,
+        last_sent_at=row.last_sent_at,
+        unanswered=row.unanswered,
+        disabled_reason=row.disabled_reason,
+    )
+
+
+def _row(row: Checkin) -> CheckinRow:
+    return CheckinRow(
+        id=row.id,
+        local_day=row.local_day,
+        due_at=row.due_at,
+        state=row.state,
+        skip_reason=row.skip_reason,
+        template=bool(row.template),
+        follows_up=row.follows_up,
+        topic=row.topic,
+        decided_at=row.decided_at,
+        answered_at=row.answered_at,
+    )
+
+
+def _held(claim: CheckinClaim) -> Any:
+    return and_(
+        Checkin.id == claim.id, Checkin.claim_token == claim.token, Checkin.state == CLAIMED
+    )
+
+
+class Checkins(Tables):
+    """Check-in preferences, plans, claims and writes."""
+
+    # -- a learner's preferences ---------------------------------------------------------------
+
+    def prefs(self, learner_id: int) -> CheckinPrefs:
+        """The learner's check-in state (the defaults when they have none)."""
+        with self.sessions() as session:
+            return _prefs(session.get(CheckinState, learner_id), learner_id)
+
+    def _update(self, learner_id: int, **values: Any) -> CheckinPrefs:
+        """Set `values` on the learner's state, made if they have none. Raises LearnerGone."""
+        now = self.clock()
+        try:
+            with self.sessions.begin() as session:
+                if session.get(Learner, learner_id) is None:
+                    raise LearnerGone(learner_id)
+                row = session.get(CheckinState, learner_id)
+                if row is None:
+                    row = CheckinState(learner_id=learner_id, unanswered=0, timezone_stated=False)
+                    session.add(row)
+                for name, value in values.items():
+                    setattr(row, name, value)
+                row.updated_at = now
+                session.flush()
+                return _prefs(row, learner_id)
+        except IntegrityError as exc:  # made by a concurrent write, or the learner is gone
+            if values and self._exists(learner_id):
+                return self._update(learner_id, **values)
+            raise LearnerGone(learner_id) from exc
+
+    def _exists(self, learner_id: int) -> bool:
+        with self.single.connect() as connection:
+            return bool(
+                connection.execute(
+                    select(exists().where(CheckinState.learner_id == learner_id))
+                ).scalar()
+            )
+
+    def set_preference(self, learner_id: int, on: bool) -> CheckinPrefs:
+        """/checkins on|off. Turning them on clears a stop Pam made on her own (a block the
+        learner has since lifted, or check-ins left unanswered) and its count; turning them
+        off cancels the check-ins planned."""
+        now = self.clock()
+        if on:
+            prefs = self._update(
+                learner_id,
+                preference=ON,
+                preference_set_at=now,
+                disabled_reason=None,
+                unanswered=0,
+            )
+        else:
+            prefs = self._update(learner_id, preference=OFF, preference_set_at=now)
+            self.cancel_waiting(learner_id, "opted_out")
+        return prefs
+
+    def set_timezone(self, learner_id: int, timezone: str, *, stated: bool) -> CheckinPrefs:
+        """The learner's timezone (an IANA name): said by them, or guessed. The check-in planned
+        goes, to be planned again at the new local time."""
+        prefs = self._update(learner_id, timezone=timezone, timezone_stated=stated)
+        if stated:
+            self.cancel_waiting(learner_id, None)
+        return prefs
+
+    def learned(self, learner_id: int, hour: int) -> None:
+        """Keep the local hour the learner usually writes at, for operators to see."""
+        statement = update(CheckinState).where(CheckinState.learner_id == learner_id)
+        with self.single.begin() as connection:
+            connection.execute(statement.values(preferred_hour=hour))
+
+    def disable(self, address: str, reason: str) -> bool:
+        """Stop check-ins to the learner at `address` for `reason` (their channel says they
+        blocked Pam); the check-ins planned are cancelled. Whether such a learner exists."""
+        with self.single.connect() as connection:
+            learner_id = connection.execute(
+                select(Learner.id).where(Learner.external_id == address)
+            ).scalar()
+        if learner_id is None:
+            return False
+        try:
+            self._update(learner_id, disabled_reason=reason)
+        except LearnerGone:
+            return False
+        self.cancel_waiting(learner_id, reason)
+        return True
+
+    def cancel_waiting(self, learner_id: int, reason: str | None) -> int:
+        """Cancel the learner's check-ins not yet written: skipped for `reason`, or deleted
+        (None: to be planned again, as after a new timezone). A claim a worker holds is
+        cancelled too: its write then finds it gone."""
+        waiting = and_(Checkin.learner_id == learner_id, Checkin.state.in_(WAITING))
+        with self.single.begin() as connection:
+            if reason is None:
+                return int(connection.execute(delete(Checkin).where(waiting)).rowcount)
+            statement = update(Checkin).where(waiting)
+            values = {"state": SKIPPED, "skip_reason": reason, "decided_at": self.clock()}
+            values |= {"claim_token": None, "lease_expires_at": None}
+            return int(connection.execute(statement.values(**values)).rowcount)
+
+    # -- planning ------------------------------------------------------------------------------
+
+    def candidates(self, after: int = 0, limit: int = 1000) -> list[Candidate]:
+        """Learners who want check-ins and have none waiting, by id: `limit` at most, with an
+        id above `after` (keyset paging: a round walks them all, a page at a time)."""
+        waiting = exists().where(
+            Checkin.learner_id == CheckinState.learner_id, Checkin.state.in_(WAITING)
+        )
+        query = (
+            select(CheckinState, Learner.external_id)
+            .join(Learner, Learner.id == CheckinState.learner_id)
+            .where(CheckinState.preference == ON, CheckinState.disabled_reason.is_(None))
+            .where(~waiting, CheckinState.learner_id > after)
+            .order_by(CheckinState.learner_id)
+            .limit(limit)
+        )
+        with self.sessions() as session:
+            return [
+                Candidate(_prefs(state, state.learner_id), address)
+                for state, address in session.execute(query)
+            ]
+
+    def message_times(self, learner_id: int, limit: int = HOURS_LOOKED_AT) -> list[datetime]:
+        """When the learner's latest `limit` messages of their own were written, newest first."""
+        query = (
+            select(Message.created_at)
+            .where(Message.learner_id == learner_id, Message.role == LEARNER)
+            .order_by(Message.id.desc())
+            .limit(limit)
+        )
+        with self.single.connect() as connection:
+            return list(connection.execute(query).scalars())
+
+    def days_taken(self, learner_id: int, since_day: str) -> set[str]:
+        """The local days from `since_day` on that have a check-in already (any state)."""
+        query = select(Checkin.local_day).where(
+            Checkin.learner_id == learner_id, Checkin.local_day >= since_day
+        )
+        with self.single.connect() as connection:
+            return set(connection.execute(query).scalars())
+
+    def schedule(self, learner_id: int, local_day: str, due_at: datetime) -> bool:
+        """Plan a check-in for `due_at` on the learner's `local_day`; False when that day has
+        one already (planned by another worker at the same time) or the learner is gone."""
+        row = {"learner_id": learner_id, "local_day": local_day, "due_at": due_at}
+        row |= {"state": SCHEDULED, "attempts": 0, "created_at": self.clock()}
+        try:
+            with self.single.begin() as connection:
+                connection.execute(insert(Checkin).values(**row))
+        except IntegrityError:
+            return False
+        return True
+
+    # -- claiming and deciding -----------------------------------------------------------------
+
+    def claim_next(self, lease: timedelta) -> CheckinClaim | None:
+        """Take the check-in due first (planned and due, or claimed under a lease that ran out),
+        under a lease of `lease`; None when none is due."""
+        now = self.clock()
+        backend = backend_for(self.engine)
+        claimable = or_(
+            and_(Checkin.state == SCHEDULED, Checkin.due_at <= now),
+            and_(Checkin.state == CLAIMED, Checkin.lease_expires_at < now),
+        )
+        first = select(Checkin.id).where(claimable).order_by(Checkin.due_at, Checkin.id).limit(1)
+        first = backend.lock_next(first, Checkin)
+        token = str(uuid.uuid4())
+        statement = (
+            update(Checkin)
+            .where(Checkin.id == first.scalar_subquery(), claimable)
+            .values(
+                state=CLAIMED,
+                claim_token=token,
+                lease_expires_at=now + lease,
+                attempts=Checkin.attempts + 1,
+            )
+            .returning(
+                Checkin.id, Checkin.attempts, Checkin.learner_id, Checkin.local_day, Checkin.due_at
+            )
+        )
+        with self.single.begin() as connection:
+            row = connection.execute(statement).first()
+            if row is None:
+                return None
+            address = connection.execute(
+                select(Learner.external_id).where(Learner.id == row.learner_id)
+            ).scalar()
+        return CheckinClaim(
+            id=row.id,
+            token=token,
+            attempts=row.attempts,
+            learner_id=row.learner_id,
+            address=address or "",
+            local_day=row.local_day,
+            due_at=row.due_at,
+        )
+
+    def activity(self, learner_id: int, address: str) -> Activity:
+        """The learner's newest message of their own and whether one waits in the inbox."""
+        newest = (
+            select(Message.id, Message.created_at)
+            .where(Message.learner_id == learner_id, Message.role == LEARNER)
+            .order_by(Message.id.desc())
+            .limit(1)
+        )
+        waiting = exists().where(InboxItem.address == address, InboxItem.status.in_(UNFINISHED))
+        with self.single.connect() as connection:
+            row = connection.execute(newest).first()
+            queued = bool(connection.execute(select(waiting)).scalar())
+        if row is None:
+            return Activity(0, None, queued)
+        return Activity(row.id, row.created_at, queued)
+
+    def skip(self, claim: CheckinClaim, reason: str) -> bool:
+        """Give the claimed check-in up for `reason`; False when the claim was gone."""
+        values = {"state": SKIPPED, "skip_reason": reason[:40], "decided_at": self.clock()}
+        statement = update(Checkin).where(_held(claim))
+        statement = statement.values(claim_token=None, lease_expires_at=None, **values)
+        with self.single.begin() as connection:
+            return bool(connection.execute(statement).rowcount)
+
+    def retry_at(self, claim: CheckinClaim, due_at: datetime) -> bool:
+        """Give the claimed check-in back, due again at `due_at` (the model failed)."""
+        statement = update(Checkin).where(_held(claim))
+        statement = statement.values(
+            state=SCHEDULED, due_at=due_at, claim_token=None, lease_expires_at=None
+        )
+        with self.single.begin() as connection:
+            return bool(connection.execute(statement).rowcount)
+
+    def renew(self, claim: CheckinClaim, lease: timedelta) -> bool:
+        """Extend the claim's lease while its check-in is composed; False when it is gone."""
+        statement = update(Checkin).where(_held(claim))
+        statement = statement.values(lease_expires_at=self.clock() + lease)
+        with self.single.begin() as connection:
+            return bool(connection.execute(statement).rowcount)
+
+    def write(self, claim: CheckinClaim, seen: Activity, checkin: CheckinWrite) -> str | None:
+        """Write the claimed check-in as Pam's turn, in one transaction: her message, the
+        calls it billed, its outbox part, the check-in marked queued and the learner's count
+        of unanswered check-ins raised. Not when the claim is gone (None: /forget, /checkins off
+        or another worker after the lease ran out) or the learner wrote since `seen` (then the
+        check-in is skipped, "learner_wrote", and their message gets a normal reply): the
+        state the check-in is in afterwards."""
+        now = self.clock()
+        taken = update(Checkin).where(_held(claim))
+        taken = taken.values(
+            state=QUEUED,
+            claim_token=None,
+            lease_expires_at=None,
+            decided_at=now,
+            template=checkin.template,
+            follows_up=checkin.follows_up[:20],
+            topic=checkin.topic[:100],
+        )
+        wrote = or_(
+            exists().where(
+                Message.learner_id == claim.learner_id,
+                Message.role == LEARNER,
+                Message.id > seen.last_message_id,
+            ),
+            exists().where(InboxItem.address == claim.address, InboxItem.status.in_(UNFINISHED)),
+        )
+        try:
+            with self.engine.begin() as connection:
+                # The first statement writes: on Postgres it locks the check-in's row (a /forget
+                # waits for it, then deletes what it wrote), on SQLite it takes the write lock.
+                if not connection.execute(taken).rowcount:
+                    return None
+                if connection.execute(select(wrote)).scalar():
+                    connection.execute(
+                        update(Checkin)
+                        .where(Checkin.id == claim.id)
+                        .values(state=SKIPPED, skip_reason="learner_wrote")
+                    )
+                    return SKIPPED
+                message_id = connection.execute(
+                    insert(Message)
+                    .values(
+                        learner_id=claim.learner_id,
+                        role=PAM,
+                        content=checkin.text,
+                        tokens=checkin.tokens,
+                        created_at=now,
+                    )
+                    .returning(Message.id)
+                ).scalar_one()
+                for call in checkin.usage:
+                    connection.execute(
+                        insert(Usage).values(
+                            learner_id=claim.learner_id,
+                            model=call.model[:100],
+                            purpose="checkin",
+                            input_tokens=call.input_tokens,
+                            output_tokens=call.output_tokens,
+                            created_at=now,
+                        )
+                    )
+                outbox_id = connection.execute(
+                    insert(OutboxItem)
+                    .values(
+                        inbox_id=None,
+                        seq=0,
+                        channel=checkin.channel,
+                        address=claim.address,
+                        chat_id=checkin.chat_id,
+                        text=checkin.text,
+                        status=PENDING,
+                        attempts=0,
+                        available_at=now,
+                        created_at=now,
+                        checkin=True,
+                        template=checkin.template,
+                    )
+                    .returning(OutboxItem.id)
+                ).scalar_one()
+                connection.execute(
+                    update(Checkin)
+                    .where(Checkin.id == claim.id)
+                    .values(message_id=message_id, outbox_id=outbox_id)
+                )
+                connection.execute(
+                    update(CheckinState)
+                    .where(CheckinState.learner_id == claim.learner_id)
+                    .values(last_sent_at=now, unanswered=CheckinState.unanswered + 1)
+                )
+        except IntegrityError:  # the learner was forgotten as it ran
+            return None
+        return QUEUED
+
+    # -- afterwards ----------------------------------------------------------------------------
+
+    def mark_answered(self) -> int:
+        """Mark answered every queued check-in whose learner has written since, and reset their
+        count of unanswered check-ins: how many were answered."""
+        answered = exists().where(
+            Message.learner_id == Checkin.learner_id,
+            Message.role == LEARNER,
+            Message.id > Checkin.message_id,
+        )
+        now = self.clock()
+        with self.engine.begin() as connection:
+            recent = Checkin.decided_at >= now - ANSWERED_WITHIN
+            rows = connection.execute(
+                select(Checkin.id, Checkin.learner_id).where(
+                    Checkin.state == QUEUED, recent, answered
+                )
+            ).all()
+            if not rows:
+                return 0
+            ids = [row.id for row in rows]
+            learners = sorted({row.learner_id for row in rows})
+            connection.execute(
+                update(Checkin)
+                .where(Checkin.id.in_(ids), Checkin.state == QUEUED)
+                .values(state=ANSWERED, answered_at=now)
+            )
+            connection.execute(
+                update(CheckinState)
+                .where(CheckinState.learner_id.in_(learners))
+                .values(unanswered=0)
+            )
+        return len(rows)
+
+    def queued_since(self, since: datetime) -> int:
+        """Check-ins written since `since`, by every worker (the sending rate's count)."""
+        query = select(func.count()).where(
+            Checkin.state.in_((QUEUED, ANSWERED)), Checkin.decided_at >= since
+        )
+        with self.single.connect() as connection:
+            return int(connection.execute(query).scalar() or 0)
+
+    def history(self, learner_id: int, limit: int = 5) -> list[CheckinRow]:
+        """The learner's latest check-ins, planned ones first (for operators)."""
+        query = (
+            select(Checkin)
+            .where(Checkin.learner_id == learner_id)
+            .order_by(Checkin.local_day.desc())
+            .limit(limit)
+        )
+        with self.sessions() as session:
+            return [_row(row) for row in session.scalars(query)]
