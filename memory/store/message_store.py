@@ -1,6 +1,7 @@
 """The message store: one engine's learners, conversations, memory state, ledger,
 inspection, recall, review, /progress charts, spoken replies, /forget's requests and scrubs,
-each a part named for its domain; a consumer that needs one part takes just it."""
+and the chat history's retention, each a part named for its domain; a consumer that needs one
+part takes just it."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from memory.review.reviews import Reviews
 from memory.store.charts import Charts
 from memory.store.conversation import Conversation
 from memory.store.forget_requests import ForgetRequests
+from memory.store.history import History
 from memory.store.inspection import Inspection
 from memory.store.learners import Learners
 from memory.store.ledger import Ledger
@@ -36,3 +38,4 @@ class Store:
         self.charts = Charts(engine, clock)
         self.voice_clips = VoiceClips(engine, clock)
         self.scrubs = Scrubs(engine, clock)
+        self.history = History(engine, clock)
