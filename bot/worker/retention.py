@@ -103,7 +103,7 @@ class Retention(Periodic):
     def start(self) -> None:
         """Prune every PRUNE_EVERY_SECONDS or so, on a thread of its own, until `stop`
         (nothing happens with nothing to prune, or when already started)."""
-        if self.window is None and self.charts is None:
+        if self.window is None and self.charts is None and self.history is None:
             return
         super().start()
 

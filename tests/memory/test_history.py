@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from sqlalchemy import Engine, event, func, select, update
 
 from bot.settings import ServiceSettings
+from bot.turn import taps
 from bot.worker.retention import Retention
 from bot.worker.runtime import Pam
 from memory.clock import ManualClock
@@ -211,6 +212,23 @@ def test_forget_after_pruning_leaves_nothing(
     forget(pam, user)
 
     assert not any(pam.store.inspection.rows_about(learner, user).values())
+
+
+def test_a_tap_under_a_pruned_reply_finds_no_message(
+    settings: Settings, engine: Engine, clock: ManualClock
+) -> None:
+    pam = chatting_pam(settings, engine, clock)
+    user = unique_user("tap")
+    say(pam, user, "/language Spanish English")
+    first = say(pam, user, "Ayer yo es en el parque con mi amigo número 0.")
+    translate = next(b.command for b in first.buttons if b.command.startswith("/translate "))
+    chat(pam, clock, user, 16)
+    clock.advance(RETENTION * 2)
+    assert pam.store.history.prune(clock() - RETENTION).messages
+
+    answer = say(pam, user, translate)
+
+    assert answer.replies == [str(taps.NOT_FOUND)]
 
 
 def test_retention_prunes_the_chat_by_the_setting_and_zero_keeps_it(
