@@ -26,7 +26,7 @@ def test_a_small_month_is_sized_before_and_after_retention(
 
     result = json.loads((tmp_path / "storage.json").read_text())
     raw, figures = result["raw"][backend], result["results"][backend]
-    assert raw["month_rows"]["messages"] > 3 * 2 * 40  # settings, chat and replies
+    assert raw["month_rows"]["messages"] == 3 * 2 * 40  # each message and its reply
     # Retention kept each learner's unfolded tail and what recall finds, and rolled up usage.
     assert 0 < raw["after_rows"]["messages"] < raw["month_rows"]["messages"]
     assert raw["after_rows"]["recall_entries"] == raw["month_rows"]["recall_entries"] > 0
