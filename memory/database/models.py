@@ -241,12 +241,15 @@ class Usage(Base):
     count it."""
 
     __tablename__ = "llm_usage"
-    __table_args__ = {"sqlite_autoincrement": True}
+    # By learner and time: a learner's budget counts today's rows, and chat retention rolls
+    # up a month's, without reading the learner's others.
+    __table_args__ = (
+        Index("ix_llm_usage_learner_id_created_at", "learner_id", "created_at"),
+        {"sqlite_autoincrement": True},
+    )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
-    learner_id: Mapped[int] = mapped_column(
-        ForeignKey("learners.id", ondelete="CASCADE"), index=True
-    )
+    learner_id: Mapped[int] = mapped_column(ForeignKey("learners.id", ondelete="CASCADE"))
     model: Mapped[str] = mapped_column(String(100))
     purpose: Mapped[str] = mapped_column(String(20))
     input_tokens: Mapped[int] = mapped_column(Integer)

@@ -24,8 +24,9 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import bindparam, delete, func, select, update
+from sqlalchemy import Engine, bindparam, delete, func, select, update
 
+from memory.clock import Clock, utcnow
 from memory.database.db import Tables
 from memory.database.models import Correction, Learner, Message, Profile, Summary, Usage
 from memory.database.models_review import ReviewLog, ReviewPending
@@ -58,6 +59,12 @@ class Pruned(NamedTuple):
 
 class History(Tables):
     """The learners' chat history past the retention cutoff, pruned and compacted."""
+
+    def __init__(self, engine: Engine, clock: Clock = utcnow) -> None:
+        super().__init__(engine, clock)
+        # The month before which this process has rolled up all usage: later rounds read only
+        # from there (an index range per learner), not every month since the first.
+        self._rolled_before: datetime | None = None
 
     def prune(self, cutoff: datetime, batch: int = HISTORY_BATCH) -> Pruned:
         """Remove what no feature needs any more of the chat before `cutoff`; what went."""
@@ -105,12 +112,13 @@ class History(Tables):
         """Merge the usage rows of each learner, calendar month (UTC), model and purpose
         recorded before `cutoff` into one (their `calls` summed with the rest): the rows
         removed. Learner by learner, `page` learners a transaction."""
-        months = self._months(Usage.created_at, Usage.id, cutoff)
+        months = self._months(cutoff)
         removed = 0
         for first, last in self._learner_pages(page):
             for start, end in months:
                 with self.sessions.begin() as session:
                     removed += _roll_up(session, first, last, start, end)
+        self._rolled_before = _month_of(cutoff)
         return removed
 
     def compact_grades(self, cutoff: datetime, page: int = LEARNER_PAGE) -> int:
@@ -119,14 +127,26 @@ class History(Tables):
         mistake. The grades removed. `page` learners a transaction."""
         removed = 0
         for first, last in self._learner_pages(page):
+            old = (
+                ReviewLog.learner_id >= first,
+                ReviewLog.learner_id <= last,
+                ReviewLog.reviewed_at < cutoff,
+            )
             with self.sessions.begin() as session:
+                # Only the items with more old grades than any keeps are read whole.
+                crowded = list(
+                    session.scalars(
+                        select(ReviewLog.item_id)
+                        .where(*old)
+                        .group_by(ReviewLog.item_id)
+                        .having(func.count() > MASTERED_AFTER)
+                    )
+                )
+                if not crowded:
+                    continue
                 rows = session.execute(
                     select(ReviewLog.id, ReviewLog.item_id, ReviewLog.source)
-                    .where(
-                        ReviewLog.learner_id >= first,
-                        ReviewLog.learner_id <= last,
-                        ReviewLog.reviewed_at < cutoff,
-                    )
+                    .where(*old, ReviewLog.item_id.in_(crowded))
                     .order_by(ReviewLog.item_id, ReviewLog.reviewed_at, ReviewLog.id)
                 ).all()
                 dropped = list(_droppable(rows))
@@ -142,15 +162,18 @@ class History(Tables):
             ids = list(connection.scalars(select(Learner.id).order_by(Learner.id)))
         return [(chunk[0], chunk[-1]) for chunk in _chunks(ids, page)]
 
-    def _months(self, at: Any, key: Any, cutoff: datetime) -> list[tuple[datetime, datetime]]:
-        """The calendar months (UTC) from the oldest row's (by `key`, the primary key: no
-        index on time needed) to `cutoff`, the last one ending at `cutoff`."""
+    def _months(self, cutoff: datetime) -> list[tuple[datetime, datetime]]:
+        """The calendar months (UTC) whose usage may still need rolling up, the last one
+        ending at `cutoff`: from the oldest row's (by id: no index on time needed) on this
+        process's first round, from the last round's cutoff's after that."""
         with self.single.connect() as connection:
-            oldest = connection.scalar(select(at).order_by(key).limit(1))
+            oldest = connection.scalar(select(Usage.created_at).order_by(Usage.id).limit(1))
         if oldest is None or oldest >= cutoff:
             return []
-        months = []
         start = _month_of(oldest)
+        if self._rolled_before is not None:
+            start = max(start, self._rolled_before)
+        months = []
         while start < cutoff:
             following = _next_month(start)
             months.append((start, min(following, cutoff)))

@@ -269,8 +269,14 @@ def test_0015_counts_each_usage_row_as_one_call_and_goes_back_down(blank: Engine
     assert "ix_corrections_message_id" in {
         index["name"] for index in inspect(blank).get_indexes("corrections")
     }
+    assert {index["name"] for index in inspect(blank).get_indexes("llm_usage")} == {
+        "ix_llm_usage_learner_id_created_at"
+    }
     db.downgrade(blank, "0014")
     assert "calls" not in {column["name"] for column in inspect(blank).get_columns("llm_usage")}
+    assert {index["name"] for index in inspect(blank).get_indexes("llm_usage")} == {
+        "ix_llm_usage_learner_id"
+    }
     assert "ix_corrections_message_id" not in {
         index["name"] for index in inspect(blank).get_indexes("corrections")
     }
