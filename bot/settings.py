@@ -17,9 +17,8 @@ from pydantic import AliasGenerator, BaseModel, Field, ValidationInfo, field_val
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.logs import Level
-from memory.config import DEFAULT_MODEL, MemoryConfig
+from memory.config import DEFAULT_MODEL, MIN_CHAT_RETENTION_DAYS, MemoryConfig
 from memory.llm import Effort, StructuredOutput
-from memory.store.history import MIN_CHAT_RETENTION_DAYS
 
 # Platforms redeliver an unacknowledged message for up to a day; finished queue items are kept
 # at least this long so that a redelivery is still recognised.

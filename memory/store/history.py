@@ -5,7 +5,8 @@ no feature reads it any more, pruned or compacted in small batches.
   (id at or below both watermarks) go, with their `corrections`. Recall keeps what it finds in
   `recall_entries`, written when the fold took them; the reply prompt reads only unfolded
   messages (the last 10 are never folded); /progress reads learner messages and corrections of
-  its last WEEKS weeks, which the shortest retention (MIN_CHAT_RETENTION_DAYS) keeps.
+  its last 8 weeks, which the shortest retention (memory/config.py's MIN_CHAT_RETENTION_DAYS)
+  keeps.
 - `llm_usage` rows older than the cutoff roll up into one row per learner, month, model and
   purpose, whose `calls` counts them: the budgets count today's tokens only, and every sum the
   ledger reports (calls, tokens, audio seconds and characters) stays the same.
@@ -31,12 +32,8 @@ from memory.database.db import Tables
 from memory.database.models import Correction, Learner, Message, Profile, Summary, Usage
 from memory.database.models_review import ReviewLog, ReviewPending
 from memory.review.items import MISSED, MISTAKE
-from memory.review.progress import MASTERED_AFTER, WEEKS
+from memory.review.progress import MASTERED_AFTER
 
-# /progress reads back to the Monday WEEKS - 1 weeks before this week's: at most WEEKS weeks
-# (56 days) ago. A day more, so that a clock a little apart between processes never prunes
-# what a chart is about to count.
-MIN_CHAT_RETENTION_DAYS = WEEKS * 7 + 1
 # Rows per DELETE (messages), learners per page (usage, review logs): each a transaction of
 # its own, as the queues prune (memory/queue/base.py).
 HISTORY_BATCH = 500

@@ -20,6 +20,7 @@ from bot.turn import taps
 from bot.worker.retention import Retention
 from bot.worker.runtime import Pam
 from memory.clock import ManualClock
+from memory.config import MIN_CHAT_RETENTION_DAYS
 from memory.database.models import Correction, Message, Profile, Summary, Usage
 from memory.database.models_recall import RecallEntry
 from memory.database.models_review import ReviewItem, ReviewLog, ReviewPending
@@ -27,7 +28,7 @@ from memory.database.records import ActivityWindow
 from memory.queue.inbox import Inbox
 from memory.queue.outbox import Outbox
 from memory.review.progress import progress
-from memory.store.history import MIN_CHAT_RETENTION_DAYS, History, Pruned
+from memory.store.history import History, Pruned
 from memory.store.ledger import Ledger
 from tests.conftest import learner_of, unique_user
 from tests.fakes import FakeChatModel, reply_json
