@@ -6,7 +6,7 @@
                                         marked `serial` alone, then the rest on every CPU;
                                         with args: pytest ARGS, e.g. `-m experiment`)
     python3 dev.py bench NAME [ARGS]    run a benchmark: tokens, latency, faults, recall_quality,
-                                        recall_scale, progress_chart, voice, memory,
+                                        recall_scale, progress_chart, voice, memory, storage,
                                         cold_start, write_paths or local_model (bench/;
                                         local_model needs `--setup` once)
     python3 dev.py docs [serve|build]   the docs site (docs/, mkdocs.yml): serve it at

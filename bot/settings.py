@@ -17,7 +17,7 @@ from pydantic import AliasGenerator, BaseModel, Field, ValidationInfo, field_val
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.logs import Level
-from memory.config import DEFAULT_MODEL, MemoryConfig
+from memory.config import DEFAULT_MODEL, MIN_CHAT_RETENTION_DAYS, MemoryConfig
 from memory.llm import Effort, StructuredOutput
 
 # Platforms redeliver an unacknowledged message for up to a day; finished queue items are kept
@@ -165,6 +165,11 @@ class ServiceSettings(BaseSettings):
     queue_retention_hours: float = Field(default=168.0, ge=0)
     """Finished inbox and outbox items are deleted this long after they finished (at least
     24; 0 keeps them)."""
+    chat_retention_days: int = Field(default=90, ge=0)
+    """Chat older than this many days is pruned once the summary has folded it and the profile
+    has read it: its messages and their corrections (recall keeps what it finds of them), its
+    LLM usage rolled into one row per month, its review grades cut to what review and
+    `/progress` read (at least 57: `/progress` shows 8 weeks; 0 keeps everything)."""
     shutdown_wait_seconds: float = Field(default=60.0, ge=0)
     """How long a stopping worker waits, in all, for the turns and memory jobs it is running
     (and `pam chat` for memory jobs at exit)."""
@@ -186,6 +191,20 @@ class ServiceSettings(BaseSettings):
                 "message (0 keeps finished messages forever)"
             )
         return hours
+
+    @field_validator("chat_retention_days")
+    @classmethod
+    def _retention_outlasts_progress(cls, days: int) -> int:
+        # /progress counts the learner's messages and corrections of its 8 weeks: pruned
+        # sooner, a chart would show weeks emptier than they were.
+        if 0 < days < MIN_CHAT_RETENTION_DAYS:
+            raise ValueError(
+                f"PAM_CHAT_RETENTION_DAYS is {days}, but must be at least "
+                f"{MIN_CHAT_RETENTION_DAYS}: /progress shows the last 8 weeks of messages, "
+                "corrections and review grades, and pruning sooner would empty its first "
+                "weeks (0 keeps the chat history forever)"
+            )
+        return days
 
 
 class ChartSettings(BaseSettings):

@@ -15,6 +15,13 @@ DEFAULT_MODEL = "gpt-4o-mini"
 # offered a recall tool; auto where the provider takes no tools), off.
 RecallMode = Literal["auto", "tool", "off"]
 
+# The most weeks /progress shows (memory/review/progress.py), so the most it reads back: to
+# the Monday PROGRESS_WEEKS - 1 weeks before this week's, at most 56 days ago. Chat retention
+# (PAM_CHAT_RETENTION_DAYS) keeps a day more, so that clocks a little apart between processes
+# never prune what a chart is about to count.
+PROGRESS_WEEKS = 8
+MIN_CHAT_RETENTION_DAYS = PROGRESS_WEEKS * 7 + 1
+
 
 class MemoryConfig(BaseModel):
     """Window size, fold trigger, batch and cap, profile cadence, job lease, memory model,

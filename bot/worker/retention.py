@@ -1,19 +1,22 @@
 """Retention: each worker deletes finished inbox and outbox items once they are past
-PAM_QUEUE_RETENTION_HOURS, and /progress charts once their links have expired
-(PAM_CHART_LINK_SECONDS), now and then, on a thread of its own. What may be deleted, and in
-which small batches, is the queues' business (`memory.queue`, `prune`)."""
+PAM_QUEUE_RETENTION_HOURS, /progress charts once their links have expired
+(PAM_CHART_LINK_SECONDS), and the chat history no feature reads any more once it is past
+PAM_CHAT_RETENTION_DAYS, now and then, on a thread of its own. What may be deleted, and in
+which small batches, is the queues' business (`memory.queue`, `prune`) and the history's
+(`memory.store.history`)."""
 
 from __future__ import annotations
 
 import logging
 import random
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from bot.worker.periodic import Periodic
 from memory.clock import Clock
 from memory.queue.inbox import Inbox
 from memory.queue.outbox import Outbox
 from memory.store.charts import Charts
+from memory.store.history import History
 from memory.store.voice_clips import VoiceClips
 
 log = logging.getLogger(__name__)
@@ -24,9 +27,10 @@ PRUNE_EVERY_SECONDS = 600.0
 
 
 class Retention(Periodic):
-    """Prunes `inbox` and `outbox` of what finished more than `hours` ago (0: keeps all), and
+    """Prunes `inbox` and `outbox` of what finished more than `hours` ago (0: keeps all),
     `charts` and spoken replies (`clips`) of those made more than `chart_seconds` ago (their
-    links' lifetime), as `clock` tells the time."""
+    links' lifetime), and the chat `history` of what is more than `chat_days` old (0: keeps
+    all), as `clock` tells the time."""
 
     def __init__(
         self,
@@ -37,6 +41,8 @@ class Retention(Periodic):
         charts: Charts | None = None,
         chart_seconds: float = 0,
         clips: VoiceClips | None = None,
+        history: History | None = None,
+        chat_days: int = 0,
     ) -> None:
         self.inbox = inbox
         self.outbox = outbox
@@ -45,6 +51,8 @@ class Retention(Periodic):
         self.charts = charts
         self.chart_window = timedelta(seconds=chart_seconds)
         self.clips = clips
+        self.history = history if chat_days else None
+        self.chat_window = timedelta(days=chat_days)
         super().__init__(
             "queue-retention",
             self._prune_round,
@@ -59,7 +67,8 @@ class Retention(Periodic):
         clock's time, that nothing needs any more; the number deleted. The inbox keeps each
         message that long after it was answered, so a platform's redelivery is still
         recognised; unfinished items and undelivered replies stay. Charts go once no link
-        to them works any more, and so do spoken replies."""
+        to them works any more, and so do spoken replies; the chat history once it is past
+        the chat window and no feature reads it."""
         now = self.clock()
         expired = now - self.chart_window
         charts = self.charts.prune(expired) if self.charts is not None else 0
@@ -67,19 +76,34 @@ class Retention(Periodic):
         if charts or clips:
             log.info("media pruned charts=%d voice_clips=%d", charts, clips)
         charts += clips
+        history = self._prune_history(now)
         if self.window is None:
-            return charts
+            return charts + history
         cutoff = now - self.window
         sent = self.outbox.prune(cutoff)
         answered = self.inbox.prune(cutoff)
         if sent or answered:
             log.info("queues pruned inbox=%d outbox=%d before=%s", answered, sent, cutoff)
-        return charts + sent + answered
+        return charts + history + sent + answered
+
+    def _prune_history(self, now: datetime) -> int:
+        """Prune the chat history past the chat window, if one is set: the rows removed."""
+        if self.history is None:
+            return 0
+        cutoff = now - self.chat_window
+        pruned = self.history.prune(cutoff)
+        if pruned.total:
+            log.info(
+                "chat history pruned messages=%d corrections=%d usage=%d grades=%d before=%s",
+                *pruned,
+                cutoff,
+            )
+        return pruned.total
 
     def start(self) -> None:
         """Prune every PRUNE_EVERY_SECONDS or so, on a thread of its own, until `stop`
         (nothing happens with nothing to prune, or when already started)."""
-        if self.window is None and self.charts is None:
+        if self.window is None and self.charts is None and self.history is None:
             return
         super().start()
 

@@ -63,6 +63,8 @@ class Worker:
             charts=pam.store.charts,
             clips=pam.store.voice_clips,
             chart_seconds=settings.charts.chart_link_seconds,
+            history=pam.store.history,
+            chat_days=settings.service.chat_retention_days,
         )
         # SQLite keeps erased rows in its files until a checkpoint: /forget's scrubs.
         self.scrubbing = None

@@ -159,7 +159,12 @@ class Correction(Base):
     """One mistake Pam corrected: what the learner wrote, the fix, and why."""
 
     __tablename__ = "corrections"
-    __table_args__ = {"sqlite_autoincrement": True}
+    # By message: chat retention deletes a message's corrections with it (and the foreign
+    # key's cascade looks them up so), without reading the whole table.
+    __table_args__ = (
+        Index("ix_corrections_message_id", "message_id"),
+        {"sqlite_autoincrement": True},
+    )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
     learner_id: Mapped[int] = mapped_column(
@@ -228,19 +233,23 @@ class ServiceKey(Base):
 
 
 class Usage(Base):
-    """One LLM call's cost: model, purpose (reply / summary / profile / transcription /
-    speech) and tokens. An audio call also records what it is billed by — seconds heard,
-    characters spoken — and its tokens are those converted at the configured rates
+    """One LLM call's cost (or, past chat retention, a month's calls of one model and
+    purpose: `calls`): model, purpose (reply / summary / profile / transcription / speech) and
+    tokens. An audio call also records what it is billed by — seconds heard, characters
+    spoken — and its tokens are those converted at the configured rates
     (PAM_TRANSCRIPTION_TOKENS_PER_SECOND, PAM_SPEECH_TOKENS_PER_CHAR), so that the budgets
     count it."""
 
     __tablename__ = "llm_usage"
-    __table_args__ = {"sqlite_autoincrement": True}
+    # By learner and time: a learner's budget counts today's rows, and chat retention rolls
+    # up a month's, without reading the learner's others.
+    __table_args__ = (
+        Index("ix_llm_usage_learner_id_created_at", "learner_id", "created_at"),
+        {"sqlite_autoincrement": True},
+    )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
-    learner_id: Mapped[int] = mapped_column(
-        ForeignKey("learners.id", ondelete="CASCADE"), index=True
-    )
+    learner_id: Mapped[int] = mapped_column(ForeignKey("learners.id", ondelete="CASCADE"))
     model: Mapped[str] = mapped_column(String(100))
     purpose: Mapped[str] = mapped_column(String(20))
     input_tokens: Mapped[int] = mapped_column(Integer)
@@ -249,6 +258,9 @@ class Usage(Base):
     # INSERTs, which name the columns they set (memory/database/backends/postgres_statements.py).
     audio_seconds: Mapped[float] = mapped_column(Float, server_default="0")
     speech_chars: Mapped[int] = mapped_column(Integer, server_default="0")
+    # The calls this row stands for: 1 as recorded; chat retention rolls a month's rows of one
+    # model and purpose into one (memory/store/history.py), their sums and this count.
+    calls: Mapped[int] = mapped_column(Integer, server_default="1")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 

@@ -18,11 +18,12 @@ from datetime import date, datetime, time, timedelta
 from fsrs import Rating
 from sqlalchemy import Engine, Row, literal, select, union_all
 
+from memory.config import PROGRESS_WEEKS
 from memory.database.models import Correction, Message
 from memory.database.models_review import ReviewItem, ReviewLog
 from memory.database.records import LEARNER
 
-WEEKS = 8  # the most weeks the chart shows
+WEEKS = PROGRESS_WEEKS  # the most weeks the chart shows
 GOOD = Rating.Good.value
 MASTERED_AFTER = 2  # right this many times in a row since the last slip
 # The rows of the two reads: (kind, category, at) and (item id, due, rating, reviewed_at).

@@ -115,12 +115,13 @@ class Ledger(Tables):
             return {row.purpose: (float(row.seconds), int(row.chars)) for row in rows}
 
     def usage(self, learner_id: int) -> dict[str, tuple[int, int, int]]:
-        """Per purpose: (calls, input tokens, output tokens) for the learner."""
+        """Per purpose: (calls, input tokens, output tokens) for the learner (a row rolled up
+        by chat retention counts the calls it stands for)."""
         with self.sessions() as session:
             rows = session.execute(
                 select(
                     Usage.purpose,
-                    func.count(Usage.id).label("calls"),
+                    func.sum(Usage.calls).label("calls"),
                     func.sum(Usage.input_tokens).label("input_tokens"),
                     func.sum(Usage.output_tokens).label("output_tokens"),
                 )

@@ -1,6 +1,7 @@
 """The message store: one engine's learners, conversations, memory state, ledger,
 inspection, recall, review, /progress charts, spoken replies, /forget's requests and scrubs,
-check-ins, each a part named for its domain; a consumer that needs one part takes just it."""
+check-ins and the chat history's retention, each a part named for its domain; a consumer that
+needs one part takes just it."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from memory.store.charts import Charts
 from memory.store.checkins import Checkins
 from memory.store.conversation import Conversation
 from memory.store.forget_requests import ForgetRequests
+from memory.store.history import History
 from memory.store.inspection import Inspection
 from memory.store.learners import Learners
 from memory.store.ledger import Ledger
@@ -38,3 +40,4 @@ class Store:
         self.voice_clips = VoiceClips(engine, clock)
         self.scrubs = Scrubs(engine, clock)
         self.checkins = Checkins(engine, clock)
+        self.history = History(engine, clock)

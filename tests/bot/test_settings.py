@@ -177,6 +177,7 @@ EVERY_VARIABLE = [
     ("PAM_MAX_TURN_ATTEMPTS", "2", "service.max_turn_attempts", 2),
     ("PAM_MAX_SEND_ATTEMPTS", "3", "service.max_send_attempts", 3),
     ("PAM_QUEUE_RETENTION_HOURS", "48", "service.queue_retention_hours", 48.0),
+    ("PAM_CHAT_RETENTION_DAYS", "120", "service.chat_retention_days", 120),
     ("PAM_MEMORY_PROCESS", "off", "service.memory_process", False),
     ("TELEGRAM_BOT_TOKEN", BOT_TOKEN, "telegram.bot_token", BOT_TOKEN),
     (

@@ -237,3 +237,49 @@ def test_0012_marks_the_voice_notes_kept_untranscribed_before(blank: Engine) -> 
 
     messages = Store(blank).conversation.messages(learner_id)
     assert [m.untranscribed for m in messages] == [True, True, False, False, False]
+
+
+def test_0016_counts_each_usage_row_as_one_call_and_goes_back_down(blank: Engine) -> None:
+    """Every usage row recorded before 0016 is one call; the ledger counts them the same after
+    it, and 0016 goes down to 0015 and up again."""
+    db.upgrade(blank, "0015")
+    with blank.begin() as connection:
+        connection.execute(
+            text(
+                "INSERT INTO learners (external_id, created_at) "
+                "VALUES ('terminal:usage', CURRENT_TIMESTAMP)"
+            )
+        )
+        learner_id = connection.execute(
+            text("SELECT id FROM learners WHERE external_id = 'terminal:usage'")
+        ).scalar_one()
+        for tokens in (10, 20, 30):
+            connection.execute(
+                text(
+                    "INSERT INTO llm_usage (learner_id, model, purpose, input_tokens, "
+                    "output_tokens, created_at) "
+                    "VALUES (:learner, 'm', 'reply', :tokens, 1, CURRENT_TIMESTAMP)"
+                ),
+                {"learner": learner_id, "tokens": tokens},
+            )
+
+    db.upgrade(blank)
+
+    assert Store(blank).ledger.usage(learner_id) == {"reply": (3, 60, 3)}
+    assert "ix_corrections_message_id" in {
+        index["name"] for index in inspect(blank).get_indexes("corrections")
+    }
+    assert {index["name"] for index in inspect(blank).get_indexes("llm_usage")} == {
+        "ix_llm_usage_learner_id_created_at"
+    }
+    db.downgrade(blank, "0015")
+    assert "calls" not in {column["name"] for column in inspect(blank).get_columns("llm_usage")}
+    assert {index["name"] for index in inspect(blank).get_indexes("llm_usage")} == {
+        "ix_llm_usage_learner_id"
+    }
+    assert "ix_corrections_message_id" not in {
+        index["name"] for index in inspect(blank).get_indexes("corrections")
+    }
+    db.upgrade(blank)
+    assert current_revision(blank) == head_revision(blank)
+    assert not schema_differences(blank)
