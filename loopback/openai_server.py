@@ -83,7 +83,7 @@ def verbose_transcription(text: str, seconds: float = 3.0) -> dict[str, Any]:
 
 
 def task_of(body: dict[str, Any]) -> str:
-    """Which Pam task a chat-completions request is for: reply, summary or profile."""
+    """Which Pam task a chat-completions request is for: reply, summary, profile, checkin…"""
     system = next((m["content"] for m in body.get("messages", []) if m["role"] == "system"), "")
     match = TASK.search(system)
     return match.group(1) if match else "unknown"
@@ -142,6 +142,9 @@ def default_answer(task: str, body: dict[str, Any], count: int) -> str:
         return f"Summary #{count}: the learner talks about work, weekends and cooking."
     if task == "profile":
         return json.dumps({"who": "Lena, a nurse from Berlin", "interests": ["cooking"]})
+    if task == "checkin":  # never the same twice: Pam takes a repeat of its last message for none
+        message = f"¡Hola! Hace días que no hablamos ({count}). ¿Qué tal tu semana?"
+        return json.dumps({"message": message, "topic": "their week"}, ensure_ascii=False)
     return "?"
 
 

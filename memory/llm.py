@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NotRequired, Protocol, TypedDict
 
-Purpose = Literal["reply", "summary", "profile", "translate", "explain"]
+Purpose = Literal["reply", "summary", "profile", "translate", "explain", "checkin"]
 # How a model is asked for JSON (PAM_STRUCTURED_OUTPUT): a schema the server enforces, the
 # schema inside JSON mode (llama.cpp's servers), JSON mode, the prompt's word alone, or `auto`
 # (learned per model); and how hard a reasoning model

@@ -9,7 +9,7 @@ from string import Template
 
 HERE = Path(__file__).parent
 USER_SEPARATOR = "=== user ==="
-TASKS = ("reply", "summary", "profile", "translate", "explain")
+TASKS = ("reply", "summary", "profile", "translate", "explain", "checkin")
 
 
 @cache

@@ -92,6 +92,7 @@ class FakeChatModel:
             "reply": default_reply,
             "summary": "The learner chatted about their week.",
             "profile": '{"no_change": true}',
+            "checkin": json.dumps({"message": "¡Hola! ¿Qué tal tu semana?", "topic": "week"}),
         }
     )
     lock: threading.Lock = field(default_factory=threading.Lock)

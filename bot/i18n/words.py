@@ -7,7 +7,7 @@ from datetime import date, datetime, tzinfo
 from functools import cache
 
 from babel import Locale
-from babel.dates import format_date, format_datetime, format_time
+from babel.dates import format_date, format_datetime, format_skeleton, format_time
 from babel.lists import format_list
 from babel.numbers import format_decimal, format_percent
 from babel.support import NullTranslations
@@ -82,6 +82,10 @@ class Words:
     def percent(self, value: float) -> str:
         """`value` (0.25) as a percentage ("25 %" in French)."""
         return str(format_percent(value, locale=self.cldr))
+
+    def month(self, value: date | datetime) -> str:
+        """A month of a year as this locale names it ("July 2026", "julio de 2026")."""
+        return str(format_skeleton("yMMMM", value, locale=self.cldr))
 
     def date(self, value: date | datetime, format: str = "medium") -> str:
         """A day as a person reads it in this locale ("2 déc. 2026"); `format` is CLDR's

@@ -71,6 +71,7 @@ class OpenAIChatModel:
             structured_output,
             {
                 "reply": reasoning_effort,
+                "checkin": reasoning_effort,
                 "summary": memory_reasoning_effort,
                 "profile": memory_reasoning_effort,
             },

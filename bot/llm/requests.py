@@ -43,6 +43,7 @@ TEMPERATURE: dict[Purpose, float] = {
     "profile": 0.2,
     "translate": 0.2,
     "explain": 0.3,
+    "checkin": 0.7,  # a friend's message, as a reply is
 }
 
 # The parameters Pam can do without, or send under their other name, when a model refuses.

@@ -189,6 +189,7 @@ class Asking:
             recalled=recalled,
             tool=tool,
             review=review,
+            today=self.clock().date(),
         )
 
     def _complete(

@@ -21,6 +21,7 @@ from bot.turn.density import density_line, set_density
 from bot.turn.settings_commands import set_languages, set_level
 from memory.clock import Clock, utcnow
 from memory.database.records import LearnerInfo
+from memory.jobs.plans import Plan, kept_plans
 from memory.jobs.profile import FIELDS, document
 from memory.jobs.profile_facts import settled
 from memory.review.progress import progress
@@ -118,6 +119,7 @@ LABELS = {
     "target_language": N_("Practising"),
     "level": N_("Level (my estimate)"),
     "recurring_mistakes": N_("Mistakes you often make"),
+    "plans": N_("Plans you told me about"),
 }
 # Learned fields that name a language: shown in the learner's locale's name for it.
 LANGUAGE_FIELDS = ("native_language", "target_language")
@@ -125,11 +127,19 @@ LANGUAGE_FIELDS = ("native_language", "target_language")
 
 def _learned_value(say: Words, key: str, value: object) -> str:
     """A learned field's value as the profile shows it."""
+    if key == "plans":
+        return say.list(f"{p.what} ({_plan_date(say, p)})" for p in kept_plans(value))
     if isinstance(value, list):
         return say.list(str(item) for item in value)
     if key in LANGUAGE_FIELDS and isinstance(value, str):
         return phrases.language_in(say, value)
     return str(value)
+
+
+def _plan_date(say: Words, plan: Plan) -> str:
+    """A plan's day ("10 December 2026") or month ("July 2026") as the learner's locale
+    writes it."""
+    return say.month(plan.first) if plan.is_month else say.date(plan.first, "long")
 
 
 def _when(say: Words, moment: datetime) -> str:

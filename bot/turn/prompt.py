@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from datetime import date
 
 from bot import corrections
 from bot.languages import LEVEL_DESCRIPTIONS, explanation_language, languages_of
 from bot.llm.answers import has_reasoning_markup, strip_reasoning
 from bot.review.prompt import Asked
 from memory.database.records import ALL, LEARNER, Context
+from memory.jobs.plans import upcoming
 from memory.jobs.profile import MAX_PROFILE_CHARS
 from memory.jobs.profile_facts import density, settled
 from memory.llm import ChatMessage
@@ -32,8 +34,12 @@ HOW_MANY_ALL = (
     "every mistake, most useful first, up to five; minor slips too (spelling, accents, "
     "punctuation, unnatural wording)"
 )
-# The learned density is said by the rule above: the profile section does not repeat it.
-NOT_IN_PROFILE = ("corrections",)
+# The learned density is said by the rule above: the profile section does not repeat it; the
+# plans are carried briefly, only those just ahead (see `_soon`).
+NOT_IN_PROFILE = ("corrections", "plans")
+# Plans starting within this many days are in the reply prompt: a friend remembers the
+# interview on Thursday, and the trip next summer is for the check-ins.
+SOON_DAYS = 14
 # Said only when the latest message is a voice note's transcript: the rest of the prompt
 # stays as it is, and a text turn costs nothing more.
 SPOKEN_RULE = (
@@ -50,6 +56,7 @@ def reply_prompt(
     *,
     tool: bool = False,
     review: Asked | None = None,
+    today: date | None = None,
 ) -> list[ChatMessage]:
     """System prompt (persona, correction policy, settings, profile, summary, and what recall
     found, if anything) followed by every message not yet folded into the summary, verbatim.
@@ -57,10 +64,14 @@ def reply_prompt(
     is offered, so its answer may bring recalled conversation. Only then do the rules name
     recalled conversation as data: a turn without recall costs not one token more. `review`:
     what review adds (bot.review.prompt: due items or a /review exercise, their rule and report);
-    without it the prompt has none of it."""
+    without it the prompt has none of it. `today`: the day it is, for the learner's plans just
+    ahead (none without it)."""
     # What the learner set is said once, in the settings lines: not again as learned.
     learner, learned = context.learner, context.profile.data
     profile = {k: v for k, v in settled(learned, learner).items() if k not in NOT_IN_PROFILE}
+    soon = _soon(learned.get("plans"), today) if today is not None else []
+    if soon:
+        profile["plans"] = soon
     # The settings lines sit outside the data sections: learned languages stand there only
     # as a language's canonical name (see languages_of).
     target, native, level = languages_of(
@@ -99,6 +110,22 @@ def reply_prompt(
         else:
             messages.append({"role": "assistant", "content": _said(message.content)})
     return messages
+
+
+def _soon(plans: object, today: date) -> list[str]:
+    """The learner's plans within SOON_DAYS of `today`, at most two, in a few words each:
+    "job interview (in 2 days)", "trip to Oaxaca (2026-07)"."""
+    said = []
+    for plan in upcoming(plans, today):
+        if (plan.first - today).days > SOON_DAYS:
+            continue
+        if plan.is_month:
+            when = plan.when
+        else:
+            days = (plan.first - today).days
+            when = "today" if days == 0 else "tomorrow" if days == 1 else f"in {days} days"
+        said.append(f"{plan.what} ({when})")
+    return said
 
 
 def _spoken(context: Context) -> bool:

@@ -81,6 +81,9 @@ class StoredMessage:
     spoken_seconds: float | None = None  # a voice note's length: its content was heard
     # A voice note Pam could not transcribe: its content says so (and why), not what was said.
     untranscribed: bool = False
+    # When it was stored: read only where it is used (the profile job dates the messages it
+    # reads, to resolve "on Thursday"); None elsewhere, so not part of a message's identity.
+    said_at: datetime | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

@@ -96,9 +96,16 @@ def labelled(prefix: str, columns: Iterable[Any]) -> list[Any]:
 
 
 def named(row: Any, prefix: str, record: type[_Record]) -> _Record:
-    """The `record` whose fields are the row's `prefix_field` columns (see `labelled`)."""
+    """The `record` whose fields are the row's `prefix_field` columns (see `labelled`); a field
+    the row has no column for keeps its default (StoredMessage.said_at, read where it is used)."""
     values = row._mapping
-    return record(**{f.name: values[f"{prefix}_{f.name}"] for f in dataclasses.fields(record)})  # type: ignore[arg-type]
+    return record(
+        **{
+            f.name: values[key]
+            for f in dataclasses.fields(record)  # type: ignore[arg-type]
+            if (key := f"{prefix}_{f.name}") in values
+        }
+    )
 
 
 # Every query about one learner's messages filters by them ("learner_id" is bound per call).
@@ -114,7 +121,7 @@ def _after_watermark(model: type[Summary] | type[Profile]) -> ColumnElement[bool
 FIND_LEARNER = select(*LEARNER_COLUMNS).where(Learner.external_id == bindparam("external_id"))
 
 _MESSAGES = (
-    select(*MESSAGE_COLUMNS)
+    select(*MESSAGE_COLUMNS, Message.created_at.label("said_at"))
     .where(_THEIR_MESSAGES, Message.id > bindparam("after"))
     .order_by(Message.id)
 )

@@ -7,12 +7,14 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
+from memory.clock import utcnow
 from memory.config import MemoryConfig
 from memory.database.records import DENSITIES, LEARNER, ProfileState, StoredMessage
 from memory.jobs.density import is_low_information
+from memory.jobs.plans import merged, plans_supported, without_marks
 from memory.jobs.profile_answer import (
     FIELDS,
     LEVELS,
@@ -55,12 +57,25 @@ MAX_FAILED_ATTEMPTS = 3
 # prompt carries the list: it stays short.
 RECURRING_MAX = 3
 KNOWN_PATTERNS = 50  # a guess that names any of these is the pattern's, not the model's
+WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 
 
 def _field_schema(name: str) -> dict[str, Any]:
     """The schema of one profile field: its kind, or null for "unchanged"."""
     if name in LIST_FIELDS:
         kind: dict[str, Any] = {"type": "array", "items": {"type": "string"}}
+    elif name == "plans":
+        text = {"type": "string"}
+        plan = {"what": text, "when": text, "mentioned": text}
+        kind = {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": plan,
+                "required": list(plan),
+                "additionalProperties": False,
+            },
+        }
     elif name == "level":
         kind = {"type": "string", "enum": list(LEVELS)}
     elif name == "corrections":
@@ -140,6 +155,55 @@ def _with_patterns(
     return {**current, "recurring_mistakes": mistakes}
 
 
+def dated(messages: Sequence[StoredMessage]) -> str:
+    """The learner's messages for the profile prompt, one a line, each day's under its date
+    ("[Thu 2026-12-03]"), so that the model can resolve "on Thursday" to a day: a line per day,
+    not per message, as most batches are a day or two."""
+    lines: list[str] = []
+    day: date | None = None
+    for message in messages:
+        said = message.said_at.date() if message.said_at is not None else None
+        if said is not None and said != day:
+            lines.append(f"[{WEEKDAYS[said.weekday()]} {said.isoformat()}]")
+            day = said
+        lines.append(f"- {message.content}")
+    return "\n".join(lines)
+
+
+def _days(messages: Sequence[StoredMessage]) -> tuple[date, date]:
+    """The first and last day `messages` were written on (today for undated ones)."""
+    days = [m.said_at.date() for m in messages if m.said_at is not None]
+    return (min(days), max(days)) if days else (utcnow().date(), utcnow().date())
+
+
+def _with_plans(
+    data: dict[str, Any], old: dict[str, Any], batch: Sequence[StoredMessage]
+) -> dict[str, Any]:
+    """`data` with its plans kept to those the learner's words support, dated within the
+    batch's days and carrying Pam's marks over (memory.jobs.plans.merged); without the key
+    when none of them is supported (the old plans stay), an empty list when every one is over
+    (the plans go)."""
+    if "plans" not in data:
+        return data
+    first, last = _days(batch)
+    supported = plans_supported(data["plans"], old.get("plans"), [m.content for m in batch])
+    if not supported:
+        return {k: v for k, v in data.items() if k != "plans"}
+    return {**data, "plans": merged(supported, old.get("plans"), first, last)}
+
+
+def _no_empty_plans(profile: dict[str, Any]) -> dict[str, Any]:
+    """`profile` without a plans key that holds no plan."""
+    return {k: v for k, v in profile.items() if k != "plans" or v}
+
+
+def _for_the_model(profile: dict[str, Any]) -> dict[str, Any]:
+    """The current profile as the profile prompt shows it: plans without Pam's marks."""
+    if "plans" not in profile:
+        return profile
+    return {**profile, "plans": without_marks(profile["plans"])}
+
+
 def _pass_failing_batch(
     store: Store,
     learner_id: int,
@@ -179,8 +243,10 @@ def learn_profile(learner_id: int, *, store: Store, model: ChatModel, config: Me
     batch = new[-config.profile_max_batch :]
     prompt = render(
         "profile",
-        current_profile=as_data(json.dumps(state.data, ensure_ascii=False), MAX_PROFILE_CHARS),
-        messages=as_data("\n".join(f"- {m.content}" for m in batch), 24000),
+        current_profile=as_data(
+            json.dumps(_for_the_model(state.data), ensure_ascii=False), MAX_PROFILE_CHARS
+        ),
+        messages=as_data(dated(batch), 24000),
     )
     try:
         completion = model.complete(
@@ -206,8 +272,9 @@ def learn_profile(learner_id: int, *, store: Store, model: ChatModel, config: Me
         # Only what the learner said and did not set is kept (memory.jobs.profile_facts).
         learner = store.learners.get_learner(learner_id)
         data = grounded(data, state.data, [m.content for m in batch], learner)
+        data = _with_plans(data, state.data, batch)
         # Keys the answer leaves out keep their old values: a terse model cannot wipe facts.
-        data = settled({**state.data, **data}, learner) if data else None
+        data = settled(_no_empty_plans({**state.data, **data}), learner) if data else None
     data = _with_patterns(store, learner_id, state.data, data)
     written = store.memory.save_profile(learner_id, state.version, data, new[-1].id, len(new))
     if not written:

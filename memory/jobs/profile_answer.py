@@ -12,6 +12,7 @@ from typing import Any
 
 from memory.database.records import ALL, DENSITIES, FEW, NORMAL
 from memory.grounding import dropped
+from memory.jobs.plans import read_plans
 from memory.model_output import (
     final_object,
     flat_items,
@@ -189,6 +190,14 @@ def _items(value: Any, notes: list[str], topics: bool) -> list[str] | None:
     return items or None
 
 
+def _plans(value: Any, notes: list[str]) -> list[dict[str, str]] | None:
+    """Dated plans (memory.jobs.plans): a list with no whole plan in it is dropped."""
+    plans = read_plans(value, notes)
+    if plans == []:
+        raise _Dropped("no plan with a short `what` and a date")
+    return plans
+
+
 # Each field's reader: the value as kept, None for "nothing" (null, "", []), _Dropped when
 # unreadable; what it left out of a value it kept goes into the notes.
 Reader = Callable[[Any, list[str]], Any]
@@ -203,6 +212,7 @@ READERS: dict[str, Reader] = {
     "level": lambda v, _: _level(v),
     "recurring_mistakes": lambda v, notes: _items(v, notes, topics=False),
     "corrections": lambda v, _: _density(v),
+    "plans": _plans,
 }
 FIELDS = tuple(READERS)
 # Names models give fields when they do not keep to Pam's.

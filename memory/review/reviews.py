@@ -214,9 +214,9 @@ class Reviews(Tables):
             if row.id is not None
         ]
 
-    def due(self, learner_id: int) -> list[DueItem]:
-        """Every item due now, most overdue first."""
-        return self._items(due_query(learner_id, self.clock()))
+    def due(self, learner_id: int, now: datetime | None = None) -> list[DueItem]:
+        """Every item due at `now` (the clock's now when None), most overdue first."""
+        return self._items(due_query(learner_id, now or self.clock()))
 
     def next_due(self, learner_id: int) -> datetime | None:
         """When the learner's next item is due (in the past if one is due now); None without

@@ -93,6 +93,21 @@ class MemoryState(Tables):
             index_folded(session.connection(), self.backend, learner_id, previous, watermark)
             return True
 
+    def save_profile_data(
+        self, learner_id: int, expected_version: int, data: dict[str, Any]
+    ) -> bool:
+        """Replace the profile's data with `data` — Pam's own change, such as a plan marked
+        followed up: the watermark, the count of messages learned from and the time learned
+        stay — only if nobody wrote since `expected_version` (a profile update that came
+        between wins; the caller reads again). True if written."""
+        with self.sessions.begin() as session:
+            result = session.execute(
+                update(Profile)
+                .where(Profile.learner_id == learner_id, Profile.version == expected_version)
+                .values(data=data, version=Profile.version + 1)
+            )
+            return bool(result.rowcount)  # type: ignore[attr-defined]
+
     def save_profile(
         self,
         learner_id: int,

@@ -68,6 +68,7 @@ def test_parse_accepts_a_full_valid_profile() -> None:
         "level": "B1",
         "recurring_mistakes": ["ser vs estar"],
         "corrections": "few",
+        "plans": [{"what": "trip to Chile", "when": "2026-07", "mentioned": "2026-03-02"}],
     }
     assert set(answer) == set(FIELDS)
     assert parse_profile_answer(json.dumps(answer)) == answer
