@@ -569,3 +569,17 @@ def test_no_dotenv_file_changes_nothing(tmp_path: Path) -> None:
     environ = {"PAM_MODEL": "x"}
     assert read_dotenv(tmp_path / ".env", environ) is False
     assert environ == {"PAM_MODEL": "x"}
+
+
+def test_pam_checkins_is_the_switch_and_its_section_reads_the_rest(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # PAM_CHECKINS is both the check-ins section's own name and the switch that turns the
+    # feature on: `PAM_CHECKINS=true`, as the docs say, must turn it on, not break every command.
+    monkeypatch.setenv("PAM_CHECKINS", "true")
+    monkeypatch.setenv("PAM_CHECKINS_THREADS", "3")
+    settings = Settings()
+    assert settings.checkins.enabled and settings.checkins.threads == 3
+    monkeypatch.setenv("PAM_CHECKINS", "off")
+    assert not Settings().checkins.enabled
+    assert Settings(checkins={"enabled": True}).checkins.enabled
