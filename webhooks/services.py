@@ -85,6 +85,7 @@ def start_worker(
     """Pam with a running worker: its lanes, and its memory process (bot/worker/memory_process.py),
     which runs the memory jobs, those asked for while no worker ran included. `replayable`:
     this process stores no inbound message itself (see `db.make_engine`)."""
+    from bot.checkins.compose import MemoryComposer
     from bot.review.progress import warm_in_background
     from bot.worker.worker import Worker
     from memory.database.backends import backend_for
@@ -100,8 +101,9 @@ def start_worker(
     )
     sys.setswitchinterval(GIL_SWITCH_SECONDS)
     built = senders(settings)
-    # The check-in composer (bot/checkins/compose.py) is wired here once it exists.
-    worker = Worker(pam, built, checkins=checkin_rounds(pam, settings, built, composer=None))
+    # Check-ins are written from the learner's memory with the reply model (PAM_MODEL).
+    composer = MemoryComposer(pam.store, pam.model, settings)
+    worker = Worker(pam, built, checkins=checkin_rounds(pam, settings, built, composer))
     lanes = settings.service.worker_threads or backend_for(pam.engine).inbox_lanes
     worker.start(lanes, settings.service.delivery_threads)
     # matplotlib loads beside the lanes, so the first /progress finds it ready; only here:
