@@ -3,6 +3,7 @@ turns one worker keeps in flight, and what Pam adds to the model's time, on Post
 
     python3 dev.py bench latency --realistic            # the sweep, about 60 s a point
     python3 dev.py bench latency --realistic --quick    # two small points, a first look
+    python3 dev.py bench latency --realistic --memory-process off   # the deploy files' worker
 
 The fake model runs in a process of its own and answers every call after a lognormal delay
 (median 1.5 s, 95th percentile 5 s, seeded: a mean of 1.96 s). Fake Telegram stamps each
@@ -113,6 +114,9 @@ class Options:
     p95: float = 5.0
     seed: int = 7
     pool_size: int = 2
+    # PAM_MEMORY_PROCESS for the workers: "on" (the default: memory jobs in a child process),
+    # or "off" (on the worker's own threads, as the deploy files run it on a 512 MB machine).
+    memory_process: str = "on"
     database_url: str = DEFAULT_DATABASE
     out: Path | None = ROOT / "bench" / "results"
     plot: bool = True
@@ -319,9 +323,10 @@ def named(url: str, name: str) -> str:
     )
 
 
-def knobs(llm: LLMProcess, tg: StopwatchTelegram, pool: int) -> dict[str, str]:
+def knobs(llm: LLMProcess, tg: StopwatchTelegram, pool: int, memory_process: str) -> dict[str, str]:
     """Pam at its defaults (lanes, memory jobs), the fakes, and the pool the issue sets."""
     return {
+        "PAM_MEMORY_PROCESS": memory_process,
         "OPENAI_BASE_URL": llm.base_url,
         "OPENAI_API_KEY": "latency-bench",
         "TELEGRAM_BOT_TOKEN": telegram_server.TOKEN,
@@ -351,7 +356,7 @@ def serving(
         stack.callback(group.close)
         url = stack.enter_context(postgres_schema(options.database_url, prefix="pam_realistic"))
         service.database_url = url
-        pam = knobs(llm, tg, options.pool_size)
+        pam = knobs(llm, tg, options.pool_size, options.memory_process)
         db_upgrade(service_env(url, **pam), folder)
         web_env = service_env(named(url, f"{prefix}web"), **pam)
         web = group.start(f"{point.slug}-web", gunicorn(port, workers=1, threads=4), web_env)
@@ -494,6 +499,12 @@ def parse_args(argv: list[str]) -> Options:
     parser.add_argument("--database-url", default=DEFAULT_DATABASE)
     parser.add_argument("--out", type=Path, default=Options.out)
     parser.add_argument("--no-plot", action="store_true")
+    parser.add_argument(
+        "--memory-process",
+        choices=("on", "off"),
+        default="on",
+        help="off: memory jobs on the worker's threads, as the deploy files run it",
+    )
     args = parser.parse_args(argv)
     options = QUICK if args.quick else Options()
     try:
@@ -507,7 +518,13 @@ def parse_args(argv: list[str]) -> Options:
         options = replace(options, seconds=args.seconds)
     if args.no_saturation:
         options = replace(options, saturation=False)
-    return replace(options, database_url=args.database_url, out=args.out, plot=not args.no_plot)
+    return replace(
+        options,
+        database_url=args.database_url,
+        out=args.out,
+        plot=not args.no_plot,
+        memory_process=args.memory_process,
+    )
 
 
 def main(argv: list[str]) -> int:

@@ -11,10 +11,10 @@ reported under the variable's name."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Self, TypeVar
+from typing import Any, ClassVar, Self, TypeVar
 
 from pydantic import AliasGenerator, BaseModel, Field, ValidationInfo, field_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.logs import Level
 from memory.config import DEFAULT_MODEL, MemoryConfig
@@ -323,8 +323,9 @@ class CoreSettings(BaseSettings):
     service: ServiceSettings = Field(default_factory=ServiceSettings)
     charts: ChartSettings = Field(default_factory=ChartSettings)
     voice: VoiceSettings = Field(default_factory=VoiceSettings)
-    # NoDecode: `PAM_CHECKINS=on` reaches _checkins_switch as it is, not read as JSON first.
-    checkins: Annotated[CheckinSettings, NoDecode] = Field(default_factory=CheckinSettings)
+    # Named `checkin`, not `checkins`: a section is also read from the variable its name
+    # makes (PAM_<NAME>), and PAM_CHECKINS is the switch inside it (`enabled`).
+    checkin: CheckinSettings = Field(default_factory=CheckinSettings)
 
     # Each section's settings class, by its field (`memory` is read as MemorySettings, given as
     # a MemoryConfig); the fields not named here are the top level's.
@@ -335,19 +336,8 @@ class CoreSettings(BaseSettings):
         "service": ServiceSettings,
         "charts": ChartSettings,
         "voice": VoiceSettings,
-        "checkins": CheckinSettings,
+        "checkin": CheckinSettings,
     }
-
-    @field_validator("checkins", mode="before")
-    @classmethod
-    def _checkins_switch(cls, value: object) -> object:
-        # The section's own variable is PAM_CHECKINS, which is also the switch that turns
-        # the feature on (CheckinSettings.enabled): `PAM_CHECKINS=true` arrives here as the
-        # whole section. It is the switch; the section's other fields still come from their
-        # own variables (PAM_CHECKINS_…).
-        if isinstance(value, str | bool):
-            return CheckinSettings(enabled=value)  # type: ignore[arg-type]
-        return value
 
     @field_validator("log_level", mode="before")
     @classmethod

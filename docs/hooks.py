@@ -70,6 +70,11 @@ SECTIONS = {
         "Voice",
         "Voice notes in, spoken replies out, through an OpenAI-compatible audio API.",
     ),
+    "checkin": (
+        "Check-ins",
+        "Pam writing first to learners who said `/checkins on`: off until you turn it on; "
+        "quiet hours, back-off and the sending rate (see [Check-ins](how/checkins.md)).",
+    ),
     "api": ("HTTP API channel", "The HTTP API channel, for front-ends of your own."),
     "telegram": ("Telegram", "The Telegram channel."),
     "whatsapp": ("WhatsApp (Twilio)", "The WhatsApp channel, through Twilio."),

@@ -53,6 +53,13 @@ class Trickle:
 Answer = tuple[int, dict[str, str], bytes | Trickle]
 
 
+class _Server(ThreadingHTTPServer):
+    """The standard library's threading server, with room to accept what a worker's lanes
+    send at once: its default listen backlog of 5 has the kernel drop connections past it."""
+
+    request_queue_size = 256
+
+
 class LocalServer:
     """Serves until closed; use as a context manager. Subclasses implement `respond`."""
 
@@ -81,7 +88,7 @@ class LocalServer:
             do_GET = do_POST
 
         self.closing = threading.Event()  # set on close: trickling answers stop
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = _Server(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(
             target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True

@@ -1,5 +1,6 @@
 """Operator endpoints: find a learner by channel address or list them a page at a time;
-inspect a learner's memory, search it as recall would, or erase it (and follow the scrub that
+inspect a learner's memory, their next check-in and why (or why none), search it as recall
+would, or erase it (and follow the scrub that
 clears it from SQLite's files, /admin/scrubs). A learner is named in a path by id or by
 address (`/admin/learners/telegram:777001/memory`). Bearer PAM_ADMIN_TOKEN, compared in
 constant time; while the token is unset the endpoints do not exist (404)."""
@@ -14,11 +15,14 @@ from typing import Any
 from flask import Blueprint, jsonify, request
 from flask.typing import ResponseReturnValue
 
+from bot.checkins.rounds import outlook
+from memory.clock import utcnow
 from memory.database.records import LearnerGone
 from memory.jobs.profile import document
 from memory.store.inspection import MAX_ID, LearnerEntry
 from memory.store.message_store import Store
 from webhooks.addresses import BadAddress, stored_address
+from webhooks.checkin_routes import configured_routes
 from webhooks.web import web
 
 log = logging.getLogger(__name__)
@@ -216,6 +220,42 @@ def _usage(store: Store, learner_id: int) -> dict[str, dict[str, Any]]:
             seconds, chars = audio[purpose]
             usage[purpose] |= {"audio_seconds": round(seconds, 1), "speech_chars": chars}
     return usage
+
+
+@blueprint.get("/learners/<ref>/checkins")
+def checkins(ref: str) -> ResponseReturnValue:
+    """The learner's next check-in (when, on which local day) and why — or why none: check-ins
+    off for everyone (PAM_CHECKINS) or for them, stopped by Pam (blocked, unanswered), no
+    channel that takes one; with their preference, timezone, learned hour and latest
+    check-ins (states and skip reasons, never the texts: those are in their memory)."""
+    found = _learner_or_refusal(ref)
+    if not isinstance(found, LearnerEntry):
+        return found
+    settings = web().settings
+    ahead = outlook(
+        Store(web().engine),
+        configured_routes(settings),
+        settings.checkin,
+        utcnow(),
+        found.id,
+        found.address,
+        settings.checkin.enabled,
+    )
+    details = {
+        key: [{k: _iso(v) for k, v in row.items()} for row in value]
+        if key == "recent"
+        else _iso(value)
+        for key, value in ahead.details.items()
+    }
+    return jsonify(
+        learner=found.id,
+        enabled=settings.checkin.enabled,
+        next={"due_at": _iso(ahead.due_at), "local_day": ahead.local_day}
+        if ahead.due_at is not None
+        else None,
+        why=ahead.why,
+        **details,
+    )
 
 
 @blueprint.get("/learners/<ref>/recall")

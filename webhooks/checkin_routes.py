@@ -11,6 +11,7 @@ from collections.abc import Collection
 from datetime import timedelta
 
 from bot.checkins.routes import Route
+from webhooks.settings import Settings
 from webhooks.telegram import CHANNEL as TELEGRAM
 from webhooks.telegram.address import MEMBER_SEPARATOR
 from webhooks.whatsapp import CHANNEL as WHATSAPP
@@ -46,3 +47,13 @@ class ChannelRoutes:
                 timezone=number_timezone(address),
             )
         return None
+
+
+def configured_routes(settings: Settings) -> ChannelRoutes:
+    """The routes of the channels `settings` configure to send (what the worker's senders
+    would be), for a process that sends nothing itself: the admin API's outlook."""
+    whatsapp = settings.whatsapp
+    channels = {TELEGRAM} if settings.telegram.bot_token else set()
+    if whatsapp.account_sid and whatsapp.auth_token and whatsapp.number:
+        channels.add(WHATSAPP)
+    return ChannelRoutes(channels, whatsapp.checkin_template_sid)

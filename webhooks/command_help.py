@@ -87,7 +87,25 @@ INBOUND = (
 )
 # Voice notes' downloads, by the worker: their deadline, a local Bot API server's files.
 DOWNLOADS = ("PAM_MEDIA_DEADLINE", "TELEGRAM_LOCAL_FILES_DIR")
-WORKER = (*DATABASE, *LLM, *MEMORY, *RECALL, *VOICE, *DOWNLOADS, *LIMITS, *LANES, *SENDERS)
+# Check-ins (Pam writing first): their rounds run in the worker; the admin API shows them.
+CHECKINS = (
+    "PAM_CHECKINS",
+    "PAM_CHECKINS_QUIET_START",
+    "PAM_CHECKINS_QUIET_END",
+    "PAM_CHECKINS_DEFAULT_HOUR",
+    "PAM_CHECKINS_RECENT_CHAT_HOURS",
+    "PAM_CHECKINS_BACKOFF_DAYS",
+    "PAM_CHECKINS_MAX_UNANSWERED",
+    "PAM_CHECKINS_PER_MINUTE",
+    "PAM_CHECKINS_THREADS",
+    "PAM_CHECKINS_ROUND_SECONDS",
+    "PAM_CHECKINS_LEASE_SECONDS",
+    "PAM_CHECKIN_WHATSAPP_TEMPLATE_SID",
+)
+WORKER = (
+    *(*DATABASE, *LLM, *MEMORY, *RECALL, *VOICE, *DOWNLOADS, *LIMITS, *LANES, *SENDERS),
+    *CHECKINS,
+)
 # Keyed by each command's path after `pam`.
 READS: dict[str, tuple[str, ...]] = {
     "chat": (
@@ -110,7 +128,10 @@ READS: dict[str, tuple[str, ...]] = {
     "db": ("DATABASE_URL", "PAM_LOG_LEVEL"),
     "db upgrade": ("DATABASE_URL", "PAM_LOG_LEVEL"),
     # Not a `pam` command: the web process on Heroku and Fly, gunicorn 'webhooks.app:create_app()'.
-    "web": ("DATABASE_URL", "PAM_DB_POOL_SIZE", "PAM_INBOX_LEASE_SECONDS", *SENDERS, *INBOUND),
+    "web": (
+        *("DATABASE_URL", "PAM_DB_POOL_SIZE", "PAM_INBOX_LEASE_SECONDS", *SENDERS, *INBOUND),
+        *CHECKINS,
+    ),
 }
 READS["release"] = (*READS["db upgrade"], *READS["telegram set-webhook"])
 

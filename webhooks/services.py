@@ -31,11 +31,6 @@ if TYPE_CHECKING:
     from webhooks.telegram.client import TelegramClient
 
 log = logging.getLogger("pam.services")
-# How long a thread computing in Python keeps others waiting for the GIL (Python's default
-# is 5 ms). A worker's reply lanes mostly wait on sockets; each time one comes back while
-# another thread computes (a turn building its prompt, the web app parsing a request), it waits
-# up to this long to go on. Memory jobs compute in a process of their own.
-GIL_SWITCH_SECONDS = 0.001
 
 TELEGRAM_TOKEN_HELP = "TELEGRAM_BOT_TOKEN (the bot's token from @BotFather)"
 TELEGRAM_SECRET_HELP = (
@@ -85,7 +80,6 @@ def start_worker(
     """Pam with a running worker: its lanes, and its memory process (bot/worker/memory_process.py),
     which runs the memory jobs, those asked for while no worker ran included. `replayable`:
     this process stores no inbound message itself (see `db.make_engine`)."""
-    from bot.checkins.compose import MemoryComposer
     from bot.review.progress import warm_in_background
     from bot.worker.worker import Worker
     from memory.database.backends import backend_for
@@ -99,11 +93,8 @@ def start_worker(
         replayable=replayable,
         wait_seconds=SERVICE_DATABASE_WAIT_SECONDS,
     )
-    sys.setswitchinterval(GIL_SWITCH_SECONDS)
     built = senders(settings)
-    # Check-ins are written from the learner's memory with the reply model (PAM_MODEL).
-    composer = MemoryComposer(pam.store, pam.model, settings)
-    worker = Worker(pam, built, checkins=checkin_rounds(pam, settings, built, composer))
+    worker = Worker(pam, built, checkins=checkin_rounds(pam, settings, built))
     lanes = settings.service.worker_threads or backend_for(pam.engine).inbox_lanes
     worker.start(lanes, settings.service.delivery_threads)
     # matplotlib loads beside the lanes, so the first /progress finds it ready; only here:

@@ -13,7 +13,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from sqlalchemy import Engine
 
 from bot.channels import Sender
-from bot.checkins.compose import Composer
+from bot.checkins.compose import Composer, MemoryComposer
 from bot.checkins.rounds import CheckinRounds
 from bot.llm.openai_audio import OpenAISpeaker, OpenAITranscriber, audio_client
 from bot.llm.openai_chat import OpenAIChatModel, openai_client
@@ -240,17 +240,20 @@ def senders(settings: Settings) -> dict[str, Sender]:
 
 
 def checkin_rounds(
-    pam: Pam, settings: Settings, senders: Mapping[str, Sender], composer: Composer | None
+    pam: Pam,
+    settings: Settings,
+    senders: Mapping[str, Sender],
+    composer: Composer | None = None,
 ) -> CheckinRounds | None:
-    """The worker's check-in rounds, when PAM_CHECKINS is on: through the channels that have
-    a sender, by their rules (webhooks/checkin_routes.py), with `composer`'s words, within the
-    same budgets as replies. None when check-ins are off (or no composer was given)."""
-    if not settings.checkins.enabled:
+    """The worker's check-in rounds, when PAM_CHECKINS is on (None when off): through the
+    channels that have a sender, by their rules (webhooks/checkin_routes.py), with the words of
+    `composer` (by default the one that writes from the learner's memory with the reply model,
+    every call counted in the metrics), within the same budgets as replies."""
+    if not settings.checkin.enabled:
         return None
-    if composer is None:
-        log.warning("PAM_CHECKINS is on, but no check-in composer is wired: no check-ins")
-        return None
-    routes = ChannelRoutes(senders, settings.whatsapp.checkin_template_sid)
     store = pam.store
+    if composer is None:
+        composer = MemoryComposer(store, MeteredChatModel(pam.model), settings)
+    routes = ChannelRoutes(senders, settings.whatsapp.checkin_template_sid)
     limits = Limits(settings.limits, store.conversation, store.learners, pam.clock)
-    return CheckinRounds(store, composer, routes, settings.checkins, limits, pam.counter, pam.clock)
+    return CheckinRounds(store, composer, routes, settings.checkin, limits, pam.counter, pam.clock)

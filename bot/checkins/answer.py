@@ -101,15 +101,13 @@ def in_script(text: str, script: str) -> bool:
 def problem(text: str, target: str | None, previous: str, learner: int | None) -> str | None:
     """Why the answer `text` is no check-in to send to a learner of `target` (Pam's last
     message was `previous`, "" for none), or None. Logged once each, by a stable reason."""
-    reason = None
     try:
         written = read(text)
     except NoReply:
-        written, reason = Written("", ""), "no_message"
+        written = Written("", "")
     script = script_of(target)
-    if reason is not None:
-        pass
-    elif not written.message or written.message.casefold() in _formats():
+    reason = None
+    if not written.message or written.message.casefold() in _formats():
         reason = "no_message"
     elif len(written.message) > MAX_CHARS:
         reason = "too_long"

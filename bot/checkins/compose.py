@@ -165,7 +165,7 @@ class MemoryComposer:
             # is no check-in.
             raise Unusable("the check-in was cut off at the output cap", completion.calls)
         written = answer.read(completion.text)
-        if subject.plan is not None and not self._mark(learner_id, subject.plan, today):
+        if not self._still_here(learner_id, subject, today):
             log.info("check-in for learner %s dropped: forgotten meanwhile", learner_id)
             return None
         topic = subject.topic if subject.topic is not None else written.topic or THREAD
@@ -177,6 +177,17 @@ class MemoryComposer:
             len(written.message),
         )
         return CheckinDraft(written.message, subject.follows_up, topic, completion.calls)
+
+    def _still_here(self, learner_id: int, subject: Subject, today: date) -> bool:
+        """Whether the learner is still there after the call (/forget may have come between),
+        with the plan `subject` follows up marked if there is one."""
+        if subject.plan is not None:
+            return self._mark(learner_id, subject.plan, today)
+        try:
+            self.store.learners.get_learner(learner_id)
+        except LearnerGone:
+            return False
+        return True
 
     def _mark(self, learner_id: int, plan: Plan, today: date) -> bool:
         """Mark `plan` followed up on `today` in the learner's profile, compare-and-set (a

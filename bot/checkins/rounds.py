@@ -36,6 +36,7 @@ from bot.timezones import zone
 from bot.turn.limits import Limits
 from memory import metrics
 from memory.clock import Clock
+from memory.database.records import LearnerGone
 from memory.llm import LLMError
 from memory.queue.heartbeat import Heartbeats
 from memory.store.checkins import ON, Candidate, CheckinClaim, CheckinWrite
@@ -60,7 +61,7 @@ BUDGETS = ("learner_budget", "service_budget")
 # A check-in whose composing failed is tried again this much later, this many times in all.
 RETRY_AFTER = timedelta(minutes=10)
 MAX_ATTEMPTS = 3
-# How many learners one round plans at most (the rest the next round).
+# Learners read a page at a time while a round plans.
 PLAN_BATCH = 2000
 
 
@@ -157,12 +158,14 @@ class CheckinRounds:
     def plan(self) -> int:
         """Plan the next check-in of each learner who wants one and has none planned: how
         many were planned."""
-        planned = 0
-        for candidate in self.checkins.candidates(PLAN_BATCH):
-            try:
-                planned += self.plan_learner(candidate)
-            except Exception:  # one learner's data must not stop the others' plans
-                log.exception("checkin plan failed learner=%s", candidate.prefs.learner_id)
+        planned, after = 0, 0
+        while batch := self.checkins.candidates(after, PLAN_BATCH):
+            for candidate in batch:
+                try:
+                    planned += self.plan_learner(candidate)
+                except Exception:  # one learner's data must not stop the others' plans
+                    log.exception("checkin plan failed learner=%s", candidate.prefs.learner_id)
+            after = batch[-1].prefs.learner_id
         return planned
 
     def plan_learner(self, candidate: Candidate) -> bool:
@@ -221,6 +224,8 @@ class CheckinRounds:
             return None
         try:
             outcome = self._decide(claim)
+        except LearnerGone:  # forgotten as it was decided: its row went with them
+            return "lost"
         except Exception:  # the database went away: the claim's lease runs out, it is retried
             log.exception("checkin crashed checkin=%s", claim.id)
             return "crashed"

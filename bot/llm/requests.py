@@ -146,7 +146,10 @@ class ModelQuirks:
         room: int = 1,
         tools: Sequence[Tool] | None = None,
     ) -> dict[str, Any]:
-        """The request's parameters besides model and messages. `room` multiplies the output
+        """The request's parameters besides model and messages, each one the SDK's `create`
+        takes by name (a server's own additions ride inside them: the SDK sends keys its types
+        do not name as they are, such as llama.cpp's `schema` in a json_object
+        `response_format`). `room` multiplies the output
         cap (a cut-off answer is asked again with twice the room); `tools` are offered with
         the model left to choose ("auto")."""
         with self._lock:

@@ -86,7 +86,7 @@ class Tutor:
             clock,
             voice=settings.voice.voice_notes,
             window=settings.memory.window_messages,
-            checkins=settings.checkins.enabled,
+            checkins=settings.checkin.enabled,
         )
         # /forget: asked first, erased on the learner's yes (PAM_FORGET_CONFIRM_SECONDS).
         self.forgetting = Forgetting(store, clock, settings.memory.forget_confirm_seconds)

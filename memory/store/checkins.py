@@ -39,6 +39,9 @@ from memory.llm import Usage as BilledCall
 ON, OFF = "on", "off"
 # How many of a learner's latest messages tell the hours they write at.
 HOURS_LOOKED_AT = 50
+# A check-in still unanswered this long after it went is no longer looked at as answered
+# (the rounds' look stays bounded however many pile up unanswered).
+ANSWERED_WITHIN = timedelta(days=30)
 
 
 @dataclass(frozen=True)
@@ -264,8 +267,9 @@ class Checkins(Tables):
 
     # -- planning ------------------------------------------------------------------------------
 
-    def candidates(self, limit: int = 1000) -> list[Candidate]:
-        """Learners who want check-ins and have none waiting, by id (`limit` at most)."""
+    def candidates(self, after: int = 0, limit: int = 1000) -> list[Candidate]:
+        """Learners who want check-ins and have none waiting, by id: `limit` at most, with an
+        id above `after` (keyset paging: a round walks them all, a page at a time)."""
         waiting = exists().where(
             Checkin.learner_id == CheckinState.learner_id, Checkin.state.in_(WAITING)
         )
@@ -273,7 +277,7 @@ class Checkins(Tables):
             select(CheckinState, Learner.external_id)
             .join(Learner, Learner.id == CheckinState.learner_id)
             .where(CheckinState.preference == ON, CheckinState.disabled_reason.is_(None))
-            .where(~waiting)
+            .where(~waiting, CheckinState.learner_id > after)
             .order_by(CheckinState.learner_id)
             .limit(limit)
         )
@@ -504,8 +508,11 @@ class Checkins(Tables):
         )
         now = self.clock()
         with self.engine.begin() as connection:
+            recent = Checkin.decided_at >= now - ANSWERED_WITHIN
             rows = connection.execute(
-                select(Checkin.id, Checkin.learner_id).where(Checkin.state == QUEUED, answered)
+                select(Checkin.id, Checkin.learner_id).where(
+                    Checkin.state == QUEUED, recent, answered
+                )
             ).all()
             if not rows:
                 return 0

@@ -237,6 +237,30 @@ def test_malformed_calls_are_dropped(calls: object) -> None:
     assert reading.kind == "unusable"  # and with no content, there is no answer at all
 
 
+def test_the_tools_answer_goes_back_as_the_api_takes_it(
+    server: OpenAIServer, model: OpenAIChatModel
+) -> None:
+    """The second request of a tool round: the assistant's call and the tool's answer reach
+    the server as the chat-completions API documents them, through the SDK's typed
+    messages."""
+    call = ToolCall("call_recall_1", "recall", ARGUMENTS)
+    said: list[ChatMessage] = [
+        *PROMPT,
+        {"role": "assistant", "content": "", "tool_calls": [call.message_part()]},
+        {"role": "tool", "content": "2026-11-02: mi perro se llama Toby", "tool_call_id": call.id},
+    ]
+    model.complete(said, model=MODEL, max_tokens=120, purpose="reply", tools=[RECALL_TOOL])
+    (body,) = server.requests
+    assert body["messages"] == said
+    assert body["messages"][2]["tool_calls"] == [
+        {
+            "id": "call_recall_1",
+            "type": "function",
+            "function": {"name": "recall", "arguments": ARGUMENTS},
+        }
+    ]
+
+
 def test_a_call_without_an_id_gets_one() -> None:
     body: dict[str, Any] = json.loads(json.dumps(OPENAI))
     del body["choices"][0]["message"]["tool_calls"][0]["id"]

@@ -232,6 +232,23 @@ EVERY_VARIABLE = [
     ("PAM_SPEECH_MAX_CHARS", "600", "voice.speech_max_chars", 600),
     ("PAM_TRANSCRIPTION_TOKENS_PER_SECOND", "100", "voice.transcription_tokens_per_second", 100.0),
     ("PAM_SPEECH_TOKENS_PER_CHAR", "40", "voice.speech_tokens_per_char", 40.0),
+    ("PAM_CHECKINS", "true", "checkin.enabled", True),
+    ("PAM_CHECKINS_QUIET_START", "22", "checkin.quiet_start", 22),
+    ("PAM_CHECKINS_QUIET_END", "8", "checkin.quiet_end", 8),
+    ("PAM_CHECKINS_DEFAULT_HOUR", "17", "checkin.default_hour", 17),
+    ("PAM_CHECKINS_RECENT_CHAT_HOURS", "4.5", "checkin.recent_chat_hours", 4.5),
+    ("PAM_CHECKINS_BACKOFF_DAYS", "3", "checkin.backoff_days", 3.0),
+    ("PAM_CHECKINS_MAX_UNANSWERED", "5", "checkin.max_unanswered", 5),
+    ("PAM_CHECKINS_PER_MINUTE", "120", "checkin.per_minute", 120),
+    ("PAM_CHECKINS_THREADS", "2", "checkin.threads", 2),
+    ("PAM_CHECKINS_ROUND_SECONDS", "60", "checkin.round_seconds", 60.0),
+    ("PAM_CHECKINS_LEASE_SECONDS", "300", "checkin.lease_seconds", 300.0),
+    (
+        "PAM_CHECKIN_WHATSAPP_TEMPLATE_SID",
+        "HX0123",
+        "whatsapp.checkin_template_sid",
+        "HX0123",
+    ),
     ("PAM_API_TOKEN", "api-token-0123456", "api.token", "api-token-0123456"),
     (
         "PAM_API_CALLBACK_URL",
@@ -574,12 +591,12 @@ def test_no_dotenv_file_changes_nothing(tmp_path: Path) -> None:
 def test_pam_checkins_is_the_switch_and_its_section_reads_the_rest(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # PAM_CHECKINS is both the check-ins section's own name and the switch that turns the
-    # feature on: `PAM_CHECKINS=true`, as the docs say, must turn it on, not break every command.
+    # PAM_CHECKINS is the switch inside the check-ins section (named `checkin` so that its
+    # variable is not PAM_CHECKINS): `PAM_CHECKINS=true` turns it on, and breaks no command.
     monkeypatch.setenv("PAM_CHECKINS", "true")
     monkeypatch.setenv("PAM_CHECKINS_THREADS", "3")
     settings = Settings()
-    assert settings.checkins.enabled and settings.checkins.threads == 3
+    assert settings.checkin.enabled and settings.checkin.threads == 3
     monkeypatch.setenv("PAM_CHECKINS", "off")
-    assert not Settings().checkins.enabled
-    assert Settings(checkins={"enabled": True}).checkins.enabled
+    assert not Settings().checkin.enabled
+    assert Settings(checkin={"enabled": True}).checkin.enabled

@@ -74,7 +74,7 @@ def checkin_pam(
 ) -> Pam:
     """Pam with check-ins on, on `clock`, with memory jobs inline."""
     return build(
-        settings.replace(checkins={"enabled": True, "threads": 1}),
+        settings.replace(checkin={"enabled": True, "threads": 1}),
         model=model,
         submit=lambda work: work(),
         engine=clear_checkins(engine),
@@ -88,7 +88,7 @@ def rounds_of(
     """The rounds a worker runs, built as the services build them (webhooks.wiring)."""
     settings = Settings(database_url=pam.settings.database_url, llm={"api_key": "k"})
     settings = settings.replace(
-        checkins={"enabled": True, "threads": 1, **checkins},
+        checkin={"enabled": True, "threads": 1, **checkins},
         whatsapp={"checkin_template_sid": template_sid},
     )
     senders = {"telegram": RecordingSender(), "whatsapp": RecordingSender()}

@@ -4,10 +4,9 @@ loads Pam's modules anew each time). It runs the console script's own entry poin
 (`webhooks.cli.main`: the `.env` file, then the command), in `cwd`, with exactly `env` as the
 environment, and puts back afterwards what a command changes for the whole process: the
 environment, the working directory, the logging it configured on its stdout or stderr, the
-SIGTERM and SIGINT handlers and the thread switch interval of the long-running commands; the
-CPU priority that `pam memory-jobs` lowers is left alone. One real subprocess per long-running
-command still proves that the installed `pam` starts (tests/webhooks/test_cli.py,
-tests/system/)."""
+SIGTERM and SIGINT handlers of the long-running commands; the CPU priority that `pam
+memory-jobs` lowers is left alone. One real subprocess per long-running command still proves
+that the installed `pam` starts (tests/webhooks/test_cli.py, tests/system/)."""
 
 from __future__ import annotations
 
@@ -33,14 +32,12 @@ def process_state_kept() -> Iterator[None]:
     handlers, level = list(root.handlers), root.level
     quiet = {name: logging.getLogger(name).level for name in logs.QUIET}
     signals = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
-    switch_interval = sys.getswitchinterval()  # a worker sets its own
     cwd = Path.cwd()
     try:
         with mock.patch.dict(os.environ):
             yield
     finally:
         os.chdir(cwd)
-        sys.setswitchinterval(switch_interval)
         for sig, handler in signals.items():
             signal.signal(sig, handler)
         for handler in root.handlers:

@@ -34,12 +34,14 @@ from tests.helpers.checkins import (
     to_due,
     waiting,
 )
+from webhooks.app import create_app
 from webhooks.checkin_routes import ChannelRoutes
 from webhooks.settings import Settings
 from webhooks.telegram.client import TelegramClient
 from webhooks.whatsapp.sender import TwilioSender
 
 TEMPLATE = "HX" + "c" * 32
+ADMIN = "admin-token-3b9d-checkins"
 BLOCKED = "Forbidden: bot was blocked by the user"
 
 
@@ -180,3 +182,51 @@ def test_routes_follow_each_platforms_rules() -> None:
     assert ChannelRoutes({"telegram"}, None).route("whatsapp:+4915112345678") is None
     no_template = ChannelRoutes({"whatsapp"}, None).route("whatsapp:+4915112345678")
     assert no_template is not None and not no_template.template
+
+
+# -- operators ------------------------------------------------------------------------------
+
+
+def test_the_admin_api_shows_the_next_checkin_and_why_none(
+    pam: Pam, clock: ManualClock, settings: Settings, engine: Engine
+) -> None:
+    address = telegram_address()
+    learner = learner_who_wrote(pam, clock, address, evenings(6, 17), "Europe/Madrid")
+    rounds_of(pam, FakeComposer()).run_round()
+    on = settings.replace(
+        web={"admin_token": ADMIN},
+        telegram={"bot_token": TOKEN},
+        checkin={"enabled": True},
+    )
+    headers = {"Authorization": f"Bearer {ADMIN}"}
+
+    answer = (
+        create_app(on, engine=engine)
+        .test_client()
+        .get(f"/admin/learners/{address}/checkins", headers=headers)
+    )
+    assert answer.status_code == 200
+    body = answer.get_json()
+    planned = waiting(pam.engine, learner)
+    assert planned is not None
+    assert body["next"] == {
+        "due_at": planned.due_at.isoformat(timespec="seconds"),
+        "local_day": planned.local_day,
+    }
+    assert "planned" in body["why"] and body["preference"] == "on"
+    assert body["timezone"] == "Europe/Madrid" and body["timezone_stated"] is True
+    assert body["recent"][0]["state"] == "scheduled"
+
+    off = on.replace(checkin={"enabled": False})
+    answer = (
+        create_app(off, engine=engine)
+        .test_client()
+        .get(f"/admin/learners/{learner}/checkins", headers=headers)
+    )
+    assert answer.get_json()["next"] is None and "PAM_CHECKINS" in answer.get_json()["why"]
+    nobody = (
+        create_app(on, engine=engine)
+        .test_client()
+        .get("/admin/learners/telegram:1/checkins", headers=headers)
+    )
+    assert nobody.status_code == 404

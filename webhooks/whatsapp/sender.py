@@ -27,6 +27,9 @@ log = logging.getLogger(__name__)
 # Twilio error codes that no retry can fix: unsubscribed or blocked recipient, invalid or
 # non-WhatsApp number, outside the 24-hour session window, sender not enabled.
 PERMANENT_CODES = {21211, 21408, 21610, 21612, 21614, 63003, 63016, 63018, 63024, 63032}
+# Connections to Twilio kept open for reuse: one for each lane that may send at once, above
+# PAM_WORKER_THREADS' limit (512) and the delivery lanes'.
+KEPT_CONNECTIONS = 600
 
 
 class TwilioSender:
@@ -53,10 +56,20 @@ class TwilioSender:
         media_deadline: float = 30.0,
         checkin_template_sid: str | None = None,
     ) -> None:
+        from requests.adapters import HTTPAdapter
         from twilio.http.http_client import TwilioHttpClient
         from twilio.rest import Client
 
-        self.client = Client(account_sid, auth_token, http_client=TwilioHttpClient(timeout=timeout))
+        http = TwilioHttpClient(timeout=timeout)
+        assert http.session is not None  # pool_connections: one session, its pool kept
+        # Every lane of a worker may send at once: requests keeps 10 connections per host by
+        # default (twilio's https adapter 4 more than the CPUs, at most 32) and closes each
+        # one past that after its request, so lanes beyond them paid a new connection (a TLS
+        # handshake) every send.
+        pool = HTTPAdapter(pool_maxsize=KEPT_CONNECTIONS)
+        http.session.mount("https://", pool)
+        http.session.mount("http://", pool)  # TWILIO_API_URL: a local test server
+        self.client = Client(account_sid, auth_token, http_client=http)
         if api_url:
             self.client.api.base_url = api_url.rstrip("/")
             self.client.content.base_url = api_url.rstrip("/")

@@ -439,6 +439,42 @@ def test_each_thread_runs_the_bot_on_its_own_loop_and_close_closes_them(
     assert all(loop.is_closed() for loop in loops)
 
 
+def test_many_threads_sending_at_once_all_succeed(telegram_server: TelegramServer) -> None:
+    """64 lanes send at the same moment, over kept-alive connections as Telegram's are:
+    every message lands once, each lane gets its own message's id back, each lane ran its
+    send on a loop of its own, and the client started no thread."""
+    telegram_server.httpd.RequestHandlerClass.protocol_version = "HTTP/1.1"  # keep-alive
+    lanes = 64
+    client = TelegramClient(TOKEN, telegram_server.base_url)
+    together = threading.Barrier(lanes)
+    sent: dict[int, str | None] = {}
+
+    def lane(n: int) -> None:
+        together.wait()
+        sent[n] = client.send(str(1000 + n), f"Hola {n}", idempotency_key=f"k-{n}").platform_id
+
+    threads = [threading.Thread(target=lane, args=(n,)) for n in range(lanes)]
+    before = set(threading.enumerate()) | set(threads)
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        started = {
+            thread
+            for thread in set(threading.enumerate()) - before
+            if "process_request_thread" not in thread.name
+        }
+        loops = len(client._loops)
+    finally:
+        client.close()
+
+    assert sorted(sent) == list(range(lanes)) and len(set(sent.values())) == lanes
+    for n in range(lanes):
+        assert telegram_server.sent_texts(1000 + n) == [f"Hola {n}"]
+    assert (loops, started) == (lanes, set())
+
+
 def test_close_closes_the_http_connections(telegram_server: TelegramServer) -> None:
     """close() promises to close the HTTP clients. Telegram keeps connections alive (so does
     the fake server here): a client left open leaks its sockets once the loop is gone."""

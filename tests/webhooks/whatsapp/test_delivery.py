@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import re
 import socket
+import threading
 
 import pytest
 from flask.testing import FlaskClient
@@ -304,6 +305,38 @@ def test_connection_refused_leaves_the_reply_queued_for_a_retry(
     [row] = outbox_items(engine)
     assert (row.status, row.attempts) == (PENDING, 1)
     assert "unreachable" in (row.last_error or "")
+
+
+def test_many_lanes_sending_at_once_all_land_over_kept_connections(
+    twilio_server: CountingTwilioServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """64 lanes send at the same moment through the real twilio client, over kept-alive
+    connections as Twilio's are: every message lands once, and the HTTP pool keeps a
+    connection for each lane (requests' default pool of 10 would discard the rest, and
+    urllib3 warns of each it discards)."""
+    twilio_server.httpd.RequestHandlerClass.protocol_version = "HTTP/1.1"  # keep-alive
+    lanes = 64
+    sender = TwilioSender(ACCOUNT_SID, AUTH_TOKEN, NUMBER, api_url=twilio_server.base_url)
+    together = threading.Barrier(lanes)
+    sent: dict[int, str] = {}
+
+    def lane(n: int) -> None:
+        together.wait()
+        to = f"whatsapp:+34600{n:06d}"
+        sent[n] = str(sender.send(to, f"Hola {n}", idempotency_key=f"pam-{n}").platform_id)
+
+    threads = [threading.Thread(target=lane, args=(n,)) for n in range(lanes)]
+    with caplog.at_level(logging.WARNING, logger="urllib3"):
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    assert sorted(sent) == list(range(lanes)) and len(set(sent.values())) == lanes
+    for n in range(lanes):
+        assert twilio_server.bodies(f"whatsapp:+34600{n:06d}") == [f"Hola {n}"]
+    assert twilio_server.calls() == lanes
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("urllib3")] == []
 
 
 def test_a_number_without_the_whatsapp_prefix_sends_from_whatsapp(

@@ -1,0 +1,66 @@
+"""/checkins on|off, /timezone and /start's offer, through the tutor, in the learner's language."""
+
+from __future__ import annotations
+
+from bot.turn import checkin_commands
+from bot.worker.runtime import Pam
+from tests.conftest import learner_of, unique_user
+from tests.fakes import FakeChatModel
+from tests.support import handle
+
+
+def ask(pam: Pam, user: str, text: str) -> str:
+    """The one answer Pam gives to `text`."""
+    answers = handle(pam, user, text)
+    assert len(answers) == 1, answers
+    return answers[0]
+
+
+def test_start_offers_checkins_until_the_learner_says(pam: Pam, fake_model: FakeChatModel) -> None:
+    user = unique_user()
+    assert checkin_commands.OFFER in ask(pam, user, "/start")
+
+    answer = ask(pam, user, "/checkins on")
+
+    assert answer.startswith(checkin_commands.CHECKINS_ON)
+    # Check-ins are off for the whole deployment by default: the learner is told.
+    assert checkin_commands.NOT_SWITCHED_ON in answer
+    assert "UTC" in answer and "/timezone" in answer
+    assert checkin_commands.OFFER not in ask(pam, user, "/start")
+    prefs = pam.store.checkins.prefs(learner_of(pam, user).id)
+    assert prefs.preference == "on" and prefs.preference_set_at is not None
+    assert fake_model.calls == []
+
+
+def test_checkins_off_and_the_usage(pam: Pam) -> None:
+    user = unique_user()
+    ask(pam, user, "/checkins on")
+    assert ask(pam, user, "/checkins OFF") == checkin_commands.CHECKINS_OFF
+    assert pam.store.checkins.prefs(learner_of(pam, user).id).preference == "off"
+    usage = ask(pam, user, "/checkins")
+    assert usage.startswith(checkin_commands.CHECKINS_USAGE)
+    assert usage.endswith(checkin_commands.CHECKINS_OFF)
+    assert ask(pam, user, "/checkins maybe").startswith(checkin_commands.CHECKINS_USAGE)
+
+
+def test_timezone_takes_iana_names_as_people_type_them(pam: Pam) -> None:
+    user = unique_user()
+    answer = ask(pam, user, "/timezone europe/madrid")
+    assert answer.startswith("Got it: your time zone is Europe/Madrid, where it's ")
+    prefs = pam.store.checkins.prefs(learner_of(pam, user).id)
+    assert prefs.timezone == "Europe/Madrid" and prefs.timezone_stated
+    assert "America/Mexico_City" in ask(pam, user, "/timezone America/Mexico City")
+    assert ask(pam, user, "/timezone").startswith("Your time zone: America/Mexico_City.")
+
+
+def test_a_timezone_pam_does_not_know_gets_a_friendly_answer_in_their_language(
+    pam: Pam,
+) -> None:
+    user = unique_user()
+    ask(pam, user, "/language English Spanish")
+    answer = ask(pam, user, "/timezone Mars/Olympus_Mons")
+    assert answer.startswith("No conozco la zona horaria «Mars/Olympus_Mons»")
+    long = ask(pam, user, "/timezone " + "x" * 300)
+    assert len(long) < 300
+    prefs = pam.store.checkins.prefs(learner_of(pam, user).id)
+    assert prefs.timezone is None
