@@ -178,7 +178,7 @@ def scripts(learners: int, days: int, seed: int = 31) -> list[Script]:
         if telegram:
             address = f"telegram:{10**9 + index * 7919}"
         else:
-            address = f"whatsapp:{prefix}{index:07d}"[:22]
+            address = f"whatsapp:{prefix}{index:07d}"
         tz = ZoneInfo(zone)
         persona = rng.choice(personas)
         hour = rng.choice((10, 12, 13, 17, 18, 18, 19, 19, 20, 20))

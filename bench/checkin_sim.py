@@ -146,6 +146,8 @@ class Simulation:
         self.inbox = Inbox(self.pam.engine, 60, self.clock)
         self.by_index = {s.index: s for s in self.scripts}
         self.by_chat = {s.chat_id: s for s in self.scripts}
+        if len(self.by_chat) != len(self.scripts):  # one Pam learner for two scripts
+            raise ValueError("two scripted learners share an address")
         self.model.during = self._during
 
     # -- before the month ----------------------------------------------------------------------

@@ -42,6 +42,7 @@ def test_the_scripts_span_zones_channels_and_dated_plans() -> None:
     learners = scripts(400, 30)
     assert len({s.zone for s in learners}) >= 15
     assert {s.channel for s in learners} == {"telegram", "whatsapp"}
+    assert len({s.address for s in learners}) == len(learners)
     told = [p["what"] for s in learners for p in s.plans]
     assert set(told) <= {what for what, _, _ in PLANS} and len(told) > 200
     # Each history mentions its plans in the learner's words, on the day it was told.
