@@ -7,7 +7,7 @@
                                         with args: pytest ARGS, e.g. `-m experiment`)
     python3 dev.py bench NAME [ARGS]    run a benchmark: tokens, latency, faults, recall_quality,
                                         recall_scale, progress_chart, voice, memory, storage,
-                                        cold_start, write_paths or local_model (bench/;
+                                        cold_start, write_paths, checkins or local_model (bench/;
                                         local_model needs `--setup` once)
     python3 dev.py docs [serve|build]   the docs site (docs/, mkdocs.yml): serve it at
                                         http://127.0.0.1:8000, or build it into site/

@@ -20,8 +20,10 @@ from typing import Any
 from bot.checkins.compose import Composer
 from bot.checkins.routes import Routes
 from bot.checkins.timing import (
+    LATE_GRACE,
     QuietHours,
     backoff_until,
+    guessed_hour,
     learned_hour,
     local_day,
     next_slot,
@@ -183,7 +185,15 @@ class CheckinRounds:
                 self.checkins.set_timezone(prefs.learner_id, guess, stated=False)
                 tz_name = guess
         tz = zone(tz_name)
-        hour = learned_hour(times, tz, self.settings.default_hour, self.quiet)
+        grace = LATE_GRACE
+        if prefs.timezone_stated or route.timezone is not None:
+            hour = learned_hour(times, tz, self.settings.default_hour, self.quiet)
+        else:
+            # A timezone guessed from the hours may be an hour or more off: the check-in goes
+            # at the learner's own median time, and a slot missed is not taken late (an hour
+            # late could be the learner's night).
+            hour = guessed_hour(times, tz, self.settings.default_hour, self.quiet)
+            grace = timedelta(0)
         if hour != prefs.preferred_hour:
             self.checkins.learned(prefs.learner_id, hour)
         yesterday = (now - timedelta(days=2)).date().isoformat()
@@ -194,6 +204,7 @@ class CheckinRounds:
             spread_minute(prefs.learner_id),
             not_before=self._not_before(prefs.last_sent_at, prefs.unanswered),
             taken=self.checkins.days_taken(prefs.learner_id, yesterday),
+            grace=grace,
         )
         return self.checkins.schedule(prefs.learner_id, day, due)
 

@@ -51,15 +51,40 @@ class QuietHours:
         return min(allowed, key=lambda h: (min(abs(h - hour), 24 - abs(h - hour)), h))
 
 
+def median_hour(times: Sequence[datetime]) -> float | None:
+    """The median hour of day (UTC, with minutes as a fraction) the `times` fall at, read on
+    the clock's circle: 23:30 and 00:30 are an hour apart, so a learner who writes around
+    midnight UTC has a median near it, not at noon. None with fewer than MIN_MESSAGES."""
+    if len(times) < MIN_MESSAGES:
+        return None
+    hours = sorted(t.astimezone(UTC).hour + t.minute / 60 for t in times)
+    # Cut the circle in the widest gap between two hours written at (the learner's night).
+    gaps = [(hours[(n + 1) % len(hours)] - hours[n]) % 24 for n in range(len(hours))]
+    start = hours[(gaps.index(max(gaps)) + 1) % len(hours)]
+    return (statistics.median((h - start) % 24 for h in hours) + start) % 24
+
+
 def zone_from_hours(times: Sequence[datetime]) -> str | None:
     """A timezone guessed from when a learner writes (UTC times): the fixed offset that puts
     the median hour they write at at USUAL_LOCAL_HOUR. None with fewer than MIN_MESSAGES."""
-    if len(times) < MIN_MESSAGES:
+    median = median_hour(times)
+    if median is None:
         return None
-    hours = [t.astimezone(UTC).hour + t.minute / 60 for t in times]
-    offset = round((USUAL_LOCAL_HOUR - statistics.median(hours) + 12) % 24 - 12)
+    offset = round((USUAL_LOCAL_HOUR - median + 12) % 24 - 12)
     # Etc/GMT's signs are POSIX's: Etc/GMT-2 is two hours ahead of UTC.
     return "Etc/UTC" if offset == 0 else f"Etc/GMT{-offset:+d}"
+
+
+def guessed_hour(times: Sequence[datetime], tz: ZoneInfo, default: int, quiet: QuietHours) -> int:
+    """The local hour of a check-in to a learner whose timezone is guessed from `times`: the
+    hour of the median time they write at, which lies between times they did write at (the
+    most-written hour may be at the edge of their evening, and a guess an hour off would put
+    it in their quiet hours). `default` (moved out of the quiet hours) without a median."""
+    median = median_hour(times)
+    if median is None:
+        return quiet.nearest_allowed(default)
+    moment = datetime(2000, 1, 1, int(median), int(median % 1 * 60), tzinfo=UTC)
+    return quiet.nearest_allowed(moment.astimezone(tz).hour)
 
 
 def learned_hour(times: Iterable[datetime], tz: ZoneInfo, default: int, quiet: QuietHours) -> int:
@@ -103,9 +128,10 @@ def next_slot(
     *,
     not_before: datetime | None = None,
     taken: Iterable[str] = (),
+    grace: timedelta = LATE_GRACE,
 ) -> tuple[datetime, str]:
     """The next check-in time at the local `hour:minute`, in UTC, and its local day: today's if
-    it is still ahead (or missed by less than LATE_GRACE), else a later day's; never on a day
+    it is still ahead (or missed by less than `grace`), else a later day's; never on a day
     in `taken`, never on a local day before `not_before`'s (a back-off counts days as the
     learner lives them, so a check-in keeps its hour)."""
     taken = set(taken)
@@ -115,7 +141,7 @@ def next_slot(
         if day.isoformat() in taken:
             continue
         due = at_local(day, hour, minute, tz)
-        if due < now - LATE_GRACE:
+        if due < now - grace:
             continue
         if not_before is not None and day < not_before.astimezone(tz).date():
             continue

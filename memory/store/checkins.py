@@ -498,8 +498,9 @@ class Checkins(Tables):
     # -- afterwards ----------------------------------------------------------------------------
 
     def mark_answered(self) -> int:
-        """Mark answered every queued check-in whose learner has written since, and reset their
-        count of unanswered check-ins: how many were answered."""
+        """Mark answered every queued check-in whose learner has written since, reset their
+        count of unanswered check-ins and drop the check-in planned next, to be planned again
+        without a back-off: how many were answered."""
         answered = exists().where(
             Message.learner_id == Checkin.learner_id,
             Message.role == LEARNER,
@@ -526,6 +527,11 @@ class Checkins(Tables):
                 update(CheckinState)
                 .where(CheckinState.learner_id.in_(learners))
                 .values(unanswered=0)
+            )
+            # The next check-in was planned as the last went out, backing off as if it would
+            # go unanswered: planned again (by the next round) as for a learner who answers.
+            connection.execute(
+                delete(Checkin).where(Checkin.learner_id.in_(learners), Checkin.state == SCHEDULED)
             )
         return len(rows)
 

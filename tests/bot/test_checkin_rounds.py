@@ -154,6 +154,32 @@ def test_the_learners_answer_marks_it_answered_and_continues_the_chat(
     assert tail == [("pam", DRAFT.text), ("learner", "¡Muy bien, me cogieron!")]
 
 
+def test_an_answered_checkin_plans_the_next_without_backing_off(
+    pam: Pam, clock: ManualClock, composer: FakeComposer
+) -> None:
+    learner = learner_who_wrote(pam, clock, telegram_address(), evenings(6, 17), "Europe/Madrid")
+    rounds = rounds_of(pam, composer, backoff_days=2)
+    rounds.run_round()
+    first = to_due(clock, pam.engine, learner)
+    rounds.run_round()
+    rounds.run_round()
+    # Planned just after it went out, while it was still unanswered: two days later.
+    planned = waiting(pam.engine, learner)
+    assert planned is not None and (planned.due_at - first).days == 2
+
+    clock.advance(timedelta(minutes=20))
+    pam.store.conversation.add_learner_message(learner, "¡Muy bien, me cogieron!", 8)
+    rounds.run_round()
+
+    # Answered: planned again for the next day, at the same local hour.
+    again = waiting(pam.engine, learner)
+    assert again is not None
+    assert again.due_at.astimezone(MADRID).date() == first.astimezone(MADRID).date() + timedelta(
+        days=1
+    )
+    assert again.due_at.astimezone(MADRID).hour == first.astimezone(MADRID).hour
+
+
 def test_nobody_who_has_not_opted_in_gets_one(
     pam: Pam, clock: ManualClock, composer: FakeComposer
 ) -> None:

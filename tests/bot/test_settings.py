@@ -587,3 +587,17 @@ def test_no_dotenv_file_changes_nothing(tmp_path: Path) -> None:
     environ = {"PAM_MODEL": "x"}
     assert read_dotenv(tmp_path / ".env", environ) is False
     assert environ == {"PAM_MODEL": "x"}
+
+
+def test_pam_checkins_is_the_switch_and_its_section_reads_the_rest(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # PAM_CHECKINS is the switch inside the check-ins section (named `checkin` so that its
+    # variable is not PAM_CHECKINS): `PAM_CHECKINS=true` turns it on, and breaks no command.
+    monkeypatch.setenv("PAM_CHECKINS", "true")
+    monkeypatch.setenv("PAM_CHECKINS_THREADS", "3")
+    settings = Settings()
+    assert settings.checkin.enabled and settings.checkin.threads == 3
+    monkeypatch.setenv("PAM_CHECKINS", "off")
+    assert not Settings().checkin.enabled
+    assert Settings(checkin={"enabled": True}).checkin.enabled

@@ -1,0 +1,65 @@
+"""When a check-in goes to a learner whose timezone Pam guessed from the hours they write at
+(bot/checkins/timing.py): the hours read on the clock's circle, and the check-in's hour among
+the times they did write at, clear of their quiet hours even when the guess is an hour off."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bot.checkins.timing import (
+    QuietHours,
+    guessed_hour,
+    median_hour,
+    next_slot,
+    zone_from_hours,
+)
+from bot.timezones import zone
+
+QUIET = QuietHours(21, 9)
+DAY = datetime(2026, 3, 2, tzinfo=UTC)
+
+
+def at(*hours_minutes: tuple[int, int]) -> list[datetime]:
+    return [DAY + timedelta(days=n, hours=h, minutes=m) for n, (h, m) in enumerate(hours_minutes)]
+
+
+def test_hours_around_midnight_utc_have_their_median_near_midnight() -> None:
+    # A learner in São Paulo writing at 20:30–22:00 local writes at 23:30–01:00 UTC.
+    times = at((23, 30), (0, 10), (0, 40), (23, 50), (1, 0))
+    assert median_hour(times) == pytest.approx(10 / 60)
+    # Its guess is three hours behind UTC, not a zone on the other side of the world.
+    assert zone_from_hours(times) == "Etc/GMT+5"  # 19:00 local at the median, as assumed
+
+
+@given(
+    st.lists(st.tuples(st.integers(9, 20), st.integers(0, 59)), min_size=5, max_size=30),
+    st.sampled_from(["America/Sao_Paulo", "Europe/Rome", "Asia/Kolkata", "Pacific/Auckland"]),
+)
+def test_a_guessed_zone_puts_the_checkin_among_hours_they_wrote_at(
+    local: list[tuple[int, int]], name: str
+) -> None:
+    tz = ZoneInfo(name)
+    times = [
+        datetime(2026, 2, 10 + n % 15, h, m, tzinfo=tz).astimezone(UTC)
+        for n, (h, m) in enumerate(local)
+    ]
+    guess = zone(zone_from_hours(times))
+    hour = guessed_hour(times, guess, 18, QUIET)
+    due, _ = next_slot(DAY, guess, hour, 59)
+    # However far the guess is off, the check-in is at their median hour, in their day.
+    really = due.astimezone(tz)
+    assert 9 <= really.hour < 21, (local, really)
+
+
+def test_a_slot_missed_is_not_taken_late_without_grace() -> None:
+    tz = ZoneInfo("Etc/GMT+3")
+    now = datetime(2026, 3, 6, 0, 10, tzinfo=UTC)  # 21:10 on the 5th, there
+    late, day = next_slot(now, tz, 20, 30)
+    assert late == now and day == "2026-03-05"
+    due, day = next_slot(now, tz, 20, 30, grace=timedelta(0))
+    assert day == "2026-03-06" and due.astimezone(tz).hour == 20
