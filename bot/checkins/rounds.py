@@ -192,7 +192,7 @@ class CheckinRounds:
             # A timezone guessed from the hours may be an hour or more off: the check-in goes
             # at the learner's own median time, and a slot missed is not taken late (an hour
             # late could be the learner's night).
-            hour = guessed_hour(times, tz, self.settings.default_hour, self.quiet)
+            hour = guessed_hour(times, tz, self.settings.default_hour, self.quiet.widened(1))
             grace = timedelta(0)
         if hour != prefs.preferred_hour:
             self.checkins.learned(prefs.learner_id, hour)
@@ -251,7 +251,12 @@ class CheckinRounds:
         route = self.routes.route(claim.address)
         if route is None:
             return self._skip(claim, NO_CHANNEL)
-        if self.quiet.quiet(now.astimezone(zone(prefs.timezone)).hour):
+        quiet = self.quiet
+        if not prefs.timezone_stated and route.timezone is None:
+            # A timezone guessed from the hours the learner writes at is a fixed offset: when
+            # their clocks change it is an hour off, so their quiet hours are kept an hour wider.
+            quiet = quiet.widened(1)
+        if quiet.quiet(now.astimezone(zone(prefs.timezone)).hour):
             return self._skip(claim, QUIET_HOURS)
         seen = self.checkins.activity(claim.learner_id, claim.address)
         if seen.waiting:

@@ -40,6 +40,13 @@ class QuietHours:
             return self.start <= hour < self.end
         return hour >= self.start or hour < self.end
 
+    def widened(self, hours: int) -> QuietHours:
+        """These quiet hours with `hours` more at each end (none stay none; a day left with
+        no allowed hour is not made)."""
+        if self.start == self.end or (self.end - self.start) % 24 + 2 * hours >= 24:
+            return self
+        return QuietHours((self.start - hours) % 24, (self.end + hours) % 24)
+
     def nearest_allowed(self, hour: int) -> int:
         """`hour`, or the allowed hour nearest to it (a quiet morning hour moves to the first
         allowed one, an evening hour to the last)."""

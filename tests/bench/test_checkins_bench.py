@@ -16,15 +16,11 @@ def test_a_small_month_meets_every_zero_target_and_writes_its_figures(tmp_path: 
     code = checkins.main(["--learners", "60", "--days", "4", "--out", str(tmp_path)])
 
     result = json.loads((tmp_path / "checkins.json").read_text())
-    assert code == (0 if all(result["targets"].values()) else 1)
-    assert (tmp_path / "checkins.png").stat().st_size > 10_000
-    violations = result["violations"]
-    # Every zero-target holds, quiet hours for every learner whose timezone Pam knows (said
-    # with /timezone, or a WhatsApp number's country). A timezone guessed from the hours a
-    # learner writes at is a fixed offset: US summer time (day 2 here) moves their evening an
-    # hour, and the benchmark reports what that costs rather than asserting it away here.
-    assert all(ok for name, ok in result["targets"].items() if name != "quiet_hours"), violations
-    assert violations.get("quiet_hours_stated", 0) == violations.get("quiet_hours_number", 0) == 0
+    # Every zero-target holds, quiet hours included for learners whose timezone Pam guessed
+    # from the hours they write at: a fixed offset, an hour off once US summer time begins (day
+    # 2 here), which is why their quiet hours are kept an hour wider.
+    assert code == 0, result["violations"]
+    assert all(result["targets"].values()), result["violations"]
     assert result["learners"] == 60 and result["days"] == 4
     assert result["checkins_written"] > 0
     assert result["checkins_reached"] <= result["checkins_written"]

@@ -63,3 +63,10 @@ def test_a_slot_missed_is_not_taken_late_without_grace() -> None:
     assert late == now and day == "2026-03-05"
     due, day = next_slot(now, tz, 20, 30, grace=timedelta(0))
     assert day == "2026-03-06" and due.astimezone(tz).hour == 20
+
+
+def test_quiet_hours_widen_at_both_ends_but_never_swallow_the_day() -> None:
+    assert QUIET.widened(1) == QuietHours(20, 10)
+    assert QuietHours(0, 0).widened(1) == QuietHours(0, 0)  # none stay none
+    assert QuietHours(1, 23).widened(1) == QuietHours(1, 23)  # no allowed hour would be left
+    assert QuietHours(22, 6).widened(2) == QuietHours(20, 8)
