@@ -4,8 +4,9 @@ OpenAI-compatible server that takes its time over each check-in. Learners on bot
 have a check-in due now (planned through the store, as a round plans one); one worker is
 SIGKILLed while check-ins are being claimed and composed, and the other, once the dead one's
 leases run out, finishes. Each due check-in reaches Telegram or Twilio exactly once — none
-twice, none lost — WhatsApp's inside the 24-hour window as a plain message and outside it
-through the operator's template."""
+lost, none twice but the one the kill may leave unrecorded between the platform's accepting
+it and the outbox's record, as for any reply (the fault run's rule) — WhatsApp's inside the
+24-hour window as a plain message and outside it through the operator's template."""
 
 from __future__ import annotations
 
@@ -175,6 +176,10 @@ def test_each_due_checkin_reaches_its_learner_once_through_a_worker_kill(
             wait_for(lambda: states(engine)[QUEUED] >= 4, 60, "the first check-ins to be written")
             before = states(engine)
             group.kill(workers[0])
+            # What had reached the platforms by the kill (a send on its way then lands within
+            # moments; a second copy cannot come before the dead worker's 3 s leases end).
+            time.sleep(0.5)
+            at_kill = reached(tg, twilio)
             progress(f"SIGKILL {workers[0].name}: {dict(before)}", "checkins")
             assert before[CLAIMED] >= 1 or before[SCHEDULED] >= 1, before
 
@@ -193,7 +198,13 @@ def test_each_due_checkin_reaches_its_learner_once_through_a_worker_kill(
             counts = reached(tg, twilio)
             twice = {name: n for name, n in counts.items() if n > 1}
             lost = set(names.values()) - set(counts)
-            assert not twice, f"delivered more than once: {twice}"
+            # The one gap the design documents (docs/how/checkins.md, "Exactly once"; the fault
+            # run allows the same for replies): a worker SIGKILLed after the platform accepted
+            # a check-in but before its outbox row recorded it leaves it to be sent again. So
+            # the kill may explain one check-in sent exactly twice, its first copy already
+            # there at the kill; any other duplicate fails.
+            in_gap = {name for name, n in twice.items() if n == 2 and at_kill[name] == 1}
+            assert set(twice) == in_gap and len(in_gap) <= 1, f"delivered more than once: {twice}"
             assert not lost, f"never delivered: {sorted(lost)}"
             assert set(counts) == set(names.values())
 
