@@ -17,8 +17,11 @@ from webhooks.telegram.address import MEMBER_SEPARATOR
 from webhooks.whatsapp import CHANNEL as WHATSAPP
 from webhooks.whatsapp.timezone import number_timezone
 
-# WhatsApp's customer service window: free-form messages only this long after the user's last.
-WHATSAPP_WINDOW = timedelta(hours=24)
+# WhatsApp's customer service window is 24 hours from the user's last message. A check-in goes
+# free-form only within 23: the learner's message is timed when its turn ran, not when it
+# arrived, and the check-in is sent after it was decided (a queue, retries); an hour is the
+# margin for both, past which the template (or nothing) carries it.
+WHATSAPP_WINDOW = timedelta(hours=23)
 
 
 class ChannelRoutes:

@@ -18,6 +18,7 @@ from bot.checkins.subject import THREAD, WEEKDAYS, Subject, choose
 from bot.corrections import chat_part
 from bot.languages import LEVEL_DESCRIPTIONS, languages_of
 from bot.settings import CoreSettings
+from bot.timezones import zone
 from memory.database.records import LEARNER, Context, LearnerGone
 from memory.jobs.plans import Plan, kept_plans, marked, same_plan
 from memory.jobs.profile import MAX_PROFILE_CHARS
@@ -140,7 +141,8 @@ class MemoryComposer:
         )
         if not target:
             return None
-        today = now.date()
+        # The learner's own day: 18:00 in Los Angeles is already tomorrow in UTC.
+        today = now.astimezone(zone(self.store.checkins.prefs(learner_id).timezone)).date()
         due = self.store.reviews.due(learner_id, now) if self.settings.memory.review else []
         subject = choose(learned, context.summary.text, due, _chatted(context), today)
         if subject is None:

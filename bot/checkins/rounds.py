@@ -56,6 +56,7 @@ RECENT_CHAT = "recent_chat"
 NO_TEMPLATE = "no_template"
 NOTHING_TO_SAY = "nothing_to_say"
 MODEL_ERROR = "model_error"
+CRASHED = "crashed"
 LEARNER_WROTE = "learner_wrote"
 BUDGETS = ("learner_budget", "service_budget")
 # A check-in whose composing failed is tried again this much later, this many times in all.
@@ -227,7 +228,12 @@ class CheckinRounds:
         except LearnerGone:  # forgotten as it was decided: its row went with them
             return "lost"
         except Exception:  # the database went away: the claim's lease runs out, it is retried
-            log.exception("checkin crashed checkin=%s", claim.id)
+            log.exception("checkin crashed checkin=%s attempt=%d", claim.id, claim.attempts)
+            if claim.attempts >= MAX_ATTEMPTS:  # not the database: it would crash again
+                try:
+                    return self._skip(claim, CRASHED)
+                except Exception:
+                    log.exception("checkin crashed checkin=%s: not skipped", claim.id)
             return "crashed"
         if outcome not in (QUEUED, "lost", "retry"):
             metrics.CHECKINS_SKIPPED.labels(outcome).inc()

@@ -89,8 +89,9 @@ class CheckinCommands:
         return say(TIMEZONE_SET, timezone=name, time=f"{local:%H:%M}")
 
     def offer(self, learner: LearnerInfo) -> str | None:
-        """/start's offer of check-ins, while the learner has not said yes or no."""
-        if self.checkins.prefs(learner.id).preference is not None:
+        """/start's offer of check-ins, while the learner has not said yes or no (none where
+        check-ins are off: nothing would come)."""
+        if not self.enabled or self.checkins.prefs(learner.id).preference is not None:
             return None
         return words(native_of(learner))(OFFER)
 

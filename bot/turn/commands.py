@@ -42,7 +42,7 @@ class Command:
 
 
 # What shows one learner's memory: answered in their private chat only, never in a group.
-PRIVATE = ("profile", "review", "progress")
+PRIVATE = ("profile", "review", "progress", "checkins", "timezone")
 
 
 @dataclass(frozen=True)
@@ -210,7 +210,8 @@ class Commands:
             return self.handle(learner, replace(command, name=command.args[0], args=[]))
         learned = self.store.memory.profile(learner.id).data
         lines = (_settings_line(learner, learned), _voice_line(learner))
-        offer = self.checkins.offer(learner)  # while the learner has not said yes or no
+        # While the learner has not said yes or no; never in a group, where none would come.
+        offer = self.checkins.offer(learner) if command.group is None else None
         settings = "\n".join((*lines, density_line(learner, learned), *([offer] if offer else [])))
         guessed = learner.native_language is None and learner.native_guess is not None
         return phrases.welcome(native_of(learner), settings, guessed)

@@ -77,6 +77,12 @@ def _day(text: str) -> date | None:
         return None
 
 
+# The years a plan's date may fall in: what a model writes outside them ("31 Dec 9999", a joke
+# or an injection) is no plan, and date arithmetic near year 9999 would overflow.
+MIN_YEAR = 1900
+MAX_YEAR = 2999
+
+
 def normal_when(value: Any) -> str | None:
     """A plan's `when` as Pam keeps it, "YYYY-MM-DD" or "YYYY-MM", from what a model writes
     ("2026-7-3", "2026-07-03T10:00"); None for anything else (a weekday, "next week")."""
@@ -85,9 +91,9 @@ def normal_when(value: Any) -> str | None:
         return None
     day = _day(text)
     if day is not None:
-        return day.isoformat()
+        return day.isoformat() if MIN_YEAR <= day.year <= MAX_YEAR else None
     found = _MONTH.match(text.strip())
-    if found and 1 <= int(found.group(2)) <= 12 and int(found.group(1)) >= 1:
+    if found and 1 <= int(found.group(2)) <= 12 and MIN_YEAR <= int(found.group(1)) <= MAX_YEAR:
         return f"{int(found.group(1)):04d}-{int(found.group(2)):02d}"
     return None
 

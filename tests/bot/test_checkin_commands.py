@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
+from sqlalchemy import Engine
+
 from bot.turn import checkin_commands
 from bot.worker.runtime import Pam
+from memory.clock import ManualClock
 from tests.conftest import learner_of, unique_user
 from tests.fakes import FakeChatModel
+from tests.helpers.checkins import checkin_pam
 from tests.support import handle
+from webhooks.settings import Settings
 
 
 def ask(pam: Pam, user: str, text: str) -> str:
@@ -16,19 +23,37 @@ def ask(pam: Pam, user: str, text: str) -> str:
     return answers[0]
 
 
-def test_start_offers_checkins_until_the_learner_says(pam: Pam, fake_model: FakeChatModel) -> None:
+def test_start_offers_checkins_until_the_learner_says(
+    settings: Settings, engine: Engine, fake_model: FakeChatModel
+) -> None:
+    pam = checkin_pam(settings, engine, fake_model, ManualClock(datetime(2026, 3, 2, tzinfo=UTC)))
     user = unique_user()
     assert checkin_commands.OFFER in ask(pam, user, "/start")
 
     answer = ask(pam, user, "/checkins on")
 
     assert answer.startswith(checkin_commands.CHECKINS_ON)
-    # Check-ins are off for the whole deployment by default: the learner is told.
-    assert checkin_commands.NOT_SWITCHED_ON in answer
+    assert checkin_commands.NOT_SWITCHED_ON not in answer
     assert "UTC" in answer and "/timezone" in answer
     assert checkin_commands.OFFER not in ask(pam, user, "/start")
     prefs = pam.store.checkins.prefs(learner_of(pam, user).id)
     assert prefs.preference == "on" and prefs.preference_set_at is not None
+    assert fake_model.calls == []
+
+
+def test_where_checkins_are_off_start_offers_none_and_checkins_on_says_so(
+    pam: Pam, fake_model: FakeChatModel
+) -> None:
+    user = unique_user()
+    # Check-ins are off for the whole deployment by default: /start offers nothing that would
+    # not come, and a learner who asks all the same is told.
+    assert checkin_commands.OFFER not in ask(pam, user, "/start")
+
+    answer = ask(pam, user, "/checkins on")
+
+    assert answer.startswith(checkin_commands.CHECKINS_ON)
+    assert checkin_commands.NOT_SWITCHED_ON in answer
+    assert pam.store.checkins.prefs(learner_of(pam, user).id).preference == "on"
     assert fake_model.calls == []
 
 

@@ -50,7 +50,9 @@ def test_a_guessed_zone_puts_the_checkin_among_hours_they_wrote_at(
     ]
     guess = zone(zone_from_hours(times))
     hour = guessed_hour(times, guess, 18, QUIET)
-    due, _ = next_slot(DAY, guess, hour, 59)
+    # As the rounds plan it for a guessed zone: a slot just missed is not taken late (with the
+    # usual hour's grace, one missed at 23:59 UTC went at once, 21:00 in São Paulo).
+    due, _ = next_slot(DAY, guess, hour, 59, grace=timedelta(0))
     # However far the guess is off, the check-in is at their median hour, in their day.
     really = due.astimezone(tz)
     assert 9 <= really.hour < 21, (local, really)

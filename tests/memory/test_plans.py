@@ -53,6 +53,9 @@ MONDAY = datetime(2026, 3, 2, 9, 30, tzinfo=UTC)  # Mon 2 March 2026
         ("next week", None),
         ("2026-02-30", None),
         ("2026-13", None),
+        ("9999-12-31", None),  # "I'll retire on 31 Dec 9999": no plan, and no overflow
+        ("9999-12", None),
+        ("0001-01", None),
         ("05/03/2026", None),
         (20260305, None),
         (None, None),

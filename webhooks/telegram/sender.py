@@ -158,7 +158,8 @@ class TelegramSender(SyncBot):
         if isinstance(exc, RetryAfter):
             return TransientSendError("telegram rate limit", _seconds(exc.retry_after))
         if isinstance(exc, Forbidden):  # blocked by the learner, or removed from the group
-            if "blocked" in str(exc).lower():  # "Forbidden: bot was blocked by the user"
+            # "Forbidden: bot was blocked by the user", "Forbidden: user is deactivated"
+            if any(word in str(exc).lower() for word in ("blocked", "deactivated")):
                 return RecipientBlocked(f"telegram forbids it: {exc}")
             return PermanentSendError(f"telegram forbids it: {exc}")
         if isinstance(exc, BadRequest):

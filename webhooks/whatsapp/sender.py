@@ -109,7 +109,10 @@ class TwilioSender:
         one, PermanentSendError: WhatsApp takes no free-form message there."""
         if not self.checkin_template_sid:
             raise PermanentSendError("no check-in template (PAM_CHECKIN_WHATSAPP_TEMPLATE_SID)")
-        filled = json.dumps({"1": text[:MAX_BODY_CHARS]}, ensure_ascii=False)
+        # Meta refuses a template variable with a line break, a tab or more than four spaces in
+        # a row: the check-in's words, on one line.
+        flat = " ".join(text.split())
+        filled = json.dumps({"1": flat[:MAX_BODY_CHARS]}, ensure_ascii=False)
         return self._create(
             chat_id, content_sid=self.checkin_template_sid, content_variables=filled
         )

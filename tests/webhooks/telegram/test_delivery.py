@@ -16,7 +16,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import Engine
 
-from bot.channels import PermanentSendError, TransientSendError
+from bot.channels import PermanentSendError, RecipientBlocked, TransientSendError
 from bot.corrections import parse_answer, render
 from bot.worker.runtime import Pam
 from bot.worker.worker import Worker
@@ -342,6 +342,18 @@ def test_later_replies_to_a_blocked_chat_are_each_tried_once(
     assert telegram_server.sent_texts(chat) == []
     rows = outbox_rows(engine, address)
     assert [(r.status, r.attempts) for r in rows] == [(FAILED, 1)] * 3
+
+
+@pytest.mark.parametrize(
+    "refusal", ["Forbidden: bot was blocked by the user", "Forbidden: user is deactivated"]
+)
+def test_a_learner_who_blocked_the_bot_or_is_gone_is_a_blocked_recipient(
+    telegram_client: TelegramClient, telegram_server: TelegramServer, refusal: str
+) -> None:
+    telegram_server.fail_next(Failure("sendMessage", 403, refusal))
+
+    with pytest.raises(RecipientBlocked):
+        telegram_client.send(str(new_chat()), "Hola", idempotency_key="k-9")
 
 
 def test_send_error_mapping_blocked_is_permanent(
