@@ -217,9 +217,8 @@ def test_retention_zero_keeps_everything(
     settings: Settings, engine: Engine, fake_model: FakeChatModel
 ) -> None:
     clock = ManualClock()
-    worker = worker_on(
-        clock, settings.replace(service={"queue_retention_hours": 0}), engine, fake_model
-    )
+    keep_all = settings.replace(service={"queue_retention_hours": 0, "chat_retention_days": 0})
+    worker = worker_on(clock, keep_all, engine, fake_model)
     answered(worker.inbox, unique_user(), [])
     clock.advance(timedelta(days=3650))
     assert worker.retention.prune() == 0

@@ -96,6 +96,10 @@ def _fill_every_table(store: Store, learner_id: int) -> None:
         learner_id, asked.id, "¡Bien!", 2, (), ("m", 1, 1), ReviewReport((item_id,), (), (item_id,))
     )
     backend_for(store.learners.engine).save_reply(reply, 10, utcnow())
+    # A learner who said /checkins on, with tomorrow's check-in planned.
+    store.checkins.set_preference(learner_id, True)
+    tomorrow = utcnow() + timedelta(days=1)
+    assert store.checkins.schedule(learner_id, tomorrow.date().isoformat(), tomorrow)
 
 
 # -- learners -----------------------------------------------------------------------------

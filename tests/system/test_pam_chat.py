@@ -135,10 +135,15 @@ def learned_profile(current: dict[str, Any], new_lines: list[str]) -> dict[str, 
 
 
 def profile_batch(body: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """The current profile and the new learner messages of a profile request."""
+    """The current profile and the new learner messages of a profile request (each day's
+    under a date line, "[Thu 2026-03-05]", which the messages' plans are dated by)."""
     user = body["messages"][1]["content"]
-    lines = section(user, "new_learner_messages").splitlines()
-    assert all(line.startswith("- ") for line in lines)
+    lines = [
+        line
+        for line in section(user, "new_learner_messages").splitlines()
+        if not (line.startswith("[") and line.endswith("]"))
+    ]
+    assert all(line.startswith("- ") for line in lines), lines
     return json.loads(section(user, "current_profile")), [line[2:] for line in lines]
 
 

@@ -327,6 +327,7 @@ def test_set_webhook_registers_url_secret_update_types_and_commands(
         "review",
         "progress",
         "voice",
+        "checkins",
         "forget",
     ]
     assert [(c["command"], c["description"]) for c in commands] == COMMANDS
