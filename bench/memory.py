@@ -67,7 +67,9 @@ JOB_TURNS = 8
 # for 512 MB machines) the worker runs its memory jobs itself and "worker + memory jobs" is
 # the worker alone; with the child process (the default elsewhere), the pair needs 1 GB.
 BUDGET_MB = {
-    "off": {"worker + memory jobs": 320, "one web worker": 150},
+    # 340 since check-ins (issue 31): loaded CI runs measured 325 MB against 320; still 170 MB
+    # spare on a 512 MB machine, and a regression to win back (docs/benchmarks/memory.md).
+    "off": {"worker + memory jobs": 340, "one web worker": 150},
     "on": {"worker + memory jobs": 480, "one web worker": 150},
 }
 OUTBOUND = ("sendMessage", "sendPhoto", "sendVoice")
