@@ -74,4 +74,4 @@ def test_the_report_names_every_process_and_budget(
     found, report = run
     for name in [*found["memory"]["processes"], *found["budget_mb"]]:
         assert f"| {name} |" in report or f"| **{name}** |" in report
-    assert "≤ 320 MB" in report and "≤ 150 MB" in report
+    assert "≤ 340 MB" in report and "≤ 150 MB" in report
