@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, delete, exists, func, insert, or_, select, update
+from sqlalchemy import Connection, and_, delete, exists, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from memory.database.backends import backend_for
@@ -500,40 +500,61 @@ class Checkins(Tables):
     def mark_answered(self) -> int:
         """Mark answered every queued check-in whose learner has written since, reset their
         count of unanswered check-ins and drop the check-in planned next, to be planned again
-        without a back-off: how many were answered."""
+        without a back-off: how many this call marked (a row another worker marked first is
+        not counted twice). A learner whose check-ins are too old to be looked at as answered
+        (ANSWERED_WITHIN: they were silent for weeks) and who writes again has their count
+        reset all the same, so that check-ins resume; those old ones stay unanswered."""
         answered = exists().where(
             Message.learner_id == Checkin.learner_id,
             Message.role == LEARNER,
             Message.id > Checkin.message_id,
         )
         now = self.clock()
+        recent = Checkin.decided_at >= now - ANSWERED_WITHIN
+        marked = (
+            update(Checkin)
+            .where(Checkin.state == QUEUED, recent, answered)
+            .values(state=ANSWERED, answered_at=now)
+            .returning(Checkin.learner_id)
+        )
         with self.engine.begin() as connection:
-            recent = Checkin.decided_at >= now - ANSWERED_WITHIN
-            rows = connection.execute(
-                select(Checkin.id, Checkin.learner_id).where(
-                    Checkin.state == QUEUED, recent, answered
+            # Only the rows this UPDATE changed come back: a worker marking the same check-in
+            # at once waits for this one's lock and then finds it answered already.
+            marked_for = list(connection.execute(marked).scalars())
+            learners = set(marked_for) | self._back_after_silence(connection)
+            if learners:
+                ids = sorted(learners)
+                connection.execute(
+                    update(CheckinState)
+                    .where(CheckinState.learner_id.in_(ids))
+                    .values(unanswered=0)
                 )
-            ).all()
-            if not rows:
-                return 0
-            ids = [row.id for row in rows]
-            learners = sorted({row.learner_id for row in rows})
-            connection.execute(
-                update(Checkin)
-                .where(Checkin.id.in_(ids), Checkin.state == QUEUED)
-                .values(state=ANSWERED, answered_at=now)
-            )
-            connection.execute(
-                update(CheckinState)
-                .where(CheckinState.learner_id.in_(learners))
-                .values(unanswered=0)
-            )
-            # The next check-in was planned as the last went out, backing off as if it would
-            # go unanswered: planned again (by the next round) as for a learner who answers.
-            connection.execute(
-                delete(Checkin).where(Checkin.learner_id.in_(learners), Checkin.state == SCHEDULED)
-            )
-        return len(rows)
+                # The next check-in was planned as the last went out, backing off as if it
+                # would go unanswered: planned again (by the next round) as for a learner who
+                # answers.
+                connection.execute(
+                    delete(Checkin).where(Checkin.learner_id.in_(ids), Checkin.state == SCHEDULED)
+                )
+        return len(marked_for)
+
+    @staticmethod
+    def _back_after_silence(connection: Connection) -> set[int]:
+        """The learners still counting unanswered check-ins who wrote after the last one Pam
+        wrote them, however long ago it went (only learners backing off or stopped are
+        looked at: the rounds' look stays bounded)."""
+        last_written = (
+            select(func.max(Checkin.message_id))
+            .where(Checkin.learner_id == CheckinState.learner_id)
+            .correlate(CheckinState)
+            .scalar_subquery()
+        )
+        wrote_since = exists().where(
+            Message.learner_id == CheckinState.learner_id,
+            Message.role == LEARNER,
+            Message.id > last_written,
+        )
+        query = select(CheckinState.learner_id).where(CheckinState.unanswered > 0, wrote_since)
+        return set(connection.execute(query).scalars())
 
     def queued_since(self, since: datetime) -> int:
         """Check-ins written since `since`, by every worker (the sending rate's count)."""

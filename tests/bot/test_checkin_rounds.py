@@ -522,6 +522,72 @@ def test_unanswered_checkins_back_off_then_stop_until_the_learner_writes(
     assert waiting(pam.engine, learner) is not None
 
 
+def test_a_learner_back_after_weeks_of_silence_gets_checkins_again(
+    pam: Pam, clock: ManualClock, composer: FakeComposer
+) -> None:
+    learner = learner_who_wrote(pam, clock, telegram_address(), evenings(6, 17), "Europe/Madrid")
+    rounds = rounds_of(pam, composer, backoff_days=2, max_unanswered=3)
+    for _ in range(20):
+        rounds.run_round()
+        if waiting(pam.engine, learner) is None:
+            break
+        to_due(clock, pam.engine, learner)
+        rounds.run_round()
+    assert pam.store.checkins.prefs(learner).unanswered == 3
+
+    # Six weeks later, long past the look at answered check-ins, they write again.
+    clock.advance(timedelta(days=42))
+    pam.store.conversation.add_learner_message(learner, "¡Hola! He vuelto.", 4)
+    report = rounds.run_round()
+
+    assert pam.store.checkins.prefs(learner).unanswered == 0
+    assert waiting(pam.engine, learner) is not None
+    # The old check-ins were not answered: nothing is counted as answered.
+    assert report.answered == 0
+    assert ANSWERED not in {c.state for c in checkins_of(pam.engine, learner)}
+
+
+def test_two_workers_marking_at_once_count_each_answer_once(
+    pam: Pam, clock: ManualClock, composer: FakeComposer, database_url: str
+) -> None:
+    learners = [
+        learner_who_wrote(pam, clock, telegram_address(), evenings(6, 17), "Europe/Madrid")
+        for _ in range(8)
+    ]
+    rounds = rounds_of(pam, composer)
+    rounds.run_round()
+    clock.now = max(to_due(clock, pam.engine, learner) for learner in learners)
+    clock.advance(timedelta(seconds=1))
+    assert rounds.run_round().outcomes == {"queued": 8}
+    clock.advance(timedelta(minutes=5))
+    for learner in learners:
+        pam.store.conversation.add_learner_message(learner, "¡Hola!", 2)
+    engines = [db.make_engine(database_url) for _ in range(2)]
+    stores = [Store(engine, clock) for engine in engines]
+    start = threading.Barrier(2)
+    counts: list[int] = []
+
+    def mark(store: Store) -> None:
+        start.wait()
+        counts.append(store.checkins.mark_answered())
+
+    threads = [threading.Thread(target=mark, args=(store,)) for store in stores]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    for engine in engines:
+        engine.dispose()
+
+    assert sum(counts) == 8
+    assert all(
+        c.state == ANSWERED
+        for learner in learners
+        for c in checkins_of(pam.engine, learner)
+        if c.state != SCHEDULED
+    )
+
+
 # -- daylight saving time -------------------------------------------------------------------
 
 
