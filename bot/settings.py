@@ -310,7 +310,8 @@ class CheckinSettings(BaseSettings):
     unanswered in a row."""
     max_unanswered: int = Field(default=3, ge=0, le=30)
     """After this many unanswered check-ins in a row Pam stops writing first, until the
-    learner writes again (0: never stops)."""
+    learner writes again (0: no such limit; a back-off longer than the 60 days a plan
+    looks ahead stops them all the same)."""
     per_minute: int = Field(default=600, ge=1, le=100_000)
     """Check-ins written per minute, by all workers together: within Telegram's ~30 messages
     a second with room for replies, however many are due at once."""

@@ -20,6 +20,7 @@ from typing import Any
 from bot.checkins.compose import Composer
 from bot.checkins.routes import Routes
 from bot.checkins.timing import (
+    DAYS_AHEAD,
     LATE_GRACE,
     QuietHours,
     backoff_until,
@@ -173,7 +174,7 @@ class CheckinRounds:
         """Plan the candidate's next check-in; False when none is to be planned (they left
         too many unanswered, no channel takes one, or another worker planned it)."""
         prefs, now = candidate.prefs, self.clock()
-        if stopped(prefs.unanswered, self.settings.max_unanswered):
+        if self._stopped(prefs.unanswered):
             return False
         route = self.routes.route(candidate.address)
         if route is None:
@@ -198,7 +199,7 @@ class CheckinRounds:
         if hour != prefs.preferred_hour:
             self.checkins.learned(prefs.learner_id, hour)
         yesterday = (now - timedelta(days=2)).date().isoformat()
-        due, day = next_slot(
+        slot = next_slot(
             now,
             tz,
             hour,
@@ -207,7 +208,13 @@ class CheckinRounds:
             taken=self.checkins.days_taken(prefs.learner_id, yesterday),
             grace=grace,
         )
-        return self.checkins.schedule(prefs.learner_id, day, due)
+        if slot is None:  # no free day ahead
+            return False
+        return self.checkins.schedule(prefs.learner_id, slot[1], slot[0])
+
+    def _stopped(self, unanswered: int) -> bool:
+        settings = self.settings
+        return stopped(unanswered, settings.max_unanswered, settings.backoff_days)
 
     def _not_before(self, last_sent_at: datetime | None, unanswered: int) -> datetime | None:
         settings = self.settings
@@ -252,7 +259,7 @@ class CheckinRounds:
             return self._skip(claim, OPTED_OUT)
         if prefs.disabled_reason is not None:
             return self._skip(claim, prefs.disabled_reason)
-        if stopped(prefs.unanswered, self.settings.max_unanswered):
+        if self._stopped(prefs.unanswered):
             return self._skip(claim, UNANSWERED)
         route = self.routes.route(claim.address)
         if route is None:
@@ -382,7 +389,7 @@ def outlook(
         return none("the learner turned check-ins off")
     if prefs.disabled_reason is not None:
         return none(f"Pam stopped them: {prefs.disabled_reason}")
-    if stopped(prefs.unanswered, settings.max_unanswered):
+    if stopped(prefs.unanswered, settings.max_unanswered, settings.backoff_days):
         return none(
             f"{prefs.unanswered} check-ins in a row went unanswered: none until the learner "
             "writes again"
@@ -400,7 +407,7 @@ def outlook(
     not_before = backoff_until(
         prefs.last_sent_at, prefs.unanswered, settings.backoff_days, settings.max_unanswered
     )
-    due, day = next_slot(
+    slot = next_slot(
         now,
         tz,
         hour,
@@ -408,6 +415,9 @@ def outlook(
         not_before=not_before,
         taken={row.local_day for row in history},
     )
+    if slot is None:
+        return none(f"no free local day in the next {DAYS_AHEAD} days")
+    due, day = slot
     why = f"to be planned at the next round: {hour:02d}h local ({local_day(due, tz)})"
     if not_before is not None:
         why += f", backing off after {prefs.unanswered} unanswered"

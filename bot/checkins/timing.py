@@ -136,11 +136,12 @@ def next_slot(
     not_before: datetime | None = None,
     taken: Iterable[str] = (),
     grace: timedelta = LATE_GRACE,
-) -> tuple[datetime, str]:
+) -> tuple[datetime, str] | None:
     """The next check-in time at the local `hour:minute`, in UTC, and its local day: today's if
     it is still ahead (or missed by less than `grace`), else a later day's; never on a day
     in `taken`, never on a local day before `not_before`'s (a back-off counts days as the
-    learner lives them, so a check-in keeps its hour)."""
+    learner lives them, so a check-in keeps its hour). None when no day of the next
+    DAYS_AHEAD is free (a back-off that long stops check-ins: see `stopped`)."""
     taken = set(taken)
     today = now.astimezone(tz).date()
     for ahead in range(DAYS_AHEAD):
@@ -153,20 +154,33 @@ def next_slot(
         if not_before is not None and day < not_before.astimezone(tz).date():
             continue
         return max(due, now) if due < now else due, day.isoformat()
-    raise ValueError("no free day ahead")  # only with every day for two months taken
+    return None
 
 
 def backoff_until(
     last_sent_at: datetime | None, unanswered: int, backoff_days: float, max_unanswered: int
 ) -> datetime | None:
     """After `unanswered` check-ins in a row went unanswered, the next not before the last one
-    plus `backoff_days`, doubled for each more (2, 4, 8… days). None: no wait."""
-    if not unanswered or last_sent_at is None or stopped(unanswered, max_unanswered):
+    plus `backoff_days`, doubled for each more (2, 4, 8… days). None: no wait (none, or
+    stopped altogether: see `stopped`)."""
+    if not unanswered or last_sent_at is None:
         return None
-    return last_sent_at + timedelta(days=backoff_days * 2 ** (unanswered - 1))
+    if stopped(unanswered, max_unanswered, backoff_days):
+        return None
+    return last_sent_at + timedelta(days=_backoff_days(unanswered, backoff_days))
 
 
-def stopped(unanswered: int, max_unanswered: int) -> bool:
+def _backoff_days(unanswered: int, backoff_days: float) -> float:
+    """The days a back-off after `unanswered` unanswered check-ins lasts (the exponent kept
+    small enough for a float: a count that high stopped check-ins long before)."""
+    return backoff_days * float(2 ** min(max(unanswered - 1, 0), 64))
+
+
+def stopped(unanswered: int, max_unanswered: int, backoff_days: float) -> bool:
     """Whether Pam stops writing first: `max_unanswered` check-ins in a row went unanswered
-    (0: never stops). The learner's next message starts them again."""
-    return bool(max_unanswered) and unanswered >= max_unanswered
+    (0: no such limit), or the back-off after them would outlast what a plan looks ahead
+    (DAYS_AHEAD: with no limit, the doubling passes it after a few). The learner's next
+    message starts them again."""
+    if max_unanswered and unanswered >= max_unanswered:
+        return True
+    return bool(unanswered) and _backoff_days(unanswered, backoff_days) >= DAYS_AHEAD

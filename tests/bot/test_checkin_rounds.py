@@ -588,6 +588,21 @@ def test_two_workers_marking_at_once_count_each_answer_once(
     )
 
 
+def test_a_back_off_past_the_planning_horizon_plans_none_and_says_so(
+    pam: Pam, clock: ManualClock, composer: FakeComposer, caplog: pytest.LogCaptureFixture
+) -> None:
+    learner = learner_who_wrote(pam, clock, telegram_address(), evenings(6, 17), "Europe/Madrid")
+    # No limit on unanswered check-ins: the sixth unanswered would wait 64 days.
+    rounds = rounds_of(pam, composer, backoff_days=2, max_unanswered=0)
+    pam.store.checkins._update(learner, unanswered=6, last_sent_at=clock.now)
+
+    assert rounds.run_round().planned == 0
+    assert waiting(pam.engine, learner) is None
+    assert "checkin plan failed" not in caplog.text
+    outlook = rounds.outlook(learner, "telegram:1", enabled=True)
+    assert outlook.due_at is None and "unanswered" in outlook.why
+
+
 # -- daylight saving time -------------------------------------------------------------------
 
 

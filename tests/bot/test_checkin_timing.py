@@ -12,10 +12,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bot.checkins.timing import (
+    DAYS_AHEAD,
     QuietHours,
+    backoff_until,
     guessed_hour,
     median_hour,
     next_slot,
+    stopped,
     zone_from_hours,
 )
 from bot.timezones import zone
@@ -72,3 +75,15 @@ def test_quiet_hours_widen_at_both_ends_but_never_swallow_the_day() -> None:
     assert QuietHours(0, 0).widened(1) == QuietHours(0, 0)  # none stay none
     assert QuietHours(1, 23).widened(1) == QuietHours(1, 23)  # no allowed hour would be left
     assert QuietHours(22, 6).widened(2) == QuietHours(20, 8)
+
+
+def test_a_back_off_longer_than_a_plan_looks_ahead_stops_checkins() -> None:
+    # With no limit on unanswered check-ins, the doubling (2, 4, 8, 16, 32, 64 days) passes
+    # the DAYS_AHEAD a plan looks ahead: Pam stops, as after the limit, until they write.
+    assert not stopped(5, 0, 2.0)
+    assert stopped(6, 0, 2.0) and backoff_until(DAY, 6, 2.0, 0) is None
+    assert stopped(1, 0, float(DAYS_AHEAD))
+    assert stopped(10_000, 0, 2.0)  # no overflow however many
+    # And a slot asked for past the horizon is none, not an error.
+    far = DAY + timedelta(days=DAYS_AHEAD + 5)
+    assert next_slot(DAY, ZoneInfo("Europe/Madrid"), 18, 0, not_before=far) is None
