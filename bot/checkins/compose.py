@@ -2,8 +2,9 @@
 one from the learner's memory (`MemoryComposer`) — what to follow up (bot/checkins/subject.py),
 the check-in prompt (prompts/checkin.txt) with the learner's data in delimited data sections as
 in the reply prompt, one model call read by the reply's own reader (bot/checkins/answer.py).
-The composer sends, stores and bills nothing: the draft says what it cost, and the caller
-stores it as Pam's turn."""
+The composer sends, stores and bills nothing: the draft says what it cost and which plan it
+follows up, and the caller stores it as Pam's turn, with the plan marked followed up
+(`plan_edit`) in the same transaction."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from memory.jobs.plans import Plan, kept_plans, marked, same_plan
 from memory.jobs.profile import MAX_PROFILE_CHARS
 from memory.jobs.profile_facts import settled
 from memory.llm import ChatMessage, ChatModel, Unusable, Usage
+from memory.store.checkins import ProfileEdit
 from memory.store.message_store import Store
 from prompts import as_data, render
 
@@ -36,20 +38,20 @@ RECENT_CHARS = 300  # one message of it
 # Learned fields the check-in prompt leaves out: the density is for corrections (a check-in
 # corrects nothing), and a plan comes in its own section when it is the one followed up.
 NOT_IN_PROFILE = ("corrections", "plans", "recurring_mistakes")
-# Writes of the followed-up mark tried, at most, when a profile update comes between.
-MARK_ATTEMPTS = 3
 
 
 @dataclass(frozen=True)
 class CheckinDraft:
     """A check-in to send: `text`, in the learner's target language, ready to send; what it
     `follows_up` ("plan", "thread", "review" or "invitation"); an operator's `topic` label (no
-    message text); the LLM calls it billed (`usage`), for the caller to record."""
+    message text); the LLM calls it billed (`usage`), for the caller to record; the `plan` it
+    follows up (None: none), for the caller to mark followed up once it is written."""
 
     text: str
     follows_up: str
     topic: str
     usage: tuple[Usage, ...]
+    plan: Plan | None = None
 
 
 class Composer(Protocol):
@@ -128,9 +130,9 @@ class MemoryComposer:
 
     def compose(self, learner_id: int, now: datetime) -> CheckinDraft | None:
         """See Composer. A learner forgotten (before or during the call), whose target
-        language Pam does not know, or who never wrote, gets None. A followed-up plan is
-        marked in the profile once the message is written, so it is never followed up
-        twice (even if the caller then drops the draft: never twice over at least once)."""
+        language Pam does not know, or who never wrote, gets None. The plan followed up is
+        marked nowhere here: the caller marks it with the check-in's write (`plan_edit`), so
+        a draft dropped leaves it to the next check-in."""
         try:
             context = self.store.conversation.context(learner_id)
         except LearnerGone:
@@ -167,7 +169,7 @@ class MemoryComposer:
             # is no check-in.
             raise Unusable("the check-in was cut off at the output cap", completion.calls)
         written = answer.read(completion.text)
-        if not self._still_here(learner_id, subject, today):
+        if not self._still_here(learner_id):
             log.info("check-in for learner %s dropped: forgotten meanwhile", learner_id)
             return None
         topic = subject.topic if subject.topic is not None else written.topic or THREAD
@@ -178,36 +180,26 @@ class MemoryComposer:
             len(completion.calls),
             len(written.message),
         )
-        return CheckinDraft(written.message, subject.follows_up, topic, completion.calls)
+        return CheckinDraft(
+            written.message, subject.follows_up, topic, completion.calls, subject.plan
+        )
 
-    def _still_here(self, learner_id: int, subject: Subject, today: date) -> bool:
-        """Whether the learner is still there after the call (/forget may have come between),
-        with the plan `subject` follows up marked if there is one."""
-        if subject.plan is not None:
-            return self._mark(learner_id, subject.plan, today)
+    def _still_here(self, learner_id: int) -> bool:
+        """Whether the learner is still there after the call (/forget may have come between)."""
         try:
             self.store.learners.get_learner(learner_id)
         except LearnerGone:
             return False
         return True
 
-    def _mark(self, learner_id: int, plan: Plan, today: date) -> bool:
-        """Mark `plan` followed up on `today` in the learner's profile, compare-and-set (a
-        profile update that came between is read again). False when the learner is gone."""
-        for _ in range(MARK_ATTEMPTS):
-            try:
-                state = self.store.memory.profile(learner_id)
-            except LearnerGone:
-                return False
-            plans = state.data.get("plans")
-            now_kept = next((p for p in kept_plans(plans) if same_plan(p, plan)), None)
-            if now_kept is None or now_kept.followed_up:
-                # Gone from the profile meanwhile (nothing left to mark), or marked already.
-                return True
-            data = {**state.data, "plans": marked(plans, now_kept, today)}
-            if self.store.memory.save_profile_data(learner_id, state.version, data):
-                return True
-        log.warning(
-            "check-in for learner %s: the plan's mark lost %d races", learner_id, MARK_ATTEMPTS
-        )
-        return True
+
+def plan_edit(store: Store, learner_id: int, plan: Plan, today: date) -> ProfileEdit | None:
+    """The learner's profile with `plan` marked followed up on `today`, to be written with the
+    check-in (over the version read here); None when there is nothing to mark (the plan gone
+    from the profile meanwhile, or marked already). Raises LearnerGone."""
+    state = store.memory.profile(learner_id)
+    plans = state.data.get("plans")
+    kept = next((p for p in kept_plans(plans) if same_plan(p, plan)), None)
+    if kept is None or kept.followed_up:
+        return None
+    return ProfileEdit(state.version, {**state.data, "plans": marked(plans, kept, today)})

@@ -10,14 +10,15 @@ workers run rounds at once, and each check-in is written once."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from dataclasses import dataclass, field, replace
+from datetime import date, datetime, timedelta
 from typing import Any
 
-from bot.checkins.compose import Composer
+from bot.checkins.compose import Composer, plan_edit
 from bot.checkins.routes import Routes
 from bot.checkins.timing import (
     DAYS_AHEAD,
@@ -38,9 +39,17 @@ from bot.turn.limits import Limits
 from memory import metrics
 from memory.clock import Clock
 from memory.database.records import LearnerGone
+from memory.jobs.plans import Plan
 from memory.llm import LLMError
 from memory.queue.heartbeat import Heartbeats
-from memory.store.checkins import ON, Candidate, CheckinClaim, CheckinWrite
+from memory.store.checkins import (
+    ON,
+    PROFILE_CHANGED,
+    Activity,
+    Candidate,
+    CheckinClaim,
+    CheckinWrite,
+)
 from memory.store.message_store import Store
 from memory.tokens import TokenCounter
 
@@ -60,6 +69,9 @@ MODEL_ERROR = "model_error"
 CRASHED = "crashed"
 LEARNER_WROTE = "learner_wrote"
 BUDGETS = ("learner_budget", "service_budget")
+# Writes of a check-in tried, at most, when a profile update comes between it and the plan
+# it marks followed up.
+MARK_ATTEMPTS = 3
 # A check-in whose composing failed is tried again this much later, this many times in all.
 RETRY_AFTER = timedelta(minutes=10)
 MAX_ATTEMPTS = 3
@@ -302,25 +314,28 @@ class CheckinRounds:
             if draft is not None:
                 self.store.ledger.record_calls(claim.learner_id, "checkin", draft.usage)
             return self._skip(claim, NOTHING_TO_SAY)
-        written = self.checkins.write(
-            claim,
-            seen,
-            CheckinWrite(
-                text=draft.text,
-                tokens=self.counter.count_message(draft.text),
-                channel=route.channel,
-                chat_id=route.chat_id,
-                template=template,
-                follows_up=draft.follows_up,
-                topic=draft.topic,
-                usage=draft.usage,
-            ),
+        checkin = CheckinWrite(
+            text=draft.text,
+            tokens=self.counter.count_message(draft.text),
+            channel=route.channel,
+            chat_id=route.chat_id,
+            template=template,
+            follows_up=draft.follows_up,
+            topic=draft.topic,
+            usage=draft.usage,
         )
+        try:
+            written = self._write(claim, seen, checkin, draft.plan)
+        except LearnerGone:  # forgotten: their usage went with them
+            raise
+        except Exception:  # the write never happened: its tokens are spent all the same
+            with contextlib.suppress(Exception):
+                self.store.ledger.record_calls(claim.learner_id, "checkin", draft.usage)
+            raise
         if written is None:
             log.info("checkin dropped checkin=%s: its claim is gone", claim.id)
             return "lost"
         if written != QUEUED:  # the learner wrote meanwhile: their reply goes, no check-in
-            self.store.ledger.record_calls(claim.learner_id, "checkin", draft.usage)
             log.info("checkin skipped checkin=%s reason=%s", claim.id, LEARNER_WROTE)
             return LEARNER_WROTE
         log.info(
@@ -331,6 +346,22 @@ class CheckinRounds:
             draft.follows_up,
         )
         return QUEUED
+
+    def _write(
+        self, claim: CheckinClaim, seen: Activity, checkin: CheckinWrite, plan: Plan | None
+    ) -> str | None:
+        """Write the check-in (memory/store/checkins.py `write`), with the plan it follows up
+        marked followed up in the same transaction: made again over a profile updated
+        meanwhile, up to MARK_ATTEMPTS times, then written without the mark."""
+        if plan is not None:
+            day = date.fromisoformat(claim.local_day)
+            for _ in range(MARK_ATTEMPTS):
+                edit = plan_edit(self.store, claim.learner_id, plan, day)
+                written = self.checkins.write(claim, seen, replace(checkin, profile=edit))
+                if written != PROFILE_CHANGED:
+                    return written
+            log.warning("checkin=%s: the plan's mark lost %d races", claim.id, MARK_ATTEMPTS)
+        return self.checkins.write(claim, seen, checkin)
 
     # -- for operators -------------------------------------------------------------------------
 

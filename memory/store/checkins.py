@@ -21,7 +21,7 @@ from sqlalchemy.exc import IntegrityError
 from memory.database.backends import backend_for
 from memory.database.claims import PENDING, UNFINISHED
 from memory.database.db import Tables
-from memory.database.models import Learner, Message, Usage
+from memory.database.models import Learner, Message, Profile, Usage
 from memory.database.models_checkins import (
     ANSWERED,
     CLAIMED,
@@ -37,6 +37,9 @@ from memory.database.records import LEARNER, PAM, LearnerGone
 from memory.llm import Usage as BilledCall
 
 ON, OFF = "on", "off"
+# What `write` answers when the profile changed since its edit was made: nothing was written,
+# the claim still holds, and the caller makes the edit again.
+PROFILE_CHANGED = "profile_changed"
 # How many of a learner's latest messages tell the hours they write at.
 HOURS_LOOKED_AT = 50
 # A check-in still unanswered this long after it went is no longer looked at as answered
@@ -98,9 +101,19 @@ class Activity:
 
 
 @dataclass(frozen=True)
+class ProfileEdit:
+    """The learned profile's data as a check-in leaves it (a plan it follows up marked), to
+    be written only over the profile's `version` it was made from."""
+
+    version: int
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class CheckinWrite:
     """A check-in to write as Pam's turn: the text and its token count, where it goes, whether
-    through a template, the composer's labels and the billed calls."""
+    through a template, the composer's labels, the billed calls, and the profile's edit that
+    goes with it (None: none)."""
 
     text: str
     tokens: int
@@ -110,6 +123,7 @@ class CheckinWrite:
     follows_up: str
     topic: str
     usage: Sequence[BilledCall]
+    profile: ProfileEdit | None = None
 
 
 @dataclass(frozen=True)
@@ -163,6 +177,37 @@ def _held(claim: CheckinClaim) -> Any:
     return and_(
         Checkin.id == claim.id, Checkin.claim_token == claim.token, Checkin.state == CLAIMED
     )
+
+
+class _ProfileChanged(Exception):
+    """A check-in's profile edit found a newer profile: its write is rolled back."""
+
+
+def _bill(
+    connection: Connection, learner_id: int, usage: Sequence[BilledCall], now: datetime
+) -> None:
+    """Record the calls a check-in billed (purpose "checkin"), counted in the budgets."""
+    for call in usage:
+        connection.execute(
+            insert(Usage).values(
+                learner_id=learner_id,
+                model=call.model[:100],
+                purpose="checkin",
+                input_tokens=call.input_tokens,
+                output_tokens=call.output_tokens,
+                created_at=now,
+            )
+        )
+
+
+def _edited(connection: Connection, learner_id: int, edit: ProfileEdit) -> bool:
+    """Write `edit` over the learner's profile, only if it is still at the edit's version."""
+    statement = (
+        update(Profile)
+        .where(Profile.learner_id == learner_id, Profile.version == edit.version)
+        .values(data=edit.data, version=Profile.version + 1)
+    )
+    return bool(connection.execute(statement).rowcount)
 
 
 class Checkins(Tables):
@@ -404,11 +449,13 @@ class Checkins(Tables):
 
     def write(self, claim: CheckinClaim, seen: Activity, checkin: CheckinWrite) -> str | None:
         """Write the claimed check-in as Pam's turn, in one transaction: her message, the
-        calls it billed, its outbox part, the check-in marked queued and the learner's count
-        of unanswered check-ins raised. Not when the claim is gone (None: /forget, /checkins off
-        or another worker after the lease ran out) or the learner wrote since `seen` (then the
-        check-in is skipped, "learner_wrote", and their message gets a normal reply): the
-        state the check-in is in afterwards."""
+        calls it billed, its outbox part, the profile's edit (a plan marked followed up), the
+        check-in marked queued and the learner's count of unanswered check-ins raised. Not
+        when the claim is gone (None: /forget, /checkins off or another worker after the lease
+        ran out) or the learner wrote since `seen` (then the check-in is skipped,
+        "learner_wrote", and their message gets a normal reply): the state the check-in is in
+        afterwards. The calls are billed whatever the outcome, unless the learner is gone.
+        PROFILE_CHANGED, with nothing written: a profile update came after the edit was made."""
         now = self.clock()
         taken = update(Checkin).where(_held(claim))
         taken = taken.values(
@@ -433,6 +480,7 @@ class Checkins(Tables):
                 # The first statement writes: on Postgres it locks the check-in's row (a /forget
                 # waits for it, then deletes what it wrote), on SQLite it takes the write lock.
                 if not connection.execute(taken).rowcount:
+                    _bill(connection, claim.learner_id, checkin.usage, now)
                     return None
                 if connection.execute(select(wrote)).scalar():
                     connection.execute(
@@ -440,60 +488,64 @@ class Checkins(Tables):
                         .where(Checkin.id == claim.id)
                         .values(state=SKIPPED, skip_reason="learner_wrote")
                     )
+                    _bill(connection, claim.learner_id, checkin.usage, now)
                     return SKIPPED
-                message_id = connection.execute(
-                    insert(Message)
-                    .values(
-                        learner_id=claim.learner_id,
-                        role=PAM,
-                        content=checkin.text,
-                        tokens=checkin.tokens,
-                        created_at=now,
-                    )
-                    .returning(Message.id)
-                ).scalar_one()
-                for call in checkin.usage:
-                    connection.execute(
-                        insert(Usage).values(
-                            learner_id=claim.learner_id,
-                            model=call.model[:100],
-                            purpose="checkin",
-                            input_tokens=call.input_tokens,
-                            output_tokens=call.output_tokens,
-                            created_at=now,
-                        )
-                    )
-                outbox_id = connection.execute(
-                    insert(OutboxItem)
-                    .values(
-                        inbox_id=None,
-                        seq=0,
-                        channel=checkin.channel,
-                        address=claim.address,
-                        chat_id=checkin.chat_id,
-                        text=checkin.text,
-                        status=PENDING,
-                        attempts=0,
-                        available_at=now,
-                        created_at=now,
-                        checkin=True,
-                        template=checkin.template,
-                    )
-                    .returning(OutboxItem.id)
-                ).scalar_one()
-                connection.execute(
-                    update(Checkin)
-                    .where(Checkin.id == claim.id)
-                    .values(message_id=message_id, outbox_id=outbox_id)
-                )
-                connection.execute(
-                    update(CheckinState)
-                    .where(CheckinState.learner_id == claim.learner_id)
-                    .values(last_sent_at=now, unanswered=CheckinState.unanswered + 1)
-                )
+                if checkin.profile is not None and not _edited(
+                    connection, claim.learner_id, checkin.profile
+                ):
+                    raise _ProfileChanged
+                _bill(connection, claim.learner_id, checkin.usage, now)
+                self._queue(connection, claim, checkin, now)
+        except _ProfileChanged:  # rolled back: the claim holds as it did
+            return PROFILE_CHANGED
         except IntegrityError:  # the learner was forgotten as it ran
             return None
         return QUEUED
+
+    @staticmethod
+    def _queue(
+        connection: Connection, claim: CheckinClaim, checkin: CheckinWrite, now: datetime
+    ) -> None:
+        """Pam's message, its outbox part and the learner's raised count (see `write`)."""
+        message_id = connection.execute(
+            insert(Message)
+            .values(
+                learner_id=claim.learner_id,
+                role=PAM,
+                content=checkin.text,
+                tokens=checkin.tokens,
+                created_at=now,
+            )
+            .returning(Message.id)
+        ).scalar_one()
+        outbox_id = connection.execute(
+            insert(OutboxItem)
+            .values(
+                inbox_id=None,
+                seq=0,
+                channel=checkin.channel,
+                address=claim.address,
+                chat_id=checkin.chat_id,
+                text=checkin.text,
+                status=PENDING,
+                attempts=0,
+                available_at=now,
+                created_at=now,
+                checkin=True,
+                template=checkin.template,
+            )
+            .returning(OutboxItem.id)
+        ).scalar_one()
+        connection.execute(
+            update(Checkin)
+            .where(Checkin.id == claim.id)
+            .values(message_id=message_id, outbox_id=outbox_id)
+        )
+        connection.execute(
+            update(CheckinState)
+            .where(CheckinState.learner_id == claim.learner_id)
+            .values(last_sent_at=now, unanswered=CheckinState.unanswered + 1)
+        )
 
     # -- afterwards ----------------------------------------------------------------------------
 

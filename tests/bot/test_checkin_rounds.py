@@ -9,12 +9,14 @@ import json
 import random
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from sqlalchemy import Engine, func, select
 
-from bot.checkins.compose import MemoryComposer
+from bot.checkins.compose import CheckinDraft, MemoryComposer, plan_edit
 from bot.checkins.rounds import (
     LEARNER_WRITING,
     LEARNER_WROTE,
@@ -34,11 +36,12 @@ from memory.database.models_checkins import (
     SKIPPED,
 )
 from memory.database.records import PAM
+from memory.jobs.plans import Plan, kept_plans
 from memory.llm import Outage
 from memory.llm import Usage as Billed
 from memory.messages import Inbound
 from memory.queue.inbox import Inbox
-from memory.store.checkins import CheckinWrite
+from memory.store.checkins import CheckinWrite, ProfileEdit
 from memory.store.message_store import Store
 from tests.fakes import FakeChatModel
 from tests.helpers.checkins import (
@@ -315,6 +318,88 @@ def test_a_learner_who_writes_while_it_is_composed_gets_no_checkin(
     assert checkin_outbox(pam.engine, address) == []
     assert DRAFT.text not in [m.content for m in pam.store.conversation.messages(learner)]
     # The composing was billed all the same.
+    assert pam.store.ledger.usage(learner)["checkin"] == (1, 420, 18)
+
+
+PLAN = Plan("job interview", "2026-03-19", "2026-03-16")
+
+
+def with_plan(pam: Pam, learner: int) -> CheckinDraft:
+    """The learner's profile holding PLAN, and a draft that follows it up."""
+    state = pam.store.memory.profile(learner)
+    data = {**state.data, "plans": [PLAN.as_dict()]}
+    assert pam.store.memory.save_profile_data(learner, state.version, data)
+    return replace(DRAFT, plan=PLAN)
+
+
+def followed_up(pam: Pam, learner: int) -> str | None:
+    [plan] = kept_plans(pam.store.memory.profile(learner).data["plans"])
+    return plan.followed_up
+
+
+def test_the_plan_followed_up_is_marked_with_the_write(
+    pam: Pam, clock: ManualClock, composer: FakeComposer
+) -> None:
+    learner = learner_who_wrote(pam, clock, telegram_address(), evenings(6, 17), "Europe/Madrid")
+    composer.answer = with_plan(pam, learner)
+    rounds = rounds_of(pam, composer)
+    rounds.run_round()
+    due = to_due(clock, pam.engine, learner)
+
+    assert rounds.run_round().outcomes == {"queued": 1}
+    assert followed_up(pam, learner) == due.astimezone(MADRID).date().isoformat()
+
+
+@pytest.mark.parametrize("drop", ["learner_wrote", "opted_out"])
+def test_a_dropped_checkin_leaves_its_plan_to_the_next_and_bills_its_tokens(
+    pam: Pam, clock: ManualClock, composer: FakeComposer, drop: str
+) -> None:
+    address = telegram_address()
+    learner = learner_who_wrote(pam, clock, address, evenings(6, 17), "Europe/Madrid")
+    composer.answer = with_plan(pam, learner)
+    rounds = rounds_of(pam, composer)
+    rounds.run_round()
+    to_due(clock, pam.engine, learner)
+    if drop == "learner_wrote":
+        inbox = Inbox(pam.engine, 60, clock)
+        composer.during = lambda _: inbox.accept(
+            Inbound("telegram", f"tg-{random.random()}", address, address[9:], "¡Hola!")
+        )
+    else:  # /checkins off as it is composed: the claim is gone when it is written
+        composer.during = lambda _: pam.store.checkins.set_preference(learner, on=False)
+
+    assert rounds.run_round().outcomes == {
+        (LEARNER_WROTE if drop == "learner_wrote" else "lost"): 1
+    }
+    assert followed_up(pam, learner) is None
+    assert pam.store.ledger.usage(learner)["checkin"] == (1, 420, 18)
+    assert checkin_outbox(pam.engine, address) == []
+
+
+def test_a_profile_update_between_is_read_again_and_the_plan_still_marked(
+    pam: Pam, clock: ManualClock, composer: FakeComposer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    address = telegram_address()
+    learner = learner_who_wrote(pam, clock, address, evenings(6, 17), "Europe/Madrid")
+    composer.answer = with_plan(pam, learner)
+    rounds = rounds_of(pam, composer)
+    rounds.run_round()
+    to_due(clock, pam.engine, learner)
+    edits = []
+
+    def raced(*args: Any) -> ProfileEdit | None:
+        edit = plan_edit(*args)
+        if not edits:  # the profile job writes just after the first edit was made
+            state = pam.store.memory.profile(learner)
+            assert pam.store.memory.save_profile_data(learner, state.version, state.data)
+        edits.append(edit)
+        return edit
+
+    monkeypatch.setattr("bot.checkins.rounds.plan_edit", raced)
+
+    assert rounds.run_round().outcomes == {"queued": 1}
+    assert len(edits) == 2 and followed_up(pam, learner) is not None
+    assert len(checkin_outbox(pam.engine, address)) == 1
     assert pam.store.ledger.usage(learner)["checkin"] == (1, 420, 18)
 
 

@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import Engine
 
 from bot.checkins.answer import MAX_CHARS, in_script, script_of
-from bot.checkins.compose import CheckinDraft, Composer, MemoryComposer
+from bot.checkins.compose import CheckinDraft, Composer, MemoryComposer, plan_edit
 from bot.worker.runtime import Pam
 from memory.clock import ManualClock
 from memory.jobs.plans import FOLLOWED_UP
@@ -76,7 +76,7 @@ def world(settings: Settings, engine: Engine) -> World:
     return World(settings, engine)
 
 
-def test_a_plan_comes_first_and_is_never_followed_up_twice(world: World) -> None:
+def test_a_plan_comes_first_and_once_marked_is_never_followed_up_again(world: World) -> None:
     learner = world.learner("El jueves tengo una entrevista de trabajo")
     world.profile(learner, plans=[INTERVIEW])
     world.summary(learner, SUMMARY)
@@ -94,9 +94,16 @@ def test_a_plan_comes_first_and_is_never_followed_up_twice(world: World) -> None
         "<follow_up>\nplan: job interview (entrevista)\n"
         "when: Thu 2026-03-05, yesterday\n</follow_up>" in user["content"]
     )
+    # The composer marks nothing: the draft names the plan, for the check-in's write to mark.
+    assert draft.plan is not None and draft.plan.what == INTERVIEW["what"]
+    assert FOLLOWED_UP not in world.pam.store.memory.profile(learner).data["plans"][0]
+    edit = plan_edit(world.pam.store, learner, draft.plan, date(2026, 3, 6))
+    assert edit is not None
+    assert world.pam.store.memory.save_profile_data(learner, edit.version, edit.data)
     stored = world.pam.store.memory.profile(learner).data["plans"][0]
     assert stored[FOLLOWED_UP] == "2026-03-06"
-    # The same plan, the next day or the one after: the summary's thread instead.
+    assert plan_edit(world.pam.store, learner, draft.plan, date(2026, 3, 6)) is None
+    # Once marked, the same plan, the next day or the one after: the summary's thread instead.
     world.model.queue("checkin", checkin("¿Al final te apuntaste a la clase de cocina?"))
     again = world.compose(learner, FRIDAY + timedelta(days=1))
     assert again is not None and again.follows_up == "thread"
