@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 from memory.database.backends import backend_for
 from memory.database.db import Tables
 from memory.database.models import Learner, Profile, Summary
+from memory.database.models_checkins import Checkin, CheckinState
 from memory.database.models_queue import InboxItem, OutboxItem
 from memory.database.models_recall import RecallEntry
 from memory.database.records import LEARNER_TABLES, LearnerGone, LearnerInfo
@@ -174,6 +175,13 @@ class Learners(Tables):
         learner = session.get(Learner, learner_id)
         if learner is None:
             return None
+        # The check-ins go first: a check-in being written holds its row's lock (on Postgres)
+        # until its message and outbox part are committed, so this waits for that write and
+        # the outbox part is deleted below, or takes the rows first and the write finds its
+        # claim gone. Deleted after the outbox, a write committing in between would leave a
+        # queued check-in to an erased learner.
+        session.execute(delete(Checkin).where(Checkin.learner_id == learner_id))
+        session.execute(delete(CheckinState).where(CheckinState.learner_id == learner_id))
         inbox = delete(InboxItem).where(InboxItem.address == learner.external_id)
         outbox = delete(OutboxItem).where(OutboxItem.address == learner.external_id)
         if keep_inbox_id is not None:

@@ -8,13 +8,14 @@ import itertools
 import json
 import random
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, event, func, select
 
 from bot.checkins.compose import CheckinDraft, MemoryComposer, plan_edit
 from bot.checkins.rounds import (
@@ -437,6 +438,44 @@ def test_forget_after_it_is_queued_cancels_it_in_the_same_transaction(
     counts = pam.store.inspection.rows_about(learner, address)
     assert counts["checkins"] == 0 and counts["checkin_states"] == 0
     assert set(counts.values()) == {0}
+
+
+def test_an_operators_erase_racing_the_write_leaves_no_checkin_to_send(
+    pam: Pam,
+    clock: ManualClock,
+    composer: FakeComposer,
+    worker: Worker,
+    telegram: RecordingSender,
+    database_url: str,
+) -> None:
+    """The admin API's erase comes while the check-in is being written: the write has taken
+    its row and not yet committed its message and outbox part."""
+    address = telegram_address()
+    learner = learner_who_wrote(pam, clock, address, evenings(6, 17), "Europe/Madrid")
+    rounds = rounds_of(pam, composer)
+    rounds.run_round()
+    to_due(clock, pam.engine, learner)
+    writing = db.make_engine(database_url)
+    rounds.store = Store(writing, clock)
+    rounds.checkins = rounds.store.checkins
+    erase = threading.Thread(target=pam.store.learners.forget, args=(learner,))
+
+    def erase_meanwhile(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        if statement.startswith("INSERT INTO messages") and not erase.is_alive():
+            erase.start()
+            time.sleep(0.5)  # the erase runs as far as it can before the write commits
+
+    event.listen(writing, "before_cursor_execute", erase_meanwhile)
+    try:
+        rounds.run_round()
+    finally:
+        erase.join(30)
+        event.remove(writing, "before_cursor_execute", erase_meanwhile)
+        writing.dispose()
+    worker.drain()
+
+    assert telegram.calls == []
+    assert set(pam.store.inspection.rows_about(learner, address).values()) == {0}
 
 
 def test_a_claim_whose_worker_died_is_taken_up_and_written_once(
