@@ -29,6 +29,8 @@ from bot.checkins.timing import (
     learned_hour,
     local_day,
     next_slot,
+    quiet_soon,
+    slot_minute,
     spread_minute,
     stopped,
     zone_from_hours,
@@ -200,13 +202,15 @@ class CheckinRounds:
                 tz_name = guess
         tz = zone(tz_name)
         grace = LATE_GRACE
+        quiet = self.quiet
         if prefs.timezone_stated or route.timezone is not None:
-            hour = learned_hour(times, tz, self.settings.default_hour, self.quiet)
+            hour = learned_hour(times, tz, self.settings.default_hour, quiet)
         else:
             # A timezone guessed from the hours may be an hour or more off: the check-in goes
             # at the learner's own median time, and a slot missed is not taken late (an hour
             # late could be the learner's night).
-            hour = guessed_hour(times, tz, self.settings.default_hour, self.quiet.widened(1))
+            quiet = quiet.widened(1)
+            hour = guessed_hour(times, tz, self.settings.default_hour, quiet)
             grace = timedelta(0)
         if hour != prefs.preferred_hour:
             self.checkins.learned(prefs.learner_id, hour)
@@ -215,7 +219,7 @@ class CheckinRounds:
             now,
             tz,
             hour,
-            spread_minute(prefs.learner_id),
+            slot_minute(hour, spread_minute(prefs.learner_id), quiet),
             not_before=self._not_before(prefs.last_sent_at, prefs.unanswered),
             taken=self.checkins.days_taken(prefs.learner_id, yesterday),
             grace=grace,
@@ -281,7 +285,8 @@ class CheckinRounds:
             # A timezone guessed from the hours the learner writes at is a fixed offset: when
             # their clocks change it is an hour off, so their quiet hours are kept an hour wider.
             quiet = quiet.widened(1)
-        if quiet.quiet(now.astimezone(zone(prefs.timezone)).hour):
+        tz = zone(prefs.timezone)
+        if quiet_soon(quiet, now, tz):
             return self._skip(claim, QUIET_HOURS)
         seen = self.checkins.activity(claim.learner_id, claim.address)
         if seen.waiting:
@@ -314,6 +319,10 @@ class CheckinRounds:
             if draft is not None:
                 self.store.ledger.record_calls(claim.learner_id, "checkin", draft.usage)
             return self._skip(claim, NOTHING_TO_SAY)
+        if quiet_soon(quiet, self.clock(), tz):
+            # The round came late or the model was slow: it is (nearly) quiet hours by now.
+            self.store.ledger.record_calls(claim.learner_id, "checkin", draft.usage)
+            return self._skip(claim, QUIET_HOURS)
         checkin = CheckinWrite(
             text=draft.text,
             tokens=self.counter.count_message(draft.text),
@@ -442,7 +451,7 @@ def outlook(
         now,
         tz,
         hour,
-        spread_minute(learner_id),
+        slot_minute(hour, spread_minute(learner_id), quiet),
         not_before=not_before,
         taken={row.local_day for row in history},
     )

@@ -22,6 +22,12 @@ USUAL_LOCAL_HOUR = 19
 LATE_GRACE = timedelta(hours=1)
 # How far ahead a plan looks for a free local day.
 DAYS_AHEAD = 60
+# A check-in is not written when the learner's quiet hours begin within this long: it is
+# sent a little after it is written (the outbox, a retry).
+SEND_MARGIN = timedelta(minutes=5)
+# A check-in in the last hour before the quiet hours goes at most at this minute: a round
+# that comes late or a slow model still leaves it time to go before they begin.
+LAST_MINUTE_BEFORE_QUIET = 40
 
 
 @dataclass(frozen=True)
@@ -56,6 +62,20 @@ class QuietHours:
         if not allowed:
             return hour
         return min(allowed, key=lambda h: (min(abs(h - hour), 24 - abs(h - hour)), h))
+
+
+def quiet_soon(quiet: QuietHours, moment: datetime, tz: ZoneInfo) -> bool:
+    """Whether it is quiet hours for a learner in `tz` at `moment`, or will be within
+    SEND_MARGIN (a check-in written then would reach them inside them)."""
+    return any(quiet.quiet(t.astimezone(tz).hour) for t in (moment, moment + SEND_MARGIN))
+
+
+def slot_minute(hour: int, minute: int, quiet: QuietHours) -> int:
+    """The minute of a check-in at the local `hour`: the learner's own `minute`, kept at most
+    LAST_MINUTE_BEFORE_QUIET when the hour after it is quiet."""
+    if quiet.quiet((hour + 1) % 24):
+        return min(minute, LAST_MINUTE_BEFORE_QUIET)
+    return minute
 
 
 def median_hour(times: Sequence[datetime]) -> float | None:

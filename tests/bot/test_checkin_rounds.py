@@ -294,6 +294,31 @@ def test_one_taken_up_late_in_the_learners_quiet_hours_is_skipped(
     assert composer.calls == []
 
 
+def test_one_whose_composing_runs_into_quiet_hours_is_not_written(
+    pam: Pam, clock: ManualClock, composer: FakeComposer
+) -> None:
+    address = telegram_address()
+    # They write at 23:05 in Madrid: their check-in goes at 20:xx, the last hour before 21:00.
+    learner = learner_who_wrote(pam, clock, address, evenings(6, 22), "Europe/Madrid")
+    rounds = rounds_of(pam, composer)
+    rounds.run_round()
+    due = to_due(clock, pam.engine, learner)
+    local = due.astimezone(MADRID)
+    assert local.hour == 20 and local.minute <= 40  # room before the quiet hours
+
+    # The round came late and the model was slow: it is past 21:00 when the draft is ready.
+    clock.now = local.replace(minute=54).astimezone(UTC)
+
+    def slow(_: int) -> None:
+        clock.now = local.replace(hour=21, minute=1).astimezone(UTC)
+
+    composer.during = slow
+
+    assert rounds.run_round().outcomes == {"quiet_hours": 1}
+    assert checkin_outbox(pam.engine, address) == []
+    assert pam.store.ledger.usage(learner)["checkin"] == (1, 420, 18)  # its tokens were spent
+
+
 # -- exactly once, and the learner first --------------------------------------------------
 
 

@@ -18,6 +18,8 @@ from bot.checkins.timing import (
     guessed_hour,
     median_hour,
     next_slot,
+    quiet_soon,
+    slot_minute,
     stopped,
     zone_from_hours,
 )
@@ -87,3 +89,16 @@ def test_a_back_off_longer_than_a_plan_looks_ahead_stops_checkins() -> None:
     # And a slot asked for past the horizon is none, not an error.
     far = DAY + timedelta(days=DAYS_AHEAD + 5)
     assert next_slot(DAY, ZoneInfo("Europe/Madrid"), 18, 0, not_before=far) is None
+
+
+def test_the_last_hour_before_quiet_hours_leaves_room_before_them() -> None:
+    # Spread over the whole hour elsewhere; in the hour before 21:00, at most at :40.
+    assert slot_minute(18, 59, QUIET) == 59
+    assert slot_minute(20, 59, QUIET) == 40 and slot_minute(20, 12, QUIET) == 12
+    assert slot_minute(23, 59, QuietHours(0, 8)) == 40  # quiet from midnight
+    madrid = ZoneInfo("Europe/Madrid")
+    at_local = datetime(2026, 3, 20, 20, 54, tzinfo=madrid)
+    assert not quiet_soon(QUIET, at_local.astimezone(UTC), madrid)
+    # 20:56: the quiet hours begin before it would reach them.
+    assert quiet_soon(QUIET, (at_local + timedelta(minutes=2)).astimezone(UTC), madrid)
+    assert quiet_soon(QUIET, at_local.replace(hour=22).astimezone(UTC), madrid)
