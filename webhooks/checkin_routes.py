@@ -18,9 +18,9 @@ from webhooks.whatsapp import CHANNEL as WHATSAPP
 from webhooks.whatsapp.timezone import number_timezone
 
 # WhatsApp's customer service window is 24 hours from the user's last message. A check-in goes
-# free-form only within 23: the learner's message is timed when its turn ran, not when it
-# arrived, and the check-in is sent after it was decided (a queue, retries); an hour is the
-# margin for both, past which the template (or nothing) carries it.
+# free-form only within 23 of when the learner's last message reached the inbox (Twilio's
+# delivery, not the turn that ran later): the check-in is sent a while after it was decided (the
+# outbox, retries), and the hour is that margin; past it the template (or nothing) carries it.
 WHATSAPP_WINDOW = timedelta(hours=23)
 
 

@@ -296,7 +296,7 @@ class CheckinRounds:
         if last is not None and now - last < recent:
             return self._skip(claim, RECENT_CHAT)
         template = False
-        if route.window is not None and (last is None or now - last >= route.window):
+        if route.window is not None and not _within(route.window, seen.last_received_at, now):
             if not route.template:
                 return self._skip(claim, NO_TEMPLATE)
             template = True
@@ -379,6 +379,14 @@ class CheckinRounds:
         return outlook(
             self.store, self.routes, self.settings, self.clock(), learner_id, address, enabled
         )
+
+
+def _within(window: timedelta, received_at: datetime | None, now: datetime) -> bool:
+    """Whether `now` is within a platform's free-form `window` of the learner's last message:
+    measured from when it reached the inbox (not when its turn ran, later), and never when
+    none is kept (none came within the queue's retention, at least the 24 hours of WhatsApp's
+    window)."""
+    return received_at is not None and now - received_at < window
 
 
 def outlook(

@@ -11,7 +11,8 @@ from typing import Protocol
 @dataclass(frozen=True)
 class Route:
     """How a check-in reaches a learner: the `channel` and `chat_id` its outbox part goes to;
-    `window`, the time since the learner's last message within which Pam may write freely
+    `window`, the time since the learner's last message reached Pam (its inbox row's
+    `received_at`) within which Pam may write freely
     (WhatsApp's 24 hours; None: any time); `template`, whether an approved template carries a
     check-in outside it; `timezone`, the one the address suggests (a WhatsApp number's
     country), None when it suggests none."""

@@ -93,11 +93,14 @@ class CheckinClaim:
 @dataclass(frozen=True)
 class Activity:
     """What a check-in is decided on: the learner's newest message of their own (its id and
-    time; 0 and None for none) and whether a message of theirs waits in the inbox."""
+    time, when its turn ran; 0 and None for none), whether a message of theirs waits in the
+    inbox, and when the newest message from their address reached the inbox (None: none kept,
+    so none came within the queue's retention, a day at least)."""
 
     last_message_id: int
     last_message_at: datetime | None
     waiting: bool
+    last_received_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -408,7 +411,8 @@ class Checkins(Tables):
         )
 
     def activity(self, learner_id: int, address: str) -> Activity:
-        """The learner's newest message of their own and whether one waits in the inbox."""
+        """The learner's newest message of their own, whether one waits in the inbox, and
+        when the newest from their address reached it."""
         newest = (
             select(Message.id, Message.created_at)
             .where(Message.learner_id == learner_id, Message.role == LEARNER)
@@ -416,12 +420,19 @@ class Checkins(Tables):
             .limit(1)
         )
         waiting = exists().where(InboxItem.address == address, InboxItem.status.in_(UNFINISHED))
+        received = (
+            select(InboxItem.received_at)
+            .where(InboxItem.address == address)
+            .order_by(InboxItem.id.desc())
+            .limit(1)
+        )
         with self.single.connect() as connection:
             row = connection.execute(newest).first()
             queued = bool(connection.execute(select(waiting)).scalar())
+            received_at = connection.execute(received).scalar()
         if row is None:
-            return Activity(0, None, queued)
-        return Activity(row.id, row.created_at, queued)
+            return Activity(0, None, queued, received_at)
+        return Activity(row.id, row.created_at, queued, received_at)
 
     def skip(self, claim: CheckinClaim, reason: str) -> bool:
         """Give the claimed check-in up for `reason`; False when the claim was gone."""

@@ -258,6 +258,29 @@ def test_whatsapp_outside_the_window_without_a_template_sends_nothing(
     assert checkins_of(pam.engine, learner)[0].skip_reason == NO_TEMPLATE
 
 
+def test_the_whatsapp_window_runs_from_when_their_message_reached_pam(
+    pam: Pam, clock: ManualClock, composer: FakeComposer, worker: Worker, whatsapp: RecordingSender
+) -> None:
+    address = spanish_number()
+    learner = learner_who_wrote(pam, clock, address, evenings(6, 17, before=START - timedelta(2)))
+    rounds = rounds_of(pam, composer)  # no template
+    rounds.run_round()
+    due = to_due(clock, pam.engine, learner)
+    # Their last message reached the inbox 23½ hours before the check-in is due, but its turn
+    # ran two hours later (a backlog): by the turn's time it would be well inside the window.
+    clock.now = due - timedelta(hours=23, minutes=30)
+    assert Inbox(pam.engine, 60, clock).accept(
+        Inbound("whatsapp", f"wa-{random.random()}", address, address, "hola")
+    )
+    clock.advance(timedelta(hours=2))
+    worker.drain()
+    assert pam.store.checkins.activity(learner, address).last_message_at == clock.now
+    clock.now = due + timedelta(seconds=1)
+
+    assert rounds.run_round().outcomes == {NO_TEMPLATE: 1}
+    assert checkin_outbox(pam.engine, address) == []
+
+
 def test_recent_chat_and_a_message_waiting_skip_the_day(
     pam: Pam, clock: ManualClock, composer: FakeComposer
 ) -> None:

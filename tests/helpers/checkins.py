@@ -11,7 +11,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from sqlalchemy import Engine, delete, select
+from sqlalchemy import Engine, delete, insert, select
 from sqlalchemy.orm import Session
 
 from bot.checkins.compose import CheckinDraft
@@ -19,7 +19,7 @@ from bot.checkins.rounds import CheckinRounds
 from bot.worker.runtime import Pam
 from memory.clock import ManualClock
 from memory.database.models_checkins import Checkin, CheckinState
-from memory.database.models_queue import OutboxItem
+from memory.database.models_queue import InboxItem, OutboxItem
 from memory.llm import Usage as Billed
 from tests.fakes import FakeChatModel
 from tests.support import RecordingSender
@@ -117,8 +117,19 @@ def learner_who_wrote(
     for moment in times:
         clock.now = moment
         pam.store.conversation.add_learner_message(learner.id, "hola", 2)
+        arrived(pam.engine, address, moment)
     clock.now = now
     return learner.id
+
+
+def arrived(engine: Engine, address: str, at: datetime) -> None:
+    """A message from `address` that reached the inbox at `at`, answered since."""
+    channel, _, chat = address.partition(":")
+    row = {"channel": channel, "platform_id": f"m-{random.random()}", "chat_id": chat}
+    row |= {"address": address, "text": "hola", "status": "done", "attempts": 1}
+    row |= {"received_at": at, "available_at": at, "finished_at": at}
+    with engine.begin() as connection:
+        connection.execute(insert(InboxItem).values(**row))
 
 
 def evenings(days: int, hour_utc: int, before: datetime = START) -> list[datetime]:
