@@ -36,7 +36,7 @@ from bot.checkins.timing import (
     zone_from_hours,
 )
 from bot.settings import CheckinSettings
-from bot.timezones import zone
+from bot.timezones import is_fixed_offset, readable, zone
 from bot.turn.limits import Limits
 from memory import metrics
 from memory.clock import Clock
@@ -389,6 +389,15 @@ def _within(window: timedelta, received_at: datetime | None, now: datetime) -> b
     return received_at is not None and now - received_at < window
 
 
+def _guessed_from(timezone: str | None, stated: bool) -> str | None:
+    """Where Pam's guess at a timezone came from: "hours" (the hours the learner writes at,
+    a fixed offset) or "number" (their phone number's country); None when they stated it or
+    there is none."""
+    if stated or timezone is None:
+        return None
+    return "hours" if is_fixed_offset(timezone) else "number"
+
+
 def outlook(
     store: Store,
     routes: Routes | None,
@@ -405,8 +414,10 @@ def outlook(
     details: dict[str, Any] = {
         "preference": prefs.preference,
         "preference_set_at": prefs.preference_set_at,
-        "timezone": prefs.timezone,
+        # As a person reads it: a guess from the hours is a fixed offset, "UTC+01:00".
+        "timezone": readable(prefs.timezone) if prefs.timezone else None,
         "timezone_stated": prefs.timezone_stated,
+        "timezone_guessed_from": _guessed_from(prefs.timezone, prefs.timezone_stated),
         "preferred_hour": prefs.preferred_hour,
         "last_sent_at": prefs.last_sent_at,
         "unanswered": prefs.unanswered,

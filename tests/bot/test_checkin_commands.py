@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 from sqlalchemy import Engine
 
+from bot.timezones import readable
 from bot.turn import checkin_commands
 from bot.worker.runtime import Pam
 from memory.clock import ManualClock
@@ -66,6 +67,42 @@ def test_checkins_off_and_the_usage(pam: Pam) -> None:
     assert usage.startswith(checkin_commands.CHECKINS_USAGE)
     assert usage.endswith(checkin_commands.CHECKINS_OFF)
     assert ask(pam, user, "/checkins maybe").startswith(checkin_commands.CHECKINS_USAGE)
+
+
+def test_checkins_says_which_state_they_are_in_never_on_off_or_paused(pam: Pam) -> None:
+    user = unique_user()
+    # Never turned on: nothing to turn "back" on.
+    never = ask(pam, user, "/checkins")
+    assert never.endswith(checkin_commands.CHECKINS_NEVER_ON) and "back on" not in never
+    learner = learner_of(pam, user)
+    ask(pam, user, "/checkins on")
+    assert ask(pam, user, "/checkins").endswith(checkin_commands.CHECKINS_ON)
+    # Their chat refused Pam's messages (a block since lifted): paused, and how to restart.
+    assert pam.store.checkins.disable(learner.external_id, "telegram_blocked")
+    assert ask(pam, user, "/checkins").endswith(checkin_commands.CHECKINS_PAUSED)
+    ask(pam, user, "/checkins off")
+    assert ask(pam, user, "/checkins").endswith(checkin_commands.CHECKINS_OFF)
+
+
+def test_a_timezone_guessed_from_the_hours_reads_as_an_offset_and_a_guess(pam: Pam) -> None:
+    user = unique_user()
+    learner = pam.store.learners.learner(user)
+    # Etc/GMT-1 is an hour ahead of UTC: POSIX's sign, backwards to anyone reading it.
+    pam.store.checkins.set_timezone(learner.id, "Etc/GMT-1", stated=False)
+    answer = ask(pam, user, "/timezone")
+    assert answer.startswith("Your time zone: UTC+01:00, as I guessed from the hours")
+    assert "GMT" not in answer
+    ask(pam, user, "/language English Spanish")
+    assert ask(pam, user, "/timezone").startswith("Tu zona horaria: UTC+01:00, según lo que")
+    # A zone they state themselves is theirs, not a guess, however it is spelt.
+    assert "UTC-05:00" in ask(pam, user, "/timezone Etc/GMT+5")
+    assert ask(pam, user, "/timezone").startswith("Tu zona horaria: UTC-05:00.")
+
+
+def test_timezones_read_as_people_read_them() -> None:
+    assert readable("Etc/GMT-1") == "UTC+01:00" and readable("Etc/GMT+5") == "UTC-05:00"
+    assert readable("Etc/UTC") == "UTC" and readable(None) == "UTC"
+    assert readable("Europe/Madrid") == "Europe/Madrid"
 
 
 def test_timezone_takes_iana_names_as_people_type_them(pam: Pam) -> None:

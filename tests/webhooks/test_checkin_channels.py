@@ -217,7 +217,17 @@ def test_the_admin_api_shows_the_next_checkin_and_why_none(
     }
     assert "planned" in body["why"] and body["preference"] == "on"
     assert body["timezone"] == "Europe/Madrid" and body["timezone_stated"] is True
+    assert body["timezone_guessed_from"] is None
     assert body["recent"][0]["state"] == "scheduled"
+    # A zone guessed from the hours is a fixed offset, shown as one reads it.
+    pam.store.checkins.set_timezone(learner, "Etc/GMT-1", stated=False)
+    guessed = (
+        create_app(on, engine=engine)
+        .test_client()
+        .get(f"/admin/learners/{learner}/checkins", headers=headers)
+        .get_json()
+    )
+    assert guessed["timezone"] == "UTC+01:00" and guessed["timezone_guessed_from"] == "hours"
 
     off = on.replace(checkin={"enabled": False})
     answer = (
