@@ -21,7 +21,9 @@ from webhooks.whatsapp.timezone import number_timezone
 # free-form only within 23 of when the learner's last message reached the inbox (Twilio's
 # delivery, not the turn that ran later): the check-in is sent a while after it was decided (the
 # outbox, retries), and the hour is that margin; past it the template (or nothing) carries it.
+# A free-form check-in still unsent when the 24 hours are over is not sent at all.
 WHATSAPP_WINDOW = timedelta(hours=23)
+WHATSAPP_WINDOW_CLOSES = timedelta(hours=24)
 
 
 class ChannelRoutes:
@@ -46,6 +48,7 @@ class ChannelRoutes:
                 WHATSAPP,
                 address,
                 window=WHATSAPP_WINDOW,
+                window_closes=WHATSAPP_WINDOW_CLOSES,
                 template=self.template,
                 timezone=number_timezone(address),
             )

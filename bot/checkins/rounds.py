@@ -19,7 +19,7 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 from bot.checkins.compose import Composer, plan_edit
-from bot.checkins.routes import Routes
+from bot.checkins.routes import Route, Routes
 from bot.checkins.timing import (
     DAYS_AHEAD,
     LATE_GRACE,
@@ -29,6 +29,7 @@ from bot.checkins.timing import (
     learned_hour,
     local_day,
     next_slot,
+    quiet_begins,
     quiet_soon,
     slot_minute,
     spread_minute,
@@ -332,6 +333,7 @@ class CheckinRounds:
             follows_up=draft.follows_up,
             topic=draft.topic,
             usage=draft.usage,
+            send_before=_send_before(route, template, seen, quiet_begins(quiet, self.clock(), tz)),
         )
         try:
             written = self._write(claim, seen, checkin, draft.plan)
@@ -387,6 +389,20 @@ def _within(window: timedelta, received_at: datetime | None, now: datetime) -> b
     none is kept (none came within the queue's retention, at least the 24 hours of WhatsApp's
     window)."""
     return received_at is not None and now - received_at < window
+
+
+def _send_before(
+    route: Route, template: bool, seen: Activity, quiet_at: datetime | None
+) -> datetime | None:
+    """A check-in's deadline, from which its outbox part is not sent (a retry, an outage):
+    when the learner's next quiet hours begin (`quiet_at`), or for a free-form message within
+    a platform's window, when that window closes after their last message reached Pam, the
+    earlier; None for neither. A template has no window to close."""
+    deadlines = [] if quiet_at is None else [quiet_at]
+    window = route.window_closes or route.window
+    if not template and window is not None and seen.last_received_at is not None:
+        deadlines.append(seen.last_received_at + window)
+    return min(deadlines, default=None)
 
 
 def _guessed_from(timezone: str | None, stated: bool) -> str | None:

@@ -70,6 +70,28 @@ def quiet_soon(quiet: QuietHours, moment: datetime, tz: ZoneInfo) -> bool:
     return any(quiet.quiet(t.astimezone(tz).hour) for t in (moment, moment + SEND_MARGIN))
 
 
+def quiet_begins(quiet: QuietHours, moment: datetime, tz: ZoneInfo) -> datetime | None:
+    """When the learner's next quiet hours begin, as of `moment` (UTC): the start of the first
+    local hour from `moment` on that is quiet, as `quiet_soon` reads the hours (`moment` itself
+    when it is quiet already); None when there are no quiet hours. A check-in written at
+    `moment` is not sent from then on (its outbox part's `send_before`)."""
+    if quiet.start == quiet.end:
+        return None
+    local = moment.astimezone(tz)
+    if quiet.quiet(local.hour):
+        return moment
+    # The start of the local hour, in UTC, then each next one: an offset keeps its minutes
+    # within an hour, and clocks change by whole hours.
+    hour = moment.astimezone(UTC) - timedelta(
+        minutes=local.minute, seconds=local.second, microseconds=local.microsecond
+    )
+    for _ in range(48):
+        hour += timedelta(hours=1)
+        if quiet.quiet(hour.astimezone(tz).hour):
+            return hour
+    return None
+
+
 def slot_minute(hour: int, minute: int, quiet: QuietHours) -> int:
     """The minute of a check-in at the local `hour`: the learner's own `minute`, kept at most
     LAST_MINUTE_BEFORE_QUIET when the hour after it is quiet."""

@@ -109,6 +109,10 @@ class OutboxItem(QueueItem, Base):
     # 24-hour window, it goes through the operator's approved template, the text its variable.
     checkin: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     template: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # A check-in's deadline: it is not sent from then on (the learner's quiet hours begin, or
+    # WhatsApp's 24-hour window closes), but ended as failed and the check-in skipped, "late"
+    # (bot/worker/delivery.py). None: no deadline, as for every reply.
+    send_before: Mapped[datetime | None] = mapped_column(UTCDateTime())
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     platform_message_id: Mapped[str | None] = mapped_column(String(100))

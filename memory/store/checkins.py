@@ -116,7 +116,7 @@ class ProfileEdit:
 class CheckinWrite:
     """A check-in to write as Pam's turn: the text and its token count, where it goes, whether
     through a template, the composer's labels, the billed calls, and the profile's edit that
-    goes with it (None: none)."""
+    goes with it (None: none); `send_before`, its outbox part's deadline (None: none)."""
 
     text: str
     tokens: int
@@ -127,6 +127,7 @@ class CheckinWrite:
     topic: str
     usage: Sequence[BilledCall]
     profile: ProfileEdit | None = None
+    send_before: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -544,6 +545,7 @@ class Checkins(Tables):
                 created_at=now,
                 checkin=True,
                 template=checkin.template,
+                send_before=checkin.send_before,
             )
             .returning(OutboxItem.id)
         ).scalar_one()

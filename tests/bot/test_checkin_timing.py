@@ -18,6 +18,7 @@ from bot.checkins.timing import (
     guessed_hour,
     median_hour,
     next_slot,
+    quiet_begins,
     quiet_soon,
     slot_minute,
     stopped,
@@ -102,3 +103,44 @@ def test_the_last_hour_before_quiet_hours_leaves_room_before_them() -> None:
     # 20:56: the quiet hours begin before it would reach them.
     assert quiet_soon(QUIET, (at_local + timedelta(minutes=2)).astimezone(UTC), madrid)
     assert quiet_soon(QUIET, at_local.replace(hour=22).astimezone(UTC), madrid)
+
+
+def test_quiet_hours_begin_at_the_start_of_the_first_quiet_local_hour() -> None:
+    madrid, kolkata = ZoneInfo("Europe/Madrid"), ZoneInfo("Asia/Kolkata")
+    # 18:10 in Madrid (winter time, UTC+1): the quiet hours begin at 21:00, 20:00 UTC.
+    evening = datetime(2026, 3, 20, 17, 10, tzinfo=UTC)
+    assert quiet_begins(QUIET, evening, madrid) == datetime(2026, 3, 20, 20, 0, tzinfo=UTC)
+    # In summer time (UTC+2) the same local hour is an hour earlier in UTC.
+    summer = datetime(2026, 3, 30, 16, 10, tzinfo=UTC)
+    assert quiet_begins(QUIET, summer, madrid) == datetime(2026, 3, 30, 19, 0, tzinfo=UTC)
+    # A half-hour offset: 21:00 in Kolkata is 15:30 UTC.
+    assert quiet_begins(QUIET, DAY + timedelta(hours=6), kolkata) == DAY + timedelta(
+        hours=15, minutes=30
+    )
+    # Quiet already: now; no quiet hours: never.
+    night = datetime(2026, 3, 20, 21, 30, tzinfo=UTC)
+    assert quiet_begins(QUIET, night, madrid) == night
+    assert quiet_begins(QuietHours(9, 9), evening, madrid) is None
+
+
+@given(
+    st.integers(0, 23),
+    st.integers(0, 23),
+    st.datetimes(
+        min_value=datetime(2026, 1, 1), max_value=datetime(2027, 1, 1), timezones=st.just(UTC)
+    ),
+    st.sampled_from(["Europe/Madrid", "America/Sao_Paulo", "Asia/Kolkata", "Etc/GMT-2"]),
+)
+def test_the_quiet_hours_begin_where_quiet_soon_first_says_so(
+    start: int, end: int, moment: datetime, name: str
+) -> None:
+    quiet, tz = QuietHours(start, end), ZoneInfo(name)
+    begins = quiet_begins(quiet, moment, tz)
+    if start == end:
+        assert begins is None
+        return
+    assert begins is not None and begins >= moment
+    assert quiet.quiet(begins.astimezone(tz).hour)
+    # Not quiet a moment before it, unless it is quiet already.
+    before = begins - timedelta(seconds=1)
+    assert begins == moment or not quiet.quiet(before.astimezone(tz).hour)

@@ -283,3 +283,30 @@ def test_0016_counts_each_usage_row_as_one_call_and_goes_back_down(blank: Engine
     db.upgrade(blank)
     assert current_revision(blank) == head_revision(blank)
     assert not schema_differences(blank)
+
+
+def test_0017_gives_parts_queued_before_it_no_deadline_and_goes_back_down(blank: Engine) -> None:
+    """A part queued before 0017 has no send deadline (NULL, as every reply); 0017 goes down
+    to 0016, keeping the outbox's rows, and up again."""
+    db.upgrade(blank, "0016")
+    with blank.begin() as connection:
+        connection.execute(
+            text(
+                "INSERT INTO outbox (address, status, attempts, available_at, inbox_id, seq, "
+                "channel, chat_id, text, created_at) VALUES ('telegram:17', 'pending', 0, "
+                "CURRENT_TIMESTAMP, 1, 0, 'telegram', '17', 'hola', CURRENT_TIMESTAMP)"
+            )
+        )
+
+    db.upgrade(blank)
+
+    with blank.connect() as connection:
+        rows = connection.execute(text("SELECT text, send_before FROM outbox")).all()
+    assert [tuple(row) for row in rows] == [("hola", None)]
+    db.downgrade(blank, "0016")
+    assert "send_before" not in {column["name"] for column in inspect(blank).get_columns("outbox")}
+    with blank.connect() as connection:
+        assert connection.execute(text("SELECT text FROM outbox")).scalars().all() == ["hola"]
+    db.upgrade(blank)
+    assert current_revision(blank) == head_revision(blank)
+    assert not schema_differences(blank)
