@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
+from datetime import timedelta
 
 from bot.backoff import backoff
 from bot.channels import (
@@ -25,6 +26,7 @@ from bot.channels import (
 from bot.review.progress import drawn
 from memory import metrics
 from memory.database.claims import OutboxClaim, Standing
+from memory.database.models_checkins import LATE
 from memory.messages import Sent
 from memory.queue.heartbeat import Heartbeats
 from memory.queue.outbox import Outbox
@@ -107,7 +109,11 @@ class Delivery:
                 return
 
     def send(self, claim: OutboxClaim) -> bool:
-        """Send one claimed reply and record the outcome. True if it was delivered."""
+        """Send one claimed reply and record the outcome. True if it was delivered, or is
+        done with unsent (dropped, or past its deadline): the replies after it go on."""
+        if self._past_deadline(claim):
+            self._late(claim)
+            return True
         started = time.monotonic()
         sender = self.senders.get(claim.channel)
         try:
@@ -211,14 +217,40 @@ class Delivery:
         url = self.links.voice_url(clip.id, clip.nonce) if self.links is not None else None
         return lambda: sender.send_voice(claim.chat_id, clip.audio, url, idempotency_key=key)
 
+    def _past_deadline(self, claim: OutboxClaim, delay: float = 0.0) -> bool:
+        """Whether the part, sent `delay` seconds from now, would go at or past its deadline
+        (a check-in's `send_before`: the learner's quiet hours, WhatsApp's window)."""
+        deadline = claim.send_before
+        return deadline is not None and self.outbox.clock() + timedelta(seconds=delay) >= deadline
+
+    def _late(self, claim: OutboxClaim) -> None:
+        """End a part past its deadline unsent, its check-in skipped as late: it no longer
+        holds the learner's newer replies back."""
+        if not self.outbox.expire(claim, f"late: not sent before {claim.send_before}"):
+            log.info("delivery outbox=%s late, but its claim was gone", claim.id)
+            return
+        if claim.checkin:
+            metrics.CHECKINS_SKIPPED.labels(LATE).inc()
+        log.info(
+            "delivery outbox=%s channel=%s dropped: late, past its deadline %s attempt=%d",
+            claim.id,
+            claim.channel,
+            claim.send_before,
+            claim.attempts,
+        )
+
     def _retry(self, claim: OutboxClaim, error: str, retry_after: float | None) -> None:
-        """Try the reply again after a backoff, unless it has had all its attempts."""
+        """Try the reply again after a backoff, unless it has had all its attempts, or the
+        retry would come past its deadline (then it ends now, late)."""
         if claim.attempts >= self.max_attempts:
             self.outbox.fail(claim, f"gave up after {claim.attempts} attempts: {error}")
             metrics.DELIVERIES_FAILED.labels(claim.channel).inc()
             log.warning("delivery gave up outbox=%s channel=%s", claim.id, claim.channel)
             return
         delay = backoff(claim.attempts, retry_after)
+        if self._past_deadline(claim, delay):
+            self._late(claim)
+            return
         self.outbox.retry_later(claim, delay, error)
         log.info(
             "delivery retry outbox=%s channel=%s in_s=%.1f attempt=%d",

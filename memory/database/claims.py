@@ -114,6 +114,8 @@ class OutboxClaim(Lease):
     # (outside WhatsApp's 24-hour window).
     checkin: bool = False
     template: bool = False
+    # A check-in's deadline: from then on it is not sent (None: none, as for every reply).
+    send_before: datetime | None = None
 
 
 # A button as the outbox keeps it: its label and the command a tap says.

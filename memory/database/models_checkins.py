@@ -26,6 +26,9 @@ SCHEDULED, CLAIMED, QUEUED, ANSWERED, SKIPPED = (
     "skipped",
 )
 WAITING = (SCHEDULED, CLAIMED)
+# The skip reason of a check-in written but not sent by its outbox part's deadline (quiet hours
+# began, or WhatsApp's window closed, while its delivery was retried or waited): delivery's.
+LATE = "late"
 
 
 class CheckinState(Base):

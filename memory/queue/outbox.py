@@ -12,7 +12,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, bindparam, exists, func, select, update
+from sqlalchemy import Connection, and_, bindparam, case, exists, func, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
 from memory.database.claims import (
@@ -26,7 +26,8 @@ from memory.database.claims import (
     unlinked_if_forgotten,
     unspoken,
 )
-from memory.database.models import UTCDateTime
+from memory.database.models import Learner, UTCDateTime
+from memory.database.models_checkins import ANSWERED, LATE, QUEUED, SKIPPED, Checkin, CheckinState
 from memory.database.models_queue import OutboxItem
 from memory.messages import Sent
 from memory.queue.base import Queue
@@ -61,7 +62,7 @@ class Outbox(Queue[OutboxClaim]):
             *(OutboxItem.address, OutboxItem.channel, OutboxItem.chat_id, OutboxItem.text),
             *(OutboxItem.inbox_id, OutboxItem.chart_id, OutboxItem.voice_id, OutboxItem.speak),
             OutboxItem.buttons,
-            *(OutboxItem.checkin, OutboxItem.template),
+            *(OutboxItem.checkin, OutboxItem.template, OutboxItem.send_before),
         ]
 
     def claim_of(self, token: str, fields: dict[str, Any]) -> OutboxClaim:
@@ -152,6 +153,51 @@ class Outbox(Queue[OutboxClaim]):
     def fail(self, claim: OutboxClaim, error: str) -> bool:
         """Record a delivery that can never succeed; it is not retried."""
         return self._finish(claim, FAILED, error)
+
+    def expire(self, claim: OutboxClaim, error: str) -> bool:
+        """End a claimed part that is past its deadline (`send_before`) unsent: failed for
+        good, its text cleared, and its check-in skipped as LATE, in one transaction; the
+        learner's count of unanswered check-ins is given back the one it never got. Its
+        address's newer replies go on. False when the claim was gone."""
+        statement = update(OutboxItem).where(held(OutboxItem))
+        statement = statement.values(
+            status=FAILED,
+            text="",
+            last_error=error[:300],
+            claim_token=None,
+            lease_expires_at=None,
+            **unlinked_if_forgotten(OutboxItem),
+        )
+        with self.engine.begin() as connection:
+            if not connection.execute(statement, held_params(claim)).rowcount:
+                return False
+            if claim.checkin:
+                self._late_checkin(connection, claim)
+        return True
+
+    def _late_checkin(self, connection: Connection, claim: OutboxClaim) -> None:
+        """Skip the check-in the part `claim` delivers as LATE (see `expire`)."""
+        learner = select(Learner.id).where(Learner.external_id == claim.address)
+        # By its learner first: the lookup goes through the UNIQUE (learner_id, local_day).
+        row = connection.execute(
+            select(Checkin.id, Checkin.learner_id, Checkin.state).where(
+                Checkin.learner_id == learner.scalar_subquery(), Checkin.outbox_id == claim.id
+            )
+        ).first()
+        if row is None or row.state not in (QUEUED, ANSWERED):
+            return
+        connection.execute(
+            update(Checkin)
+            .where(Checkin.id == row.id)
+            .values(state=SKIPPED, skip_reason=LATE, answered_at=None)
+        )
+        if row.state == QUEUED:  # counted unanswered as it was written; it never went
+            unanswered = CheckinState.unanswered
+            connection.execute(
+                update(CheckinState)
+                .where(CheckinState.learner_id == row.learner_id)
+                .values(unanswered=case((unanswered > 0, unanswered - 1), else_=0))
+            )
 
     def _finish(self, claim: OutboxClaim, status: str, error: str) -> bool:
         """End the claim on a part that goes no further, its text cleared and nothing kept

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import Engine, event, func, select
+from sqlalchemy.orm import Session
 
 from bot.checkins.compose import CheckinDraft, MemoryComposer, plan_edit
 from bot.checkins.rounds import (
@@ -36,6 +37,7 @@ from memory.database.models_checkins import (
     SCHEDULED,
     SKIPPED,
 )
+from memory.database.models_queue import OutboxItem
 from memory.database.records import PAM
 from memory.jobs.plans import Plan, kept_plans
 from memory.llm import Outage
@@ -340,6 +342,55 @@ def test_one_whose_composing_runs_into_quiet_hours_is_not_written(
     assert rounds.run_round().outcomes == {"quiet_hours": 1}
     assert checkin_outbox(pam.engine, address) == []
     assert pam.store.ledger.usage(learner)["checkin"] == (1, 420, 18)  # its tokens were spent
+
+
+def test_one_still_unsent_when_the_quiet_hours_begin_is_dropped_and_the_reply_goes(
+    pam: Pam,
+    clock: ManualClock,
+    composer: FakeComposer,
+    worker: Worker,
+    telegram: RecordingSender,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    address = telegram_address()
+    learner = learner_who_wrote(pam, clock, address, evenings(6, 17), "Europe/Madrid")
+    rounds = rounds_of(pam, composer)
+    rounds.run_round()
+    due = to_due(clock, pam.engine, learner)
+    assert rounds.run_round().outcomes == {"queued": 1}
+    quiet = due.astimezone(MADRID).replace(hour=21, minute=0).astimezone(UTC)
+    [part] = checkin_outbox(pam.engine, address)
+    assert part.send_before == quiet
+    # Every delivery lane was down until the quiet hours (21–9) had begun, and the learner
+    # wrote meanwhile.
+    clock.now = quiet + timedelta(minutes=5)
+    inbox = Inbox(pam.engine, 60, clock)
+    assert inbox.accept(Inbound("telegram", "tg-late", address, address[9:], "¿hola?"))
+    late_before = metrics.CHECKINS_SKIPPED.labels("late")._value.get()
+
+    with caplog.at_level("INFO"):
+        worker.drain()
+
+    chat = address.removeprefix("telegram:")
+    sent = telegram.texts_to(chat)
+    assert DRAFT.text not in sent and len(sent) == 1  # their reply, and nothing else
+    [part] = checkin_outbox(pam.engine, address)
+    assert part.status == "failed" and part.text == ""
+    checkin = checkins_of(pam.engine, learner)[0]
+    assert checkin.outbox_id == part.id
+    assert (checkin.state, checkin.skip_reason) == (SKIPPED, "late")
+    assert metrics.CHECKINS_SKIPPED.labels("late")._value.get() == late_before + 1
+    assert "late" in caplog.text and DRAFT.text not in caplog.text
+    # Their reply carries no deadline: replies never have one.
+    with Session(pam.engine) as session:
+        deadlines = session.scalars(
+            select(OutboxItem.send_before).where(OutboxItem.address == address, ~OutboxItem.checkin)
+        ).all()
+    assert deadlines == [None]
+
+    pam.store.learners.forget(learner)
+    worker.drain()
+    assert set(pam.store.inspection.rows_about(learner, address).values()) == {0}
 
 
 # -- exactly once, and the learner first --------------------------------------------------

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import UTC, timedelta
 
 import pytest
 from sqlalchemy import Engine
@@ -17,15 +17,20 @@ from bot.worker.runtime import Pam
 from bot.worker.worker import Worker
 from loopback.telegram_server import TOKEN, Failure, TelegramServer
 from loopback.twilio_server import ACCOUNT_SID, AUTH_TOKEN, NUMBER, TwilioServer
+from loopback.twilio_server import Failure as TwilioFailure
 from memory import metrics
 from memory.clock import ManualClock
+from memory.database.models_checkins import LATE, SKIPPED
 from tests.fakes import FakeChatModel
 from tests.helpers.checkins import (
     DRAFT,
+    MADRID,
     START,
     FakeComposer,
+    arrived,
     checkin_outbox,
     checkin_pam,
+    checkins_of,
     evenings,
     learner_who_wrote,
     rounds_of,
@@ -43,6 +48,8 @@ from webhooks.whatsapp.sender import TwilioSender
 TEMPLATE = "HX" + "c" * 32
 ADMIN = "admin-token-3b9d-checkins"
 BLOCKED = "Forbidden: bot was blocked by the user"
+# Twilio down for a while: a 503, retried.
+UNAVAILABLE = TwilioFailure(503, 20500, "Service Unavailable")
 
 
 @pytest.fixture
@@ -165,6 +172,108 @@ def test_a_learner_who_blocked_the_bot_gets_no_more_checkins(
     assert rounds.run_round().planned == 1
 
 
+# -- a check-in's deadline ------------------------------------------------------------------
+
+
+def late_skips() -> float:
+    value: float = metrics.CHECKINS_SKIPPED.labels(LATE)._value.get()
+    return value
+
+
+def test_a_free_form_checkin_retried_past_the_24_hours_is_not_sent(
+    pam: Pam, clock: ManualClock, twilio: TwilioServer
+) -> None:
+    address = spanish_number()
+    learner = learner_who_wrote(pam, clock, address, evenings(6, 17, before=START - timedelta(3)))
+    rounds = rounds_of(pam, FakeComposer(), TEMPLATE)
+    rounds.run_round()
+    due = to_due(clock, pam.engine, learner)
+    # Their last message reached Pam 22½ hours before it is due: free-form, within the 23.
+    last = due - timedelta(hours=22, minutes=30)
+    arrived(pam.engine, address, last)
+    assert rounds.run_round().outcomes == {"queued": 1}
+    [part] = checkin_outbox(pam.engine, address)
+    # Its deadline is when WhatsApp's window closes, 24 hours after it (before 21:00).
+    assert not part.template and part.send_before == last + timedelta(hours=24)
+    late_before = late_skips()
+    worker = whatsapp_worker(pam, twilio, TEMPLATE)
+    twilio.fail_next(UNAVAILABLE)
+    worker.drain()
+    assert twilio.messages == []
+
+    # Twilio is back once the window has closed: the message is not sent (error 63016).
+    clock.now = last + timedelta(hours=24)
+    worker.drain()
+
+    assert twilio.messages == []
+    [part] = checkin_outbox(pam.engine, address)
+    assert part.status == "failed" and part.attempts == 2 and part.text == ""
+    assert part.last_error is not None and part.last_error.startswith("late")
+    checkin = checkins_of(pam.engine, learner)[0]
+    assert (checkin.state, checkin.skip_reason) == (SKIPPED, LATE)
+    assert late_skips() == late_before + 1
+    # Never sent, so never left unanswered.
+    assert pam.store.checkins.prefs(learner).unanswered == 0
+
+
+def test_a_template_checkin_goes_after_the_24_hours_until_the_quiet_hours(
+    pam: Pam, clock: ManualClock, twilio: TwilioServer
+) -> None:
+    address = spanish_number()
+    learner = learner_who_wrote(pam, clock, address, evenings(6, 17, before=START - timedelta(3)))
+    assert queue_checkin(pam, clock, learner, TEMPLATE) == "queued"
+    [part] = checkin_outbox(pam.engine, address)
+    quiet = clock.now.astimezone(MADRID).replace(hour=21, minute=0, second=0, microsecond=0)
+    # A template has no window to close: only the quiet hours end its time.
+    assert part.template and part.send_before == quiet.astimezone(UTC)
+    worker = whatsapp_worker(pam, twilio, TEMPLATE)
+    twilio.fail_next(UNAVAILABLE)
+    worker.drain()
+
+    clock.now = quiet - timedelta(minutes=1)
+    worker.drain()
+
+    [message] = twilio.messages
+    assert message["To"] == address and message["ContentSid"] == TEMPLATE
+    [part] = checkin_outbox(pam.engine, address)
+    assert part.status == "sent"
+
+
+def test_a_telegram_checkin_rate_limited_into_the_quiet_hours_is_never_sent(
+    pam: Pam, clock: ManualClock, telegram_server: TelegramServer
+) -> None:
+    address = telegram_address()
+    # They write at 23:05 in Madrid: their check-in goes at 20:xx, the last hour before 21:00.
+    learner = learner_who_wrote(pam, clock, address, evenings(6, 22), "Europe/Madrid")
+    assert queue_checkin(pam, clock, learner, None) == "queued"
+    quiet = clock.now.astimezone(MADRID).replace(hour=21, minute=0, second=0, microsecond=0)
+    [part] = checkin_outbox(pam.engine, address)
+    assert part.send_before == quiet.astimezone(UTC)
+    limited = Failure("sendMessage", 429, "Too Many Requests", {"retry_after": 900})
+    telegram_server.fail_next(*[limited] * 8)
+    late_before = late_skips()
+    client = TelegramClient(TOKEN, telegram_server.base_url)
+    try:
+        worker = Worker(pam, {"telegram": client})
+        # Each retry when Telegram said to, until one would come in the quiet hours.
+        for _ in range(8):
+            worker.drain()
+            [part] = checkin_outbox(pam.engine, address)
+            if part.status != "pending":
+                break
+            assert part.available_at < quiet
+            clock.now = part.available_at
+    finally:
+        client.close()
+
+    assert telegram_server.sent_texts(address.removeprefix("telegram:")) == []
+    assert part.status == "failed" and part.attempts >= 2
+    assert part.last_error is not None and part.last_error.startswith("late")
+    checkin = checkins_of(pam.engine, learner)[0]
+    assert (checkin.state, checkin.skip_reason) == (SKIPPED, LATE)
+    assert late_skips() == late_before + 1
+
+
 # -- where a check-in may go -----------------------------------------------------------------
 
 
@@ -180,6 +289,8 @@ def test_routes_follow_each_platforms_rules() -> None:
     # WhatsApp's 24 hours, less an hour's margin for a message timed when its turn ran and a
     # check-in sent after it was decided.
     assert whatsapp is not None and whatsapp.window == timedelta(hours=23)
+    # The window itself closes at 24 hours: a free-form check-in unsent by then never goes.
+    assert whatsapp.window_closes == timedelta(hours=24)
     assert whatsapp.template and whatsapp.timezone == "Europe/Berlin"
     assert ChannelRoutes({"telegram"}, None).route("whatsapp:+4915112345678") is None
     no_template = ChannelRoutes({"whatsapp"}, None).route("whatsapp:+4915112345678")
