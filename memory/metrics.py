@@ -107,7 +107,7 @@ CHECKINS_SENT = Counter(
 CHECKINS_SKIPPED = Counter(
     "pam_checkins_skipped",
     "Check-ins due that did not go, by reason (quiet_hours, recent_chat, no_template, "
-    "learner_budget, nothing_to_say, telegram_blocked, ...).",
+    "learner_budget, nothing_to_say, telegram_blocked, late, ...).",
     ["reason"],
     registry=REGISTRY,
 )
