@@ -48,6 +48,7 @@ from memory.database.models_checkins import ANSWERED, CLAIMED, QUEUED, SCHEDULED
 from memory.database.models_queue import OutboxItem
 from memory.store.message_store import Store
 from tests.conftest import PG_URL
+from tests.helpers.checkins import arrived
 
 pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
@@ -129,6 +130,7 @@ def seed(engine: Engine) -> dict[str, str]:
         store.checkins.set_preference(learner.id, on=True)
         store.checkins.set_timezone(learner.id, "Europe/Madrid", stated=True)
         store.conversation.add_learner_message(learner.id, "Hoy trabajé mucho", 5)
+        arrived(engine, address, clock.now)  # the window runs from when it reached Pam
         clock.now = now - timedelta(minutes=1)
         day = clock.now.astimezone(MADRID).date().isoformat()
         assert store.checkins.schedule(learner.id, day, clock.now)
