@@ -160,7 +160,8 @@ class CheckinRounds:
         """Plan the next check-in of each learner who wants one and has none planned: how
         many were planned."""
         planned, after = 0, 0
-        while batch := self.checkins.candidates(after, PLAN_BATCH):
+        stop_at = self.settings.max_unanswered  # those stopped are not read: none to plan
+        while batch := self.checkins.candidates(after, PLAN_BATCH, stop_at):
             for candidate in batch:
                 try:
                     planned += self.plan_learner(candidate)
