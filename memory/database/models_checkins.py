@@ -61,6 +61,9 @@ class Checkin(Base):
     __table_args__ = (
         UniqueConstraint("learner_id", "local_day"),
         Index("ix_checkins_state_due_at", "state", "due_at"),
+        # The rate's count of those written in the last minute, and the rounds' look at the
+        # queued ones of the last 30 days: by decided_at, not every one ever written.
+        Index("ix_checkins_state_decided_at", "state", "decided_at"),
         {"sqlite_autoincrement": True},
     )
 

@@ -1,0 +1,27 @@
+"""Check-ins indexed by state and decided_at: the sending rate counts those written in the last
+minute, and each round looks at the queued ones of the last 30 days, without reading every
+check-in ever written (a month of 10,000 learners writes 100,000)
+
+Revision ID: 0017
+Revises: 0016
+Create Date: 2026-12-03
+"""
+
+from __future__ import annotations
+
+from alembic import op
+
+revision = "0017"
+down_revision = "0016"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.create_index(
+        "ix_checkins_state_decided_at", "checkins", ["state", "decided_at"], unique=False
+    )
+
+
+def downgrade() -> None:
+    op.drop_index("ix_checkins_state_decided_at", table_name="checkins")
