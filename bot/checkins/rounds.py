@@ -167,6 +167,8 @@ class CheckinRounds:
                     planned += self.plan_learner(candidate)
                 except Exception:  # one learner's data must not stop the others' plans
                     log.exception("checkin plan failed learner=%s", candidate.prefs.learner_id)
+            if len(batch) < PLAN_BATCH:  # the last page: no need to ask for an empty one
+                break
             after = batch[-1].prefs.learner_id
         return planned
 

@@ -63,14 +63,17 @@ ADDRESS = select(Learner.external_id).where(Learner.id == _OF)
 
 # -- planning ----------------------------------------------------------------------------------
 
-# The learners with a check-in waiting, read once per page (by the state's index) rather than
-# looked up for every learner (each one's every check-in read again, every round).
-_WAITING = select(Checkin.learner_id).where(Checkin.state.in_(WAITING))
+# Whether the learner has a check-in waiting, stated literally: the partial index of the waiting
+# ones answers it (bound values SQLite cannot match with the index's condition).
+_WAITING = exists().where(
+    Checkin.learner_id == CheckinState.learner_id,
+    Checkin.state.in_(bindparam("waiting", WAITING, literal_execute=True)),
+)
 CANDIDATES = (
     select(*PREFS_COLUMNS, Learner.external_id)
     .join(Learner, Learner.id == CheckinState.learner_id)
     .where(CheckinState.preference == "on", CheckinState.disabled_reason.is_(None))
-    .where(CheckinState.learner_id.not_in(_WAITING), CheckinState.learner_id > bindparam("after"))
+    .where(~_WAITING, CheckinState.learner_id > bindparam("after"))
     .order_by(CheckinState.learner_id)
     .limit(bindparam("limit", type_=Integer))
 )
