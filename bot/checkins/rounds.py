@@ -176,12 +176,15 @@ class CheckinRounds:
         """Plan the next check-in of each learner who wants one and has none planned: how
         many were planned."""
         planned, after = 0, 0
-        while batch := self.checkins.candidates(after, PLAN_BATCH):
+        stop_at = self.settings.max_unanswered  # those stopped are not read: none to plan
+        while batch := self.checkins.candidates(after, PLAN_BATCH, stop_at):
             for candidate in batch:
                 try:
                     planned += self.plan_learner(candidate)
                 except Exception:  # one learner's data must not stop the others' plans
                     log.exception("checkin plan failed learner=%s", candidate.prefs.learner_id)
+            if len(batch) < PLAN_BATCH:  # the last page: no need to ask for an empty one
+                break
             after = batch[-1].prefs.learner_id
         return planned
 

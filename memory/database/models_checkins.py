@@ -9,7 +9,16 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Boolean, ForeignKey, Index, Integer, String, UniqueConstraint, false
+from sqlalchemy import (
+    Boolean,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    UniqueConstraint,
+    false,
+    text,
+)
 from sqlalchemy.orm import Mapped, mapped_column
 
 from memory.clock import utcnow
@@ -29,6 +38,8 @@ WAITING = (SCHEDULED, CLAIMED)
 # The skip reason of a check-in written but not sent by its outbox part's deadline (quiet hours
 # began, or WhatsApp's window closed, while its delivery was retried or waited): delivery's.
 LATE = "late"
+# The same, as a partial index's condition (a query that states it literally can use it).
+WAITING_SQL = "state IN ('scheduled', 'claimed')"
 
 
 class CheckinState(Base):
@@ -64,6 +75,17 @@ class Checkin(Base):
     __table_args__ = (
         UniqueConstraint("learner_id", "local_day"),
         Index("ix_checkins_state_due_at", "state", "due_at"),
+        # The rate's count of those written in the last minute, and the rounds' look at the
+        # queued ones of the last 30 days: by decided_at, not every one ever written.
+        Index("ix_checkins_state_decided_at", "state", "decided_at"),
+        # Whether a learner has a check-in waiting, which a round asks of every learner: the
+        # waiting ones only, one per learner, not every one they ever had.
+        Index(
+            "ix_checkins_waiting_learner_id",
+            "learner_id",
+            postgresql_where=text(WAITING_SQL),
+            sqlite_where=text(WAITING_SQL),
+        ),
         {"sqlite_autoincrement": True},
     )
 

@@ -15,26 +15,24 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, and_, delete, exists, func, insert, or_, select, update
+from sqlalchemy import Connection, delete, exists, func, select, update
 from sqlalchemy.exc import IntegrityError
 
 from memory.database.backends import backend_for
-from memory.database.claims import PENDING, UNFINISHED
+from memory.database.claims import PENDING
 from memory.database.db import Tables
-from memory.database.models import Learner, Message, Profile, Usage
+from memory.database.models import Learner, Message, Profile
 from memory.database.models_checkins import (
     ANSWERED,
-    CLAIMED,
     QUEUED,
     SCHEDULED,
     SKIPPED,
-    WAITING,
     Checkin,
     CheckinState,
 )
-from memory.database.models_queue import InboxItem, OutboxItem
 from memory.database.records import LEARNER, PAM, LearnerGone
 from memory.llm import Usage as BilledCall
+from memory.store import checkin_statements as sql
 
 ON, OFF = "on", "off"
 # What `write` answers when the profile changed since its edit was made: nothing was written,
@@ -45,6 +43,8 @@ HOURS_LOOKED_AT = 50
 # A check-in still unanswered this long after it went is no longer looked at as answered
 # (the rounds' look stays bounded however many pile up unanswered).
 ANSWERED_WITHIN = timedelta(days=30)
+# The claim statement of each kind of database (claim_next), built on first use.
+_CLAIMS: dict[str, Any] = {}
 
 
 @dataclass(frozen=True)
@@ -146,7 +146,8 @@ class CheckinRow:
     answered_at: datetime | None
 
 
-def _prefs(row: CheckinState | None, learner_id: int) -> CheckinPrefs:
+def _prefs(row: Any, learner_id: int) -> CheckinPrefs:
+    """`row`: a CheckinState, or a row of sql.PREFS_COLUMNS; None: the defaults."""
     if row is None:
         return CheckinPrefs(learner_id)
     return CheckinPrefs(
@@ -177,10 +178,9 @@ def _row(row: Checkin) -> CheckinRow:
     )
 
 
-def _held(claim: CheckinClaim) -> Any:
-    return and_(
-        Checkin.id == claim.id, Checkin.claim_token == claim.token, Checkin.state == CLAIMED
-    )
+def _held(claim: CheckinClaim) -> dict[str, Any]:
+    """The values that bind a statement to the claim still held (sql._HELD)."""
+    return {"checkin_id": claim.id, "held_token": claim.token}
 
 
 class _ProfileChanged(Exception):
@@ -191,17 +191,20 @@ def _bill(
     connection: Connection, learner_id: int, usage: Sequence[BilledCall], now: datetime
 ) -> None:
     """Record the calls a check-in billed (purpose "checkin"), counted in the budgets."""
-    for call in usage:
-        connection.execute(
-            insert(Usage).values(
-                learner_id=learner_id,
-                model=call.model[:100],
-                purpose="checkin",
-                input_tokens=call.input_tokens,
-                output_tokens=call.output_tokens,
-                created_at=now,
-            )
-        )
+    if not usage:
+        return
+    rows = [
+        {
+            "learner_id": learner_id,
+            "model": call.model[:100],
+            "purpose": "checkin",
+            "input_tokens": call.input_tokens,
+            "output_tokens": call.output_tokens,
+            "created_at": now,
+        }
+        for call in usage
+    ]
+    connection.execute(sql.INSERT_USAGE, rows)
 
 
 def _edited(connection: Connection, learner_id: int, edit: ProfileEdit) -> bool:
@@ -221,8 +224,9 @@ class Checkins(Tables):
 
     def prefs(self, learner_id: int) -> CheckinPrefs:
         """The learner's check-in state (the defaults when they have none)."""
-        with self.sessions() as session:
-            return _prefs(session.get(CheckinState, learner_id), learner_id)
+        with self.single.connect() as connection:
+            row = connection.execute(sql.PREFS, {"of_learner": learner_id}).first()
+        return _prefs(row, learner_id)
 
     def _update(self, learner_id: int, **values: Any) -> CheckinPrefs:
         """Set `values` on the learner's state, made if they have none. Raises LearnerGone."""
@@ -247,11 +251,7 @@ class Checkins(Tables):
 
     def _exists(self, learner_id: int) -> bool:
         with self.single.connect() as connection:
-            return bool(
-                connection.execute(
-                    select(exists().where(CheckinState.learner_id == learner_id))
-                ).scalar()
-            )
+            return bool(connection.execute(sql.STATE_EXISTS, {"of_learner": learner_id}).scalar())
 
     def set_preference(self, learner_id: int, on: bool) -> CheckinPrefs:
         """/checkins on|off. Turning them on clears a stop Pam made on her own (a block the
@@ -281,17 +281,14 @@ class Checkins(Tables):
 
     def learned(self, learner_id: int, hour: int) -> None:
         """Keep the local hour the learner usually writes at, for operators to see."""
-        statement = update(CheckinState).where(CheckinState.learner_id == learner_id)
         with self.single.begin() as connection:
-            connection.execute(statement.values(preferred_hour=hour))
+            connection.execute(sql.LEARNED, {"of_learner": learner_id, "hour": hour})
 
     def disable(self, address: str, reason: str) -> bool:
         """Stop check-ins to the learner at `address` for `reason` (their channel says they
         blocked Pam); the check-ins planned are cancelled. Whether such a learner exists."""
         with self.single.connect() as connection:
-            learner_id = connection.execute(
-                select(Learner.id).where(Learner.external_id == address)
-            ).scalar()
+            learner_id = connection.execute(sql.LEARNER_AT, {"address": address}).scalar()
         if learner_id is None:
             return False
         try:
@@ -305,55 +302,40 @@ class Checkins(Tables):
         """Cancel the learner's check-ins not yet written: skipped for `reason`, or deleted
         (None: to be planned again, as after a new timezone). A claim a worker holds is
         cancelled too: its write then finds it gone."""
-        waiting = and_(Checkin.learner_id == learner_id, Checkin.state.in_(WAITING))
         with self.single.begin() as connection:
             if reason is None:
-                return int(connection.execute(delete(Checkin).where(waiting)).rowcount)
-            statement = update(Checkin).where(waiting)
-            values = {"state": SKIPPED, "skip_reason": reason, "decided_at": self.clock()}
-            values |= {"claim_token": None, "lease_expires_at": None}
-            return int(connection.execute(statement.values(**values)).rowcount)
+                deleted = connection.execute(sql.DELETE_WAITING, {"of_learner": learner_id})
+                return int(deleted.rowcount)
+            values = {"of_learner": learner_id, "reason": reason, "decided": self.clock()}
+            return int(connection.execute(sql.SKIP_WAITING, values).rowcount)
 
     # -- planning ------------------------------------------------------------------------------
 
-    def candidates(self, after: int = 0, limit: int = 1000) -> list[Candidate]:
+    def candidates(
+        self, after: int = 0, limit: int = 1000, max_unanswered: int = 0
+    ) -> list[Candidate]:
         """Learners who want check-ins and have none waiting, by id: `limit` at most, with an
-        id above `after` (keyset paging: a round walks them all, a page at a time)."""
-        waiting = exists().where(
-            Checkin.learner_id == CheckinState.learner_id, Checkin.state.in_(WAITING)
-        )
-        query = (
-            select(CheckinState, Learner.external_id)
-            .join(Learner, Learner.id == CheckinState.learner_id)
-            .where(CheckinState.preference == ON, CheckinState.disabled_reason.is_(None))
-            .where(~waiting, CheckinState.learner_id > after)
-            .order_by(CheckinState.learner_id)
-            .limit(limit)
-        )
-        with self.sessions() as session:
+        id above `after` (keyset paging: a round walks them all, a page at a time); with
+        `max_unanswered`, not those who left that many in a row unanswered."""
+        values = {"after": after, "limit": limit, "max_unanswered": max_unanswered}
+        query = sql.CANDIDATES_NOT_STOPPED if max_unanswered else sql.CANDIDATES
+        with self.single.connect() as connection:
             return [
-                Candidate(_prefs(state, state.learner_id), address)
-                for state, address in session.execute(query)
+                Candidate(_prefs(row, row.learner_id), row.external_id)
+                for row in connection.execute(query, values)
             ]
 
     def message_times(self, learner_id: int, limit: int = HOURS_LOOKED_AT) -> list[datetime]:
         """When the learner's latest `limit` messages of their own were written, newest first."""
-        query = (
-            select(Message.created_at)
-            .where(Message.learner_id == learner_id, Message.role == LEARNER)
-            .order_by(Message.id.desc())
-            .limit(limit)
-        )
+        values = {"of_learner": learner_id, "limit": limit}
         with self.single.connect() as connection:
-            return list(connection.execute(query).scalars())
+            return list(connection.execute(sql.MESSAGE_TIMES, values).scalars())
 
     def days_taken(self, learner_id: int, since_day: str) -> set[str]:
         """The local days from `since_day` on that have a check-in already (any state)."""
-        query = select(Checkin.local_day).where(
-            Checkin.learner_id == learner_id, Checkin.local_day >= since_day
-        )
+        values = {"of_learner": learner_id, "since_day": since_day}
         with self.single.connect() as connection:
-            return set(connection.execute(query).scalars())
+            return set(connection.execute(sql.DAYS_TAKEN, values).scalars())
 
     def schedule(self, learner_id: int, local_day: str, due_at: datetime) -> bool:
         """Plan a check-in for `due_at` on the learner's `local_day`; False when that day has
@@ -362,7 +344,7 @@ class Checkins(Tables):
         row |= {"state": SCHEDULED, "attempts": 0, "created_at": self.clock()}
         try:
             with self.single.begin() as connection:
-                connection.execute(insert(Checkin).values(**row))
+                connection.execute(sql.SCHEDULE, row)
         except IntegrityError:
             return False
         return True
@@ -373,34 +355,13 @@ class Checkins(Tables):
         """Take the check-in due first (planned and due, or claimed under a lease that ran out),
         under a lease of `lease`; None when none is due."""
         now = self.clock()
-        backend = backend_for(self.engine)
-        claimable = or_(
-            and_(Checkin.state == SCHEDULED, Checkin.due_at <= now),
-            and_(Checkin.state == CLAIMED, Checkin.lease_expires_at < now),
-        )
-        first = select(Checkin.id).where(claimable).order_by(Checkin.due_at, Checkin.id).limit(1)
-        first = backend.lock_next(first, Checkin)
         token = str(uuid.uuid4())
-        statement = (
-            update(Checkin)
-            .where(Checkin.id == first.scalar_subquery(), claimable)
-            .values(
-                state=CLAIMED,
-                claim_token=token,
-                lease_expires_at=now + lease,
-                attempts=Checkin.attempts + 1,
-            )
-            .returning(
-                Checkin.id, Checkin.attempts, Checkin.learner_id, Checkin.local_day, Checkin.due_at
-            )
-        )
+        values = {"now": now, "token": token, "expires": now + lease}
         with self.single.begin() as connection:
-            row = connection.execute(statement).first()
+            row = connection.execute(self._claim_statement(), values).first()
             if row is None:
                 return None
-            address = connection.execute(
-                select(Learner.external_id).where(Learner.id == row.learner_id)
-            ).scalar()
+            address = connection.execute(sql.ADDRESS, {"of_learner": row.learner_id}).scalar()
         return CheckinClaim(
             id=row.id,
             token=token,
@@ -411,53 +372,42 @@ class Checkins(Tables):
             due_at=row.due_at,
         )
 
+    def _claim_statement(self) -> Any:
+        """The claim as this database locks it, built once per database kind."""
+        dialect = self.engine.dialect.name
+        statement = _CLAIMS.get(dialect)
+        if statement is None:
+            first = backend_for(self.engine).lock_next(sql.FIRST_CLAIMABLE, Checkin)
+            statement = _CLAIMS[dialect] = sql.claim(first)
+        return statement
+
     def activity(self, learner_id: int, address: str) -> Activity:
         """The learner's newest message of their own, whether one waits in the inbox, and
         when the newest from their address reached it."""
-        newest = (
-            select(Message.id, Message.created_at)
-            .where(Message.learner_id == learner_id, Message.role == LEARNER)
-            .order_by(Message.id.desc())
-            .limit(1)
-        )
-        waiting = exists().where(InboxItem.address == address, InboxItem.status.in_(UNFINISHED))
-        received = (
-            select(InboxItem.received_at)
-            .where(InboxItem.address == address)
-            .order_by(InboxItem.id.desc())
-            .limit(1)
-        )
         with self.single.connect() as connection:
-            row = connection.execute(newest).first()
-            queued = bool(connection.execute(select(waiting)).scalar())
-            received_at = connection.execute(received).scalar()
+            row = connection.execute(sql.NEWEST_OWN, {"of_learner": learner_id}).first()
+            queued = bool(connection.execute(sql.INBOX_WAITING, {"address": address}).scalar())
+            received_at = connection.execute(sql.LAST_RECEIVED, {"address": address}).scalar()
         if row is None:
             return Activity(0, None, queued, received_at)
         return Activity(row.id, row.created_at, queued, received_at)
 
     def skip(self, claim: CheckinClaim, reason: str) -> bool:
         """Give the claimed check-in up for `reason`; False when the claim was gone."""
-        values = {"state": SKIPPED, "skip_reason": reason[:40], "decided_at": self.clock()}
-        statement = update(Checkin).where(_held(claim))
-        statement = statement.values(claim_token=None, lease_expires_at=None, **values)
+        values = _held(claim) | {"reason": reason[:40], "decided": self.clock()}
         with self.single.begin() as connection:
-            return bool(connection.execute(statement).rowcount)
+            return bool(connection.execute(sql.SKIP, values).rowcount)
 
     def retry_at(self, claim: CheckinClaim, due_at: datetime) -> bool:
         """Give the claimed check-in back, due again at `due_at` (the model failed)."""
-        statement = update(Checkin).where(_held(claim))
-        statement = statement.values(
-            state=SCHEDULED, due_at=due_at, claim_token=None, lease_expires_at=None
-        )
         with self.single.begin() as connection:
-            return bool(connection.execute(statement).rowcount)
+            return bool(connection.execute(sql.RETRY_AT, _held(claim) | {"due": due_at}).rowcount)
 
     def renew(self, claim: CheckinClaim, lease: timedelta) -> bool:
         """Extend the claim's lease while its check-in is composed; False when it is gone."""
-        statement = update(Checkin).where(_held(claim))
-        statement = statement.values(lease_expires_at=self.clock() + lease)
+        values = _held(claim) | {"expires": self.clock() + lease}
         with self.single.begin() as connection:
-            return bool(connection.execute(statement).rowcount)
+            return bool(connection.execute(sql.RENEW, values).rowcount)
 
     def write(self, claim: CheckinClaim, seen: Activity, checkin: CheckinWrite) -> str | None:
         """Write the claimed check-in as Pam's turn, in one transaction: her message, the
@@ -469,37 +419,24 @@ class Checkins(Tables):
         afterwards. The calls are billed whatever the outcome, unless the learner is gone.
         PROFILE_CHANGED, with nothing written: a profile update came after the edit was made."""
         now = self.clock()
-        taken = update(Checkin).where(_held(claim))
-        taken = taken.values(
-            state=QUEUED,
-            claim_token=None,
-            lease_expires_at=None,
-            decided_at=now,
-            template=checkin.template,
-            follows_up=checkin.follows_up[:20],
-            topic=checkin.topic[:100],
-        )
-        wrote = or_(
-            exists().where(
-                Message.learner_id == claim.learner_id,
-                Message.role == LEARNER,
-                Message.id > seen.last_message_id,
-            ),
-            exists().where(InboxItem.address == claim.address, InboxItem.status.in_(UNFINISHED)),
-        )
+        held = _held(claim)
+        taken = held | {
+            "decided": now,
+            "w_template": checkin.template,
+            "w_follows_up": checkin.follows_up[:20],
+            "w_topic": checkin.topic[:100],
+        }
+        wrote: dict[str, Any] = {"of_learner": claim.learner_id, "address": claim.address}
+        wrote["seen_id"] = seen.last_message_id
         try:
             with self.engine.begin() as connection:
                 # The first statement writes: on Postgres it locks the check-in's row (a /forget
                 # waits for it, then deletes what it wrote), on SQLite it takes the write lock.
-                if not connection.execute(taken).rowcount:
+                if not connection.execute(sql.TAKEN, taken).rowcount:
                     _bill(connection, claim.learner_id, checkin.usage, now)
                     return None
-                if connection.execute(select(wrote)).scalar():
-                    connection.execute(
-                        update(Checkin)
-                        .where(Checkin.id == claim.id)
-                        .values(state=SKIPPED, skip_reason="learner_wrote")
-                    )
+                if connection.execute(sql.WROTE_SINCE, wrote).scalar():
+                    connection.execute(sql.LEARNER_WROTE, {"checkin_id": claim.id})
                     _bill(connection, claim.learner_id, checkin.usage, now)
                     return SKIPPED
                 if checkin.profile is not None and not _edited(
@@ -519,46 +456,28 @@ class Checkins(Tables):
         connection: Connection, claim: CheckinClaim, checkin: CheckinWrite, now: datetime
     ) -> None:
         """Pam's message, its outbox part and the learner's raised count (see `write`)."""
-        message_id = connection.execute(
-            insert(Message)
-            .values(
-                learner_id=claim.learner_id,
-                role=PAM,
-                content=checkin.text,
-                tokens=checkin.tokens,
-                created_at=now,
-            )
-            .returning(Message.id)
-        ).scalar_one()
-        outbox_id = connection.execute(
-            insert(OutboxItem)
-            .values(
-                inbox_id=None,
-                seq=0,
-                channel=checkin.channel,
-                address=claim.address,
-                chat_id=checkin.chat_id,
-                text=checkin.text,
-                status=PENDING,
-                attempts=0,
-                available_at=now,
-                created_at=now,
-                checkin=True,
-                template=checkin.template,
-                send_before=checkin.send_before,
-            )
-            .returning(OutboxItem.id)
-        ).scalar_one()
-        connection.execute(
-            update(Checkin)
-            .where(Checkin.id == claim.id)
-            .values(message_id=message_id, outbox_id=outbox_id)
-        )
-        connection.execute(
-            update(CheckinState)
-            .where(CheckinState.learner_id == claim.learner_id)
-            .values(last_sent_at=now, unanswered=CheckinState.unanswered + 1)
-        )
+        message = {"learner_id": claim.learner_id, "role": PAM, "content": checkin.text}
+        message |= {"tokens": checkin.tokens, "created_at": now}
+        message_id = connection.execute(sql.INSERT_MESSAGE, message).scalar_one()
+        part = {
+            "inbox_id": None,
+            "seq": 0,
+            "channel": checkin.channel,
+            "address": claim.address,
+            "chat_id": checkin.chat_id,
+            "text": checkin.text,
+            "status": PENDING,
+            "attempts": 0,
+            "available_at": now,
+            "created_at": now,
+            "checkin": True,
+            "template": checkin.template,
+            "send_before": checkin.send_before,
+        }
+        outbox_id = connection.execute(sql.INSERT_OUTBOX, part).scalar_one()
+        link = {"checkin_id": claim.id, "w_message_id": message_id, "w_outbox_id": outbox_id}
+        connection.execute(sql.LINK, link)
+        connection.execute(sql.SENT, {"of_learner": claim.learner_id, "decided": now})
 
     # -- afterwards ----------------------------------------------------------------------------
 
@@ -623,11 +542,8 @@ class Checkins(Tables):
 
     def queued_since(self, since: datetime) -> int:
         """Check-ins written since `since`, by every worker (the sending rate's count)."""
-        query = select(func.count()).where(
-            Checkin.state.in_((QUEUED, ANSWERED)), Checkin.decided_at >= since
-        )
         with self.single.connect() as connection:
-            return int(connection.execute(query).scalar() or 0)
+            return int(connection.execute(sql.QUEUED_SINCE, {"since": since}).scalar() or 0)
 
     def history(self, learner_id: int, limit: int = 5) -> list[CheckinRow]:
         """The learner's latest check-ins, planned ones first (for operators)."""
