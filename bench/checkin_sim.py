@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Connection, func, insert, select
 
 from bench.checkin_learners import CHAT, PAM_SAYS, START, SUMMARY, Script, new_plan
 from bench.checkin_model import CheckinModel
@@ -30,8 +30,9 @@ from bot.worker.runtime import Pam
 from bot.worker.worker import Worker
 from memory.clock import ManualClock
 from memory.database import db
+from memory.database.claims import DONE
 from memory.database.models_checkins import SCHEDULED, Checkin
-from memory.database.models_queue import OutboxItem
+from memory.database.models_queue import InboxItem, OutboxItem
 from memory.database.records import LEARNER, PAM
 from memory.database.statements import insert_message
 from memory.llm import Purpose
@@ -177,6 +178,7 @@ class Simulation:
                         connection, learner.id, LEARNER, text, counter.count(text), moment
                     )
                     ids.append(said.id)
+                    arrived(connection, script, moment, f"seed-{said.id}")
                     script.messages.append(moment)
                     reply = self.rng.choice(PAM_SAYS[script.language])
                     insert_message(
@@ -304,6 +306,8 @@ class Simulation:
                     script.learner_id, state.version, {**state.data, "plans": plans}
                 ):
                     break
+        with self.pam.engine.begin() as connection:  # as a worker's lane, after the inbox
+            arrived(connection, script, now, f"sim-{self._seq()}")
         store.conversation.add_learner_message(
             script.learner_id, text, self.pam.counter.count(text)
         )
@@ -381,3 +385,14 @@ class Simulation:
             return set(
                 connection.execute(select(OutboxItem.id).where(OutboxItem.checkin)).scalars()
             )
+
+
+def arrived(connection: Connection, script: Script, at: datetime, platform_id: str) -> None:
+    """The learner's message as the inbox keeps it once answered: WhatsApp's 24-hour window
+    runs from when it reached Pam (`received_at`), as for a message that came through a
+    webhook."""
+    row: dict[str, Any] = {"channel": script.channel, "platform_id": platform_id}
+    row |= {"chat_id": script.chat_id}
+    row |= {"address": script.address, "text": "", "status": DONE, "attempts": 1}
+    row |= {"received_at": at, "available_at": at, "finished_at": at}
+    connection.execute(insert(InboxItem).values(**row))

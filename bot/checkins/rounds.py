@@ -25,7 +25,7 @@ from bot.checkins.timing import (
     LATE_GRACE,
     QuietHours,
     backoff_until,
-    guessed_hour,
+    guessed_time,
     learned_hour,
     local_day,
     next_slot,
@@ -209,12 +209,15 @@ class CheckinRounds:
         quiet = self.quiet
         if prefs.timezone_stated or route.timezone is not None:
             hour = learned_hour(times, tz, self.settings.default_hour, quiet)
+            minute = slot_minute(hour, spread_minute(prefs.learner_id), quiet)
         else:
             # A timezone guessed from the hours may be an hour or more off: the check-in goes
-            # at the learner's own median time, and a slot missed is not taken late (an hour
+            # at a time the learner writes at, and a slot missed is not taken late (an hour
             # late could be the learner's night).
             quiet = quiet.widened(1)
-            hour = guessed_hour(times, tz, self.settings.default_hour, quiet)
+            hour, minute = guessed_time(
+                times, tz, self.settings.default_hour, quiet, prefs.learner_id
+            )
             grace = timedelta(0)
         if hour != prefs.preferred_hour:
             self.checkins.learned(prefs.learner_id, hour)
@@ -223,7 +226,7 @@ class CheckinRounds:
             now,
             tz,
             hour,
-            slot_minute(hour, spread_minute(prefs.learner_id), quiet),
+            minute,
             not_before=self._not_before(prefs.last_sent_at, prefs.unanswered),
             taken=self.checkins.days_taken(prefs.learner_id, yesterday),
             grace=grace,
@@ -481,7 +484,12 @@ def outlook(
     tz = zone(prefs.timezone)
     quiet = QuietHours(settings.quiet_start, settings.quiet_end)
     times = store.checkins.message_times(learner_id)
-    hour = learned_hour(times, tz, settings.default_hour, quiet)
+    if _guessed_from(prefs.timezone, prefs.timezone_stated) == "hours":
+        quiet = quiet.widened(1)  # as the rounds plan it
+        hour, minute = guessed_time(times, tz, settings.default_hour, quiet, learner_id)
+    else:
+        hour = learned_hour(times, tz, settings.default_hour, quiet)
+        minute = slot_minute(hour, spread_minute(learner_id), quiet)
     not_before = backoff_until(
         prefs.last_sent_at, prefs.unanswered, settings.backoff_days, settings.max_unanswered
     )
@@ -489,7 +497,7 @@ def outlook(
         now,
         tz,
         hour,
-        slot_minute(hour, spread_minute(learner_id), quiet),
+        minute,
         not_before=not_before,
         taken={row.local_day for row in history},
     )

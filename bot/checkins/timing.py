@@ -18,6 +18,10 @@ MIN_MESSAGES = 5
 # The local hour a learner's usual writing time is taken to be, to guess an unknown timezone
 # from the hours (UTC) they write at: early evening, when most people chat.
 USUAL_LOCAL_HOUR = 19
+# How many of a learner's latest messages place a check-in when their timezone is guessed
+# from their hours: the latest, which follow their clocks after a daylight-saving change
+# (the fixed offset guessed does not).
+RECENT_TIMES = 10
 # A slot missed by less than this (a worker restarting) is still taken the same day.
 LATE_GRACE = timedelta(hours=1)
 # How far ahead a plan looks for a free local day.
@@ -107,10 +111,15 @@ def median_hour(times: Sequence[datetime]) -> float | None:
     if len(times) < MIN_MESSAGES:
         return None
     hours = sorted(t.astimezone(UTC).hour + t.minute / 60 for t in times)
-    # Cut the circle in the widest gap between two hours written at (the learner's night).
-    gaps = [(hours[(n + 1) % len(hours)] - hours[n]) % 24 for n in range(len(hours))]
-    start = hours[(gaps.index(max(gaps)) + 1) % len(hours)]
+    start = _day_start(hours)
     return (statistics.median((h - start) % 24 for h in hours) + start) % 24
+
+
+def _day_start(hours: Sequence[float]) -> float:
+    """The earliest of the sorted `hours` (UTC, with minutes as a fraction) on the learner's
+    day: the circle is cut in the widest gap between two hours written at (their night)."""
+    gaps = [(hours[(n + 1) % len(hours)] - hours[n]) % 24 for n in range(len(hours))]
+    return hours[(gaps.index(max(gaps)) + 1) % len(hours)]
 
 
 def zone_from_hours(times: Sequence[datetime]) -> str | None:
@@ -124,16 +133,28 @@ def zone_from_hours(times: Sequence[datetime]) -> str | None:
     return "Etc/UTC" if offset == 0 else f"Etc/GMT{-offset:+d}"
 
 
-def guessed_hour(times: Sequence[datetime], tz: ZoneInfo, default: int, quiet: QuietHours) -> int:
-    """The local hour of a check-in to a learner whose timezone is guessed from `times`: the
-    hour of the median time they write at, which lies between times they did write at (the
-    most-written hour may be at the edge of their evening, and a guess an hour off would put
-    it in their quiet hours). `default` (moved out of the quiet hours) without a median."""
-    median = median_hour(times)
+def guessed_time(
+    times: Sequence[datetime], tz: ZoneInfo, default: int, quiet: QuietHours, learner_id: int
+) -> tuple[int, int]:
+    """The local hour and minute of a check-in to a learner whose timezone is guessed from
+    `times` (newest first; a fixed offset that may be an hour or more off their clocks): a
+    time of day they have written at lately, their median time less a spread of up to half an
+    hour (learners are not all due at once), never before the earliest they write at. So the
+    check-in goes at a time they do write at however far the guess is off, not up to an hour
+    after it as a whole hour's slot would. `default` (moved out of the quiet hours) at the
+    spread minute, with too few messages to tell."""
+    recent = times[:RECENT_TIMES]
+    median = median_hour(recent)
     if median is None:
-        return quiet.nearest_allowed(default)
-    moment = datetime(2000, 1, 1, int(median), int(median % 1 * 60), tzinfo=UTC)
-    return quiet.nearest_allowed(moment.astimezone(tz).hour)
+        hour = quiet.nearest_allowed(default)
+        return hour, slot_minute(hour, spread_minute(learner_id), quiet)
+    hours = sorted(t.astimezone(UTC).hour + t.minute / 60 for t in recent)
+    start = _day_start(hours)
+    spread = (learner_id * 37) % 30 / 60
+    into = max((median - start) % 24 - spread, 0.0)
+    minutes = round(((start + into) % 24) * 60) % (24 * 60)
+    moment = datetime(2000, 1, 1, minutes // 60, minutes % 60, tzinfo=UTC).astimezone(tz)
+    return moment.hour, moment.minute
 
 
 def learned_hour(times: Iterable[datetime], tz: ZoneInfo, default: int, quiet: QuietHours) -> int:

@@ -15,7 +15,7 @@ from bot.checkins.timing import (
     DAYS_AHEAD,
     QuietHours,
     backoff_until,
-    guessed_hour,
+    guessed_time,
     median_hour,
     next_slot,
     quiet_begins,
@@ -45,9 +45,10 @@ def test_hours_around_midnight_utc_have_their_median_near_midnight() -> None:
 @given(
     st.lists(st.tuples(st.integers(9, 20), st.integers(0, 59)), min_size=5, max_size=30),
     st.sampled_from(["America/Sao_Paulo", "Europe/Rome", "Asia/Kolkata", "Pacific/Auckland"]),
+    st.integers(1, 10_000),
 )
 def test_a_guessed_zone_puts_the_checkin_among_hours_they_wrote_at(
-    local: list[tuple[int, int]], name: str
+    local: list[tuple[int, int]], name: str, learner_id: int
 ) -> None:
     tz = ZoneInfo(name)
     times = [
@@ -55,13 +56,16 @@ def test_a_guessed_zone_puts_the_checkin_among_hours_they_wrote_at(
         for n, (h, m) in enumerate(local)
     ]
     guess = zone(zone_from_hours(times))
-    hour = guessed_hour(times, guess, 18, QUIET)
+    hour, minute = guessed_time(times, guess, 18, QUIET, learner_id)
     # As the rounds plan it for a guessed zone: a slot just missed is not taken late (with the
     # usual hour's grace, one missed at 23:59 UTC went at once, 21:00 in São Paulo).
-    due, _ = next_slot(DAY, guess, hour, 59, grace=timedelta(0))
-    # However far the guess is off, the check-in is at their median hour, in their day.
+    due, _ = next_slot(DAY, guess, hour, minute, grace=timedelta(0))
+    # However far the guess is off (a half-hour zone's whole-hour guess too), the check-in
+    # is at a time of day they write at: at most half an hour before their median time, and
+    # never before the earliest they write at nor after the latest.
     really = due.astimezone(tz)
-    assert 9 <= really.hour < 21, (local, really)
+    written = sorted((h, m) for h, m in local)
+    assert written[0] <= (really.hour, really.minute) <= written[-1], (local, really)
 
 
 def test_a_slot_missed_is_not_taken_late_without_grace() -> None:
