@@ -63,6 +63,7 @@ from bench.latency_learners import (
     progress,
     shares,
 )
+from bench.latency_realistic import tree_cpu
 from bench.latency_report import (
     ConfigResult,
     log_breakdown,
@@ -442,9 +443,15 @@ def latency_phase(rigs: list[Rig], options: Options) -> None:
             for rig in rigs[number % len(rigs) :] + rigs[: number % len(rigs)]:
                 wait_quiet(rigs)
                 progress(f"{label}: {rig.config.slug} {count} messages")
+                pids = rig.service.pids
+                cpu = {role: tree_cpu(pid) for role, pid in pids.items()}
                 block = rig.learners.drive(
                     learners, count, options.think, f"{label}: {rig.config.slug}"
                 )
+                wait_quiet([rig])  # the block's own after-work (memory jobs) counts too
+                for role, pid in pids.items():
+                    used = tree_cpu(pid) - cpu[role]
+                    rig.result.cpu_seconds[role] = rig.result.cpu_seconds.get(role, 0.0) + used
                 progress(f"{label}: {rig.config.slug}: {block.summary()}")
                 rig.result.latency.extend(block)
         wait_quiet(rigs)  # the last blocks' memory jobs count in the table statistics too
@@ -452,6 +459,7 @@ def latency_phase(rigs: list[Rig], options: Options) -> None:
     for rig in rigs:
         latency = rig.result.latency
         progress(f"{rig.config.slug} latency, {options.rounds} rounds: {latency.summary()}")
+        progress(f"{rig.config.slug} CPU ms per reply: {rig.result.cpu_ms_per_reply()}")
         after = table_stats(rig.service.database_url)
         rig.result.tables = per_message(before[rig.config.slug], after, len(latency.sent))
         summarize_profiles(rig, profiles.get(rig.config.slug, {}))

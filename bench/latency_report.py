@@ -132,6 +132,13 @@ class ConfigResult:
     breakdown: dict[str, dict[str, float]] = field(default_factory=dict)
     tables: dict[str, dict[str, float]] = field(default_factory=dict)  # Postgres, per message
     profile: dict[str, Any] = field(default_factory=dict)
+    # CPU seconds each process (with its children) used during this configuration's own
+    # latency blocks: what a loaded machine does not inflate, unlike the latency.
+    cpu_seconds: dict[str, float] = field(default_factory=dict)
+
+    def cpu_ms_per_reply(self) -> dict[str, float]:
+        replies = max(1, len(self.latency.sent))
+        return {role: round(1000 * v / replies, 1) for role, v in self.cpu_seconds.items()}
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -150,6 +157,7 @@ class ConfigResult:
             "stages_ms": self.breakdown,
             "postgres_per_message": self.tables,
             "profile": self.profile,
+            "cpu_ms_per_reply": self.cpu_ms_per_reply(),
         }
 
 
@@ -203,6 +211,7 @@ COLUMNS = (
     "p95 ms",
     "max ms",
     "throughput msg/s",
+    "CPU ms per reply",
     "p50 / floor p50",
     f"p50 ≤ {P50_TARGET:g}× floor",
     f"p95 jobs on ≤ {JOBS_TARGET:g}× off",
@@ -223,6 +232,7 @@ def table(results: list[ConfigResult]) -> str:
             f"{stats['p95_ms']:.1f}",
             f"{stats['max_ms']:.0f}",
             f"{result.throughput.stats()['replies_per_second']:.1f}",
+            " + ".join(f"{v:.1f}" for v in result.cpu_ms_per_reply().values()) or "–",
             "1.0× (floor)" if not result.pam else "–" if ratio is None else f"{ratio:.1f}×",
             "–" if ratio is None else "PASS" if ratio <= P50_TARGET else "FAIL",
             "–" if jobs is None else f"{'PASS' if jobs <= JOBS_TARGET else 'FAIL'} ({jobs:.2f}×)",

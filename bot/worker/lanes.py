@@ -65,6 +65,7 @@ class Lanes:
         self._causes_lock = threading.Lock()
         self._ready = threading.Condition()
         self._wakes = 0  # wake-ups not yet taken by a lane
+        self._idle = 0  # lanes waiting for a wake-up or their poll
         self._stopping = False
         self._threads = [
             threading.Thread(target=self._run, name=f"{name}-{n}", daemon=True)
@@ -76,12 +77,16 @@ class Lanes:
         for thread in self._threads:
             thread.start()
 
-    def wake(self, lanes: int | None = None) -> None:
-        """Have `lanes` idle lanes (default: all) look for work now."""
+    def wake(self, lanes: int | None = None) -> bool:
+        """Have `lanes` idle lanes (default: all) look for work now. True if an idle lane no
+        earlier wake-up had spoken for takes this one; False if every lane is busy (the
+        wake-up is kept for the next lane that finishes)."""
         count = len(self._threads) if lanes is None else min(lanes, len(self._threads))
         with self._ready:
+            taken = self._idle > self._wakes
             self._wakes = min(len(self._threads), self._wakes + count)
             self._ready.notify(count)
+        return taken
 
     def stop(self, deadline: float) -> bool:
         """Let each lane finish its item, then end; True if all ended by `deadline`."""
@@ -107,7 +112,11 @@ class Lanes:
                 failures = 0
             with self._ready:
                 if not self._wakes and not self._stopping:
-                    self._ready.wait(idle_wait(self.poll_seconds, len(self._threads)))
+                    self._idle += 1
+                    try:
+                        self._ready.wait(idle_wait(self.poll_seconds, len(self._threads)))
+                    finally:
+                        self._idle -= 1
                 self._wakes = max(0, self._wakes - 1)
 
     def _rest(self, exc: Exception, failures: int) -> None:

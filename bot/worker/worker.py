@@ -188,9 +188,13 @@ class Worker:
 
     def wake_inbox(self) -> None:
         """Run one idle inbox lane now (one new message was stored): a burst of messages wakes
-        one lane each, not every lane for every message."""
-        if self._inbox_lanes is not None:
-            self._inbox_lanes.wake(1)
+        one lane each, not every lane for every message. The commands lane is woken only
+        when no idle inbox lane takes the wake-up (every one is inside a turn): an inbox lane
+        answers a command as well, and the commands lane's claim of nothing cost every
+        message a round trip (and 0.55 ms of CPU on Postgres). It still polls for commands
+        a lane that woke for another message left waiting."""
+        if self._inbox_lanes is not None and self._inbox_lanes.wake(1):
+            return
         if self._command_lane is not None:
             self._command_lane.wake()
 

@@ -10,7 +10,16 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Boolean, and_, exists, func, literal_column, select, type_coerce
+from sqlalchemy import (
+    Boolean,
+    ColumnClause,
+    and_,
+    exists,
+    func,
+    literal_column,
+    select,
+    type_coerce,
+)
 from sqlalchemy.exc import IntegrityError
 
 from memory.database.claims import (
@@ -184,6 +193,9 @@ class Inbox(Queue[InboxClaim]):
 # The commands that ask the model (a tap's /translate and /explain, bot/turn/taps.py): the
 # inbox lanes answer them like a message, so that the commands lane never waits on the model.
 MODEL_COMMANDS = ("translate", "explain")
+LETTERS: list[ColumnClause[Any]] = [
+    literal_column(f"'{letter}'") for letter in string.ascii_letters
+]
 
 
 def is_command(item: Any) -> Any:
@@ -195,7 +207,9 @@ def is_command(item: Any) -> Any:
     return and_(
         item.kind == "text",
         item.text.like("/%"),
-        func.substr(item.text, 2, 1).in_(tuple(string.ascii_letters)),
+        # The letters written into the statement: as a bound tuple they would be an
+        # "expanding" IN, rendered again on every claim (a fifth of an idle claim's CPU).
+        func.substr(item.text, 2, 1).in_(LETTERS),
         *(~text.like(f"/{name}%") for name in MODEL_COMMANDS),
     )
 

@@ -66,6 +66,34 @@ def test_a_wake_up_while_every_lane_is_busy_is_not_lost() -> None:
         assert lanes.stop(time.monotonic() + WAIT)
 
 
+def test_a_wake_up_says_whether_an_idle_lane_takes_it() -> None:
+    """The worker wakes its commands lane only when no idle inbox lane takes a message's
+    wake-up: each idle lane takes one, and with every lane busy none does."""
+    gate = threading.Event()
+    calls: list[int] = []
+    lock = threading.Lock()
+
+    def step() -> bool:  # every look but the second stays inside its item until the end
+        with lock:
+            calls.append(1)
+            second = len(calls) == 2
+        if not second:
+            assert gate.wait(WAIT)
+        return False
+
+    lanes = Lanes("test", 2, step, NEVER)
+    lanes.start()
+    try:
+        deadline = time.monotonic() + WAIT
+        while lanes._idle < 1 and time.monotonic() < deadline:  # one busy, one waiting
+            time.sleep(0.01)
+        assert lanes.wake(1), "the idle lane takes the first wake-up"
+        assert not lanes.wake(1), "the second finds no idle lane that no wake-up spoke for"
+    finally:
+        gate.set()
+        assert lanes.stop(time.monotonic() + WAIT)
+
+
 def test_stopping_lets_a_lane_finish_its_item() -> None:
     steps = Steps()
     lanes = Lanes("test", 2, steps, NEVER)
