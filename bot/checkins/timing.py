@@ -138,20 +138,23 @@ def guessed_time(
 ) -> tuple[int, int]:
     """The local hour and minute of a check-in to a learner whose timezone is guessed from
     `times` (newest first; a fixed offset that may be an hour or more off their clocks): a
-    time of day they have written at lately, their median time less a spread of up to half an
-    hour (learners are not all due at once), never before the earliest they write at. So the
-    check-in goes at a time they do write at however far the guess is off, not up to an hour
-    after it as a whole hour's slot would. `default` (moved out of the quiet hours) at the
-    spread minute, with too few messages to tell."""
+    time of day they have written at lately, the first quarter of their latest times less a
+    spread of up to 20 minutes (learners are not all due at once), never before the earliest
+    they write at. So the check-in goes at a time they do write at however far the guess is
+    off, not up to an hour after their median as a whole hour's slot would, and an hour's
+    change of their clocks mostly still finds them awake. `default` (moved out of the quiet
+    hours) at the spread minute, with too few messages to tell."""
     recent = times[:RECENT_TIMES]
-    median = median_hour(recent)
-    if median is None:
+    if len(recent) < MIN_MESSAGES:
         hour = quiet.nearest_allowed(default)
         return hour, slot_minute(hour, spread_minute(learner_id), quiet)
     hours = sorted(t.astimezone(UTC).hour + t.minute / 60 for t in recent)
     start = _day_start(hours)
-    spread = (learner_id * 37) % 30 / 60
-    into = max((median - start) % 24 - spread, 0.0)
+    # The first quarter of their hours, less a spread: most learners write in the evening,
+    # whose late edge is the quiet hours', and clocks going forward (spring, in the north,
+    # where most people live) carry a fixed offset's times an hour later.
+    into = sorted((h - start) % 24 for h in hours)[len(hours) // 4]
+    into = max(into - (learner_id * 37) % 20 / 60, 0.0)
     minutes = round(((start + into) % 24) * 60) % (24 * 60)
     moment = datetime(2000, 1, 1, minutes // 60, minutes % 60, tzinfo=UTC).astimezone(tz)
     return moment.hour, moment.minute
