@@ -203,7 +203,10 @@ def scripts(learners: int, days: int, seed: int = 31) -> list[Script]:
         history_days.append(last)
         mentions = rng.sample(range(count), k=rng.choice((0, 1, 1, 2, 2)))
         for n, day in enumerate(history_days):
-            moment = min(script.at_hour(day, rng), START - timedelta(minutes=5 * (count - n)))
+            moment = script.at_hour(day, rng)
+            if moment >= START - timedelta(minutes=5 * (count - n)):
+                # Their hour today is still ahead: the day before's, not a moment in their night.
+                moment = script.at_hour(day - timedelta(days=1), rng)
             if n in mentions:
                 entry, text = _plan(rng, START.astimezone(tz).date(), day, days)
                 if entry not in script.plans:
