@@ -228,17 +228,35 @@ _ANSWERED = exists().where(
     Message.role == LEARNER,
     Message.id > Checkin.message_id,
 )
-ANSWERED_ROWS = select(Checkin.id, Checkin.learner_id).where(
-    Checkin.state == QUEUED,
-    Checkin.decided_at >= bindparam("since", type_=UTCDateTime()),
-    _ANSWERED,
-)
-_LEARNERS: Any = bindparam("learners", expanding=True)
+# Only the rows this UPDATE changes come back: a worker marking the same check-in at once
+# waits for this one's lock and then finds it answered already.
 MARK_ANSWERED = (
     update(Checkin)
-    .where(Checkin.id.in_(bindparam("ids", expanding=True)), Checkin.state == QUEUED)
+    .where(
+        Checkin.state == QUEUED,
+        Checkin.decided_at >= bindparam("since", type_=UTCDateTime()),
+        _ANSWERED,
+    )
     .values(state=ANSWERED, answered_at=_NOW)
+    .returning(Checkin.learner_id)
 )
+_LAST_WRITTEN = (
+    select(func.max(Checkin.message_id))
+    .where(Checkin.learner_id == CheckinState.learner_id)
+    .correlate(CheckinState)
+    .scalar_subquery()
+)
+# The learners still counting unanswered check-ins who wrote after the last one Pam wrote
+# them, however long ago it went.
+BACK_AFTER_SILENCE = select(CheckinState.learner_id).where(
+    CheckinState.unanswered > 0,
+    exists().where(
+        Message.learner_id == CheckinState.learner_id,
+        Message.role == LEARNER,
+        Message.id > _LAST_WRITTEN,
+    ),
+)
+_LEARNERS: Any = bindparam("learners", expanding=True)
 RESET_UNANSWERED = (
     update(CheckinState).where(CheckinState.learner_id.in_(_LEARNERS)).values(unanswered=0)
 )

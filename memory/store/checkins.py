@@ -15,22 +15,21 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, delete, exists, func, select, update
+from sqlalchemy import Connection, select, update
 from sqlalchemy.exc import IntegrityError
 
 from memory.database.backends import backend_for
 from memory.database.claims import PENDING
 from memory.database.db import Tables
-from memory.database.models import Learner, Message, Profile
+from memory.database.models import Learner, Profile
 from memory.database.models_checkins import (
-    ANSWERED,
     QUEUED,
     SCHEDULED,
     SKIPPED,
     Checkin,
     CheckinState,
 )
-from memory.database.records import LEARNER, PAM, LearnerGone
+from memory.database.records import PAM, LearnerGone
 from memory.llm import Usage as BilledCall
 from memory.store import checkin_statements as sql
 
@@ -43,6 +42,8 @@ HOURS_LOOKED_AT = 50
 # A check-in still unanswered this long after it went is no longer looked at as answered
 # (the rounds' look stays bounded however many pile up unanswered).
 ANSWERED_WITHIN = timedelta(days=30)
+# How often a learner back after a silence longer than that is looked for.
+SILENCE_LOOKED_AT_EVERY = timedelta(minutes=10)
 # The claim statement of each kind of database (claim_next), built on first use.
 _CLAIMS: dict[str, Any] = {}
 
@@ -219,6 +220,9 @@ def _edited(connection: Connection, learner_id: int, edit: ProfileEdit) -> bool:
 
 class Checkins(Tables):
     """Check-in preferences, plans, claims and writes."""
+
+    # When this process last looked for learners back after a long silence (mark_answered).
+    _silence_looked_at: datetime | None = None
 
     # -- a learner's preferences ---------------------------------------------------------------
 
@@ -488,57 +492,30 @@ class Checkins(Tables):
         not counted twice). A learner whose check-ins are too old to be looked at as answered
         (ANSWERED_WITHIN: they were silent for weeks) and who writes again has their count
         reset all the same, so that check-ins resume; those old ones stay unanswered."""
-        answered = exists().where(
-            Message.learner_id == Checkin.learner_id,
-            Message.role == LEARNER,
-            Message.id > Checkin.message_id,
-        )
         now = self.clock()
-        recent = Checkin.decided_at >= now - ANSWERED_WITHIN
-        marked = (
-            update(Checkin)
-            .where(Checkin.state == QUEUED, recent, answered)
-            .values(state=ANSWERED, answered_at=now)
-            .returning(Checkin.learner_id)
-        )
         with self.engine.begin() as connection:
-            # Only the rows this UPDATE changed come back: a worker marking the same check-in
-            # at once waits for this one's lock and then finds it answered already.
-            marked_for = list(connection.execute(marked).scalars())
-            learners = set(marked_for) | self._back_after_silence(connection)
+            since = {"since": now - ANSWERED_WITHIN, "now": now}
+            marked_for = list(connection.execute(sql.MARK_ANSWERED, since).scalars())
+            learners = set(marked_for) | self._back_after_silence(connection, now)
             if learners:
-                ids = sorted(learners)
-                connection.execute(
-                    update(CheckinState)
-                    .where(CheckinState.learner_id.in_(ids))
-                    .values(unanswered=0)
-                )
+                ids = {"learners": sorted(learners)}
+                connection.execute(sql.RESET_UNANSWERED, ids)
                 # The next check-in was planned as the last went out, backing off as if it
                 # would go unanswered: planned again (by the next round) as for a learner who
                 # answers.
-                connection.execute(
-                    delete(Checkin).where(Checkin.learner_id.in_(ids), Checkin.state == SCHEDULED)
-                )
+                connection.execute(sql.DROP_SCHEDULED, ids)
         return len(marked_for)
 
-    @staticmethod
-    def _back_after_silence(connection: Connection) -> set[int]:
+    def _back_after_silence(self, connection: Connection, now: datetime) -> set[int]:
         """The learners still counting unanswered check-ins who wrote after the last one Pam
-        wrote them, however long ago it went (only learners backing off or stopped are
-        looked at: the rounds' look stays bounded)."""
-        last_written = (
-            select(func.max(Checkin.message_id))
-            .where(Checkin.learner_id == CheckinState.learner_id)
-            .correlate(CheckinState)
-            .scalar_subquery()
-        )
-        wrote_since = exists().where(
-            Message.learner_id == CheckinState.learner_id,
-            Message.role == LEARNER,
-            Message.id > last_written,
-        )
-        query = select(CheckinState.learner_id).where(CheckinState.unanswered > 0, wrote_since)
-        return set(connection.execute(query).scalars())
+        wrote them, however long ago it went; looked at once every SILENCE_LOOKED_AT_EVERY at
+        most (a learner back after weeks can wait minutes, and the look reads every learner
+        backing off or stopped, each round)."""
+        last = self._silence_looked_at
+        if last is not None and now - last < SILENCE_LOOKED_AT_EVERY:
+            return set()
+        self._silence_looked_at = now
+        return set(connection.execute(sql.BACK_AFTER_SILENCE).scalars())
 
     def queued_since(self, since: datetime) -> int:
         """Check-ins written since `since`, by every worker (the sending rate's count)."""
