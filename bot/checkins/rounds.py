@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from bot.checkins.compose import Composer, plan_edit
 from bot.checkins.routes import Route, Routes
@@ -125,7 +126,6 @@ class CheckinRounds:
         self.limits = limits
         self.counter = counter
         self.clock = clock
-        self.quiet = QuietHours(settings.quiet_start, settings.quiet_end)
         self.lease = timedelta(seconds=settings.lease_seconds)
         self.leases = Heartbeats("pam-checkin-leases")
 
@@ -205,20 +205,11 @@ class CheckinRounds:
                 self.checkins.set_timezone(prefs.learner_id, guess, stated=False)
                 tz_name = guess
         tz = zone(tz_name)
-        grace = LATE_GRACE
-        quiet = self.quiet
-        if prefs.timezone_stated or route.timezone is not None:
-            hour = learned_hour(times, tz, self.settings.default_hour, quiet)
-            minute = slot_minute(hour, spread_minute(prefs.learner_id), quiet)
-        else:
-            # A timezone guessed from the hours may be an hour or more off: the check-in goes
-            # at a time the learner writes at, and a slot missed is not taken late (an hour
-            # late could be the learner's night).
-            quiet = quiet.widened(1)
-            hour, minute = guessed_time(
-                times, tz, self.settings.default_hour, quiet, prefs.learner_id
-            )
-            grace = timedelta(0)
+        guessed = not prefs.timezone_stated and route.timezone is None
+        hour, minute = _time_of_day(self.settings, times, tz, prefs.learner_id, guessed)
+        # A slot missed is not taken late for a guessed timezone (an hour late could be the
+        # learner's night).
+        grace = timedelta(0) if guessed else LATE_GRACE
         if hour != prefs.preferred_hour:
             self.checkins.learned(prefs.learner_id, hour)
         yesterday = (now - timedelta(days=2)).date().isoformat()
@@ -287,11 +278,7 @@ class CheckinRounds:
         route = self.routes.route(claim.address)
         if route is None:
             return self._skip(claim, NO_CHANNEL)
-        quiet = self.quiet
-        if not prefs.timezone_stated and route.timezone is None:
-            # A timezone guessed from the hours the learner writes at is a fixed offset: when
-            # their clocks change it is an hour off, so their quiet hours are kept an hour wider.
-            quiet = quiet.widened(1)
+        quiet = _quiet_hours(self.settings, not prefs.timezone_stated and route.timezone is None)
         tz = zone(prefs.timezone)
         if quiet_soon(quiet, now, tz):
             return self._skip(claim, QUIET_HOURS)
@@ -389,6 +376,27 @@ class CheckinRounds:
         )
 
 
+def _quiet_hours(settings: CheckinSettings, guessed: bool) -> QuietHours:
+    """The quiet hours a learner's check-ins keep: the settings', an hour wider at each end
+    for a timezone `guessed` from the hours they write at (a fixed offset, an hour off once
+    their clocks change)."""
+    quiet = QuietHours(settings.quiet_start, settings.quiet_end)
+    return quiet.widened(1) if guessed else quiet
+
+
+def _time_of_day(
+    settings: CheckinSettings, times: list[datetime], tz: ZoneInfo, learner_id: int, guessed: bool
+) -> tuple[int, int]:
+    """The local hour and minute a learner's check-ins go at, out of their quiet hours: the
+    hour they usually write at, or for a timezone `guessed` from their hours (which may be an
+    hour or more off) a time of day they write at."""
+    quiet = _quiet_hours(settings, guessed)
+    if guessed:
+        return guessed_time(times, tz, settings.default_hour, quiet, learner_id)
+    hour = learned_hour(times, tz, settings.default_hour, quiet)
+    return hour, slot_minute(hour, spread_minute(learner_id), quiet)
+
+
 def _within(window: timedelta, received_at: datetime | None, now: datetime) -> bool:
     """Whether `now` is within a platform's free-form `window` of the learner's last message:
     measured from when it reached the inbox (not when its turn ran, later), and never when
@@ -482,14 +490,9 @@ def outlook(
             why = f"planned for {row.local_day} at the learner's hour"
             return Outlook(row.due_at, row.local_day, why, details)
     tz = zone(prefs.timezone)
-    quiet = QuietHours(settings.quiet_start, settings.quiet_end)
     times = store.checkins.message_times(learner_id)
-    if _guessed_from(prefs.timezone, prefs.timezone_stated) == "hours":
-        quiet = quiet.widened(1)  # as the rounds plan it
-        hour, minute = guessed_time(times, tz, settings.default_hour, quiet, learner_id)
-    else:
-        hour = learned_hour(times, tz, settings.default_hour, quiet)
-        minute = slot_minute(hour, spread_minute(learner_id), quiet)
+    guessed = _guessed_from(prefs.timezone, prefs.timezone_stated) == "hours"
+    hour, minute = _time_of_day(settings, times, tz, learner_id, guessed)
     not_before = backoff_until(
         prefs.last_sent_at, prefs.unanswered, settings.backoff_days, settings.max_unanswered
     )

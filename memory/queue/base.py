@@ -11,7 +11,18 @@ from abc import ABC, abstractmethod
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 
-from sqlalchemy import Engine, and_, bindparam, delete, exists, func, select, true, update
+from sqlalchemy import (
+    Connection,
+    Engine,
+    and_,
+    bindparam,
+    delete,
+    exists,
+    func,
+    select,
+    true,
+    update,
+)
 from sqlalchemy.orm import aliased
 
 from memory.clock import Clock, utcnow
@@ -213,11 +224,15 @@ class Queue(ABC, Generic[C]):
 
     def _release(self, lease: Lease, **values: Any) -> bool:
         """End the claim `lease` with `values` set. False if it was gone."""
+        with self.engine.begin() as connection:
+            return self._release_on(connection, lease, **values)
+
+    def _release_on(self, connection: Connection, lease: Lease, **values: Any) -> bool:
+        """`_release`, on `connection` (in the caller's transaction)."""
         model = self.model
         statement = update(model).where(held(model))
         statement = statement.values(claim_token=None, lease_expires_at=None, **values)
-        with self.engine.begin() as connection:
-            return bool(connection.execute(statement, held_params(lease)).rowcount)
+        return bool(connection.execute(statement, held_params(lease)).rowcount)
 
     def renew(self, lease: Lease) -> bool:
         """Extend a live claim's lease (its worker is alive). False if the claim is gone."""

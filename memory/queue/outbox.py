@@ -159,17 +159,8 @@ class Outbox(Queue[OutboxClaim]):
         good, its text cleared, and its check-in skipped as LATE, in one transaction; the
         learner's count of unanswered check-ins is given back the one it never got. Its
         address's newer replies go on. False when the claim was gone."""
-        statement = update(OutboxItem).where(held(OutboxItem))
-        statement = statement.values(
-            status=FAILED,
-            text="",
-            last_error=error[:300],
-            claim_token=None,
-            lease_expires_at=None,
-            **unlinked_if_forgotten(OutboxItem),
-        )
         with self.engine.begin() as connection:
-            if not connection.execute(statement, held_params(claim)).rowcount:
+            if not self._release_on(connection, claim, **_finished(FAILED, error)):
                 return False
             if claim.checkin:
                 self._late_checkin(connection, claim)
@@ -202,13 +193,7 @@ class Outbox(Queue[OutboxClaim]):
     def _finish(self, claim: OutboxClaim, status: str, error: str) -> bool:
         """End the claim on a part that goes no further, its text cleared and nothing kept
         that names a forgotten learner."""
-        return self._release(
-            claim,
-            status=status,
-            text="",
-            last_error=error[:300],
-            **unlinked_if_forgotten(OutboxItem),
-        )
+        return self._release(claim, **_finished(status, error))
 
     def failed_on_platform(self, channel: str, platform_message_id: str, error: str) -> bool:
         """Record that a reply the platform had accepted (and so is recorded as sent) failed
@@ -241,3 +226,14 @@ class SpeechParts(Outbox):
         sent in its address's order after the texts before it, with its attempts for the
         send. False when the claim is gone (/forget removed the part meanwhile)."""
         return self._release(claim, status=PENDING, voice_id=voice_id, text="", attempts=0)
+
+
+def _finished(status: str, error: str) -> dict[str, Any]:
+    """What a part that goes no further is left with: `status`, its text cleared, `error`, and
+    nothing kept that names a forgotten learner."""
+    return {
+        "status": status,
+        "text": "",
+        "last_error": error[:300],
+        **unlinked_if_forgotten(OutboxItem),
+    }

@@ -143,17 +143,15 @@ _HELD = and_(
     Checkin.state == CLAIMED,
 )
 _DECIDED = bindparam("decided", type_=UTCDateTime())
-SKIP = (
-    update(Checkin)
-    .where(_HELD)
-    .values(
-        state=SKIPPED,
-        skip_reason=bindparam("reason"),
-        decided_at=_DECIDED,
-        claim_token=None,
-        lease_expires_at=None,
-    )
-)
+# A check-in given up for "reason", decided then, its claim (if any) released.
+_SKIPPED: dict[str, Any] = {
+    "state": SKIPPED,
+    "skip_reason": bindparam("reason"),
+    "decided_at": _DECIDED,
+    "claim_token": None,
+    "lease_expires_at": None,
+}
+SKIP = update(Checkin).where(_HELD).values(_SKIPPED)
 RETRY_AT = (
     update(Checkin)
     .where(_HELD)
@@ -169,17 +167,7 @@ RENEW = (
 )
 CANCEL_WAITING = and_(Checkin.learner_id == _OF, Checkin.state.in_(WAITING))
 DELETE_WAITING = delete(Checkin).where(CANCEL_WAITING)
-SKIP_WAITING = (
-    update(Checkin)
-    .where(CANCEL_WAITING)
-    .values(
-        state=SKIPPED,
-        skip_reason=bindparam("reason"),
-        decided_at=_DECIDED,
-        claim_token=None,
-        lease_expires_at=None,
-    )
-)
+SKIP_WAITING = update(Checkin).where(CANCEL_WAITING).values(_SKIPPED)
 
 # -- writing -----------------------------------------------------------------------------------
 
