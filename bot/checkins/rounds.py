@@ -24,7 +24,10 @@ from bot.checkins.routes import Route, Routes
 from bot.checkins.timing import (
     DAYS_AHEAD,
     LATE_GRACE,
+    MIN_MESSAGES,
+    RECENT_TIMES,
     QuietHours,
+    awake_hours,
     backoff_until,
     guessed_time,
     learned_hour,
@@ -38,7 +41,7 @@ from bot.checkins.timing import (
     zone_from_hours,
 )
 from bot.settings import CheckinSettings
-from bot.timezones import is_fixed_offset, readable, zone
+from bot.timezones import is_fixed_offset, last_clock_change, readable, zone
 from bot.turn.limits import Limits
 from memory import metrics
 from memory.clock import Clock
@@ -52,6 +55,7 @@ from memory.store.checkins import (
     Activity,
     Candidate,
     CheckinClaim,
+    CheckinPrefs,
     CheckinWrite,
 )
 from memory.store.message_store import Store
@@ -65,6 +69,8 @@ OPTED_OUT = "opted_out"
 UNANSWERED = "unanswered"
 NO_CHANNEL = "no_channel"
 QUIET_HOURS = "quiet_hours"
+# Planned for a timezone guessed from the hours, before clocks changed somewhere.
+CLOCK_CHANGE = "clock_change"
 LEARNER_WRITING = "learner_writing"
 RECENT_CHAT = "recent_chat"
 NO_TEMPLATE = "no_template"
@@ -205,8 +211,11 @@ class CheckinRounds:
                 self.checkins.set_timezone(prefs.learner_id, guess, stated=False)
                 tz_name = guess
         tz = zone(tz_name)
-        guessed = not prefs.timezone_stated and route.timezone is None
-        hour, minute = _time_of_day(self.settings, times, tz, prefs.learner_id, guessed)
+        guessed = _guessed_by_hours(prefs, route)
+        time_of_day = _time_of_day(self.settings, times, tz, prefs.learner_id, guessed, now)
+        if time_of_day is None:  # no time is safe since a clock change: they write first
+            return False
+        hour, minute = time_of_day
         # A slot missed is not taken late for a guessed timezone (an hour late could be the
         # learner's night).
         grace = timedelta(0) if guessed else LATE_GRACE
@@ -260,6 +269,19 @@ class CheckinRounds:
             metrics.CHECKINS_SKIPPED.labels(outcome).inc()
         return outcome
 
+    def _still_awake(self, claim: CheckinClaim, now: datetime) -> bool:
+        """Whether a check-in to a learner whose timezone is guessed from their hours may still
+        go at its time: planned before clocks changed somewhere, it goes only at a time their
+        messages still vouch for (`awake_hours`), as it would be planned now."""
+        change = last_clock_change(now)
+        if change is None or claim.planned_at >= change:
+            return True
+        times = self.checkins.message_times(claim.learner_id)
+        if len(times[:RECENT_TIMES]) < MIN_MESSAGES:  # planned at the default hour
+            return True
+        awake = awake_hours(times, now)
+        return awake is not None and awake.holds(claim.due_at)
+
     def _skip(self, claim: CheckinClaim, reason: str) -> str:
         self.checkins.skip(claim, reason)
         log.info("checkin skipped checkin=%s reason=%s", claim.id, reason)
@@ -278,10 +300,13 @@ class CheckinRounds:
         route = self.routes.route(claim.address)
         if route is None:
             return self._skip(claim, NO_CHANNEL)
-        quiet = _quiet_hours(self.settings, not prefs.timezone_stated and route.timezone is None)
+        guessed = _guessed_by_hours(prefs, route)
+        quiet = _quiet_hours(self.settings, guessed)
         tz = zone(prefs.timezone)
         if quiet_soon(quiet, now, tz):
             return self._skip(claim, QUIET_HOURS)
+        if guessed and not self._still_awake(claim, now):
+            return self._skip(claim, CLOCK_CHANGE)
         seen = self.checkins.activity(claim.learner_id, claim.address)
         if seen.waiting:
             return self._skip(claim, LEARNER_WRITING)
@@ -376,6 +401,17 @@ class CheckinRounds:
         )
 
 
+def _guessed_by_hours(prefs: CheckinPrefs, route: Route | None) -> bool:
+    """Whether the learner's timezone is Pam's guess from the hours they write at: not stated,
+    and not known from their channel (a WhatsApp number's country). Without the `route`,
+    whether the zone kept is such a guess (a fixed offset)."""
+    if prefs.timezone_stated:
+        return False
+    if route is None:
+        return prefs.timezone is None or is_fixed_offset(prefs.timezone)
+    return route.timezone is None
+
+
 def _quiet_hours(settings: CheckinSettings, guessed: bool) -> QuietHours:
     """The quiet hours a learner's check-ins keep: the settings', an hour wider at each end
     for a timezone `guessed` from the hours they write at (a fixed offset, an hour off once
@@ -385,14 +421,19 @@ def _quiet_hours(settings: CheckinSettings, guessed: bool) -> QuietHours:
 
 
 def _time_of_day(
-    settings: CheckinSettings, times: list[datetime], tz: ZoneInfo, learner_id: int, guessed: bool
-) -> tuple[int, int]:
+    settings: CheckinSettings,
+    times: list[datetime],
+    tz: ZoneInfo,
+    learner_id: int,
+    guessed: bool,
+    now: datetime,
+) -> tuple[int, int] | None:
     """The local hour and minute a learner's check-ins go at, out of their quiet hours: the
     hour they usually write at, or for a timezone `guessed` from their hours (which may be an
-    hour or more off) a time of day they write at."""
+    hour or more off) a time of day they write at, None while none is safe (`guessed_time`)."""
     quiet = _quiet_hours(settings, guessed)
     if guessed:
-        return guessed_time(times, tz, settings.default_hour, quiet, learner_id)
+        return guessed_time(times, tz, settings.default_hour, quiet, learner_id, now)
     hour = learned_hour(times, tz, settings.default_hour, quiet)
     return hour, slot_minute(hour, spread_minute(learner_id), quiet)
 
@@ -491,8 +532,16 @@ def outlook(
             return Outlook(row.due_at, row.local_day, why, details)
     tz = zone(prefs.timezone)
     times = store.checkins.message_times(learner_id)
-    guessed = _guessed_from(prefs.timezone, prefs.timezone_stated) == "hours"
-    hour, minute = _time_of_day(settings, times, tz, learner_id, guessed)
+    route = routes.route(address) if routes is not None else None
+    time_of_day = _time_of_day(
+        settings, times, tz, learner_id, _guessed_by_hours(prefs, route), now
+    )
+    if time_of_day is None:
+        return none(
+            "its timezone is guessed from the hours the learner writes at, and clocks changed "
+            "somewhere since they last wrote: none until they write again"
+        )
+    hour, minute = time_of_day
     not_before = backoff_until(
         prefs.last_sent_at, prefs.unanswered, settings.backoff_days, settings.max_unanswered
     )

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
+from bot.timezones import clock_changes_between, last_clock_change
+
 # Fewer messages than this tell nothing of the hours a learner writes at.
 MIN_MESSAGES = 5
 # The local hour a learner's usual writing time is taken to be, to guess an unknown timezone
@@ -22,6 +24,8 @@ USUAL_LOCAL_HOUR = 19
 # from their hours: the latest, which follow their clocks after a daylight-saving change
 # (the fixed offset guessed does not).
 RECENT_TIMES = 10
+# How far a clock change moves a learner's local time, in hours (either way).
+CLOCK_CHANGE = 1.0
 # A slot missed by less than this (a worker restarting) is still taken the same day.
 LATE_GRACE = timedelta(hours=1)
 # How far ahead a plan looks for a free local day.
@@ -110,7 +114,7 @@ def median_hour(times: Sequence[datetime]) -> float | None:
     midnight UTC has a median near it, not at noon. None with fewer than MIN_MESSAGES."""
     if len(times) < MIN_MESSAGES:
         return None
-    hours = sorted(t.astimezone(UTC).hour + t.minute / 60 for t in times)
+    hours = sorted(_utc_hour(t) for t in times)
     start = _day_start(hours)
     return (statistics.median((h - start) % 24 for h in hours) + start) % 24
 
@@ -133,31 +137,86 @@ def zone_from_hours(times: Sequence[datetime]) -> str | None:
     return "Etc/UTC" if offset == 0 else f"Etc/GMT{-offset:+d}"
 
 
+@dataclass(frozen=True)
+class Awake:
+    """The times of day a learner whose timezone is guessed from their hours may get a
+    check-in at, as their latest messages vouch: from `low` to `high` hours after `start`
+    (a UTC hour of day); `written`: the hours after `start` they wrote at, sorted."""
+
+    start: float
+    written: tuple[float, ...]
+    low: float
+    high: float
+
+    def holds(self, moment: datetime) -> bool:
+        """Whether `moment`'s time of day is one (to the minute)."""
+        into = (_utc_hour(moment) - self.start) % 24
+        return self.low - 1 / 60 <= into <= self.high + 1 / 60
+
+
+def awake_hours(times: Sequence[datetime], now: datetime) -> Awake | None:
+    """When a learner whose timezone is guessed from their hours may get a check-in as of
+    `now`, from their latest RECENT_TIMES messages (`times`, newest first). The guess is a
+    fixed offset: it cannot follow their clocks, nor can Pam know which zone's clocks are
+    theirs. So: the hours they wrote at since clocks last changed anywhere, as they are (their
+    clock's own); with no message since, the hours they wrote at, an hour in from the end
+    a change since the earliest of them could carry a time into their night (the late end
+    for clocks gone forward somewhere, the early end for clocks gone back). None with fewer
+    than MIN_MESSAGES, or when no hour is left: no time is safe until they write again."""
+    recent = times[:RECENT_TIMES]
+    if len(recent) < MIN_MESSAGES:
+        return None
+    change = last_clock_change(now)
+    since = [t for t in recent if change is None or t >= change]
+    hours = sorted(_utc_hour(t) for t in since or recent)
+    start = _day_start(hours)
+    written = tuple(sorted((h - start) % 24 for h in hours))
+    low, high = 0.0, written[-1]
+    if not since:
+        ways = {change.forward for change in clock_changes_between(min(recent), now)}
+        # Gone forward, their clocks show a time written at an hour later now; back, earlier.
+        high -= CLOCK_CHANGE if True in ways else 0.0
+        low += CLOCK_CHANGE if False in ways else 0.0
+        if high < low:
+            return None
+    return Awake(start, written, low, high)
+
+
 def guessed_time(
-    times: Sequence[datetime], tz: ZoneInfo, default: int, quiet: QuietHours, learner_id: int
-) -> tuple[int, int]:
+    times: Sequence[datetime],
+    tz: ZoneInfo,
+    default: int,
+    quiet: QuietHours,
+    learner_id: int,
+    now: datetime,
+) -> tuple[int, int] | None:
     """The local hour and minute of a check-in to a learner whose timezone is guessed from
     `times` (newest first; a fixed offset that may be an hour or more off their clocks): a
     time of day they have written at lately, the first quarter of their latest times less a
-    spread of up to 20 minutes (learners are not all due at once), never before the earliest
-    they write at. So the check-in goes at a time they do write at however far the guess is
-    off, not up to an hour after their median as a whole hour's slot would, and an hour's
-    change of their clocks mostly still finds them awake. `default` (moved out of the quiet
-    hours) at the spread minute, with too few messages to tell."""
-    recent = times[:RECENT_TIMES]
-    if len(recent) < MIN_MESSAGES:
+    spread of up to 20 minutes (learners are not all due at once), kept within the hours
+    `awake_hours` vouches for. So the check-in goes at a time they do write at however far
+    the guess is off, and a change of their clocks since does not carry it into their night.
+    `default` (moved out of the quiet hours) at the spread minute, with too few messages to
+    tell; None when no time of day is safe now (`awake_hours`)."""
+    if len(times[:RECENT_TIMES]) < MIN_MESSAGES:
         hour = quiet.nearest_allowed(default)
         return hour, slot_minute(hour, spread_minute(learner_id), quiet)
-    hours = sorted(t.astimezone(UTC).hour + t.minute / 60 for t in recent)
-    start = _day_start(hours)
+    awake = awake_hours(times, now)
+    if awake is None:
+        return None
     # The first quarter of their hours, less a spread: most learners write in the evening,
-    # whose late edge is the quiet hours', and clocks going forward (spring, in the north,
-    # where most people live) carry a fixed offset's times an hour later.
-    into = sorted((h - start) % 24 for h in hours)[len(hours) // 4]
-    into = max(into - (learner_id * 37) % 20 / 60, 0.0)
-    minutes = round(((start + into) % 24) * 60) % (24 * 60)
+    # whose late edge is the quiet hours'.
+    into = awake.written[len(awake.written) // 4] - (learner_id * 37) % 20 / 60
+    into = min(max(into, awake.low), awake.high)
+    minutes = round(((awake.start + into) % 24) * 60) % (24 * 60)
     moment = datetime(2000, 1, 1, minutes // 60, minutes % 60, tzinfo=UTC).astimezone(tz)
     return moment.hour, moment.minute
+
+
+def _utc_hour(moment: datetime) -> float:
+    """`moment`'s hour of day in UTC, with minutes as a fraction."""
+    moment = moment.astimezone(UTC)
+    return moment.hour + moment.minute / 60
 
 
 def learned_hour(times: Iterable[datetime], tz: ZoneInfo, default: int, quiet: QuietHours) -> int:

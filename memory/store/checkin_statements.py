@@ -116,7 +116,12 @@ def claim(first: Any) -> Any:
             attempts=Checkin.attempts + 1,
         )
         .returning(
-            Checkin.id, Checkin.attempts, Checkin.learner_id, Checkin.local_day, Checkin.due_at
+            Checkin.id,
+            Checkin.attempts,
+            Checkin.learner_id,
+            Checkin.local_day,
+            Checkin.due_at,
+            Checkin.created_at,
         )
     )
 

@@ -79,8 +79,8 @@ class Candidate:
 
 @dataclass(frozen=True)
 class CheckinClaim:
-    """A due check-in a worker holds: its row, its learner, and the learner's activity as it
-    was when it was claimed (`seen_message_id`: their newest message's id, 0 for none)."""
+    """A due check-in a worker holds: its row (when it is due, and when it was planned), its
+    learner and their address."""
 
     id: int
     token: str
@@ -89,6 +89,7 @@ class CheckinClaim:
     address: str
     local_day: str
     due_at: datetime
+    planned_at: datetime
 
 
 @dataclass(frozen=True)
@@ -374,6 +375,7 @@ class Checkins(Tables):
             address=address or "",
             local_day=row.local_day,
             due_at=row.due_at,
+            planned_at=row.created_at,
         )
 
     def _claim_statement(self) -> Any:

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from sqlalchemy import Engine, event, func, select
@@ -20,6 +21,7 @@ from sqlalchemy.orm import Session
 
 from bot.checkins.compose import CheckinDraft, MemoryComposer, plan_edit
 from bot.checkins.rounds import (
+    CLOCK_CHANGE,
     LEARNER_WRITING,
     LEARNER_WROTE,
     NO_TEMPLATE,
@@ -867,6 +869,33 @@ def test_a_checkin_keeps_its_local_hour_across_a_daylight_saving_change(
     assert {t.hour for t in local_times} == {local_hour}
     assert len({t.date() for t in local_times}) == 6  # one a day, six days running
     assert len(utc_hours) == 2  # the change moved it in UTC, not on the learner's clock
+
+
+def test_one_planned_before_clocks_changed_goes_only_at_a_time_still_safe(
+    pam: Pam, clock: ManualClock, composer: FakeComposer
+) -> None:
+    # A Telegram learner in New York, zone unknown, who writes at 20:05 (01:05 UTC), and
+    # whose check-in was planned on the evening before the US clocks went forward.
+    new_york = ZoneInfo("America/New_York")
+    clock.now = datetime(2026, 3, 8, 2, 0, tzinfo=UTC)  # 21:00 on the 7th, there
+    times = evenings(6, 1, before=clock.now)
+    learner = learner_who_wrote(pam, clock, telegram_address(), times)
+    rounds = rounds_of(pam, composer)
+    assert rounds.run_round().planned == 1
+    # Planned at 01:05 UTC: on their new clock that is 21:05, their quiet hours.
+    due = to_due(clock, pam.engine, learner)
+    assert due.astimezone(new_york).hour == 21
+    assert rounds.run_round().outcomes == {CLOCK_CHANGE: 1}
+    # Their hours were too close together to place one safely until they write again.
+    assert rounds.run_round().planned == 0
+    assert "clocks changed" in rounds.outlook(learner, "telegram:1", enabled=True).why
+    clock.now = datetime(2026, 3, 9, 20, 10, tzinfo=new_york).astimezone(UTC)
+    pam.store.conversation.add_learner_message(learner, "hola", 2)
+    clock.advance(timedelta(hours=7))
+    assert rounds.run_round().planned == 1
+    due = to_due(clock, pam.engine, learner)
+    assert due.astimezone(new_york).hour == 20  # their hour, on their new clock
+    assert rounds.run_round().outcomes == {"queued": 1}
 
 
 # -- for operators -------------------------------------------------------------------------

@@ -4,7 +4,7 @@ the times they did write at, clear of their quiet hours even when the guess is a
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -13,7 +13,9 @@ from hypothesis import strategies as st
 
 from bot.checkins.timing import (
     DAYS_AHEAD,
+    RECENT_TIMES,
     QuietHours,
+    awake_hours,
     backoff_until,
     guessed_time,
     median_hour,
@@ -24,10 +26,18 @@ from bot.checkins.timing import (
     stopped,
     zone_from_hours,
 )
-from bot.timezones import zone
+from bot.timezones import clock_changes, last_clock_change, zone
 
 QUIET = QuietHours(21, 9)
 DAY = datetime(2026, 3, 2, tzinfo=UTC)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _clock_changes_known() -> None:
+    """Work out the years' clock changes once (a quarter second each) before the property
+    tests time their examples."""
+    for year in (2025, 2026):
+        clock_changes(year)
 
 
 def at(*hours_minutes: tuple[int, int]) -> list[datetime]:
@@ -51,12 +61,16 @@ def test_a_guessed_zone_puts_the_checkin_among_hours_they_wrote_at(
     local: list[tuple[int, int]], name: str, learner_id: int
 ) -> None:
     tz = ZoneInfo(name)
+    # Written between two clock changes (15 February, somewhere; 8 March, in the US).
     times = [
-        datetime(2026, 2, 10 + n % 15, h, m, tzinfo=tz).astimezone(UTC)
+        datetime(2026, 2, 16 + n % 12, h, m, tzinfo=tz).astimezone(UTC)
         for n, (h, m) in enumerate(local)
     ]
+    times.sort(reverse=True)
     guess = zone(zone_from_hours(times))
-    hour, minute = guessed_time(times, guess, 18, QUIET, learner_id)
+    slot = guessed_time(times, guess, 18, QUIET, learner_id, DAY)
+    assert slot is not None
+    hour, minute = slot
     # As the rounds plan it for a guessed zone: a slot just missed is not taken late (with the
     # usual hour's grace, one missed at 23:59 UTC went at once, 21:00 in São Paulo).
     due, _ = next_slot(DAY, guess, hour, minute, grace=timedelta(0))
@@ -64,8 +78,91 @@ def test_a_guessed_zone_puts_the_checkin_among_hours_they_wrote_at(
     # is at a time of day they write at: at most half an hour before their median time, and
     # never before the earliest they write at nor after the latest.
     really = due.astimezone(tz)
-    written = sorted((h, m) for h, m in local)
-    assert written[0] <= (really.hour, really.minute) <= written[-1], (local, really)
+    recent = sorted((t.astimezone(tz).hour, t.astimezone(tz).minute) for t in times[:RECENT_TIMES])
+    assert recent[0] <= (really.hour, really.minute) <= recent[-1], (recent, really)
+
+
+# Clock changes of 2026 and a zone each: forward (spring in the north) and back (autumn in
+# the north, April in the south).
+CHANGES = [
+    ("America/New_York", datetime(2026, 3, 8, 7, tzinfo=UTC), "forward"),
+    ("Europe/Madrid", datetime(2026, 3, 29, 1, tzinfo=UTC), "forward"),
+    ("Australia/Sydney", datetime(2026, 4, 4, 16, tzinfo=UTC), "back"),
+    ("America/Santiago", datetime(2026, 4, 5, 3, tzinfo=UTC), "back"),
+    ("Europe/London", datetime(2026, 10, 25, 1, tzinfo=UTC), "back"),
+    ("Australia/Sydney", datetime(2026, 10, 3, 16, tzinfo=UTC), "forward"),
+]
+
+
+def test_the_clock_changes_of_every_zone_are_known() -> None:
+    changes = clock_changes(2026)
+    for _, moment, way in CHANGES:
+        assert (moment, way == "forward") in changes
+    assert last_clock_change(datetime(2026, 3, 20, tzinfo=UTC)) == datetime(
+        2026, 3, 8, 12, tzinfo=UTC
+    )  # Hawaii does not change; Alaska's and the Aleutians' were the last that day
+    # Early in a year, the last of the year before.
+    assert last_clock_change(datetime(2026, 1, 5, tzinfo=UTC)).year == 2025  # type: ignore[union-attr]
+
+
+@given(
+    st.lists(st.tuples(st.integers(9, 20), st.integers(0, 59)), min_size=5, max_size=12),
+    st.sampled_from(CHANGES),
+    st.integers(1, 10_000),
+)
+def test_a_clock_change_since_they_wrote_never_carries_a_checkin_into_their_night(
+    local: list[tuple[int, int]], change: tuple[str, datetime, str], learner_id: int
+) -> None:
+    name, moment, _ = change
+    tz = ZoneInfo(name)
+    # They wrote (never in their quiet hours, 21:00 to 9:00) in the ten days before their
+    # clocks changed, and not since; Pam plans the day after the change.
+    days = [moment - timedelta(days=1 + n % 10) for n in range(len(local))]
+    times = [
+        datetime.combine(day.astimezone(tz).date(), time(h, m), tzinfo=tz).astimezone(UTC)
+        for day, (h, m) in zip(days, local, strict=True)
+    ]
+    times = sorted((t for t in times if t < moment), reverse=True)
+    now = moment + timedelta(days=1)
+    guess = zone(zone_from_hours(times))
+    slot = guessed_time(times, guess, 18, QUIET, learner_id, now)
+    recent = sorted(t.astimezone(tz) for t in times[:RECENT_TIMES])
+    first, last = min(t.time() for t in recent), max(t.time() for t in recent)
+    span = (datetime.combine(DAY, last) - datetime.combine(DAY, first)) / timedelta(hours=1)
+    if len(times) < 5:
+        return
+    if slot is None:  # nothing safe: their hours were too close together
+        assert span < 2
+        return
+    due, _ = next_slot(now, guess, *slot, grace=timedelta(0))
+    really = due.astimezone(tz)
+    # Their clocks moved an hour: still a time they are awake at, whichever way they moved.
+    assert not QUIET.quiet(really.hour), (recent, really, slot)
+
+
+def test_hours_written_since_a_clock_change_place_the_checkin_as_they_are() -> None:
+    new_york = ZoneInfo("America/New_York")
+    change = datetime(2026, 3, 8, 7, tzinfo=UTC)
+
+    def evenings(first: int, days: int, minute: int) -> list[datetime]:
+        return [
+            datetime(2026, 3, first + n, 20, minute, tzinfo=new_york).astimezone(UTC)
+            for n in range(days)
+        ]
+
+    # A learner in New York who writes at 20:30–20:50, before the change only: hours that
+    # close together leave no safe time now (an hour later on the old clock is their night).
+    before = sorted(evenings(1, 7, 30) + evenings(1, 1, 50), reverse=True)
+    now = change + timedelta(days=1)
+    guess = zone(zone_from_hours(before))
+    assert awake_hours(before, now) is None
+    assert guessed_time(before, guess, 18, QUIET, 7, now) is None
+    # Once they write after it, the hours written since are their clock's own.
+    since = sorted(evenings(8, 2, 10) + before, reverse=True)
+    slot = guessed_time(since, guess, 18, QUIET, 7, now)
+    assert slot is not None
+    due, _ = next_slot(now, guess, *slot, grace=timedelta(0))
+    assert (20, 10) <= (due.astimezone(new_york).hour, due.astimezone(new_york).minute) <= (20, 10)
 
 
 def test_a_slot_missed_is_not_taken_late_without_grace() -> None:
