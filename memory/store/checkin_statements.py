@@ -12,6 +12,7 @@ from sqlalchemy import (
     Integer,
     and_,
     bindparam,
+    case,
     delete,
     exists,
     func,
@@ -21,7 +22,7 @@ from sqlalchemy import (
     update,
 )
 
-from memory.database.claims import UNFINISHED
+from memory.database.claims import FAILED, PENDING, UNFINISHED
 from memory.database.models import Learner, Message, Usage, UTCDateTime
 from memory.database.models_checkins import (
     ANSWERED,
@@ -173,6 +174,33 @@ RENEW = (
 CANCEL_WAITING = and_(Checkin.learner_id == _OF, Checkin.state.in_(WAITING))
 DELETE_WAITING = delete(Checkin).where(CANCEL_WAITING)
 SKIP_WAITING = update(Checkin).where(CANCEL_WAITING).values(_SKIPPED)
+# A learner's check-ins written whose outbox part is still pending (no delivery took it).
+UNSENT = (
+    select(Checkin.id, Checkin.state, Checkin.outbox_id)
+    .join(OutboxItem, OutboxItem.id == Checkin.outbox_id)
+    .where(
+        Checkin.learner_id == _OF,
+        Checkin.state.in_((QUEUED, ANSWERED)),
+        OutboxItem.status == PENDING,
+    )
+)
+# Its outbox part ended unsent, if no delivery has taken it yet: bound with "part", "error".
+UNSEND = (
+    update(OutboxItem)
+    .where(OutboxItem.id == bindparam("part"), OutboxItem.status == PENDING)
+    .values(status=FAILED, text="", last_error=bindparam("error"))
+)
+SKIP_WRITTEN = (
+    update(Checkin)
+    .where(Checkin.id == bindparam("checkin_id"))
+    .values(state=SKIPPED, skip_reason=bindparam("reason"), answered_at=None)
+)
+# Its count of unanswered check-ins given back the one never sent.
+GIVE_BACK_UNANSWERED = (
+    update(CheckinState)
+    .where(CheckinState.learner_id == _OF)
+    .values(unanswered=case((CheckinState.unanswered > 0, CheckinState.unanswered - 1), else_=0))
+)
 
 # -- writing -----------------------------------------------------------------------------------
 

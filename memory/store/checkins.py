@@ -306,13 +306,31 @@ class Checkins(Tables):
     def cancel_waiting(self, learner_id: int, reason: str | None) -> int:
         """Cancel the learner's check-ins not yet written: skipped for `reason`, or deleted
         (None: to be planned again, as after a new timezone). A claim a worker holds is
-        cancelled too: its write then finds it gone."""
+        cancelled too: its write then finds it gone. With a `reason` (they opted out, or
+        blocked Pam), one written but not yet taken by delivery is not sent either, in the
+        same transaction: its outbox part ends unsent, the check-in skipped for `reason`."""
         with self.single.begin() as connection:
             if reason is None:
                 deleted = connection.execute(sql.DELETE_WAITING, {"of_learner": learner_id})
                 return int(deleted.rowcount)
             values = {"of_learner": learner_id, "reason": reason, "decided": self.clock()}
-            return int(connection.execute(sql.SKIP_WAITING, values).rowcount)
+            skipped = int(connection.execute(sql.SKIP_WAITING, values).rowcount)
+            return skipped + self._unsend(connection, learner_id, reason)
+
+    @staticmethod
+    def _unsend(connection: Connection, learner_id: int, reason: str) -> int:
+        """Stop the learner's written check-ins whose outbox part no delivery has taken yet
+        (see `cancel_waiting`); how many. One a delivery holds already goes."""
+        stopped = 0
+        for row in connection.execute(sql.UNSENT, {"of_learner": learner_id}).all():
+            error = f"check-in not sent: {reason}"
+            if not connection.execute(sql.UNSEND, {"part": row.outbox_id, "error": error}).rowcount:
+                continue
+            connection.execute(sql.SKIP_WRITTEN, {"checkin_id": row.id, "reason": reason})
+            if row.state == QUEUED:  # counted unanswered as it was written; it never went
+                connection.execute(sql.GIVE_BACK_UNANSWERED, {"of_learner": learner_id})
+            stopped += 1
+        return stopped
 
     # -- planning ------------------------------------------------------------------------------
 

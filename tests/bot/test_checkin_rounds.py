@@ -222,6 +222,29 @@ def test_turning_them_off_cancels_the_one_planned(
     assert composer.calls == []
 
 
+def test_turning_them_off_stops_one_written_but_not_yet_sent(
+    pam: Pam, clock: ManualClock, composer: FakeComposer, worker: Worker, telegram: RecordingSender
+) -> None:
+    # Written and waiting in the outbox (Telegram slow, a backlog) when the learner opts out.
+    address = telegram_address()
+    learner = learner_who_wrote(pam, clock, address, evenings(6, 17), "Europe/Madrid")
+    rounds = rounds_of(pam, composer)
+    rounds.run_round()
+    to_due(clock, pam.engine, learner)
+    assert rounds.run_round().outcomes == {"queued": 1}
+    assert pam.store.checkins.prefs(learner).unanswered == 1
+
+    pam.store.checkins.set_preference(learner, on=False)
+    worker.drain()
+
+    assert telegram.calls == []
+    [stopped] = checkins_of(pam.engine, learner)
+    assert (stopped.state, stopped.skip_reason) == (SKIPPED, "opted_out")
+    [part] = checkin_outbox(pam.engine, address)
+    assert part.status == "failed" and part.text == ""
+    assert pam.store.checkins.prefs(learner).unanswered == 0  # it never reached them
+
+
 # -- WhatsApp's 24-hour window --------------------------------------------------------------
 
 
