@@ -25,7 +25,6 @@ from bot.checkins.timing import (
     DAYS_AHEAD,
     LATE_GRACE,
     MIN_MESSAGES,
-    RECENT_TIMES,
     QuietHours,
     awake_hours,
     backoff_until,
@@ -276,10 +275,7 @@ class CheckinRounds:
         change = last_clock_change(now)
         if change is None or claim.planned_at >= change:
             return True
-        times = self.checkins.message_times(claim.learner_id)
-        if len(times[:RECENT_TIMES]) < MIN_MESSAGES:  # planned at the default hour
-            return True
-        awake = awake_hours(times, now)
+        awake = awake_hours(self.checkins.message_times(claim.learner_id), now)
         return awake is not None and awake.holds(claim.due_at)
 
     def _skip(self, claim: CheckinClaim, reason: str) -> str:
@@ -430,10 +426,11 @@ def _time_of_day(
 ) -> tuple[int, int] | None:
     """The local hour and minute a learner's check-ins go at, out of their quiet hours: the
     hour they usually write at, or for a timezone `guessed` from their hours (which may be an
-    hour or more off) a time of day they write at, None while none is safe (`guessed_time`)."""
-    quiet = _quiet_hours(settings, guessed)
+    hour or more off) a time of day they write at, None while none is safe or no zone is
+    guessed yet (`guessed_time`)."""
     if guessed:
-        return guessed_time(times, tz, settings.default_hour, quiet, learner_id, now)
+        return guessed_time(times, tz, learner_id, now)
+    quiet = _quiet_hours(settings, guessed)
     hour = learned_hour(times, tz, settings.default_hour, quiet)
     return hour, slot_minute(hour, spread_minute(learner_id), quiet)
 
@@ -536,10 +533,16 @@ def outlook(
     time_of_day = _time_of_day(
         settings, times, tz, learner_id, _guessed_by_hours(prefs, route), now
     )
+    if time_of_day is None and len(times) < MIN_MESSAGES:
+        return none(
+            "the learner's timezone is not known yet (not said with /timezone, no WhatsApp "
+            f"number's country, fewer than {MIN_MESSAGES} messages to guess it from the hours "
+            "they write at): none until it is"
+        )
     if time_of_day is None:
         return none(
-            "its timezone is guessed from the hours the learner writes at, and clocks changed "
-            "somewhere since they last wrote: none until they write again"
+            "the learner's timezone is guessed from the hours they write at, and clocks "
+            "changed somewhere since they last wrote: none until they write again"
         )
     hour, minute = time_of_day
     not_before = backoff_until(

@@ -183,12 +183,7 @@ def awake_hours(times: Sequence[datetime], now: datetime) -> Awake | None:
 
 
 def guessed_time(
-    times: Sequence[datetime],
-    tz: ZoneInfo,
-    default: int,
-    quiet: QuietHours,
-    learner_id: int,
-    now: datetime,
+    times: Sequence[datetime], tz: ZoneInfo, learner_id: int, now: datetime
 ) -> tuple[int, int] | None:
     """The local hour and minute of a check-in to a learner whose timezone is guessed from
     `times` (newest first; a fixed offset that may be an hour or more off their clocks): a
@@ -196,11 +191,8 @@ def guessed_time(
     spread of up to 20 minutes (learners are not all due at once), kept within the hours
     `awake_hours` vouches for. So the check-in goes at a time they do write at however far
     the guess is off, and a change of their clocks since does not carry it into their night.
-    `default` (moved out of the quiet hours) at the spread minute, with too few messages to
-    tell; None when no time of day is safe now (`awake_hours`)."""
-    if len(times[:RECENT_TIMES]) < MIN_MESSAGES:
-        hour = quiet.nearest_allowed(default)
-        return hour, slot_minute(hour, spread_minute(learner_id), quiet)
+    None when no time of day is safe now (`awake_hours`), and with fewer than MIN_MESSAGES:
+    no zone is guessed yet, so no hour of theirs is known to be out of their quiet hours."""
     awake = awake_hours(times, now)
     if awake is None:
         return None

@@ -36,6 +36,10 @@ TIMEZONE_GUESSED = N_(
     "Your time zone: {timezone}, as I guessed from the hours you write at. If that's wrong, "
     "tell me yours, e.g. /timezone Europe/Madrid."
 )
+TIMEZONE_NOT_YET = N_(
+    "I don't know your time zone yet. Tell me yours, e.g. /timezone Europe/Madrid, so I write "
+    "at a good time for you."
+)
 TIMEZONE_SET = N_("Got it: your time zone is {timezone}, where it's {time} now.")
 TIMEZONE_UNKNOWN = N_(
     "I don't know the time zone “{name}”. Write it like this: /timezone Europe/Madrid or "
@@ -115,8 +119,11 @@ class CheckinCommands:
 
     def _timezone_line(self, say: Words, learner_id: int) -> str:
         """The timezone Pam goes by, as a person reads it (a guess from the hours the learner
-        writes at is a fixed offset, "UTC+01:00", and said to be a guess)."""
+        writes at is a fixed offset, "UTC+01:00", and said to be a guess), or that she knows
+        none yet (a learner new on Telegram: none is guessed before they wrote 5 messages)."""
         prefs = self.checkins.prefs(learner_id)
+        if prefs.timezone is None:  # not said, and none guessed yet
+            return say(TIMEZONE_NOT_YET)
         shown = readable(prefs.timezone)
         if not prefs.timezone_stated and is_fixed_offset(prefs.timezone):
             return say(TIMEZONE_GUESSED, timezone=shown)

@@ -35,7 +35,8 @@ def test_start_offers_checkins_until_the_learner_says(
 
     assert answer.startswith(checkin_commands.CHECKINS_ON)
     assert checkin_commands.NOT_SWITCHED_ON not in answer
-    assert "UTC" in answer and "/timezone" in answer
+    # A learner new on Telegram: no zone said or guessed yet, and told so (not "UTC").
+    assert answer.endswith(checkin_commands.TIMEZONE_NOT_YET) and "/timezone" in answer
     assert checkin_commands.OFFER not in ask(pam, user, "/start")
     prefs = pam.store.checkins.prefs(learner_of(pam, user).id)
     assert prefs.preference == "on" and prefs.preference_set_at is not None
@@ -97,6 +98,15 @@ def test_a_timezone_guessed_from_the_hours_reads_as_an_offset_and_a_guess(pam: P
     # A zone they state themselves is theirs, not a guess, however it is spelt.
     assert "UTC-05:00" in ask(pam, user, "/timezone Etc/GMT+5")
     assert ask(pam, user, "/timezone").startswith("Tu zona horaria: UTC-05:00.")
+
+
+def test_a_timezone_not_known_yet_is_said_so_not_shown_as_utc(pam: Pam) -> None:
+    # A learner new on Telegram: not said, nothing to guess from yet.
+    user = unique_user()
+    answer = ask(pam, user, "/checkins on")
+    assert answer.endswith(checkin_commands.TIMEZONE_NOT_YET) and "UTC" not in answer
+    ask(pam, user, "/language English Spanish")
+    assert ask(pam, user, "/timezone").startswith("Todavía no sé tu zona horaria.")
 
 
 def test_timezones_read_as_people_read_them() -> None:

@@ -68,7 +68,7 @@ def test_a_guessed_zone_puts_the_checkin_among_hours_they_wrote_at(
     ]
     times.sort(reverse=True)
     guess = zone(zone_from_hours(times))
-    slot = guessed_time(times, guess, 18, QUIET, learner_id, DAY)
+    slot = guessed_time(times, guess, learner_id, DAY)
     assert slot is not None
     hour, minute = slot
     # As the rounds plan it for a guessed zone: a slot just missed is not taken late (with the
@@ -125,7 +125,7 @@ def test_a_clock_change_since_they_wrote_never_carries_a_checkin_into_their_nigh
     times = sorted((t for t in times if t < moment), reverse=True)
     now = moment + timedelta(days=1)
     guess = zone(zone_from_hours(times))
-    slot = guessed_time(times, guess, 18, QUIET, learner_id, now)
+    slot = guessed_time(times, guess, learner_id, now)
     recent = sorted(t.astimezone(tz) for t in times[:RECENT_TIMES])
     first, last = min(t.time() for t in recent), max(t.time() for t in recent)
     span = (datetime.combine(DAY, last) - datetime.combine(DAY, first)) / timedelta(hours=1)
@@ -156,10 +156,10 @@ def test_hours_written_since_a_clock_change_place_the_checkin_as_they_are() -> N
     now = change + timedelta(days=1)
     guess = zone(zone_from_hours(before))
     assert awake_hours(before, now) is None
-    assert guessed_time(before, guess, 18, QUIET, 7, now) is None
+    assert guessed_time(before, guess, 7, now) is None
     # Once they write after it, the hours written since are their clock's own.
     since = sorted(evenings(8, 2, 10) + before, reverse=True)
-    slot = guessed_time(since, guess, 18, QUIET, 7, now)
+    slot = guessed_time(since, guess, 7, now)
     assert slot is not None
     due, _ = next_slot(now, guess, *slot, grace=timedelta(0))
     assert (20, 10) <= (due.astimezone(new_york).hour, due.astimezone(new_york).minute) <= (20, 10)
