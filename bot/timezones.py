@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import bisect
 import functools
+import threading
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
@@ -60,35 +62,52 @@ def readable(name: str | None) -> str:
 
 # How closely a clock change's moment is found: changes fall on the hour or half hour (UTC).
 _CHANGE_STEP = timedelta(minutes=15)
+# Zones nobody learns from: research stations (Antarctica/Troll goes two hours forward).
+_UNPEOPLED = ("Antarctica/",)
+# How many years back the clock changes are looked at; a message older than that may have
+# been written on a clock an hour off either way.
+_YEARS_BACK = 10
+_LOCK = threading.Lock()
 
 
-class ClockChange(NamedTuple):
-    """A moment (UTC) at which some zone's clocks changed, and which way: `forward` (the
-    zone's offset grew: spring), else back."""
+@dataclass(frozen=True)
+class _Year:
+    changes: tuple[datetime, ...]  # every moment (UTC) some zone's clocks changed, sorted
+    zones: frozenset[ZoneInfo]  # the zones that changed (held: zoneinfo's cache is weak)
 
-    at: datetime
-    forward: bool
+
+def _year(year: int) -> _Year:
+    """The clock changes of `year`, worked out once per process (a quarter second or so),
+    under a lock: the check-in rounds ask from several threads."""
+    with _LOCK:
+        return _scan(year)
 
 
 @functools.cache
-def clock_changes(year: int) -> tuple[ClockChange, ...]:
-    """Every clock change of `year` in the zones zoneinfo knows (daylight saving either way,
-    or a new offset), sorted, each to the quarter hour after it: some 40 a year, mostly in
-    March–April and September–November. Found from each zone's offset at each day's start
-    (about 0.3 s a year, once per process)."""
+def _scan(year: int) -> _Year:
     start = datetime(year, 1, 1, tzinfo=UTC)
     end = datetime(year + 1, 1, 1, tzinfo=UTC)
     days = [start + timedelta(days=n) for n in range((end - start).days + 1)]
-    found: set[ClockChange] = set()
+    changes: set[datetime] = set()
+    zones: set[ZoneInfo] = set()
     for name in available_timezones():
+        if name.startswith(_UNPEOPLED):
+            continue
         tz = ZoneInfo(name)
         offsets = [day.astimezone(tz).utcoffset() or timedelta(0) for day in days]
         for n in range(1, len(days)):
-            before, after = offsets[n - 1], offsets[n]
-            if after != before:
-                at = _changed_at(tz, days[n - 1], days[n], before)
-                found.add(ClockChange(at, after > before))
-    return tuple(sorted(found))
+            if offsets[n] != offsets[n - 1]:
+                changes.add(_changed_at(tz, days[n - 1], days[n], offsets[n - 1]))
+                zones.add(tz)
+    return _Year(tuple(sorted(changes)), frozenset(zones))
+
+
+def clock_changes(year: int) -> tuple[datetime, ...]:
+    """Every moment (UTC) of `year` at which some zone's clocks changed (daylight saving
+    either way, or a new offset), sorted, each to the quarter hour after it: some 40 a year,
+    mostly in March–April and September–November. Found from each zone's offset at each
+    day's start, once per process."""
+    return _year(year).changes
 
 
 def _changed_at(tz: ZoneInfo, before: datetime, after: datetime, offset: timedelta) -> datetime:
@@ -108,22 +127,46 @@ def _changed_at(tz: ZoneInfo, before: datetime, after: datetime, offset: timedel
     return after
 
 
-def clock_changes_between(since: datetime, until: datetime) -> list[ClockChange]:
-    """The clock changes anywhere after `since`, up to and including `until`."""
-    return [
-        change
-        for year in range(since.year, until.year + 1)
-        for change in clock_changes(year)
-        if since < change.at <= until
-    ]
-
-
 def last_clock_change(moment: datetime) -> datetime | None:
     """The latest moment at or before `moment` at which clocks changed somewhere (this year's
     or last year's), None for none."""
     for year in (moment.year, moment.year - 1):
         changes = clock_changes(year)
-        index = bisect.bisect_right(changes, moment, key=lambda change: change.at)
+        index = bisect.bisect_right(changes, moment)
         if index:
-            return changes[index - 1].at
+            return changes[index - 1]
     return None
+
+
+class Shift(NamedTuple):
+    """How far clocks moved between two moments, in hours, at most, in any zone: `forward`
+    (a time of day written then reads that much later now), `back` (earlier)."""
+
+    forward: float
+    back: float
+
+
+def clock_shift(then: datetime, now: datetime) -> Shift:
+    """How far any zone's clock moved from `then` to `now`, net (a change and its undoing
+    cancel out: a year later, mostly none). Worked out per hour (`then`'s hour, `now`'s next),
+    which only ever counts a change more, and kept for the hours asked again."""
+    then = then.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+    now = now.astimezone(UTC).replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+    return _shift(then, now)
+
+
+@functools.lru_cache(maxsize=16384)
+def _shift(then: datetime, now: datetime) -> Shift:
+    if now <= then:
+        return Shift(0.0, 0.0)
+    if then.year < now.year - _YEARS_BACK:
+        return Shift(1.0, 1.0)
+    zones: set[ZoneInfo] = set().union(*(_year(y).zones for y in range(then.year, now.year + 1)))
+    forward = back = timedelta(0)
+    for tz in zones:
+        moved = (now.astimezone(tz).utcoffset() or timedelta(0)) - (
+            then.astimezone(tz).utcoffset() or timedelta(0)
+        )
+        forward, back = max(forward, moved), max(back, -moved)
+    hour = timedelta(hours=1)
+    return Shift(forward / hour, back / hour)

@@ -86,6 +86,9 @@ RETRY_AFTER = timedelta(minutes=10)
 MAX_ATTEMPTS = 3
 # Learners read a page at a time while a round plans.
 PLAN_BATCH = 2000
+# A learner with no time safe for a check-in (a timezone guessed from too few messages, or
+# clocks changed since they wrote) is looked at again this much later, not every round.
+UNPLACED_FOR = timedelta(minutes=10)
 
 
 @dataclass
@@ -133,6 +136,8 @@ class CheckinRounds:
         self.clock = clock
         self.lease = timedelta(seconds=settings.lease_seconds)
         self.leases = Heartbeats("pam-checkin-leases")
+        # Learners with no safe time, and when to look at them again (UNPLACED_FOR).
+        self._unplaced: dict[int, datetime] = {}
 
     # -- a round -------------------------------------------------------------------------------
 
@@ -182,6 +187,8 @@ class CheckinRounds:
         many were planned."""
         planned, after = 0, 0
         stop_at = self.settings.max_unanswered  # those stopped are not read: none to plan
+        now = self.clock()
+        self._unplaced = {k: v for k, v in self._unplaced.items() if v > now}
         while batch := self.checkins.candidates(after, PLAN_BATCH, stop_at):
             for candidate in batch:
                 try:
@@ -199,6 +206,8 @@ class CheckinRounds:
         prefs, now = candidate.prefs, self.clock()
         if self._stopped(prefs.unanswered):
             return False
+        if self._unplaced.get(prefs.learner_id, now) > now:
+            return False
         route = self.routes.route(candidate.address)
         if route is None:
             return False
@@ -212,7 +221,8 @@ class CheckinRounds:
         tz = zone(tz_name)
         guessed = _guessed_by_hours(prefs, route)
         time_of_day = _time_of_day(self.settings, times, tz, prefs.learner_id, guessed, now)
-        if time_of_day is None:  # no time is safe since a clock change: they write first
+        if time_of_day is None:  # no time is safe yet: looked at again a little later
+            self._unplaced[prefs.learner_id] = now + UNPLACED_FOR
             return False
         hour, minute = time_of_day
         # A slot missed is not taken late for a guessed timezone (an hour late could be the
@@ -276,7 +286,7 @@ class CheckinRounds:
         if change is None or claim.planned_at >= change:
             return True
         awake = awake_hours(self.checkins.message_times(claim.learner_id), now)
-        return awake is not None and awake.holds(claim.due_at)
+        return awake is not None and awake.holds(now)
 
     def _skip(self, claim: CheckinClaim, reason: str) -> str:
         self.checkins.skip(claim, reason)
@@ -428,9 +438,9 @@ def _time_of_day(
     hour they usually write at, or for a timezone `guessed` from their hours (which may be an
     hour or more off) a time of day they write at, None while none is safe or no zone is
     guessed yet (`guessed_time`)."""
-    if guessed:
-        return guessed_time(times, tz, learner_id, now)
     quiet = _quiet_hours(settings, guessed)
+    if guessed:
+        return guessed_time(times, tz, quiet, learner_id, now)
     hour = learned_hour(times, tz, settings.default_hour, quiet)
     return hour, slot_minute(hour, spread_minute(learner_id), quiet)
 

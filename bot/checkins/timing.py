@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
-from bot.timezones import clock_changes_between, last_clock_change
+from bot.timezones import clock_shift
 
 # Fewer messages than this tell nothing of the hours a learner writes at.
 MIN_MESSAGES = 5
@@ -24,8 +24,6 @@ USUAL_LOCAL_HOUR = 19
 # from their hours: the latest, which follow their clocks after a daylight-saving change
 # (the fixed offset guessed does not).
 RECENT_TIMES = 10
-# How far a clock change moves a learner's local time, in hours (either way).
-CLOCK_CHANGE = 1.0
 # A slot missed by less than this (a worker restarting) is still taken the same day.
 LATE_GRACE = timedelta(hours=1)
 # How far ahead a plan looks for a free local day.
@@ -151,6 +149,8 @@ class Awake:
     def holds(self, moment: datetime) -> bool:
         """Whether `moment`'s time of day is one (to the minute)."""
         into = (_utc_hour(moment) - self.start) % 24
+        if into > 24 - 1 / 60:  # a minute before `start`
+            into -= 24
         return self.low - 1 / 60 <= into <= self.high + 1 / 60
 
 
@@ -158,41 +158,41 @@ def awake_hours(times: Sequence[datetime], now: datetime) -> Awake | None:
     """When a learner whose timezone is guessed from their hours may get a check-in as of
     `now`, from their latest RECENT_TIMES messages (`times`, newest first). The guess is a
     fixed offset: it cannot follow their clocks, nor can Pam know which zone's clocks are
-    theirs. So: the hours they wrote at since clocks last changed anywhere, as they are (their
-    clock's own); with no message since, the hours they wrote at, an hour in from the end
-    a change since the earliest of them could carry a time into their night (the late end
-    for clocks gone forward somewhere, the early end for clocks gone back). None with fewer
-    than MIN_MESSAGES, or when no hour is left: no time is safe until they write again."""
+    theirs. So each message vouches for its time of day as far as no zone's clock has moved
+    since it was written (`clock_shift`): one written before clocks went forward somewhere
+    reads up to an hour later on today's clock, so it vouches only for an hour before its
+    time; back, an hour after. A check-in may go from the earliest time so vouched for to
+    the latest. None with fewer than MIN_MESSAGES (no zone is guessed yet), or when no time
+    is left: none is safe until they write again."""
     recent = times[:RECENT_TIMES]
     if len(recent) < MIN_MESSAGES:
         return None
-    change = last_clock_change(now)
-    since = [t for t in recent if change is None or t >= change]
-    hours = sorted(_utc_hour(t) for t in since or recent)
-    start = _day_start(hours)
-    written = tuple(sorted((h - start) % 24 for h in hours))
-    low, high = 0.0, written[-1]
-    if not since:
-        ways = {change.forward for change in clock_changes_between(min(recent), now)}
-        # Gone forward, their clocks show a time written at an hour later now; back, earlier.
-        high -= CLOCK_CHANGE if True in ways else 0.0
-        low += CLOCK_CHANGE if False in ways else 0.0
-        if high < low:
-            return None
-    return Awake(start, written, low, high)
+    hours = [_utc_hour(t) for t in recent]
+    start = _day_start(sorted(hours))
+    into = [(h - start) % 24 for h in hours]
+    shifts = [clock_shift(t, now) for t in recent]
+    low = min(i + shift.back for i, shift in zip(into, shifts, strict=True))
+    high = max(i - shift.forward for i, shift in zip(into, shifts, strict=True))
+    if high < low:
+        return None
+    return Awake(start, tuple(sorted(into)), low, high)
 
 
 def guessed_time(
-    times: Sequence[datetime], tz: ZoneInfo, learner_id: int, now: datetime
+    times: Sequence[datetime], tz: ZoneInfo, quiet: QuietHours, learner_id: int, now: datetime
 ) -> tuple[int, int] | None:
-    """The local hour and minute of a check-in to a learner whose timezone is guessed from
-    `times` (newest first; a fixed offset that may be an hour or more off their clocks): a
-    time of day they have written at lately, the first quarter of their latest times less a
-    spread of up to 20 minutes (learners are not all due at once), kept within the hours
-    `awake_hours` vouches for. So the check-in goes at a time they do write at however far
-    the guess is off, and a change of their clocks since does not carry it into their night.
-    None when no time of day is safe now (`awake_hours`), and with fewer than MIN_MESSAGES:
-    no zone is guessed yet, so no hour of theirs is known to be out of their quiet hours."""
+    """The local hour and minute (in `tz`, the guessed zone) of a check-in to a learner whose
+    timezone is guessed from `times` (newest first; a fixed offset that may be an hour or
+    more off their clocks): a time of day they have written at lately, the first quarter of
+    their latest times less a spread of up to 20 minutes (learners are not all due at once),
+    kept within the hours `awake_hours` vouches for. So the check-in goes at a time they do
+    write at however far the guess is off, and a change of their clocks since does not carry
+    it into their night. None when no time is safe now, with fewer than MIN_MESSAGES (no
+    zone is guessed yet: no hour of theirs is known to be outside their quiet hours), and
+    when the time falls in the `quiet` hours of the guessed zone or too near them to be sent
+    before they begin (a day it would only be skipped). The hours a learner writes at are
+    taken to be hours they are awake: one who writes at night and does not say their zone
+    may get one at night."""
     awake = awake_hours(times, now)
     if awake is None:
         return None
@@ -201,8 +201,11 @@ def guessed_time(
     into = awake.written[len(awake.written) // 4] - (learner_id * 37) % 20 / 60
     into = min(max(into, awake.low), awake.high)
     minutes = round(((awake.start + into) % 24) * 60) % (24 * 60)
-    moment = datetime(2000, 1, 1, minutes // 60, minutes % 60, tzinfo=UTC).astimezone(tz)
-    return moment.hour, moment.minute
+    local = datetime(2000, 1, 1, minutes // 60, minutes % 60, tzinfo=UTC).astimezone(tz)
+    local = local.replace(minute=slot_minute(local.hour, local.minute, quiet))
+    if quiet.quiet(local.hour) or not awake.holds(local):
+        return None
+    return local.hour, local.minute
 
 
 def _utc_hour(moment: datetime) -> float:

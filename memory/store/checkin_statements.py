@@ -190,9 +190,17 @@ UNSEND = (
     .where(OutboxItem.id == bindparam("part"), OutboxItem.status == PENDING)
     .values(status=FAILED, text="", last_error=bindparam("error"))
 )
-SKIP_WRITTEN = (
+# The check-in of a part so ended skipped, "queued" (counted unanswered) or "answered";
+# bound with "checkin_id", "part", "reason".
+_WRITTEN_ONE = and_(Checkin.id == bindparam("checkin_id"), Checkin.outbox_id == bindparam("part"))
+SKIP_QUEUED = (
     update(Checkin)
-    .where(Checkin.id == bindparam("checkin_id"))
+    .where(_WRITTEN_ONE, Checkin.state == QUEUED)
+    .values(state=SKIPPED, skip_reason=bindparam("reason"), answered_at=None)
+)
+SKIP_ANSWERED = (
+    update(Checkin)
+    .where(_WRITTEN_ONE, Checkin.state == ANSWERED)
     .values(state=SKIPPED, skip_reason=bindparam("reason"), answered_at=None)
 )
 # Its count of unanswered check-ins given back the one never sent.

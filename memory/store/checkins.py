@@ -18,6 +18,7 @@ from typing import Any
 from sqlalchemy import Connection, select, update
 from sqlalchemy.exc import IntegrityError
 
+from memory import metrics
 from memory.database.backends import backend_for
 from memory.database.claims import PENDING
 from memory.database.db import Tables
@@ -308,14 +309,20 @@ class Checkins(Tables):
         (None: to be planned again, as after a new timezone). A claim a worker holds is
         cancelled too: its write then finds it gone. With a `reason` (they opted out, or
         blocked Pam), one written but not yet taken by delivery is not sent either, in the
-        same transaction: its outbox part ends unsent, the check-in skipped for `reason`."""
-        with self.single.begin() as connection:
-            if reason is None:
+        same transaction: its outbox part ends unsent, the check-in skipped for `reason`
+        (counted in pam_checkins_skipped_total). How many were cancelled."""
+        if reason is None:
+            with self.single.begin() as connection:
                 deleted = connection.execute(sql.DELETE_WAITING, {"of_learner": learner_id})
-                return int(deleted.rowcount)
-            values = {"of_learner": learner_id, "reason": reason, "decided": self.clock()}
+            return int(deleted.rowcount)
+        values = {"of_learner": learner_id, "reason": reason, "decided": self.clock()}
+        # A real transaction (`single` autocommits each statement on Postgres).
+        with self.engine.begin() as connection:
             skipped = int(connection.execute(sql.SKIP_WAITING, values).rowcount)
-            return skipped + self._unsend(connection, learner_id, reason)
+            unsent = self._unsend(connection, learner_id, reason)
+        if unsent:
+            metrics.CHECKINS_SKIPPED.labels(reason).inc(unsent)
+        return skipped + unsent
 
     @staticmethod
     def _unsend(connection: Connection, learner_id: int, reason: str) -> int:
@@ -323,12 +330,15 @@ class Checkins(Tables):
         (see `cancel_waiting`); how many. One a delivery holds already goes."""
         stopped = 0
         for row in connection.execute(sql.UNSENT, {"of_learner": learner_id}).all():
+            values = {"part": row.outbox_id, "checkin_id": row.id, "reason": reason}
             error = f"check-in not sent: {reason}"
             if not connection.execute(sql.UNSEND, {"part": row.outbox_id, "error": error}).rowcount:
-                continue
-            connection.execute(sql.SKIP_WRITTEN, {"checkin_id": row.id, "reason": reason})
-            if row.state == QUEUED:  # counted unanswered as it was written; it never went
+                continue  # a delivery took it meanwhile
+            if connection.execute(sql.SKIP_QUEUED, values).rowcount:
+                # Counted unanswered as it was written; it never went.
                 connection.execute(sql.GIVE_BACK_UNANSWERED, {"of_learner": learner_id})
+            else:
+                connection.execute(sql.SKIP_ANSWERED, values)
             stopped += 1
         return stopped
 

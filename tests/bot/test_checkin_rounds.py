@@ -46,6 +46,7 @@ from memory.llm import Outage
 from memory.llm import Usage as Billed
 from memory.messages import Inbound
 from memory.queue.inbox import Inbox
+from memory.queue.outbox import Outbox
 from memory.store.checkins import CheckinWrite, ProfileEdit
 from memory.store.message_store import Store
 from tests.fakes import FakeChatModel
@@ -243,6 +244,54 @@ def test_turning_them_off_stops_one_written_but_not_yet_sent(
     [part] = checkin_outbox(pam.engine, address)
     assert part.status == "failed" and part.text == ""
     assert pam.store.checkins.prefs(learner).unanswered == 0  # it never reached them
+
+
+def test_one_a_delivery_holds_already_still_goes_after_turning_them_off(
+    pam: Pam, clock: ManualClock, composer: FakeComposer
+) -> None:
+    address = telegram_address()
+    learner = learner_who_wrote(pam, clock, address, evenings(6, 17), "Europe/Madrid")
+    rounds = rounds_of(pam, composer)
+    rounds.run_round()
+    to_due(clock, pam.engine, learner)
+    assert rounds.run_round().outcomes == {"queued": 1}
+    held = Outbox(pam.engine, 60, clock).claim_next()  # a delivery is sending it
+    assert held is not None and held.checkin
+
+    pam.store.checkins.set_preference(learner, on=False)
+
+    [written] = checkins_of(pam.engine, learner)
+    assert written.state == QUEUED  # it goes: Pam cannot take back what is being sent
+    [part] = checkin_outbox(pam.engine, address)
+    assert part.status == "claimed" and part.text == DRAFT.text
+
+
+def test_a_block_stops_one_answered_before_it_was_sent_and_counts_it(
+    pam: Pam, clock: ManualClock, composer: FakeComposer, worker: Worker, telegram: RecordingSender
+) -> None:
+    # The learner wrote right after it was written (their answer marked it answered) and then
+    # blocked the bot on another device: it is not sent, and it is counted as skipped.
+    address = telegram_address()
+    learner = learner_who_wrote(pam, clock, address, evenings(6, 17), "Europe/Madrid")
+    rounds = rounds_of(pam, composer)
+    rounds.run_round()
+    to_due(clock, pam.engine, learner)
+    assert rounds.run_round().outcomes == {"queued": 1}
+    clock.advance(timedelta(minutes=1))
+    pam.store.conversation.add_learner_message(learner, "¡Bien!", 2)
+    assert pam.store.checkins.mark_answered() == 1
+    skipped = metrics.CHECKINS_SKIPPED.labels("telegram_blocked")._value.get()
+
+    assert pam.store.checkins.disable(address, "telegram_blocked")
+
+    [stopped] = checkins_of(pam.engine, learner)
+    assert (stopped.state, stopped.skip_reason, stopped.answered_at) == (
+        SKIPPED,
+        "telegram_blocked",
+        None,
+    )
+    assert metrics.CHECKINS_SKIPPED.labels("telegram_blocked")._value.get() == skipped + 1
+    assert pam.store.checkins.prefs(learner).unanswered == 0
 
 
 # -- WhatsApp's 24-hour window --------------------------------------------------------------

@@ -26,7 +26,7 @@ from bot.checkins.timing import (
     stopped,
     zone_from_hours,
 )
-from bot.timezones import clock_changes, last_clock_change, zone
+from bot.timezones import clock_changes, clock_shift, last_clock_change, zone
 
 QUIET = QuietHours(21, 9)
 DAY = datetime(2026, 3, 2, tzinfo=UTC)
@@ -68,7 +68,7 @@ def test_a_guessed_zone_puts_the_checkin_among_hours_they_wrote_at(
     ]
     times.sort(reverse=True)
     guess = zone(zone_from_hours(times))
-    slot = guessed_time(times, guess, learner_id, DAY)
+    slot = guessed_time(times, guess, QUIET, learner_id, DAY)
     assert slot is not None
     hour, minute = slot
     # As the rounds plan it for a guessed zone: a slot just missed is not taken late (with the
@@ -97,7 +97,21 @@ CHANGES = [
 def test_the_clock_changes_of_every_zone_are_known() -> None:
     changes = clock_changes(2026)
     for _, moment, way in CHANGES:
-        assert (moment, way == "forward") in changes
+        assert moment in changes
+        # Which way they went: a time of day written just before reads an hour later just
+        # after (forward), or earlier (back).
+        shift = clock_shift(moment - timedelta(minutes=30), moment + timedelta(hours=1))
+        assert (shift.forward if way == "forward" else shift.back) == 1.0
+    # A change and its undoing cancel out: a year on, no clock has moved.
+    assert clock_shift(datetime(2026, 3, 1, tzinfo=UTC), datetime(2027, 3, 1, tzinfo=UTC)) == (
+        0.0,
+        0.0,
+    )
+    # Both ways in spring: the north forward in March, the south back in April.
+    assert clock_shift(datetime(2026, 3, 1, tzinfo=UTC), datetime(2026, 4, 10, tzinfo=UTC)) == (
+        1.0,
+        1.0,
+    )
     assert last_clock_change(datetime(2026, 3, 20, tzinfo=UTC)) == datetime(
         2026, 3, 8, 12, tzinfo=UTC
     )  # Hawaii does not change; Alaska's and the Aleutians' were the last that day
@@ -107,40 +121,42 @@ def test_the_clock_changes_of_every_zone_are_known() -> None:
 
 @given(
     st.lists(st.tuples(st.integers(9, 20), st.integers(0, 59)), min_size=5, max_size=12),
+    st.lists(st.tuples(st.integers(9, 20), st.integers(0, 59)), max_size=4),
     st.sampled_from(CHANGES),
     st.integers(1, 10_000),
 )
 def test_a_clock_change_since_they_wrote_never_carries_a_checkin_into_their_night(
-    local: list[tuple[int, int]], change: tuple[str, datetime, str], learner_id: int
+    before: list[tuple[int, int]],
+    since: list[tuple[int, int]],
+    change: tuple[str, datetime, str],
+    learner_id: int,
 ) -> None:
     name, moment, _ = change
     tz = ZoneInfo(name)
     # They wrote (never in their quiet hours, 21:00 to 9:00) in the ten days before their
-    # clocks changed, and not since; Pam plans the day after the change.
-    days = [moment - timedelta(days=1 + n % 10) for n in range(len(local))]
-    times = [
-        datetime.combine(day.astimezone(tz).date(), time(h, m), tzinfo=tz).astimezone(UTC)
-        for day, (h, m) in zip(days, local, strict=True)
-    ]
-    times = sorted((t for t in times if t < moment), reverse=True)
-    now = moment + timedelta(days=1)
-    guess = zone(zone_from_hours(times))
-    slot = guessed_time(times, guess, learner_id, now)
-    recent = sorted(t.astimezone(tz) for t in times[:RECENT_TIMES])
-    first, last = min(t.time() for t in recent), max(t.time() for t in recent)
-    span = (datetime.combine(DAY, last) - datetime.combine(DAY, first)) / timedelta(hours=1)
+    # clocks changed, and maybe a few times on the day after; Pam plans two days after it.
+    day_after = (moment + timedelta(days=1)).astimezone(tz).date()
+    written = [
+        (moment.astimezone(tz).date() - timedelta(days=1 + n % 10), h, m)
+        for n, (h, m) in enumerate(before)
+    ] + [(day_after, h, m) for h, m in since]
+    times = [datetime.combine(d, time(h, m), tzinfo=tz).astimezone(UTC) for d, h, m in written]
+    times = sorted(
+        (t for t in times if t < moment or t > moment + timedelta(hours=3)), reverse=True
+    )
     if len(times) < 5:
         return
-    if slot is None:  # nothing safe: their hours were too close together
-        assert span < 2
+    now = moment + timedelta(days=2)
+    guess = zone(zone_from_hours(times))
+    slot = guessed_time(times, guess, QUIET.widened(1), learner_id, now)
+    if slot is None:  # nothing safe until they write again
         return
     due, _ = next_slot(now, guess, *slot, grace=timedelta(0))
-    really = due.astimezone(tz)
     # Their clocks moved an hour: still a time they are awake at, whichever way they moved.
-    assert not QUIET.quiet(really.hour), (recent, really, slot)
+    assert not QUIET.quiet(due.astimezone(tz).hour), (times, due.astimezone(tz), slot)
 
 
-def test_hours_written_since_a_clock_change_place_the_checkin_as_they_are() -> None:
+def test_one_written_since_vouches_for_its_own_time_and_no_more() -> None:
     new_york = ZoneInfo("America/New_York")
     change = datetime(2026, 3, 8, 7, tzinfo=UTC)
 
@@ -153,16 +169,31 @@ def test_hours_written_since_a_clock_change_place_the_checkin_as_they_are() -> N
     # A learner in New York who writes at 20:30–20:50, before the change only: hours that
     # close together leave no safe time now (an hour later on the old clock is their night).
     before = sorted(evenings(1, 7, 30) + evenings(1, 1, 50), reverse=True)
-    now = change + timedelta(days=1)
+    now = change + timedelta(days=2)
     guess = zone(zone_from_hours(before))
     assert awake_hours(before, now) is None
-    assert guessed_time(before, guess, 7, now) is None
-    # Once they write after it, the hours written since are their clock's own.
+    assert guessed_time(before, guess, QUIET, 7, now) is None
+    # Written since, at 20:10 on their new clock: from then to 20:50 (20:30 and 20:50 on the
+    # old clock, less the hour it went forward) is safe.
     since = sorted(evenings(8, 2, 10) + before, reverse=True)
-    slot = guessed_time(since, guess, 7, now)
+    awake = awake_hours(since, now)
+    assert awake is not None and (awake.low, awake.high) == pytest.approx((0, 40 / 60))
+    slot = guessed_time(since, guess, QUIET, 7, now)
     assert slot is not None
     due, _ = next_slot(now, guess, *slot, grace=timedelta(0))
-    assert (20, 10) <= (due.astimezone(new_york).hour, due.astimezone(new_york).minute) <= (20, 10)
+    assert (20, 10) <= (due.astimezone(new_york).hour, due.astimezone(new_york).minute) <= (20, 50)
+    # One message since, late in their evening, does not decide: a learner who wrote at
+    # 19:10–19:55 before the change and once since at 21:40 gets one at about 20:10 now.
+    earlier = [
+        datetime(2026, 2, 20 + n, 19, 10 + 5 * n, tzinfo=new_york).astimezone(UTC) for n in range(8)
+    ]
+    late = sorted([datetime(2026, 3, 9, 21, 40, tzinfo=new_york).astimezone(UTC), *earlier])
+    late.reverse()
+    guess = zone(zone_from_hours(late))
+    slot = guessed_time(late, guess, QUIET.widened(1), 7, now)
+    assert slot is not None
+    due, _ = next_slot(now, guess, *slot, grace=timedelta(0))
+    assert time(20, 10) <= due.astimezone(new_york).time() <= time(20, 55)
 
 
 def test_a_slot_missed_is_not_taken_late_without_grace() -> None:
