@@ -40,6 +40,21 @@ def zone_source(script: Script) -> str:
     return "hours"
 
 
+def _quiet_send(script: Script, at: datetime) -> dict[str, Any]:
+    """A send in the learner's quiet hours as the report keeps it: who, where they really
+    live, how Pam knew their zone, and the local times of their last 10 messages before it."""
+    tz = script.tz
+    before = sorted(m for m in script.messages if m < at)[-10:]
+    return {
+        "learner": script.index,
+        "zone": script.zone,
+        "zone_source": zone_source(script),
+        "channel": script.channel,
+        "sent_local": at.astimezone(tz).isoformat(),
+        "messages_local": [m.astimezone(tz).isoformat() for m in before],
+    }
+
+
 def measure(sim: Simulation) -> dict[str, Any]:
     """The figures and targets of one simulation."""
     settings = sim.settings.checkin
@@ -49,6 +64,8 @@ def measure(sim: Simulation) -> dict[str, Any]:
     by_outbox = Counter(outbox_id for _, _, outbox_id, _, _ in sends)
     first_403: dict[int, datetime] = {}
     violations: Counter[str] = Counter()
+    # Each send in the learner's quiet hours, with what the learner's script tells of it.
+    quiet_sends: list[dict[str, Any]] = []
     per_day: Counter[tuple[int, str]] = Counter()
     reached = template = free_form = 0
     for at, index, _, through_template, got in sorted(sends):
@@ -63,6 +80,7 @@ def measure(sim: Simulation) -> dict[str, Any]:
         if quiet.quiet(local.hour):
             violations["quiet_hours"] += 1
             violations[f"quiet_hours_{zone_source(script)}"] += 1
+            quiet_sends.append(_quiet_send(script, at))
         per_day[(index, local.date().isoformat())] += 1
         if script.opt_out_at is not None and at >= script.opt_out_at:
             violations["to_opted_out"] += 1
@@ -141,6 +159,7 @@ def measure(sim: Simulation) -> dict[str, Any]:
         "whatsapp_free_form": free_form,
         "whatsapp_template": template,
         "violations": dict(violations),
+        "quiet_sends": quiet_sends[:50],
         "targets": targets,
         "follows_up": dict(follows),
         "plan_share": len(plan_rows) / len(written) if written else 0.0,
