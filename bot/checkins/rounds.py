@@ -25,6 +25,7 @@ from bot.checkins.timing import (
     DAYS_AHEAD,
     LATE_GRACE,
     MIN_MESSAGES,
+    Awake,
     QuietHours,
     awake_hours,
     backoff_until,
@@ -40,7 +41,7 @@ from bot.checkins.timing import (
     zone_from_hours,
 )
 from bot.settings import CheckinSettings
-from bot.timezones import is_fixed_offset, last_clock_change, readable, zone
+from bot.timezones import is_fixed_offset, readable, zone
 from bot.turn.limits import Limits
 from memory import metrics
 from memory.clock import Clock
@@ -68,8 +69,9 @@ OPTED_OUT = "opted_out"
 UNANSWERED = "unanswered"
 NO_CHANNEL = "no_channel"
 QUIET_HOURS = "quiet_hours"
-# Planned for a timezone guessed from the hours, before clocks changed somewhere.
-CLOCK_CHANGE = "clock_change"
+# For a timezone guessed from the hours: not (or no longer) a time of day the learner's
+# messages vouch for (clocks changed somewhere since they wrote, or the round came late).
+OUTSIDE_THEIR_HOURS = "outside_their_hours"
 LEARNER_WRITING = "learner_writing"
 RECENT_CHAT = "recent_chat"
 NO_TEMPLATE = "no_template"
@@ -278,15 +280,12 @@ class CheckinRounds:
             metrics.CHECKINS_SKIPPED.labels(outcome).inc()
         return outcome
 
-    def _still_awake(self, claim: CheckinClaim, now: datetime) -> bool:
-        """Whether a check-in to a learner whose timezone is guessed from their hours may still
-        go at its time: planned before clocks changed somewhere, it goes only at a time their
-        messages still vouch for (`awake_hours`), as it would be planned now."""
-        change = last_clock_change(now)
-        if change is None or claim.planned_at >= change:
-            return True
-        awake = awake_hours(self.checkins.message_times(claim.learner_id), now)
-        return awake is not None and awake.holds(now)
+    def _their_hours(self, learner_id: int, now: datetime) -> Awake | None:
+        """For a learner whose timezone is guessed from their hours: the times of day their
+        messages vouch for now (`awake_hours`), when `now` is one; None when it is not (the
+        check-in was planned before clocks changed somewhere, or its round came late)."""
+        awake = awake_hours(self.checkins.message_times(learner_id), now)
+        return awake if awake is not None and awake.holds(now) else None
 
     def _skip(self, claim: CheckinClaim, reason: str) -> str:
         self.checkins.skip(claim, reason)
@@ -311,8 +310,9 @@ class CheckinRounds:
         tz = zone(prefs.timezone)
         if quiet_soon(quiet, now, tz):
             return self._skip(claim, QUIET_HOURS)
-        if guessed and not self._still_awake(claim, now):
-            return self._skip(claim, CLOCK_CHANGE)
+        awake = self._their_hours(claim.learner_id, now) if guessed else None
+        if guessed and awake is None:
+            return self._skip(claim, OUTSIDE_THEIR_HOURS)
         seen = self.checkins.activity(claim.learner_id, claim.address)
         if seen.waiting:
             return self._skip(claim, LEARNER_WRITING)
@@ -357,7 +357,9 @@ class CheckinRounds:
             follows_up=draft.follows_up,
             topic=draft.topic,
             usage=draft.usage,
-            send_before=_send_before(route, template, seen, quiet_begins(quiet, self.clock(), tz)),
+            send_before=_send_before(
+                route, template, seen, _quiet_at(quiet, tz, awake, self.clock())
+            ),
         )
         try:
             written = self._write(claim, seen, checkin, draft.plan)
@@ -451,6 +453,18 @@ def _within(window: timedelta, received_at: datetime | None, now: datetime) -> b
     none is kept (none came within the queue's retention, at least the 24 hours of WhatsApp's
     window)."""
     return received_at is not None and now - received_at < window
+
+
+def _quiet_at(
+    quiet: QuietHours, tz: ZoneInfo, awake: Awake | None, now: datetime
+) -> datetime | None:
+    """When the learner's quiet hours begin, as of `now`, as far as Pam can tell: in their
+    timezone, and for one guessed from their hours, no later than the end of the times of
+    day their messages vouch for (`awake`)."""
+    begins = quiet_begins(quiet, now, tz)
+    if awake is None:
+        return begins
+    return min(begins, awake.ends(now)) if begins is not None else awake.ends(now)
 
 
 def _send_before(

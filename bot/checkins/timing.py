@@ -20,6 +20,8 @@ MIN_MESSAGES = 5
 # The local hour a learner's usual writing time is taken to be, to guess an unknown timezone
 # from the hours (UTC) they write at: early evening, when most people chat.
 USUAL_LOCAL_HOUR = 19
+# Hours' rounding: times of day are whole minutes, as messages are read.
+_EPSILON = 1e-6
 # How many of a learner's latest messages place a check-in when their timezone is guessed
 # from their hours: the latest, which follow their clocks after a daylight-saving change
 # (the fixed offset guessed does not).
@@ -147,11 +149,20 @@ class Awake:
     high: float
 
     def holds(self, moment: datetime) -> bool:
-        """Whether `moment`'s time of day is one (to the minute)."""
+        """Whether `moment`'s time of day is one (to the minute the learner wrote in)."""
+        into = self._into(moment)
+        return self.low - _EPSILON <= into <= self.high + _EPSILON
+
+    def ends(self, moment: datetime) -> datetime:
+        """When the stretch of vouched-for time `moment` falls in ends (UTC): the end of the
+        minute the latest vouched-for time of day names. `moment` must be one (`holds`)."""
+        left = max(self.high - self._into(moment), 0.0)
+        return moment.replace(second=0, microsecond=0) + timedelta(hours=left, minutes=1)
+
+    def _into(self, moment: datetime) -> float:
+        """`moment`'s time of day as hours after `start` (a minute before it as negative)."""
         into = (_utc_hour(moment) - self.start) % 24
-        if into > 24 - 1 / 60:  # a minute before `start`
-            into -= 24
-        return self.low - 1 / 60 <= into <= self.high + 1 / 60
+        return into - 24 if into > 24 - 1 / 60 else into
 
 
 def awake_hours(times: Sequence[datetime], now: datetime) -> Awake | None:

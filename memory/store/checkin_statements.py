@@ -122,7 +122,6 @@ def claim(first: Any) -> Any:
             Checkin.learner_id,
             Checkin.local_day,
             Checkin.due_at,
-            Checkin.created_at,
         )
     )
 

@@ -80,8 +80,7 @@ class Candidate:
 
 @dataclass(frozen=True)
 class CheckinClaim:
-    """A due check-in a worker holds: its row (when it is due, and when it was planned), its
-    learner and their address."""
+    """A due check-in a worker holds: its row, its learner and their address."""
 
     id: int
     token: str
@@ -90,7 +89,6 @@ class CheckinClaim:
     address: str
     local_day: str
     due_at: datetime
-    planned_at: datetime
 
 
 @dataclass(frozen=True)
@@ -403,7 +401,6 @@ class Checkins(Tables):
             address=address or "",
             local_day=row.local_day,
             due_at=row.due_at,
-            planned_at=row.created_at,
         )
 
     def _claim_statement(self) -> Any:

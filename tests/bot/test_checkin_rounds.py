@@ -21,10 +21,10 @@ from sqlalchemy.orm import Session
 
 from bot.checkins.compose import CheckinDraft, MemoryComposer, plan_edit
 from bot.checkins.rounds import (
-    CLOCK_CHANGE,
     LEARNER_WRITING,
     LEARNER_WROTE,
     NO_TEMPLATE,
+    OUTSIDE_THEIR_HOURS,
     RECENT_CHAT,
 )
 from bot.worker.runtime import Pam
@@ -951,13 +951,14 @@ def test_one_planned_before_clocks_changed_goes_only_at_a_time_still_safe(
     new_york = ZoneInfo("America/New_York")
     clock.now = datetime(2026, 3, 8, 2, 0, tzinfo=UTC)  # 21:00 on the 7th, there
     times = evenings(6, 1, before=clock.now)
-    learner = learner_who_wrote(pam, clock, telegram_address(), times)
+    address = telegram_address()
+    learner = learner_who_wrote(pam, clock, address, times)
     rounds = rounds_of(pam, composer)
     assert rounds.run_round().planned == 1
     # Planned at 01:05 UTC: on their new clock that is 21:05, their quiet hours.
     due = to_due(clock, pam.engine, learner)
     assert due.astimezone(new_york).hour == 21
-    assert rounds.run_round().outcomes == {CLOCK_CHANGE: 1}
+    assert rounds.run_round().outcomes == {OUTSIDE_THEIR_HOURS: 1}
     # Their hours were too close together to place one safely until they write again.
     assert rounds.run_round().planned == 0
     assert "clocks changed" in rounds.outlook(learner, "telegram:1", enabled=True).why
@@ -966,8 +967,18 @@ def test_one_planned_before_clocks_changed_goes_only_at_a_time_still_safe(
     clock.advance(timedelta(hours=7))
     assert rounds.run_round().planned == 1
     due = to_due(clock, pam.engine, learner)
-    assert due.astimezone(new_york).hour == 20  # their hour, on their new clock
+    local = due.astimezone(new_york)
+    assert (local.hour, local.minute) == (20, 10)  # their time, on their new clock
     assert rounds.run_round().outcomes == {"queued": 1}
+    # Not sent after the latest time their messages vouch for (a retry, an outage).
+    [part] = checkin_outbox(pam.engine, address)
+    assert part.send_before == due + timedelta(minutes=1)
+    # A round that comes later than that writes none.
+    clock.advance(timedelta(hours=20))
+    assert rounds.run_round().planned == 1
+    late = to_due(clock, pam.engine, learner) + timedelta(minutes=3)
+    clock.now = late
+    assert rounds.run_round().outcomes == {OUTSIDE_THEIR_HOURS: 1}
 
 
 # -- for operators -------------------------------------------------------------------------
