@@ -17,11 +17,13 @@ from sqlalchemy import (
     Integer,
     Text,
     bindparam,
+    case,
     cast,
     func,
     insert,
     select,
     true,
+    update,
 )
 from sqlalchemy.orm import aliased
 
@@ -33,6 +35,7 @@ from memory.database.models import (
     Summary,
     Usage,
 )
+from memory.database.models_checkins import ANSWERED, QUEUED, SKIPPED, Checkin, CheckinState
 from memory.database.models_review import ReviewPending
 from memory.database.records import (
     LEARNER,
@@ -391,3 +394,32 @@ def read_stored_with_reply(
         return None
     reply = None if row.reply_id is None else named(row, "reply", StoredMessage)
     return named(row, "message", StoredMessage), reply
+
+
+# A written check-in whose outbox part never went, skipped for "reason": a queued one, which
+# counted as unanswered when it was written, gives its learner's count back; an answered one
+# loses its answer. Bound with "checkin_id" and "reason"; the count with "of_learner".
+_NEVER_SENT: dict[str, Any] = {
+    "state": SKIPPED,
+    "skip_reason": bindparam("reason"),
+    "answered_at": None,
+}
+_CHECKIN = Checkin.id == bindparam("checkin_id")
+_SKIP_QUEUED = update(Checkin).where(_CHECKIN, Checkin.state == QUEUED).values(_NEVER_SENT)
+_SKIP_ANSWERED = update(Checkin).where(_CHECKIN, Checkin.state == ANSWERED).values(_NEVER_SENT)
+_GIVE_BACK_UNANSWERED = (
+    update(CheckinState)
+    .where(CheckinState.learner_id == bindparam("of_learner"))
+    .values(unanswered=case((CheckinState.unanswered > 0, CheckinState.unanswered - 1), else_=0))
+)
+
+
+def skip_never_sent(connection: Connection, checkin_id: int, learner_id: int, reason: str) -> None:
+    """Skip the written check-in `checkin_id` whose outbox part never went (past its deadline,
+    or stopped by an opt-out or a block) for `reason`, on the caller's transaction: a queued
+    one gives its learner's unanswered count back. Nothing for one in any other state."""
+    values = {"checkin_id": checkin_id, "reason": reason}
+    if connection.execute(_SKIP_QUEUED, values).rowcount:
+        connection.execute(_GIVE_BACK_UNANSWERED, {"of_learner": learner_id})
+    else:
+        connection.execute(_SKIP_ANSWERED, values)

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, and_, bindparam, case, exists, func, select, update
+from sqlalchemy import Connection, and_, bindparam, exists, func, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
 from memory.database.claims import (
@@ -27,8 +27,9 @@ from memory.database.claims import (
     unspoken,
 )
 from memory.database.models import Learner, UTCDateTime
-from memory.database.models_checkins import ANSWERED, LATE, QUEUED, SKIPPED, Checkin, CheckinState
+from memory.database.models_checkins import LATE, Checkin
 from memory.database.models_queue import OutboxItem
+from memory.database.statements import skip_never_sent
 from memory.messages import Sent
 from memory.queue.base import Queue
 
@@ -171,24 +172,12 @@ class Outbox(Queue[OutboxClaim]):
         learner = select(Learner.id).where(Learner.external_id == claim.address)
         # By its learner first: the lookup goes through the UNIQUE (learner_id, local_day).
         row = connection.execute(
-            select(Checkin.id, Checkin.learner_id, Checkin.state).where(
+            select(Checkin.id, Checkin.learner_id).where(
                 Checkin.learner_id == learner.scalar_subquery(), Checkin.outbox_id == claim.id
             )
         ).first()
-        if row is None or row.state not in (QUEUED, ANSWERED):
-            return
-        connection.execute(
-            update(Checkin)
-            .where(Checkin.id == row.id)
-            .values(state=SKIPPED, skip_reason=LATE, answered_at=None)
-        )
-        if row.state == QUEUED:  # counted unanswered as it was written; it never went
-            unanswered = CheckinState.unanswered
-            connection.execute(
-                update(CheckinState)
-                .where(CheckinState.learner_id == row.learner_id)
-                .values(unanswered=case((unanswered > 0, unanswered - 1), else_=0))
-            )
+        if row is not None:
+            skip_never_sent(connection, row.id, row.learner_id, LATE)
 
     def _finish(self, claim: OutboxClaim, status: str, error: str) -> bool:
         """End the claim on a part that goes no further, its text cleared and nothing kept

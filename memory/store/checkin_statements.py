@@ -12,7 +12,6 @@ from sqlalchemy import (
     Integer,
     and_,
     bindparam,
-    case,
     delete,
     exists,
     func,
@@ -175,7 +174,7 @@ DELETE_WAITING = delete(Checkin).where(CANCEL_WAITING)
 SKIP_WAITING = update(Checkin).where(CANCEL_WAITING).values(_SKIPPED)
 # A learner's check-ins written whose outbox part is still pending (no delivery took it).
 UNSENT = (
-    select(Checkin.id, Checkin.state, Checkin.outbox_id)
+    select(Checkin.id, Checkin.outbox_id)
     .join(OutboxItem, OutboxItem.id == Checkin.outbox_id)
     .where(
         Checkin.learner_id == _OF,
@@ -189,26 +188,6 @@ UNSEND = (
     .where(OutboxItem.id == bindparam("part"), OutboxItem.status == PENDING)
     .values(status=FAILED, text="", last_error=bindparam("error"))
 )
-# The check-in of a part so ended skipped, "queued" (counted unanswered) or "answered";
-# bound with "checkin_id", "part", "reason".
-_WRITTEN_ONE = and_(Checkin.id == bindparam("checkin_id"), Checkin.outbox_id == bindparam("part"))
-SKIP_QUEUED = (
-    update(Checkin)
-    .where(_WRITTEN_ONE, Checkin.state == QUEUED)
-    .values(state=SKIPPED, skip_reason=bindparam("reason"), answered_at=None)
-)
-SKIP_ANSWERED = (
-    update(Checkin)
-    .where(_WRITTEN_ONE, Checkin.state == ANSWERED)
-    .values(state=SKIPPED, skip_reason=bindparam("reason"), answered_at=None)
-)
-# Its count of unanswered check-ins given back the one never sent.
-GIVE_BACK_UNANSWERED = (
-    update(CheckinState)
-    .where(CheckinState.learner_id == _OF)
-    .values(unanswered=case((CheckinState.unanswered > 0, CheckinState.unanswered - 1), else_=0))
-)
-
 # -- writing -----------------------------------------------------------------------------------
 
 TAKEN = (

@@ -31,6 +31,7 @@ from memory.database.models_checkins import (
     CheckinState,
 )
 from memory.database.records import PAM, LearnerGone
+from memory.database.statements import skip_never_sent
 from memory.llm import Usage as BilledCall
 from memory.store import checkin_statements as sql
 
@@ -328,15 +329,10 @@ class Checkins(Tables):
         (see `cancel_waiting`); how many. One a delivery holds already goes."""
         stopped = 0
         for row in connection.execute(sql.UNSENT, {"of_learner": learner_id}).all():
-            values = {"part": row.outbox_id, "checkin_id": row.id, "reason": reason}
             error = f"check-in not sent: {reason}"
             if not connection.execute(sql.UNSEND, {"part": row.outbox_id, "error": error}).rowcount:
                 continue  # a delivery took it meanwhile
-            if connection.execute(sql.SKIP_QUEUED, values).rowcount:
-                # Counted unanswered as it was written; it never went.
-                connection.execute(sql.GIVE_BACK_UNANSWERED, {"of_learner": learner_id})
-            else:
-                connection.execute(sql.SKIP_ANSWERED, values)
+            skip_never_sent(connection, row.id, learner_id, reason)
             stopped += 1
         return stopped
 
