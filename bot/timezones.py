@@ -1,14 +1,13 @@
 """Timezones as learners name them: an IANA name checked against those zoneinfo knows, the
 zone Pam goes by for a learner (UTC while she knows none), how a zone reads to a person
-(a fixed offset as "UTC+01:00", never as its backwards POSIX name), and when clocks last
-changed anywhere (what a guess that does not know a learner's zone has to allow for)."""
+(a fixed offset as "UTC+01:00", never as its backwards POSIX name), and how far clocks
+moved anywhere between two moments (what a guess that does not know a learner's zone has
+to allow for)."""
 
 from __future__ import annotations
 
-import bisect
 import functools
 import threading
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
@@ -60,8 +59,6 @@ def readable(name: str | None) -> str:
     return f"UTC{sign}{minutes // 60:02d}:{minutes % 60:02d}"
 
 
-# How closely a clock change's moment is found: changes fall on the hour or half hour (UTC).
-_CHANGE_STEP = timedelta(minutes=15)
 # Zones nobody learns from: research stations (Antarctica/Troll goes two hours forward).
 _UNPEOPLED = ("Antarctica/",)
 # How many years back the clock changes are looked at; a message older than that may have
@@ -70,72 +67,28 @@ _YEARS_BACK = 10
 _LOCK = threading.Lock()
 
 
-@dataclass(frozen=True)
-class _Year:
-    changes: tuple[datetime, ...]  # every moment (UTC) some zone's clocks changed, sorted
-    zones: frozenset[ZoneInfo]  # the zones that changed (held: zoneinfo's cache is weak)
-
-
-def _year(year: int) -> _Year:
-    """The clock changes of `year`, worked out once per process (a quarter second or so),
-    under a lock: the check-in rounds ask from several threads."""
+def _changing(year: int) -> frozenset[ZoneInfo]:
+    """The zones whose clocks changed in `year` (daylight saving either way, or a new
+    offset), worked out once per process (a quarter second or so) under a lock: the check-in
+    rounds ask from several threads. Held, as zoneinfo's own cache is weak."""
     with _LOCK:
         return _scan(year)
 
 
 @functools.cache
-def _scan(year: int) -> _Year:
+def _scan(year: int) -> frozenset[ZoneInfo]:
     start = datetime(year, 1, 1, tzinfo=UTC)
     end = datetime(year + 1, 1, 1, tzinfo=UTC)
     days = [start + timedelta(days=n) for n in range((end - start).days + 1)]
-    changes: set[datetime] = set()
     zones: set[ZoneInfo] = set()
     for name in available_timezones():
         if name.startswith(_UNPEOPLED):
             continue
         tz = ZoneInfo(name)
-        offsets = [day.astimezone(tz).utcoffset() or timedelta(0) for day in days]
-        for n in range(1, len(days)):
-            if offsets[n] != offsets[n - 1]:
-                changes.add(_changed_at(tz, days[n - 1], days[n], offsets[n - 1]))
-                zones.add(tz)
-    return _Year(tuple(sorted(changes)), frozenset(zones))
-
-
-def clock_changes(year: int) -> tuple[datetime, ...]:
-    """Every moment (UTC) of `year` at which some zone's clocks changed (daylight saving
-    either way, or a new offset), sorted, each to the quarter hour after it: some 40 a year,
-    mostly in March–April and September–November. Found from each zone's offset at each
-    day's start, once per process."""
-    return _year(year).changes
-
-
-def _changed_at(tz: ZoneInfo, before: datetime, after: datetime, offset: timedelta) -> datetime:
-    """The first quarter hour from `before` to `after` (UTC) at which `tz` no longer has
-    `offset`."""
-    while after - before > _CHANGE_STEP:
-        middle = before + (after - before) / 2
-        middle -= timedelta(
-            minutes=middle.minute % 15, seconds=middle.second, microseconds=middle.microsecond
-        )
-        if middle <= before:
-            middle = before + _CHANGE_STEP
-        if (middle.astimezone(tz).utcoffset() or timedelta(0)) == offset:
-            before = middle
-        else:
-            after = middle
-    return after
-
-
-def last_clock_change(moment: datetime) -> datetime | None:
-    """The latest moment at or before `moment` at which clocks changed somewhere (this year's
-    or last year's), None for none."""
-    for year in (moment.year, moment.year - 1):
-        changes = clock_changes(year)
-        index = bisect.bisect_right(changes, moment)
-        if index:
-            return changes[index - 1]
-    return None
+        offsets = {day.astimezone(tz).utcoffset() for day in days}
+        if len(offsets) > 1:
+            zones.add(tz)
+    return frozenset(zones)
 
 
 class Shift(NamedTuple):
@@ -161,7 +114,7 @@ def _shift(then: datetime, now: datetime) -> Shift:
         return Shift(0.0, 0.0)
     if then.year < now.year - _YEARS_BACK:
         return Shift(1.0, 1.0)
-    zones: set[ZoneInfo] = set().union(*(_year(y).zones for y in range(then.year, now.year + 1)))
+    zones: set[ZoneInfo] = set().union(*(_changing(y) for y in range(then.year, now.year + 1)))
     forward = back = timedelta(0)
     for tz in zones:
         moved = (now.astimezone(tz).utcoffset() or timedelta(0)) - (

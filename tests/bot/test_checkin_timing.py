@@ -26,7 +26,7 @@ from bot.checkins.timing import (
     stopped,
     zone_from_hours,
 )
-from bot.timezones import clock_changes, clock_shift, last_clock_change, zone
+from bot.timezones import clock_shift, zone
 
 QUIET = QuietHours(21, 9)
 DAY = datetime(2026, 3, 2, tzinfo=UTC)
@@ -36,8 +36,7 @@ DAY = datetime(2026, 3, 2, tzinfo=UTC)
 def _clock_changes_known() -> None:
     """Work out the years' clock changes once (a quarter second each) before the property
     tests time their examples."""
-    for year in (2025, 2026):
-        clock_changes(year)
+    clock_shift(datetime(2025, 1, 1, tzinfo=UTC), datetime(2026, 12, 31, tzinfo=UTC))
 
 
 def at(*hours_minutes: tuple[int, int]) -> list[datetime]:
@@ -95,9 +94,7 @@ CHANGES = [
 
 
 def test_the_clock_changes_of_every_zone_are_known() -> None:
-    changes = clock_changes(2026)
     for _, moment, way in CHANGES:
-        assert moment in changes
         # Which way they went: a time of day written just before reads an hour later just
         # after (forward), or earlier (back).
         shift = clock_shift(moment - timedelta(minutes=30), moment + timedelta(hours=1))
@@ -112,11 +109,17 @@ def test_the_clock_changes_of_every_zone_are_known() -> None:
         1.0,
         1.0,
     )
-    assert last_clock_change(datetime(2026, 3, 20, tzinfo=UTC)) == datetime(
-        2026, 3, 8, 12, tzinfo=UTC
-    )  # Hawaii does not change; Alaska's and the Aleutians' were the last that day
-    # Early in a year, the last of the year before.
-    assert last_clock_change(datetime(2026, 1, 5, tzinfo=UTC)).year == 2025  # type: ignore[union-attr]
+    # The Aleutians' (12:00 UTC) were the last of 8 March: none after it until 20 March.
+    aleutians = datetime(2026, 3, 8, 12, tzinfo=UTC)
+    assert clock_shift(aleutians - timedelta(minutes=30), aleutians + timedelta(hours=1)) == (
+        1.0,
+        0.0,
+    )
+    assert clock_shift(aleutians, datetime(2026, 3, 20, tzinfo=UTC)) == (0.0, 0.0)
+    # Across the new year: last year's autumn changes count, none since.
+    january = datetime(2026, 1, 5, tzinfo=UTC)
+    assert clock_shift(datetime(2025, 10, 20, tzinfo=UTC), january) == (0.0, 1.0)
+    assert clock_shift(datetime(2025, 11, 3, tzinfo=UTC), january) == (0.0, 0.0)
 
 
 @given(
