@@ -60,6 +60,7 @@ from tests.helpers.checkins import (
     checkins_of,
     evenings,
     learner_who_wrote,
+    queued_checkin,
     rounds_of,
     spanish_number,
     telegram_address,
@@ -228,11 +229,7 @@ def test_turning_them_off_stops_one_written_but_not_yet_sent(
 ) -> None:
     # Written and waiting in the outbox (Telegram slow, a backlog) when the learner opts out.
     address = telegram_address()
-    learner = learner_who_wrote(pam, clock, address, evenings(6, 17), "Europe/Madrid")
-    rounds = rounds_of(pam, composer)
-    rounds.run_round()
-    to_due(clock, pam.engine, learner)
-    assert rounds.run_round().outcomes == {"queued": 1}
+    learner, _, _ = queued_checkin(pam, clock, composer, address)
     assert pam.store.checkins.prefs(learner).unanswered == 1
 
     pam.store.checkins.set_preference(learner, on=False)
@@ -250,11 +247,7 @@ def test_one_a_delivery_holds_already_still_goes_after_turning_them_off(
     pam: Pam, clock: ManualClock, composer: FakeComposer
 ) -> None:
     address = telegram_address()
-    learner = learner_who_wrote(pam, clock, address, evenings(6, 17), "Europe/Madrid")
-    rounds = rounds_of(pam, composer)
-    rounds.run_round()
-    to_due(clock, pam.engine, learner)
-    assert rounds.run_round().outcomes == {"queued": 1}
+    learner, _, _ = queued_checkin(pam, clock, composer, address)
     held = Outbox(pam.engine, 60, clock).claim_next()  # a delivery is sending it
     assert held is not None and held.checkin
 
@@ -272,11 +265,7 @@ def test_a_block_stops_one_answered_before_it_was_sent_and_counts_it(
     # The learner wrote right after it was written (their answer marked it answered) and then
     # blocked the bot on another device: it is not sent, and it is counted as skipped.
     address = telegram_address()
-    learner = learner_who_wrote(pam, clock, address, evenings(6, 17), "Europe/Madrid")
-    rounds = rounds_of(pam, composer)
-    rounds.run_round()
-    to_due(clock, pam.engine, learner)
-    assert rounds.run_round().outcomes == {"queued": 1}
+    learner, _, _ = queued_checkin(pam, clock, composer, address)
     clock.advance(timedelta(minutes=1))
     pam.store.conversation.add_learner_message(learner, "¡Bien!", 2)
     assert pam.store.checkins.mark_answered() == 1
@@ -427,11 +416,7 @@ def test_one_still_unsent_when_the_quiet_hours_begin_is_dropped_and_the_reply_go
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     address = telegram_address()
-    learner = learner_who_wrote(pam, clock, address, evenings(6, 17), "Europe/Madrid")
-    rounds = rounds_of(pam, composer)
-    rounds.run_round()
-    due = to_due(clock, pam.engine, learner)
-    assert rounds.run_round().outcomes == {"queued": 1}
+    learner, _, due = queued_checkin(pam, clock, composer, address)
     quiet = due.astimezone(MADRID).replace(hour=21, minute=0).astimezone(UTC)
     [part] = checkin_outbox(pam.engine, address)
     assert part.send_before == quiet
@@ -598,11 +583,7 @@ def test_forget_after_it_is_queued_cancels_it_in_the_same_transaction(
     pam: Pam, clock: ManualClock, composer: FakeComposer, worker: Worker, telegram: RecordingSender
 ) -> None:
     address = telegram_address()
-    learner = learner_who_wrote(pam, clock, address, evenings(6, 17), "Europe/Madrid")
-    rounds = rounds_of(pam, composer)
-    rounds.run_round()
-    to_due(clock, pam.engine, learner)
-    assert rounds.run_round().outcomes == {"queued": 1}
+    learner, _, _ = queued_checkin(pam, clock, composer, address)
 
     pam.store.learners.forget(learner)
     worker.drain()

@@ -122,6 +122,20 @@ def learner_who_wrote(
     return learner.id
 
 
+def queued_checkin(
+    pam: Pam, clock: ManualClock, composer: FakeComposer, address: str
+) -> tuple[int, CheckinRounds, datetime]:
+    """A learner in Madrid at `address` who wrote at 18:05 on six evenings, with their
+    check-in planned and written, waiting in the outbox (the clock at its due time): the
+    learner, the rounds, and when it was due."""
+    learner = learner_who_wrote(pam, clock, address, evenings(6, 17), "Europe/Madrid")
+    rounds = rounds_of(pam, composer)
+    rounds.run_round()
+    due = to_due(clock, pam.engine, learner)
+    assert rounds.run_round().outcomes == {"queued": 1}
+    return learner, rounds, due
+
+
 def arrived(engine: Engine, address: str, at: datetime) -> None:
     """A message from `address` that reached the inbox at `at`, answered since."""
     channel, _, chat = address.partition(":")
