@@ -111,22 +111,29 @@ def kill_gap_duplicates(
 ) -> tuple[list[str], list[int]]:
     """The duplicated markers that the send-to-record gap of a SIGKILLed worker explains, and
     how many each kill explains. Such a reply went out exactly twice, its first copy at most
-    KILL_GAP seconds before a worker's kill; each duplicate is charged to the first kill after
-    its first copy."""
+    KILL_GAP seconds before a worker's kill, and it was the last thing its learner got before
+    that kill: a lane records a send before it sends that learner anything else, so a reply
+    followed by another to the same chat was recorded. A kill can leave one reply unrecorded
+    per learner whose send was in flight (each of a worker's lanes holds one learner), not
+    more. Each duplicate is charged to the first kill after its first copy."""
     explained: list[str] = []
     per_kill = [0] * len(worker_kills)
     for marker in twice:
         if per_marker[marker] != 2:  # a kill leaves one copy unrecorded, never two
             continue
-        first = next(d.at for d in deliveries if marker in MARKER.findall(d.text))
+        first = next(d for d in deliveries if marker in MARKER.findall(d.text))
         kills = [
             n
             for n, kill in enumerate(worker_kills)
-            if -KILL_TIME_ROUNDING <= kill - first <= KILL_GAP
+            if -KILL_TIME_ROUNDING <= kill - first.at <= KILL_GAP
         ]
-        if kills:
-            explained.append(marker)
-            per_kill[kills[0]] += 1
+        if not kills:
+            continue
+        killed_at = worker_kills[kills[0]] + KILL_TIME_ROUNDING
+        if any(d.chat == first.chat and first.at < d.at <= killed_at for d in deliveries):
+            continue  # the learner got something after it: it had been recorded
+        explained.append(marker)
+        per_kill[kills[0]] += 1
     return explained, per_kill
 
 

@@ -1,5 +1,6 @@
 """The fault run's verdict on duplicates: only a reply whose first copy went out just before a
-worker's SIGKILL, sent exactly twice, is the documented send-to-record gap."""
+worker's SIGKILL, sent exactly twice, and the last its learner got before the kill, is the
+documented send-to-record gap."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ def verdict(deliveries: list[Delivered], kills: list[float]) -> tuple[list[str],
 
 
 def reply(marker: str, at: float) -> Delivered:
-    return Delivered("chat", f"¡Qué bien! ({marker})", at)
+    """Pam's reply to the message `marker` (learner-message, e.g. L01-M03), to that learner."""
+    return Delivered(marker.split("-")[0], f"¡Qué bien! ({marker})", at)
 
 
 def test_a_reply_sent_just_before_a_kill_and_again_after_it_is_the_gap() -> None:
@@ -59,4 +61,15 @@ def test_each_duplicate_is_charged_to_the_kill_it_preceded() -> None:
     explained, per_kill = verdict(deliveries, [KILL, later])
 
     assert sorted(explained) == ["L01-M01", "L02-M01", "L03-M01"]
-    assert per_kill == [2, 1]  # two at the first kill: the fault-run test fails on that
+    assert per_kill == [2, 1]  # two learners' sends were in flight at the first kill
+
+
+def test_a_reply_its_learner_got_another_after_before_the_kill_had_been_recorded() -> None:
+    deliveries = [
+        reply("L01-M01", KILL - 0.5),
+        reply("L01-M02", KILL - 0.2),  # the lane moved on: M01's send was recorded
+        reply("L01-M01", KILL + 4.0),
+        reply("L01-M02", KILL + 4.1),  # the last before the kill: the gap
+    ]
+
+    assert verdict(deliveries, [KILL]) == (["L01-M02"], [1])
