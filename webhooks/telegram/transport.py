@@ -186,15 +186,29 @@ class SyncBot:
         """Run one of the Bot's coroutines to its end on this thread's event loop (made on
         first use; a thread calls again and again, a loop costs once)."""
         loop = getattr(self._local, "loop", None)
-        if loop is None:
+        if loop is None or loop.is_closed():
             loop = self._local.loop = asyncio.new_event_loop()
             with self._lock:
                 self._loops.append(loop)
-        return loop.run_until_complete(coroutine)
+        try:
+            return loop.run_until_complete(coroutine)
+        finally:
+            if self._closed:  # closed while this call ran, or before it: no one else closes it
+                self._close_own(loop)
+
+    def _close_own(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Close this thread's event loop (`close` leaves a loop that is running alone)."""
+        with self._lock:
+            if loop in self._loops:
+                self._loops.remove(loop)
+        self._local.loop = None
+        if not loop.is_closed():
+            loop.close()
 
     def close(self) -> None:
         """Close the HTTP clients and the threads' event loops (once; later calls do
-        nothing). Call it when no other thread uses the client any more."""
+        nothing). Call it when no other thread uses the client any more; a thread whose call
+        is still running closes its own loop when that call returns."""
         if self._closed:
             return
         self._closed = True
