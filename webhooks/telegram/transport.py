@@ -179,46 +179,57 @@ class SyncBot:
         )
         self._closed = False
         self._local = threading.local()  # each thread's event loop
-        self._loops: list[asyncio.AbstractEventLoop] = []
+        self._loops: list[asyncio.AbstractEventLoop] = []  # every open one
+        self._running: set[asyncio.AbstractEventLoop] = set()  # those a call is using
         self._lock = threading.Lock()
 
     def _run(self, coroutine: Coroutine[Any, Any, T]) -> T:
         """Run one of the Bot's coroutines to its end on this thread's event loop (made on
         first use; a thread calls again and again, a loop costs once)."""
-        loop = getattr(self._local, "loop", None)
-        if loop is None or loop.is_closed():
-            loop = self._local.loop = asyncio.new_event_loop()
-            with self._lock:
-                self._loops.append(loop)
+        loop = self._take_loop()
         try:
             return loop.run_until_complete(coroutine)
         finally:
-            if self._closed:  # closed while this call ran, or before it: no one else closes it
-                self._close_own(loop)
+            self._give_back(loop)
 
-    def _close_own(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Close this thread's event loop (`close` leaves a loop that is running alone)."""
+    def _take_loop(self) -> asyncio.AbstractEventLoop:
+        """This thread's open event loop, marked in use so that `close` leaves it alone."""
         with self._lock:
+            loop = getattr(self._local, "loop", None)
+            if loop is None or loop.is_closed():
+                loop = self._local.loop = asyncio.new_event_loop()
+                self._loops.append(loop)
+            self._running.add(loop)
+            return loop
+
+    def _give_back(self, loop: asyncio.AbstractEventLoop) -> None:
+        """End a call's use of `loop`; once the client is closed, close it too (`close`
+        leaves the loops that calls are using to them)."""
+        with self._lock:
+            self._running.discard(loop)
+            if not self._closed:
+                return
             if loop in self._loops:
                 self._loops.remove(loop)
-        self._local.loop = None
-        if not loop.is_closed():
-            loop.close()
+            self._local.loop = None
+            if not loop.is_closed():
+                loop.close()
 
     def close(self) -> None:
         """Close the HTTP clients and the threads' event loops (once; later calls do
         nothing). Call it when no other thread uses the client any more; a thread whose call
         is still running closes its own loop when that call returns."""
-        if self._closed:
-            return
-        self._closed = True
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
         for request in self._requests:
             try:
                 self._run(request.shutdown())
             except Exception as exc:  # closing quietly matters less than shutting down
                 log.debug("telegram shutdown: %s", exc)
-        with self._lock:
-            loops, self._loops = self._loops, []
-        for loop in loops:
-            if not loop.is_running():
+        with self._lock:  # a loop is closed here or by its call's _give_back, never both
+            idle = [loop for loop in self._loops if loop not in self._running]
+            self._loops = [loop for loop in self._loops if loop in self._running]
+            for loop in idle:
                 loop.close()

@@ -49,3 +49,18 @@ def test_a_call_after_close_leaves_no_loop_open() -> None:
     thread.join(10)
 
     assert loops and loops[0].is_closed()
+
+
+def test_a_thread_whose_idle_loop_close_closed_calls_again_on_a_fresh_one() -> None:
+    bot = SyncBot(TOKEN, "http://127.0.0.1:9/bot")
+    loops: list[asyncio.AbstractEventLoop] = []
+
+    async def a_call() -> None:
+        loops.append(asyncio.get_running_loop())
+
+    bot._run(a_call())  # this thread's loop, idle when the client closes
+    bot.close()
+    bot._run(a_call())  # a call that came late, after close
+
+    assert len(loops) == 2 and loops[0] is not loops[1]
+    assert all(loop.is_closed() for loop in loops)
