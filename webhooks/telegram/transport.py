@@ -209,11 +209,10 @@ class SyncBot:
             self._running.discard(loop)
             if not self._closed:
                 return
-            if loop in self._loops:
-                self._loops.remove(loop)
+            # close() left it open and listed, as it was in use: only this call closes it.
+            self._loops.remove(loop)
             self._local.loop = None
-            if not loop.is_closed():
-                loop.close()
+            loop.close()
 
     def close(self) -> None:
         """Close the HTTP clients and the threads' event loops (once; later calls do
