@@ -10,11 +10,18 @@ import signal
 import sys
 import threading
 import time
+from contextlib import suppress
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from bot import logs
-from bot.worker.memory_process import HAND_BACK_SECONDS, JobRequests, lower_priority
+from bot.worker.memory_process import (
+    HAND_BACK_SECONDS,
+    ForkedChild,
+    JobRequests,
+    fork_child,
+    lower_priority,
+)
 from webhooks.channels import log_channels
 from webhooks.settings import Settings
 from webhooks.startup import (
@@ -86,6 +93,7 @@ def start_worker(
     from webhooks.wiring import checkin_rounds, senders
 
     in_child = settings.service.memory_process
+    forked = fork_memory_process(settings) if in_child else None
     pam = build_or_exit(
         settings,
         migrate=migrate,
@@ -101,7 +109,7 @@ def start_worker(
     # the web process and the memory-jobs child never draw a chart.
     warm_in_background()
     if pam.memory_process is not None:
-        pam.memory_process.start()  # after build migrated: the child expects the current schema
+        pam.memory_process.start(forked)  # after build migrated: the child expects the schema
     else:  # PAM_MEMORY_PROCESS=off: the worker's own scheduler runs them, as the child would
         assert pam.scheduler is not None
         pam.scheduler.start()
@@ -113,6 +121,28 @@ def start_worker(
         "child process" if in_child else "threads",
     )
     return pam, worker
+
+
+def fork_memory_process(settings: Settings) -> ForkedChild | None:
+    """The memory process, forked before this process builds anything or starts a thread, so
+    that it shares what both load (see bot/worker/memory_process.py); None: spawn it."""
+    return fork_child(
+        lambda: preload_memory_jobs(settings), lambda: run_memory_jobs(from_stdin=True)
+    )
+
+
+def preload_memory_jobs(settings: Settings) -> None:
+    """Import what the memory process imports, and load its token encoding, without connecting
+    to anything or starting a thread: what a forked child shares with its worker."""
+    from sqlalchemy.engine import make_url
+
+    import memory.metric_snapshots  # noqa: F401  (the memory process's, and the worker's)
+    import webhooks.wiring  # noqa: F401  (build's parts)
+    from memory.tokens import TokenCounter
+
+    with suppress(Exception):  # a URL it cannot read: build says so, in its own words
+        make_url(settings.database_url).get_dialect().import_dbapi()
+    TokenCounter(settings.llm.model).approximate  # noqa: B018  (loads the encoding, or fails)
 
 
 def sweep_memory_jobs(pam: Pam) -> int:

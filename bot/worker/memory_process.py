@@ -11,10 +11,18 @@ their memory jobs in a child process (`pam memory-jobs --stdin`) at a lower CPU 
 - the child claims and runs the jobs on its APScheduler pool, as the worker did in-process;
 - the worker restarts a child that exits (after a backoff), stops it with SIGTERM at shutdown
   within the worker's own deadline, and kills it past that deadline. A child whose worker died
-  sees its stdin end, and stops."""
+  sees its stdin end, and stops.
+
+The first child is forked (`fork_child`) where it can be: before the worker builds anything or
+starts a thread, once the modules and the token encoding both processes use are loaded. It then
+shares those pages with the worker instead of loading its own copy (measured in
+docs/benchmarks/memory.md). It waits for its "start" line before it does anything, so it starts
+when a spawned one would: after the worker's build migrated. A child restarted after it died is
+spawned (`child_command`): a process running threads is not forked."""
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import queue
@@ -23,8 +31,9 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import suppress
+from typing import IO, Protocol
 
 from memory.jobs.coordinator import JobRunner
 
@@ -38,6 +47,137 @@ STABLE_SECONDS = 60.0  # a child that lived this long starts the backoff afresh 
 # What a stopping child keeps of its shutdown wait to hand unfinished jobs back to the database
 # before its worker's deadline (past which the worker kills it).
 HAND_BACK_SECONDS = 1.0
+START_LINE = b"start\n"  # what a forked child waits for before it builds anything
+POLL_SECONDS = 0.02  # how often a wait with a timeout looks at a forked child
+
+
+class Child(Protocol):
+    """What the worker's side needs of a child process: a spawned one (subprocess.Popen) or a
+    forked one (ForkedChild)."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def stdin(self) -> IO[bytes] | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+    def send_signal(self, sig: int) -> None: ...
+
+    def kill(self) -> None: ...
+
+
+class ForkedChild:
+    """A child made by `fork_child`, driven as a subprocess.Popen is: its stdin, waiting for
+    it (from two threads at once: a blocking wait holds the lock, one with a timeout looks),
+    signals."""
+
+    def __init__(self, pid: int, stdin_fd: int) -> None:
+        self.pid = pid
+        self.stdin: IO[bytes] | None = os.fdopen(stdin_fd, "wb")
+        self.returncode: int | None = None
+        self._waitpid_lock = threading.Lock()
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Its exit code (negative: the signal that ended it); TimeoutExpired past `timeout`."""
+        if timeout is None:
+            with self._waitpid_lock:
+                self._reap(0)
+            assert self.returncode is not None
+            return self.returncode
+        deadline = time.monotonic() + timeout
+        while self.returncode is None:
+            if self._waitpid_lock.acquire(blocking=False):
+                try:
+                    self._reap(os.WNOHANG)
+                finally:
+                    self._waitpid_lock.release()
+                if self.returncode is not None:
+                    break
+            if time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired([f"pid {self.pid}"], timeout)
+            time.sleep(POLL_SECONDS)
+        return self.returncode
+
+    def _reap(self, flags: int) -> None:
+        if self.returncode is not None:
+            return
+        try:
+            pid, status = os.waitpid(self.pid, flags)
+        except ChildProcessError:  # reaped elsewhere (SIGCHLD ignored): its status is lost
+            self.returncode = 0
+            return
+        if pid == self.pid:
+            self.returncode = os.waitstatus_to_exitcode(status)
+
+    def send_signal(self, sig: int) -> None:
+        if self.returncode is None:
+            os.kill(self.pid, sig)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+def fork_child(preload: Callable[[], object], run: Callable[[], int]) -> ForkedChild | None:
+    """Fork the memory process now, to run `run` once its worker sends START_LINE; None where
+    this process cannot fork safely (a thread other than this one runs, or no os.fork), and
+    the worker spawns its child instead.
+
+    `preload` first imports and loads what both processes use; then gc.freeze() moves every
+    object made so far out of the collector's reach, as Python's gc docs advise before a fork:
+    a collection in either process would otherwise write to each object's header, and the
+    kernel copy every page the two shared."""
+    if not hasattr(os, "fork") or threading.active_count() != 1:
+        return None
+    preload()
+    if threading.active_count() != 1:  # `preload` started one (it must not)
+        return None
+    read, write = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    gc.freeze()
+    try:
+        pid = os.fork()
+    except OSError as exc:
+        os.close(read)
+        os.close(write)
+        log.warning("memory process could not be forked (%s); spawning it", type(exc).__name__)
+        return None
+    if pid == 0:  # the child: it never returns into its worker's code
+        code = 1
+        try:
+            # Until its handlers are set, a signal ends it, as it would a spawned one.
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            os.close(write)
+            os.dup2(read, sys.stdin.fileno())
+            os.close(read)
+            code = run() if _read_start_line(sys.stdin.fileno()) else 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        except BaseException:
+            log.exception("memory process failed")
+        finally:
+            logging.shutdown()
+            with suppress(Exception):
+                sys.stdout.flush()
+                sys.stderr.flush()
+            os._exit(code)
+    os.close(read)
+    return ForkedChild(pid, write)
+
+
+def _read_start_line(fd: int) -> bool:
+    """Wait on `fd` for START_LINE, a byte at a time (what follows is the requests' reader's);
+    False if its input ended first (the worker exited before it started the child)."""
+    line = b""
+    while not line.endswith(b"\n"):
+        byte = os.read(fd, 1)
+        if not byte:
+            return False
+        line += byte
+    return line == START_LINE
 
 
 def child_command() -> list[str]:
@@ -62,7 +202,7 @@ class MemoryProcess:
         self._queue: queue.Queue[tuple[int, str] | None] = queue.Queue(queue_size)
         self._lock = threading.Lock()  # a child is never spawned once stopping is set
         self._stopping = threading.Event()
-        self._child: subprocess.Popen[bytes] | None = None
+        self._child: Child | None = None
         self._spawned_at = 0.0
         self._dropping = False
         self._supervisor = threading.Thread(
@@ -76,9 +216,10 @@ class MemoryProcess:
         child = self._child
         return child.pid if child is not None else None
 
-    def start(self) -> None:
-        """Start the child, and the threads that restart it and feed it requests."""
-        self._spawn()
+    def start(self, forked: ForkedChild | None = None) -> None:
+        """Start the child (`forked`, made by `fork_child` before this process ran a thread,
+        else a spawned one), and the threads that restart it and feed it requests."""
+        self._spawn(forked)
         self._supervisor.start()
         self._writer.start()
 
@@ -136,15 +277,20 @@ class MemoryProcess:
             self._supervisor.join(timeout=1.0)
         return stopped
 
-    def _spawn(self) -> None:
+    def _spawn(self, forked: ForkedChild | None = None) -> None:
         with self._lock:
             if self._stopping.is_set():
                 return
-            # Same process group: an operator's or a platform's signal to the group reaches
-            # the child too. Its stdout and stderr are the worker's.
-            child = subprocess.Popen(self.argv, stdin=subprocess.PIPE)
+            child: Child
+            if forked is not None and _started(forked):
+                child = forked
+            else:
+                # Same process group: an operator's or a platform's signal to the group
+                # reaches the child too. Its stdout and stderr are the worker's.
+                child = subprocess.Popen(self.argv, stdin=subprocess.PIPE)
             self._child, self._spawned_at = child, time.monotonic()
-        log.info("memory process started pid=%d", child.pid)
+        how = "forked" if isinstance(child, ForkedChild) else "spawned"
+        log.info("memory process started pid=%d %s", child.pid, how)
 
     def _supervise(self) -> None:
         delay = self.first_backoff
@@ -187,7 +333,22 @@ class MemoryProcess:
                 continue
 
 
-def _close_stdin(child: subprocess.Popen[bytes]) -> None:
+def _started(forked: ForkedChild) -> bool:
+    """Send a forked child its start line; False if it is gone (and reaped), to spawn one."""
+    try:
+        assert forked.stdin is not None
+        forked.stdin.write(START_LINE)
+        forked.stdin.flush()
+    except (OSError, ValueError) as exc:
+        log.warning("forked memory process gone before its start (%s)", type(exc).__name__)
+        _close_stdin(forked)
+        with suppress(subprocess.TimeoutExpired):
+            forked.wait(timeout=1.0)
+        return False
+    return True
+
+
+def _close_stdin(child: Child) -> None:
     if child.stdin is not None:
         with suppress(OSError, ValueError):
             child.stdin.close()
