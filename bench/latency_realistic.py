@@ -182,11 +182,16 @@ class Samples:
 
 
 def tree_rss(pid: int, children: bool = True) -> float:
-    """VmRSS of `pid` and (unless not `children`) its children, MB (0 once it ended)."""
-    total = 0.0
-    for each in [pid, *(children_of(pid) if children else [])]:
+    """VmRSS of `pid`, and (unless not `children`) its children's private pages, MB: what
+    the machine holds for them, the pages a forked child shares counted once (0 once it
+    ended; see bench.memory.with_children)."""
+    try:
+        total = resident(pid).get("rss_mb", 0.0)
+    except OSError:
+        return 0.0
+    for each in children_of(pid) if children else []:
         try:
-            total += resident(each).get("rss_mb", 0.0)
+            total += resident(each).get("private_mb", 0.0)
         except OSError:
             continue
     return total
