@@ -48,6 +48,7 @@ STABLE_SECONDS = 60.0  # a child that lived this long starts the backoff afresh 
 # before its worker's deadline (past which the worker kills it).
 HAND_BACK_SECONDS = 1.0
 START_LINE = b"start\n"  # what a forked child waits for before it builds anything
+STDIN = 0
 POLL_SECONDS = 0.02  # how often a wait with a timeout looks at a forked child
 
 
@@ -128,10 +129,10 @@ def fork_child(preload: Callable[[], object], run: Callable[[], int]) -> ForkedC
     object made so far out of the collector's reach, as Python's gc docs advise before a fork:
     a collection in either process would otherwise write to each object's header, and the
     kernel copy every page the two shared."""
-    if not hasattr(os, "fork") or threading.active_count() != 1:
+    if not hasattr(os, "fork") or not single_threaded():
         return None
     preload()
-    if threading.active_count() != 1:  # `preload` started one (it must not)
+    if not single_threaded():  # `preload` started one (it must not)
         return None
     read, write = os.pipe()
     sys.stdout.flush()
@@ -151,9 +152,9 @@ def fork_child(preload: Callable[[], object], run: Callable[[], int]) -> ForkedC
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             os.close(write)
-            os.dup2(read, sys.stdin.fileno())
+            os.dup2(read, STDIN)
             os.close(read)
-            code = run() if _read_start_line(sys.stdin.fileno()) else 0
+            code = run() if _read_start_line(STDIN) else 0
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 1
         except BaseException:
@@ -166,6 +167,12 @@ def fork_child(preload: Callable[[], object], run: Callable[[], int]) -> ForkedC
             os._exit(code)
     os.close(read)
     return ForkedChild(pid, write)
+
+
+def single_threaded() -> bool:
+    """Whether this process runs one thread, and so may fork: a thread's locks (the logging
+    module's, a connection pool's) would stay held forever in the copy."""
+    return threading.active_count() == 1
 
 
 def _read_start_line(fd: int) -> bool:

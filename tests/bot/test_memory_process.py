@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, func, select
 
-from bot.worker.memory_process import JobRequests, MemoryProcess
+from bot.worker import memory_process
+from bot.worker.memory_process import ForkedChild, JobRequests, MemoryProcess, fork_child
 from loopback.harness import PAM_CMD, Process, Processes, processes, service_env
 from loopback.local_server import Answer, LocalServer
 from loopback.openai_server import Fault, OpenAIServer
@@ -164,6 +165,109 @@ def test_a_child_that_outlives_the_shutdown_wait_is_killed(
     wait_for_event(ready.exists, "the child to ignore SIGTERM")
     assert not process.stop(0.2)
     assert gone(pid)
+
+
+# -- the forked first child ------------------------------------------------------------------
+
+
+@pytest.fixture
+def forkable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Let this test fork although pytest (xdist's channel, a test's server) runs threads: the
+    children below run a few lines of their own and leave with os._exit."""
+    monkeypatch.setattr(memory_process, "single_threaded", lambda: True)
+
+
+def echo_requests(received: Path) -> int:
+    """A forked child's work: copy each request line to `received`; exit 3 at the end."""
+    with os.fdopen(0, "rb", closefd=False) as stdin:  # pytest's sys.stdin reads nothing
+        for line in stdin:
+            with received.open("ab") as out:
+                out.write(line)
+    return 3
+
+
+def test_a_process_running_threads_does_not_fork() -> None:
+    preloaded: list[bool] = []
+    blocker = threading.Event()
+    thread = threading.Thread(target=blocker.wait, daemon=True)
+    thread.start()
+    try:
+        assert fork_child(lambda: preloaded.append(True), lambda: 0) is None
+    finally:
+        blocker.set()
+    assert not preloaded, "nothing loaded for a child that is spawned instead"
+
+
+def test_a_forked_child_waits_for_its_start_then_takes_requests(
+    tmp_path: Path, forkable: None, supervised: list[MemoryProcess]
+) -> None:
+    received = tmp_path / "received.txt"
+    preloaded: list[bool] = []
+    forked = fork_child(lambda: preloaded.append(True), lambda: echo_requests(received))
+    assert isinstance(forked, ForkedChild) and preloaded == [True]
+    assert parent_of(forked.pid) == os.getpid()
+    with pytest.raises(subprocess.TimeoutExpired):
+        forked.wait(timeout=0.2)  # not started: it has run nothing yet
+    assert not received.exists()
+
+    process = MemoryProcess(python(ECHO, str(received)), first_backoff=600)
+    supervised.append(process)
+    process.start(forked)
+    assert process.pid == forked.pid
+    process.hand_off(7, FOLD)
+    wait_for_event(lambda: received.exists() and received.read_text() == "7 fold\n", "the request")
+
+    # The end of its input ends it, as when its worker is gone.
+    assert forked.stdin is not None
+    forked.stdin.close()
+    assert forked.wait(timeout=WAIT) == 3
+    assert gone(forked.pid)
+
+
+def test_a_forked_child_never_started_leaves_quietly(tmp_path: Path, forkable: None) -> None:
+    ran = tmp_path / "ran"
+    forked = fork_child(lambda: None, lambda: int(bool(ran.touch())))
+    assert forked is not None and forked.stdin is not None
+    forked.stdin.close()  # the worker exited before it started the child (its build failed)
+    assert forked.wait(timeout=WAIT) == 0
+    assert not ran.exists()
+
+
+def test_a_dead_forked_child_is_replaced_by_a_spawned_one(
+    tmp_path: Path, forkable: None, supervised: list[MemoryProcess]
+) -> None:
+    received = tmp_path / "received.txt"
+    received.touch()
+    forked = fork_child(lambda: None, lambda: echo_requests(received))
+    assert forked is not None
+    os.kill(forked.pid, signal.SIGKILL)  # gone before its worker could start it
+    assert forked.wait(timeout=WAIT) == -signal.SIGKILL
+
+    process = MemoryProcess(python(ECHO, str(received)), first_backoff=0.01)
+    supervised.append(process)
+    process.start(forked)
+    spawned = process.pid
+    assert spawned is not None and spawned != forked.pid
+    process.hand_off(8, PROFILE)
+    wait_for_event(lambda: received.read_text() == "8 profile\n", "the spawned child to get it")
+    assert process.stop(WAIT)
+
+
+def test_two_threads_wait_for_one_forked_child(forkable: None) -> None:
+    # The supervisor waits with no timeout while `stop` waits with one: both learn the code.
+    forked = fork_child(lambda: None, lambda: 5)
+    assert forked is not None and forked.stdin is not None
+    codes: list[int] = []
+    blocking = threading.Thread(target=lambda: codes.append(forked.wait()), daemon=True)
+    blocking.start()
+    with pytest.raises(subprocess.TimeoutExpired):
+        forked.wait(timeout=0.1)
+    forked.stdin.write(memory_process.START_LINE)
+    forked.stdin.flush()
+    assert forked.wait(timeout=WAIT) == 5
+    blocking.join(WAIT)
+    assert codes == [5]
+    forked.stdin.close()
 
 
 # -- the child's end of the hand-off --------------------------------------------------------
@@ -349,6 +453,7 @@ def test_a_worker_runs_its_memory_jobs_in_a_lower_priority_child_and_stops_it(
         worker = start_worker(group, env)
         child = child_started(worker)
         assert parent_of(child) == worker.popen.pid
+        assert f"memory process started pid={child} forked" in worker.log.read_text()
         expected_nice = min(19, os.getpriority(os.PRIO_PROCESS, worker.popen.pid) + 10)
         assert os.getpriority(os.PRIO_PROCESS, child) == expected_nice
 
@@ -384,7 +489,10 @@ def test_a_killed_memory_process_is_restarted_and_one_whose_worker_died_exits(
         os.kill(first, signal.SIGKILL)
         wait_for_event(lambda: pids(worker, STARTED)[-1] != first, "a new memory process", worker)
         second = child_started(worker)
-        assert f"memory process pid={first} exited with status -9" in worker.log.read_text()
+        log = worker.log.read_text()
+        assert f"memory process pid={first} exited with status -9" in log
+        assert f"memory process started pid={first} forked" in log
+        assert f"memory process started pid={second} spawned" in log
         learner = store.learners.find_learner(f"api:{user}")
         assert learner is not None
         before = store.memory.profile(learner.id).version
