@@ -301,7 +301,7 @@ def run(
     database_url: str | None,
     help_runs: int,
     say: Progress,
-    memory_process: str = "off",
+    memory_process: str = "on",
 ) -> dict[str, Any]:
     """Run the conversation through the Procfile's processes, the memory jobs in a child
     process or not (`memory_process`, PAM_MEMORY_PROCESS); the figures, as JSON data."""
@@ -403,8 +403,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--memory-process",
         choices=("on", "off"),
-        default="off",
-        help="PAM_MEMORY_PROCESS: off (the deploy files' setting) or on (a child process)",
+        default="on",
+        help="PAM_MEMORY_PROCESS: on (a forked child process: the default, and the deploy "
+        "files') or off (the worker's own threads)",
     )
     parser.add_argument("--out", type=Path, default=RESULT, help="where the JSON goes")
     options = parser.parse_args(argv)
