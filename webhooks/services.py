@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 from bot import logs
 from bot.worker.memory_process import (
     HAND_BACK_SECONDS,
+    STDIN,
     ForkedChild,
     JobRequests,
     fork_child,
@@ -123,6 +124,9 @@ def start_worker(
     return pam, worker
 
 
+PRELOAD_ENCODING_SECONDS = 10.0
+
+
 def fork_memory_process(settings: Settings) -> ForkedChild | None:
     """The memory process, forked before this process builds anything or starts a thread, so
     that it shares what both load (see bot/worker/memory_process.py); None: spawn it."""
@@ -142,7 +146,15 @@ def preload_memory_jobs(settings: Settings) -> None:
 
     with suppress(Exception):  # a URL it cannot read: build says so, in its own words
         make_url(settings.database_url).get_dialect().import_dbapi()
-    TokenCounter(settings.llm.model).approximate  # noqa: B018  (loads the encoding, or fails)
+    # tiktoken downloads an encoding it has not cached, with no timeout of its own: the worker
+    # waits for it PRELOAD_ENCODING_SECONDS at most, and spawns its child if it is still out.
+    loading = threading.Thread(
+        target=lambda: TokenCounter(settings.llm.model).approximate,
+        name="token-encoding",
+        daemon=True,
+    )
+    loading.start()
+    loading.join(PRELOAD_ENCODING_SECONDS)
 
 
 def sweep_memory_jobs(pam: Pam) -> int:
@@ -233,7 +245,7 @@ def run_memory_jobs(from_stdin: bool) -> int:
     assert pam.scheduler is not None
     pam.scheduler.start()
     recovered = sweep_memory_jobs(pam)
-    requests = JobRequests(pam.runner, sys.stdin.fileno(), stop) if from_stdin else None
+    requests = JobRequests(pam.runner, STDIN, stop) if from_stdin else None
     if requests is not None:
         requests.start()
     # Its counts (memory-job runs, LLM calls), copied to the database for the web's /metrics.

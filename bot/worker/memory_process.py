@@ -1,7 +1,8 @@
 """The memory jobs' own process. Folding a summary and learning a profile are long stretches of
 Python work; on a thread next to a worker's reply lanes they held the GIL the lanes wait for,
 and replies got slower whenever a job ran. So `pam worker`, `pam serve` and `pam telegram` run
-their memory jobs in a child process (`pam memory-jobs --stdin`) at a lower CPU priority:
+their memory jobs in a child process (forked from the worker, else `pam memory-jobs --stdin`)
+at a lower CPU priority:
 
 - the worker marks a job in the database when a turn makes it due (the durable request), then
   hands it to the child as a line "learner_id kind" on the child's stdin, through a bounded
@@ -114,7 +115,8 @@ class ForkedChild:
 
     def send_signal(self, sig: int) -> None:
         if self.returncode is None:
-            os.kill(self.pid, sig)
+            with suppress(ProcessLookupError):  # reaped, its code not yet recorded
+                os.kill(self.pid, sig)
 
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
@@ -132,15 +134,20 @@ def fork_child(preload: Callable[[], object], run: Callable[[], int]) -> ForkedC
     if not hasattr(os, "fork") or not single_threaded():
         return None
     preload()
-    if not single_threaded():  # `preload` started one (it must not)
+    if not single_threaded():  # `preload` left one running (its deadline passed, say)
         return None
     read, write = os.pipe()
     sys.stdout.flush()
     sys.stderr.flush()
     gc.freeze()
+    # A stop signal arriving as it forks waits for the child's own dispositions, not the
+    # worker's handler (whose `stop` event, copied, nobody would look at).
+    stops = {signal.SIGTERM, signal.SIGINT}
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, stops)
     try:
         pid = os.fork()
     except OSError as exc:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         os.close(read)
         os.close(write)
         log.warning("memory process could not be forked (%s); spawning it", type(exc).__name__)
@@ -149,14 +156,17 @@ def fork_child(preload: Callable[[], object], run: Callable[[], int]) -> ForkedC
         code = 1
         try:
             # Until its handlers are set, a signal ends it, as it would a spawned one.
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            for stop in stops:
+                signal.signal(stop, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
             os.close(write)
-            os.dup2(read, STDIN)
-            os.close(read)
+            if read != STDIN:  # the worker started with no stdin: the pipe is fd 0 already
+                os.dup2(read, STDIN)
+                os.close(read)
+            _close_inherited_fds()
             code = run() if _read_start_line(STDIN) else 0
         except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
+            code = 0 if exc.code is None else exc.code if isinstance(exc.code, int) else 1
         except BaseException:
             log.exception("memory process failed")
         finally:
@@ -165,8 +175,24 @@ def fork_child(preload: Callable[[], object], run: Callable[[], int]) -> ForkedC
                 sys.stdout.flush()
                 sys.stderr.flush()
             os._exit(code)
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     os.close(read)
     return ForkedChild(pid, write)
+
+
+def _close_inherited_fds() -> None:
+    """Close what the worker's launcher passed it beyond stdin, stdout and stderr (a spawned
+    child never got those: Popen closes them), so a launcher waiting for a pipe's end is not
+    kept waiting by the child. Pam's own files are not inheritable, and stay open."""
+    try:
+        fds = [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:  # no /proc: leave them
+        return
+    for fd in fds:
+        if fd > 2:
+            with suppress(OSError):  # the listing's own fd, closed already
+                if os.get_inheritable(fd):
+                    os.close(fd)
 
 
 def single_threaded() -> bool:
@@ -287,6 +313,8 @@ class MemoryProcess:
     def _spawn(self, forked: ForkedChild | None = None) -> None:
         with self._lock:
             if self._stopping.is_set():
+                if forked is not None:
+                    _close_stdin(forked)  # it ends at the end of its input, never started
                 return
             child: Child
             if forked is not None and _started(forked):

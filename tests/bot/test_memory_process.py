@@ -253,6 +253,60 @@ def test_a_dead_forked_child_is_replaced_by_a_spawned_one(
     assert process.stop(WAIT)
 
 
+def test_a_preload_that_leaves_a_thread_running_means_no_fork(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The worker waits a while for the token encoding's download on a thread of its own; a
+    # download still out then must not be forked with its locks. (pytest runs threads of its
+    # own: the look before the preload passes, the one after sees only the preload's.)
+    release = threading.Event()
+    left = threading.Thread(target=release.wait, daemon=True)
+    looks = iter([True])
+    monkeypatch.setattr(
+        memory_process, "single_threaded", lambda: next(looks, False) or not left.is_alive()
+    )
+    try:
+        assert fork_child(left.start, lambda: 0) is None
+    finally:
+        release.set()
+
+
+def test_a_forked_child_keeps_no_descriptor_its_launcher_passed_on(
+    tmp_path: Path, forkable: None
+) -> None:
+    # A spawned child never had them (Popen closes them); a launcher waiting for a pipe's end
+    # must not wait for the memory process too.
+    read, write = os.pipe()
+    os.set_inheritable(write, True)
+    own = os.open(tmp_path, os.O_RDONLY)  # Pam's own: not inheritable, stays open
+
+    def run() -> int:
+        try:
+            os.fstat(write)
+        except OSError:
+            os.fstat(own)  # raises (exit 1) if it was closed too
+            return 0
+        return 4
+
+    forked = fork_child(lambda: None, run)
+    os.close(write)
+    os.close(own)
+    assert forked is not None and forked.stdin is not None
+    forked.stdin.write(memory_process.START_LINE)
+    forked.stdin.close()
+    assert forked.wait(timeout=WAIT) == 0
+    assert os.read(read, 1) == b"", "the pipe ended with the launcher's own copy"
+    os.close(read)
+
+
+def test_a_forked_child_that_exits_with_no_code_exits_0(forkable: None) -> None:
+    forked = fork_child(lambda: None, lambda: sys.exit())
+    assert forked is not None and forked.stdin is not None
+    forked.stdin.write(memory_process.START_LINE)
+    forked.stdin.close()
+    assert forked.wait(timeout=WAIT) == 0
+
+
 def test_two_threads_wait_for_one_forked_child(forkable: None) -> None:
     # The supervisor waits with no timeout while `stop` waits with one: both learn the code.
     forked = fork_child(lambda: None, lambda: 5)
