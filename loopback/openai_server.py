@@ -209,6 +209,7 @@ class OpenAIServer(LocalServer):
         # Some compatible servers (older Ollama, LM Studio) leave `usage` out of the response.
         self.usage = usage
         self.requests: list[dict[str, Any]] = []
+        self.raw_requests: list[bytes] = []  # the chat requests' bodies, byte for byte
         self.faults: deque[Fault] = deque()
         self.lock = threading.Lock()
         self.counts: dict[str, int] = {}
@@ -263,6 +264,8 @@ class OpenAIServer(LocalServer):
     def respond(self, path: str, content_type: str, raw: bytes) -> Answer:
         if path.endswith(("/audio/transcriptions", "/audio/speech")):
             return self.audio(path, content_type, raw)
+        with self.lock:
+            self.raw_requests.append(raw)
         return self.complete(path, json.loads(raw or b"{}"))
 
     def audio(self, path: str, content_type: str, raw: bytes) -> Answer:

@@ -180,14 +180,25 @@ class OpenAIChatModel:
             self.sleep(min(2.0, 0.25 * 2 ** (len(billed) - 1)))
 
     def _post(self, messages: Sequence[ChatMessage], model: str, params: Mapping[str, Any]) -> Any:
-        """One request, made as the SDK documents it (typed messages, the parameters by their
-        names); the parsed JSON body of its 200."""
+        """One request through the SDK's `create` (the parameters by their names, the messages
+        typed); the parsed JSON body of its 200."""
         # The raw response: the SDK still raises for errors, but Pam reads the answer's JSON
         # itself, field by field, as the server sent it: the SDK's typed model drops what it
         # does not know (reasoning, content arrays, an error inside a 200).
+        #
+        # The typed messages ride in `extra_body`, the SDK's documented way to send a body's
+        # keys as they are: passed as `messages`, the SDK walks each one against every member
+        # of its message union before it sends a byte, and changes nothing in them (the body
+        # is the same: tests/bot/test_openai_chat.py). That walk was 28% of a busy worker's
+        # CPU (200 learners at a real model's speed, memory and recall in every prompt: about
+        # 6 ms a reply), and the GIL it holds is what every reply lane waits for
+        # (docs/benchmarks/speed.md, "What each piece buys").
         raw = self.retrying.send(
             lambda: self._sender.chat.completions.with_raw_response.create(
-                model=model, messages=[typed_message(m) for m in messages], **params
+                model=model,
+                messages=[],
+                extra_body={"messages": [typed_message(m) for m in messages]},
+                **params,
             )
         )
         return raw.http_response.json()

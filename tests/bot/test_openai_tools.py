@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from bot.llm.answers import read_answer
-from bot.llm.openai_chat import OpenAIChatModel, openai_client
+from bot.llm.openai_chat import OpenAIChatModel, openai_client, typed_message
 from bot.turn.recall import RECALL_TOOL
 from loopback.llm_shapes import encoded
 from loopback.openai_server import (
@@ -259,6 +259,37 @@ def test_the_tools_answer_goes_back_as_the_api_takes_it(
             "function": {"name": "recall", "arguments": ARGUMENTS},
         }
     ]
+
+
+def test_the_body_is_byte_for_byte_the_one_the_sdks_typed_call_sends(
+    server: OpenAIServer, model: OpenAIChatModel
+) -> None:
+    """Pam hands the SDK its typed messages in `extra_body`, which skips the SDK's walk of
+    them (bot/llm/openai_chat.py): the server must get exactly what `create(messages=...)`
+    would send, for every kind of message and the parameters beside them."""
+    call = ToolCall("call_recall_1", "recall", ARGUMENTS)
+    said: list[ChatMessage] = [
+        *PROMPT,
+        {"role": "assistant", "content": "Sí: ¿Toby?"},
+        {"role": "user", "content": "¡Sí! Y ayer él comió mi zapato 👟."},
+        {"role": "assistant", "content": "", "tool_calls": [call.message_part()]},
+        {"role": "tool", "content": "2026-11-02: mi perro se llama Toby", "tool_call_id": call.id},
+    ]
+    model.complete(
+        said, model=MODEL, max_tokens=120, purpose="reply", tools=[RECALL_TOOL], schema="reply"
+    )
+    (sent,) = server.raw_requests
+    body = json.loads(sent)
+    client = openai_client("test-key", server.base_url, 5.0, 0)
+    try:
+        client.chat.completions.create(  # the documented call, with the same arguments
+            **{key: value for key, value in body.items() if key != "messages"},
+            messages=[typed_message(m) for m in said],
+        )
+    finally:
+        client.close()
+    assert server.raw_requests[1] == sent
+    assert body["messages"] == said
 
 
 def test_a_call_without_an_id_gets_one() -> None:
