@@ -63,9 +63,10 @@ ANSWER_TIMEOUT = 120.0  # a cold /progress or a first reply on a slow machine
 # Chat turns after which a summary fold and a profile update are due (600-token trigger, a
 # profile every 5 messages: the defaults).
 JOB_TURNS = 8
-# The budgets in docs/benchmarks/memory.md, for a 512 MB machine. With PAM_MEMORY_PROCESS=off
-# the worker runs its memory jobs itself and "worker + memory jobs" is the worker alone; with
-# the child process (the default, forked from the worker) the pair's pages are counted once.
+# The budgets in docs/benchmarks/memory.md. With PAM_MEMORY_PROCESS=off (the deploy files'
+# setting, for 512 MB machines) the worker runs its memory jobs itself and "worker + memory
+# jobs" is the worker alone; with the child process (the default, forked from the worker) the
+# pair's pages are counted once, and the pair is for a machine of 1 GB.
 BUDGET_MB = {
     # 340 since check-ins (issue 31): loaded CI runs measured 325 MB against 320; still 170 MB
     # spare on a 512 MB machine, and a regression to win back (docs/benchmarks/memory.md).
@@ -301,7 +302,7 @@ def run(
     database_url: str | None,
     help_runs: int,
     say: Progress,
-    memory_process: str = "on",
+    memory_process: str = "off",
 ) -> dict[str, Any]:
     """Run the conversation through the Procfile's processes, the memory jobs in a child
     process or not (`memory_process`, PAM_MEMORY_PROCESS); the figures, as JSON data."""
@@ -403,9 +404,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--memory-process",
         choices=("on", "off"),
-        default="on",
-        help="PAM_MEMORY_PROCESS: on (a forked child process: the default, and the deploy "
-        "files') or off (the worker's own threads)",
+        default="off",
+        help="PAM_MEMORY_PROCESS: off (the worker's own threads: the deploy files' setting) "
+        "or on (a child process forked from the worker: the default elsewhere)",
     )
     parser.add_argument("--out", type=Path, default=RESULT, help="where the JSON goes")
     options = parser.parse_args(argv)
