@@ -419,6 +419,17 @@ def _save(plt: Any, figure: Any, path: Path, report: Callable[[str], None]) -> N
     report(f"plot written to {path}")
 
 
+def _plain_log_ticks(axis: Any) -> None:
+    """Label a log axis at 1, 2 and 5 of each decade as plain numbers, and its other ticks
+    not at all: within one decade matplotlib labels the minor ticks too, as 3×10⁰, 4×10⁰…,
+    and they ran into each other."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    axis.set_minor_formatter(NullFormatter())
+
+
 def plot(results: list[ConfigResult], path: Path, report: Callable[[str], None]) -> None:
     """Latency CDFs, one panel per backend with its floor; throughput bars below."""
     plt = _pyplot(report)
@@ -442,6 +453,7 @@ def plot(results: list[ConfigResult], path: Path, report: Callable[[str], None])
                 label=f"{result.name}: p50 {stats['p50_ms']:.0f}, p95 {stats['p95_ms']:.0f} ms",
             )
         top.set_xscale("log")
+        _plain_log_ticks(top.xaxis)
         top.axhline(0.5, color="grey", linewidth=0.5)
         top.axhline(0.95, color="grey", linewidth=0.5)
         top.set_xlabel("webhook POST → reply at the fake Telegram (ms, log scale)")
@@ -452,6 +464,7 @@ def plot(results: list[ConfigResult], path: Path, report: Callable[[str], None])
         rates = [r.throughput.stats()["replies_per_second"] for r in rows]
         bars = bottom.barh(names, rates, color=["grey", "tab:blue", "tab:orange"][: len(rows)])
         bottom.bar_label(bars, fmt="%.1f", fontsize=8)
+        bottom.margins(x=0.1)  # room for the longest bar's label inside the axes
         bottom.invert_yaxis()
         bottom.tick_params(axis="y", labelsize=7)
         bottom.set_xlabel("sustained replies/s (one web + one worker, saturated)")
