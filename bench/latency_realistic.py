@@ -39,7 +39,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -52,7 +52,7 @@ from bench.latency_learners import DEFAULT_DATABASE, WEBHOOK_SECRET, Learners, S
 from bench.latency_report import PhaseResult, lognormal_sigma, percentile, plot_scaling
 from bench.latency_servers import LLMProcess, StopwatchTelegram
 from bench.memory import children as children_of
-from bench.memory import resident
+from bench.memory import resident, with_children
 from loopback import telegram_server
 from loopback.harness import (
     PAM_CMD,
@@ -186,15 +186,14 @@ def tree_rss(pid: int, children: bool = True) -> float:
     the machine holds for them, the pages a forked child shares counted once (0 once it
     ended; see bench.memory.with_children)."""
     try:
-        total = resident(pid).get("rss_mb", 0.0)
+        parent = resident(pid)
     except OSError:
         return 0.0
+    kids = []
     for each in children_of(pid) if children else []:
-        try:
-            total += resident(each).get("private_mb", 0.0)
-        except OSError:
-            continue
-    return total
+        with suppress(OSError):  # it ended while we looked
+            kids.append(resident(each))
+    return with_children(parent, kids)["rss_mb"]
 
 
 def tree_cpu(pid: int) -> float:

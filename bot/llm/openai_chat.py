@@ -189,7 +189,7 @@ class OpenAIChatModel:
         # The typed messages ride in `extra_body`, the SDK's documented way to send a body's
         # keys as they are: passed as `messages`, the SDK walks each one against every member
         # of its message union before it sends a byte, and changes nothing in them (the body
-        # is the same: tests/bot/test_openai_chat.py). That walk was 28% of a busy worker's
+        # is the same: tests/bot/test_openai_tools.py). That walk was 28% of a busy worker's
         # CPU (200 learners at a real model's speed, memory and recall in every prompt: about
         # 6 ms a reply), and the GIL it holds is what every reply lane waits for
         # (docs/benchmarks/speed.md, "What each piece buys").
