@@ -6,22 +6,25 @@ turns one worker keeps in flight, and what Pam adds to the model's time, on Post
     python3 dev.py bench latency --realistic --memory-process off   # the deploy files' worker
 
 The fake model runs in a process of its own and answers every call after a lognormal delay
-(median 1.5 s, 95th percentile 5 s, seeded: a mean of 1.96 s). Fake Telegram stamps each
-reply as it arrives, then answers 50 ms later, as a real network would keep the sender
-waiting. Each point is a fresh schema with one web process (gunicorn, 1 × 4 threads) and 1 or
-2 `pam worker`s at their defaults (128 inbox lanes each), every process with
-PAM_DB_POOL_SIZE=2. Learners write in closed loop: a message, its reply, 2–6 s of thinking,
-the next (200 learners offer about 33 messages a second, about 65 of them in flight).
+(median 1.5 s, 95th percentile 5 s, seeded: a mean of 1.96 s). Fake Telegram stamps each reply
+as it arrives, then answers 50 ms later, as a real network would keep the sender waiting. Both
+keep a client's connection open between calls, as OpenAI's API and api.telegram.org do. Each
+point is a fresh schema with one web process (gunicorn, 1 × 4 threads) and 1 or 2 `pam worker`s
+at their defaults (128 inbox lanes each), every process with PAM_DB_POOL_SIZE=2. Learners write
+in closed loop: a message, its reply, 2–6 s of thinking, the next (200 learners offer about 33
+messages a second, about 65 of them in flight).
 
 Per point: replies per second (between the 10th and 90th percentile of arrivals), turns in
 flight (the model's calls in flight, time-weighted over the point, and the most inbox items
-claimed at once), Pam's overhead (each reply's latency less the seconds its model calls
-waited) at p50 and p95, database connections per process (pg_stat_activity by
-application_name, sampled at 2 Hz; a worker's memory process counts with it), resident
-memory per process (alone, and with its children: a worker's memory process, gunicorn's
-worker), and CPU milliseconds per reply per process (what a loaded machine does not inflate,
-unlike the overhead). Written to bench/results/latency_realistic.json, and replies per second
-against learners, one line per worker count, to latency_realistic.png.
+claimed at once), Pam's overhead (each reply's latency less the seconds its model calls waited)
+at p50 and p95, database connections per process (pg_stat_activity by application_name, sampled
+at 2 Hz; a worker's memory process counts with it), resident memory per process (alone, and
+with its children: a worker's memory process, gunicorn's worker), CPU milliseconds per reply
+per process (what a loaded machine does not inflate, unlike the overhead), and where the time
+went: p50 and p95 of the web's accept, the wait in the inbox before a lane claims, the turn,
+the send (Pam's log lines) and the model's time. Written to
+bench/results/latency_realistic.json, and replies per second against learners, one line per
+worker count, to latency_realistic.png.
 
 Exit status 0 when the targets pass at the headline point (200 learners, 1 worker), 1 when
 one fails, 2 when it cannot run."""
@@ -49,7 +52,13 @@ from sqlalchemy import Engine, text
 from sqlalchemy.engine import make_url
 
 from bench.latency_learners import DEFAULT_DATABASE, WEBHOOK_SECRET, Learners, Service, commit
-from bench.latency_report import PhaseResult, lognormal_sigma, percentile, plot_scaling
+from bench.latency_report import (
+    PhaseResult,
+    log_breakdown,
+    lognormal_sigma,
+    percentile,
+    plot_scaling,
+)
 from bench.latency_servers import LLMProcess, StopwatchTelegram
 from bench.memory import children as children_of
 from bench.memory import resident, with_children
@@ -365,11 +374,13 @@ def serving(
         web_env = service_env(named(url, f"{prefix}web"), **pam)
         web = group.start(f"{point.slug}-web", gunicorn(port, workers=1, threads=4), web_env)
         service.pids["web"] = web.popen.pid
+        service.logs["web"] = web.log
         for n in range(1, point.workers + 1):
             role = f"worker-{n}"
             env = service_env(named(url, f"{prefix}{role}"), **pam)
             worker = group.start(f"{point.slug}-{role}", [*PAM_CMD, "worker"], env)
             service.pids[role] = worker.popen.pid
+            service.logs[role] = worker.log
             wait_for(partial(_started, worker), 90, f"{role} to start", poll=0.2)
 
         def ready() -> bool:
@@ -394,7 +405,7 @@ def measure(point: Point, options: Options, folder: Path) -> dict[str, Any]:
     llm = LLMProcess(options.p50, options.p95, options.seed)
     with ExitStack() as stack:
         stack.enter_context(llm)
-        tg = stack.enter_context(StopwatchTelegram(delay=TELEGRAM_DELAY))
+        tg = stack.enter_context(StopwatchTelegram(delay=TELEGRAM_DELAY, keep_alive=True))
         service = stack.enter_context(serving(point, llm, tg, folder, options, prefix))
         assert service.database_url is not None
         monitor = db.make_engine(named(service.database_url, "pam-bench-monitor"), pool_size=1)
@@ -412,7 +423,19 @@ def measure(point: Point, options: Options, folder: Path) -> dict[str, Any]:
             phase = learners.drive(keys, total, point.think, point.slug)
         cpu = {role: tree_cpu(pid) - cpu[role] for role, pid in service.pids.items()}
         after = llm.stats()
+        stages = log_breakdown(service.logs, phase.windows)
     found = point_result(point, phase, before, after, samples, cpu)
+    found["stages_ms"] = stages
+    waited = [1000 * after.get("waited", {}).get(m, 0.0) for m in phase.sent]
+    found["model_ms"] = {
+        "p50": round(percentile(waited, 0.50), 1),
+        "p95": round(percentile(waited, 0.95), 1),
+    }
+    progress(
+        f"{point.slug}: where the time went (ms, p50/p95): "
+        + ", ".join(f"{k} {v['p50']:.0f}/{v['p95']:.0f}" for k, v in stages.items())
+        + f", model {found['model_ms']['p50']:.0f}/{found['model_ms']['p95']:.0f}"
+    )
     progress(
         f"{point.slug}: {found['replies_per_second']} replies/s, "
         f"{found['turns_in_flight']['model_mean']} in flight, overhead p50 "
