@@ -61,12 +61,24 @@ class _Server(ThreadingHTTPServer):
 
 
 class LocalServer:
-    """Serves until closed; use as a context manager. Subclasses implement `respond`."""
+    """Serves until closed; use as a context manager. Subclasses implement `respond`.
+
+    `keep_alive`: answer in HTTP/1.1 and keep each client's connection open for its next
+    request, with TCP_NODELAY, as OpenAI's and Telegram's servers do; off (HTTP/1.0, a
+    connection a request) unless a subclass or instance turns it on before the server
+    starts."""
+
+    keep_alive = False
 
     def __init__(self) -> None:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1" if server.keep_alive else "HTTP/1.0"
+            # On a kept connection, the headers and the body go out in two writes: with
+            # Nagle's algorithm the body waits for the client's delayed ACK (40 ms on Linux).
+            disable_nagle_algorithm = server.keep_alive
+
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 

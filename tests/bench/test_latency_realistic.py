@@ -5,9 +5,12 @@ is `dev.py bench latency --realistic --quick`; benchmarks report, tests time not
 
 from __future__ import annotations
 
+import http.client
+import json
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import requests
@@ -67,6 +70,37 @@ def test_fake_telegram_stamps_a_reply_before_it_keeps_the_sender_waiting() -> No
         answered = time.time()
         assert arrived.is_set()
         assert tg.arrivals["L001-M01"][0] <= answered - 0.05
+
+
+def calls_on_one_connection(server: Any, path: str, body: dict[str, Any], calls: int) -> int:
+    """How many connections `calls` POSTs of `body` to `server` took, answers read in full."""
+    origin = urlsplit(server.origin)
+    connection = http.client.HTTPConnection(origin.hostname, origin.port, timeout=10)
+    sockets: list[object] = []  # held, so that no two are ever at one address
+    try:
+        for _ in range(calls):
+            connection.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
+            if not any(connection.sock is seen for seen in sockets):
+                sockets.append(connection.sock)
+            answer = connection.getresponse()
+            assert answer.status == 200
+            answer.read()
+    finally:
+        connection.close()
+    return len(sockets)
+
+
+def test_the_realistic_fakes_keep_a_connection_open_and_the_zero_latency_ones_do_not() -> None:
+    # OpenAI's API and api.telegram.org keep a client's connection open (HTTP/1.1); a fake
+    # that closed it after each call charged Pam a TCP connection per model call and send.
+    with DelayedLLM(0.001, 0.002, seed=3) as llm:
+        assert calls_on_one_connection(llm, "/v1/chat/completions", reply_request("L1"), 3) == 1
+    send = {"chat_id": 1, "text": "¡Hola! L001-M01"}
+    path = f"/bot{telegram_server.TOKEN}/sendMessage"
+    with StopwatchTelegram(keep_alive=True) as kept, StopwatchTelegram() as closed:
+        assert calls_on_one_connection(kept, path, send, 3) == 1
+        assert calls_on_one_connection(closed, path, send, 3) == 3
+        assert closed.arrivals["L001-M01"] and kept.arrivals["L001-M01"]
 
 
 def phase_of(latencies: dict[str, float]) -> PhaseResult:
