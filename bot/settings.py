@@ -140,8 +140,8 @@ class ServiceSettings(BaseSettings):
     model_config = section("PAM_")
 
     db_pool_size: int = Field(default=5, ge=1, le=100)
-    """Database connections per process, web, worker and memory jobs alike (plus as many
-    overflow; see "Scaling")."""
+    """Database connections per process, web, worker and memory jobs alike: each opens up to
+    twice this many as its threads need them, and keeps them open (see "Scaling")."""
     worker_threads: int | None = Field(default=None, ge=1, le=512)
     """Inbox lanes per worker: turns in flight at once, each waiting on the model without a
     database connection (plus one lane that answers only slash commands, so `/help` and

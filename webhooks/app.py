@@ -82,11 +82,7 @@ def create_app(
     """The Flask application. With no arguments, configuration comes from the environment."""
     if settings is None:  # the production entry point (gunicorn 'webhooks.app:create_app()')
         settings = _production_settings()
-    engine = engine or db.make_engine(
-        settings.database_url,
-        pool_size=settings.service.db_pool_size,
-        max_overflow=settings.service.db_pool_size,
-    )
+    engine = engine or db.pooled_engine(settings.database_url, settings.service.db_pool_size)
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
     trust_proxies(app, settings.web.proxy_hops)

@@ -88,11 +88,10 @@ def build(
     its own model; tests give a `transcriber` and a `speaker` of their own, or none."""
     if memory_process and submit is not None:
         raise ValueError("give either `submit` or `memory_process`, not both")
-    # PAM_DB_POOL_SIZE (and as many overflow) bounds every process's connections, the
-    # worker's and its memory process's as much as the web's: docs/deploy/scaling.md counts on it.
-    pool = settings.service.db_pool_size
-    engine = engine or db.make_engine(
-        settings.database_url, pool_size=pool, max_overflow=pool, replayable=replayable
+    # 2 × PAM_DB_POOL_SIZE bounds every process's connections, the worker's and its memory
+    # process's as much as the web's: docs/deploy/scaling.md counts on it (db.pooled_engine).
+    engine = engine or db.pooled_engine(
+        settings.database_url, settings.service.db_pool_size, replayable=replayable
     )
     if migrate:
         db.upgrade(engine)

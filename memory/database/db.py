@@ -120,6 +120,23 @@ def make_engine(
     return engine
 
 
+def pooled_engine(
+    url: str, pool_size: int, *, replayable: bool = False, pool_timeout: float = 30.0
+) -> Engine:
+    """The engine of a Pam process with PAM_DB_POOL_SIZE = `pool_size`: at most twice that
+    many connections, each kept open once opened. (A pool of `pool_size` with as many overflow
+    has the same bound, but closes each overflow connection as it comes back: a worker
+    answering 33 messages a second at a pool of 2 started 9 Postgres sessions a second, each
+    a server process forked and its caches and prepared statements built anew.)"""
+    return make_engine(
+        url,
+        pool_size=2 * pool_size,
+        max_overflow=0,
+        pool_timeout=pool_timeout,
+        replayable=replayable,
+    )
+
+
 def _cache_long_statements() -> None:
     """Raise psycopg's limits on the statements whose conversion it caches (see
     PSYCOPG_CACHED_CHARS). Its limits guard against ORMs' many-row INSERTs, each length a

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, event, text
+from sqlalchemy import Engine, event, exc, text
 
 from memory.database import db
 
@@ -118,3 +118,24 @@ def test_pam_built_for_a_worker_process_commits_without_waiting(postgres_url: st
                 assert connection.execute(SYNCHRONOUS_COMMIT).scalar_one() == expected
         finally:
             pam.engine.dispose()
+
+
+def test_a_pam_process_keeps_the_connections_it_opened_up_to_twice_its_pool_size(
+    postgres_url: str,
+) -> None:
+    # PAM_DB_POOL_SIZE=2: at most 4 at once, as with 2 and 2 overflow, but a connection that
+    # comes back stays open: no Postgres session started for each busy moment.
+    engine = db.pooled_engine(postgres_url, 2, pool_timeout=0.2)
+    opened: list[int] = []
+    event.listen(engine, "connect", lambda *_: opened.append(1))
+    try:
+        for _ in range(3):  # three busy moments of four statements at once
+            held = [engine.connect() for _ in range(4)]
+            pids = {c.execute(PID).scalar() for c in held}
+            with pytest.raises(exc.TimeoutError, match="size 4 overflow 0"):
+                engine.connect()  # a fifth waits for one of the four, never opens
+            for connection in held:
+                connection.close()
+        assert len(pids) == 4 and len(opened) == 4
+    finally:
+        engine.dispose()
