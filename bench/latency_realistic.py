@@ -267,7 +267,9 @@ def point_result(
     the CPU seconds each process (with its children) used during the phase."""
     answered = max(1, phase.counts()["answered_once"])
     cpu_ms = {role: round(1000 * v / answered, 1) for role, v in (cpu_seconds or {}).items()}
-    over_ms = [1000 * v for v in overheads(phase, after.get("waited", {}))]
+    waited = after.get("waited", {})
+    over_ms = [1000 * v for v in overheads(phase, waited)]
+    model_ms = [1000 * waited.get(marker, 0.0) for marker in phase.sent]
     seconds = phase.seconds()
     busy = float(after["busy_seconds"]) - float(before["busy_seconds"])
     return {
@@ -281,6 +283,11 @@ def point_result(
             "p50": round(percentile(over_ms, 0.50), 1),
             "p95": round(percentile(over_ms, 0.95), 1),
             "p99": round(percentile(over_ms, 0.99), 1),
+        },
+        # The model's own seconds per message, beside the stages of Pam's log lines.
+        "model_ms": {
+            "p50": round(percentile(model_ms, 0.50), 1),
+            "p95": round(percentile(model_ms, 0.95), 1),
         },
         "turns_in_flight": {
             "model_mean": round(busy / seconds, 1) if seconds > 0 else 0.0,
@@ -426,11 +433,6 @@ def measure(point: Point, options: Options, folder: Path) -> dict[str, Any]:
         stages = log_breakdown(service.logs, phase.windows)
     found = point_result(point, phase, before, after, samples, cpu)
     found["stages_ms"] = stages
-    waited = [1000 * after.get("waited", {}).get(m, 0.0) for m in phase.sent]
-    found["model_ms"] = {
-        "p50": round(percentile(waited, 0.50), 1),
-        "p95": round(percentile(waited, 0.95), 1),
-    }
     progress(
         f"{point.slug}: where the time went (ms, p50/p95): "
         + ", ".join(f"{k} {v['p50']:.0f}/{v['p95']:.0f}" for k, v in stages.items())

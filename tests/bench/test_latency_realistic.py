@@ -118,6 +118,19 @@ def test_pams_overhead_is_each_replys_latency_less_its_model_time() -> None:
     assert [round(v, 3) for v in found] == [0.04, 0.03]
 
 
+def test_a_point_reports_the_models_own_time_beside_pams_overhead() -> None:
+    phase = phase_of({"L001-M01": 2.0, "L002-M01": 0.5, "L003-M01": 6.0})
+    after = {
+        "busy_seconds": 8.0,
+        "most_in_flight": 3,
+        "waited": {"L001-M01": 1.96, "L002-M01": 0.47, "L003-M01": 5.9},
+    }
+    point = realistic.Point(3, 1, (2.0, 6.0))
+    found = realistic.point_result(point, phase, {"busy_seconds": 0.0}, after, realistic.Samples())
+    assert found["model_ms"] == {"p50": 1960.0, "p95": 5900.0}
+    assert found["overhead_ms"]["p50"] == 40.0
+
+
 def a_point(
     learners: int, workers: int, rate: float, p95: float, connections: int
 ) -> dict[str, Any]:
