@@ -165,12 +165,14 @@ def overheads(phase: PhaseResult, waited: dict[str, float]) -> list[float]:
 @dataclass
 class Samples:
     """What the sampler saw at 2 Hz: connections per application name, resident memory per
-    role (the process with its children), claimed inbox items, the model's calls in flight."""
+    role (the process with its children), claimed inbox items, the model's calls in flight,
+    and when each sample was taken (seconds into the point)."""
 
     connections: dict[str, list[int]] = field(default_factory=dict)
     rss_mb: dict[str, list[float]] = field(default_factory=dict)
     claimed: list[int] = field(default_factory=list)
     model_in_flight: list[int] = field(default_factory=list)
+    seconds: list[float] = field(default_factory=list)
 
     def add(self, into: dict[str, list[Any]], key: str, value: Any) -> None:
         into.setdefault(key, []).append(value)
@@ -185,9 +187,21 @@ class Samples:
         return {
             "connections": {k: most_and_mean(v) for k, v in sorted(self.connections.items())},
             "rss_mb": {k: round(max(v, default=0.0), 1) for k, v in sorted(self.rss_mb.items())},
+            "rss_mb_by_minute": {k: self.by_minute(v) for k, v in sorted(self.rss_mb.items())},
             "claimed": most_and_mean(self.claimed),
             "model_in_flight": most_and_mean(self.model_in_flight),
         }
+
+    def by_minute(self, values: list[float]) -> list[float | None]:
+        """The most of `values` in each minute of the point, in order (None for a minute
+        without a sample): how memory grew."""
+        minutes: dict[int, float] = {}
+        for at, value in zip(self.seconds, values, strict=True):
+            minutes[int(at // 60)] = max(value, minutes.get(int(at // 60), 0.0))
+        return [
+            round(minutes[m], 1) if m in minutes else None
+            for m in range(max(minutes, default=-1) + 1)
+        ]
 
 
 def tree_rss(pid: int, children: bool = True) -> float:
@@ -225,8 +239,10 @@ class Sampler:
         self.samples = Samples()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="sampler", daemon=True)
+        self._started = time.monotonic()
 
     def __enter__(self) -> Samples:
+        self._started = time.monotonic()
         self._thread.start()
         return self.samples
 
@@ -253,6 +269,7 @@ class Sampler:
             self.samples.add(self.samples.rss_mb, f"{role}+children", tree_rss(pid))
         self.samples.claimed.append(claimed)
         self.samples.model_in_flight.append(int(self.llm.stats()["in_flight"]))
+        self.samples.seconds.append(time.monotonic() - self._started)
 
 
 def point_result(

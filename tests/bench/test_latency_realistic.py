@@ -138,9 +138,10 @@ def a_point(
     phase = phase_of({f"L{n:03d}-M01": 2.0 for n in range(1, 11)})
     samples = realistic.Samples(
         connections={"web": [2, 3], "worker-1": [4, connections]},
-        rss_mb={"web": [150.0], "worker-1": [300.0, 310.0]},
+        rss_mb={"web": [150.0, 140.0], "worker-1": [300.0, 310.0]},
         claimed=[60, 70],
         model_in_flight=[60, 66],
+        seconds=[30.0, 150.0],  # in the first minute and the third
     )
     before = {"busy_seconds": 0.0}
     after = {"busy_seconds": 650.0, "most_in_flight": 80, "waited": {}}
@@ -155,6 +156,10 @@ def test_a_point_reports_every_figure_and_the_verdicts_read_the_headline() -> No
     assert good["turns_in_flight"] == {"model_mean": 32.5, "model_max": 80, "claimed_max": 70}
     assert good["connections"]["worker-1"] == {"max": 5, "mean": 4.5}
     assert good["rss_mb"] == {"web": 150.0, "worker-1": 310.0}
+    assert good["rss_mb_by_minute"] == {
+        "web": [150.0, None, 140.0],
+        "worker-1": [300.0, None, 310.0],
+    }
     assert good["cpu_ms_per_reply"] == {"web": 5.0}  # 50 ms over 10 replies
     assert good["answered_once"] == good["sent"] == 10
     assert set(realistic.verdicts(good, [good], pool=2).values()) == {"PASS"}
