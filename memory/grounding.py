@@ -17,6 +17,9 @@ import re
 import unicodedata
 from collections.abc import Iterable
 
+from rapidfuzz import process
+from rapidfuzz.distance import Levenshtein
+
 log = logging.getLogger(__name__)
 
 # A reply this alike to the learner's message (difflib's ratio over the folded texts) says it
@@ -72,17 +75,7 @@ def allowed_edits(length: int) -> int:
 def distance(a: str, b: str, limit: int) -> int:
     """The edit distance (Levenshtein) of `a` and `b`, or `limit` + 1 once it is surely more
     than `limit` (so a long text costs little to turn down)."""
-    if abs(len(a) - len(b)) > limit:
-        return limit + 1
-    previous = list(range(len(b) + 1))
-    for i, ca in enumerate(a, 1):
-        current = [i]
-        for j, cb in enumerate(b, 1):
-            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb)))
-        if min(current) > limit:
-            return limit + 1
-        previous = current
-    return min(previous[-1], limit + 1)
+    return int(Levenshtein.distance(a, b, score_cutoff=limit))
 
 
 def quoted_in(phrase: str, text: str) -> int | None:
@@ -126,30 +119,39 @@ def content_words(text: str) -> set[str]:
     return {w for w in fold(text).split() if w not in FILLER}
 
 
-def _matches(word: str, source: set[str]) -> bool:
-    if word in source:
-        return True
-    if len(word) < STEM_CHARS or word.isdigit():
-        return False
-    return any(
-        len(other) >= STEM_CHARS
-        and (
-            other[:STEM_CHARS] == word[:STEM_CHARS]
-            or (len(word) > STEM_CHARS and distance(word, other, 1) <= 1)
-        )
-        for other in source
-    )
+class Said:
+    """The folded words of some texts, and their first STEM_CHARS letters, worked out once
+    for the many facts checked against them."""
+
+    def __init__(self, texts: Iterable[str]) -> None:
+        self.words = frozenset(w for text in texts for w in fold(text).split())
+        self.starts = frozenset(w[:STEM_CHARS] for w in self.words if len(w) >= STEM_CHARS)
+        self._long = [w for w in self.words if len(w) >= STEM_CHARS]
+
+    def matches(self, word: str) -> bool:
+        """Whether `word` (folded) is one of these words, or shares its first STEM_CHARS
+        letters with one, or (longer than that) is one edit from one."""
+        if word in self.words:
+            return True
+        if len(word) < STEM_CHARS or word.isdigit():
+            return False
+        if word[:STEM_CHARS] in self.starts:
+            return True
+        if len(word) == STEM_CHARS:
+            return False
+        near = process.extractOne(word, self._long, scorer=Levenshtein.distance, score_cutoff=1)
+        return near is not None
 
 
-def supported(fact: str, source: Iterable[str]) -> bool:
+def supported(fact: str, source: Iterable[str] | Said) -> bool:
     """Whether one of `fact`'s content words is among `source`'s words (folded), or shares
     its first STEM_CHARS letters with one ("London" and "Londres"). A fact with no content
     word claims nothing: supported."""
     words = content_words(fact)
     if not words:
         return True
-    pool = {w for text in source for w in fold(text).split()}
-    return any(_matches(word, pool) for word in words)
+    said = source if isinstance(source, Said) else Said(source)
+    return any(said.matches(word) for word in words)
 
 
 def overlap(text: str, source: Iterable[str]) -> float:
@@ -158,8 +160,8 @@ def overlap(text: str, source: Iterable[str]) -> float:
     words = fold(text).split()
     if not words:
         return 0.0
-    pool = {w for item in source for w in fold(item).split()}
-    return sum(_matches(word, pool) for word in words) / len(words)
+    said = Said(source)
+    return sum(said.matches(word) for word in words) / len(words)
 
 
 def dropped(kind: str, reason: str, learner: int | None) -> None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Any
 
-from memory.grounding import content_words, fold, supported
+from memory.grounding import Said, content_words, fold, supported
 from memory.model_output import key_name, scalar_text
 
 MAX_PLANS = 5
@@ -253,5 +253,5 @@ def plans_supported(
 ) -> list[dict[str, str]]:
     """The plans whose `what` the learner's words (`source`) or the plans Pam had support:
     a plan the model made up is no plan of theirs."""
-    had = [p.what for p in kept_plans(old)]
-    return [p for p in plans if supported(p["what"], [*source, *had])]
+    said = Said([*source, *(p.what for p in kept_plans(old))])
+    return [p for p in plans if supported(p["what"], said)]

@@ -12,7 +12,7 @@ from functools import cache
 from typing import Any
 
 from memory.database.records import ALL, DENSITIES, FEW, NORMAL, LearnerInfo
-from memory.grounding import dropped, fold, supported
+from memory.grounding import Said, dropped, fold, supported
 from prompts import template
 
 # The learned fields each of the learner's own settings covers.
@@ -151,7 +151,7 @@ def grounded(
     "who", must be in `old` already or share a word with the learner's `messages` (see
     memory.grounding.supported). A field with nothing left keeps its old value."""
     learner_id = learner.id if learner is not None else None
-    source = [*messages, *_known(old)]
+    source = Said([*messages, *_known(old)])
     kept: dict[str, Any] = {}
     for name, value in new.items():
         setting = _setting(learner, name) if learner else None
@@ -170,7 +170,7 @@ def grounded(
     return kept
 
 
-def _text(name: str, value: str, source: list[str], learner: int | None) -> str | None:
+def _text(name: str, value: str, source: Said, learner: int | None) -> str | None:
     if is_placeholder(value):
         dropped("profile_fact", "placeholder", learner)
         return None
@@ -186,7 +186,7 @@ def _text(name: str, value: str, source: list[str], learner: int | None) -> str 
 
 
 def _items(
-    name: str, values: list[Any], before: Any, source: list[str], learner: int | None
+    name: str, values: list[Any], before: Any, source: Said, learner: int | None
 ) -> list[Any] | None:
     had = {fold(v) for v in before if isinstance(v, str)} if isinstance(before, list) else set()
     kept = []

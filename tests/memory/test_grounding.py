@@ -11,6 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from memory.grounding import (
+    STEM_CHARS,
+    Said,
     allowed_edits,
     distance,
     dropped,
@@ -110,6 +112,27 @@ def test_distance_is_levenshtein_up_to_its_limit(a: str, b: str, limit: int) -> 
     assert distance(a, b, limit) == (exact if exact <= limit else limit + 1)
 
 
+WORDS = st.text(alphabet="abcdeo", min_size=1, max_size=7)  # folded already
+
+
+@given(WORDS, st.lists(WORDS, max_size=12))
+def test_a_word_matches_what_was_said_as_the_plain_rules_say(word: str, said: list[str]) -> None:
+    """Said.matches, which works the start letters out once and scans in C, against the rules
+    written out plainly: the same word, the same first four letters, or one edit away."""
+    plain = word in said or (
+        len(word) >= STEM_CHARS
+        and any(
+            len(other) >= STEM_CHARS
+            and (
+                other[:STEM_CHARS] == word[:STEM_CHARS]
+                or (len(word) > STEM_CHARS and _levenshtein(word, other) <= 1)
+            )
+            for other in said
+        )
+    )
+    assert Said([" ".join(said)]).matches(word) == plain
+
+
 def _levenshtein(a: str, b: str) -> int:
     row = list(range(len(b) + 1))
     for i, ca in enumerate(a, 1):
@@ -147,6 +170,9 @@ def test_facts_need_a_word_of_the_learner_behind_them() -> None:
     assert supported("reads novels", said)
     assert not supported("trip to Paris", said)
     assert not supported("two kids", said)
+    folded_once = Said(said)  # as a profile job checks its many facts
+    for fact in ("Lena", "sister lives in London", "reads novels", "trip to Paris", "two kids"):
+        assert supported(fact, folded_once) == supported(fact, said)
 
 
 @given(st.lists(st.sampled_from(["Lena works.", "She cooks!", "Fine?"]), min_size=1), st.data())
