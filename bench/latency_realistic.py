@@ -370,6 +370,9 @@ def knobs(llm: LLMProcess, tg: StopwatchTelegram, pool: int, memory_process: str
         "TELEGRAM_WEBHOOK_SECRET": WEBHOOK_SECRET,
         "TELEGRAM_API_URL": tg.base_url,
         "PAM_RATE_LIMIT_PER_MINUTE": "0",  # these learners type faster than people do
+        # and more in a day: in a 30-minute run each writes 300 messages, and its 200,000
+        # tokens a day ran out after about 150 (every reply after was the limit's notice)
+        "PAM_LEARNER_DAILY_TOKENS": "0",
         "PAM_DB_POOL_SIZE": str(pool),
         "PAM_SHUTDOWN_WAIT_SECONDS": "2",
         "PAM_LOG_LEVEL": "INFO",
