@@ -91,6 +91,12 @@ CONNECTIONS = text(
     "GROUP BY application_name"
 )
 CLAIMED = text("SELECT count(*) FROM inbox WHERE status = 'claimed'")
+# Memory jobs run so far by kind, and the learner messages they learn from: how often a
+# learner's chat is folded and their profile learned under load (PAM_PROFILE_EVERY says 5).
+JOB_RUNS = text("SELECT kind, sum(runs) AS runs FROM memory_jobs GROUP BY kind")
+LEARNER_MESSAGES = text("SELECT count(*) FROM messages WHERE role = 'learner'")
+# Memory jobs asked for and not yet done (claimed, or asked again while running).
+JOBS_WAITING = text("SELECT count(*) FROM memory_jobs WHERE running OR dirty")
 
 
 def progress(message: str) -> None:
@@ -126,6 +132,7 @@ class Options:
     # PAM_MEMORY_PROCESS for the workers: "on" (the default: memory jobs in a child process),
     # or "off" (on the worker's own threads, as the deploy files run it on a 512 MB machine).
     memory_process: str = "on"
+    memory_threads: int | None = None  # PAM_MEMORY_THREADS; None: Pam's default
     database_url: str = DEFAULT_DATABASE
     out: Path | None = ROOT / "bench" / "results"
     plot: bool = True
@@ -172,6 +179,7 @@ class Samples:
     rss_mb: dict[str, list[float]] = field(default_factory=dict)
     claimed: list[int] = field(default_factory=list)
     model_in_flight: list[int] = field(default_factory=list)
+    jobs_waiting: list[int] = field(default_factory=list)
     seconds: list[float] = field(default_factory=list)
 
     def add(self, into: dict[str, list[Any]], key: str, value: Any) -> None:
@@ -190,6 +198,7 @@ class Samples:
             "rss_mb_by_minute": {k: self.by_minute(v) for k, v in sorted(self.rss_mb.items())},
             "claimed": most_and_mean(self.claimed),
             "model_in_flight": most_and_mean(self.model_in_flight),
+            "memory_jobs_waiting": most_and_mean(self.jobs_waiting),
         }
 
     def by_minute(self, values: list[float]) -> list[float | None]:
@@ -262,14 +271,39 @@ class Sampler:
             rows = connection.execute(CONNECTIONS, {"prefix": f"{self.prefix}%"}).all()
             found: dict[str, int] = {str(row.name): int(row.n) for row in rows}
             claimed = int(connection.execute(CLAIMED).scalar() or 0)
+            waiting = int(connection.execute(JOBS_WAITING).scalar() or 0)
         for role in self.pids:
             self.samples.add(self.samples.connections, role, found.get(f"{self.prefix}{role}", 0))
             pid = self.pids[role]
             self.samples.add(self.samples.rss_mb, role, tree_rss(pid, children=False))
             self.samples.add(self.samples.rss_mb, f"{role}+children", tree_rss(pid))
         self.samples.claimed.append(claimed)
+        self.samples.jobs_waiting.append(waiting)
         self.samples.model_in_flight.append(int(self.llm.stats()["in_flight"]))
         self.samples.seconds.append(time.monotonic() - self._started)
+
+
+def job_counts(monitor: Engine) -> dict[str, int]:
+    """Memory job runs so far by kind, and "learner_messages": the learners' messages."""
+    with monitor.connect() as connection:
+        counts = {str(r.kind): int(r.runs or 0) for r in connection.execute(JOB_RUNS)}
+        counts["learner_messages"] = int(connection.execute(LEARNER_MESSAGES).scalar() or 0)
+    return counts
+
+
+def job_cadence(before: dict[str, int], after: dict[str, int]) -> dict[str, Any]:
+    """The memory jobs run during a point, by kind, and how many learner messages each fold
+    and profile run stood for (the profile's is PAM_PROFILE_EVERY when the jobs keep up)."""
+    runs = {k: after[k] - before.get(k, 0) for k in sorted(after) if k != "learner_messages"}
+    messages = after.get("learner_messages", 0) - before.get("learner_messages", 0)
+    return {
+        "runs": runs,
+        "learner_messages": messages,
+        "messages_per_run": {
+            kind: round(messages / runs[kind], 1) if runs.get(kind) else None
+            for kind in ("fold", "profile")
+        },
+    }
 
 
 def point_result(
@@ -360,9 +394,17 @@ def named(url: str, name: str) -> str:
     )
 
 
-def knobs(llm: LLMProcess, tg: StopwatchTelegram, pool: int, memory_process: str) -> dict[str, str]:
+def knobs(
+    llm: LLMProcess,
+    tg: StopwatchTelegram,
+    pool: int,
+    memory_process: str,
+    memory_threads: int | None = None,
+) -> dict[str, str]:
     """Pam at its defaults (lanes, memory jobs), the fakes, and the pool the issue sets."""
+    threads = {"PAM_MEMORY_THREADS": str(memory_threads)} if memory_threads else {}
     return {
+        **threads,
         "PAM_MEMORY_PROCESS": memory_process,
         "OPENAI_BASE_URL": llm.base_url,
         "OPENAI_API_KEY": "latency-bench",
@@ -396,7 +438,7 @@ def serving(
         stack.callback(group.close)
         url = stack.enter_context(postgres_schema(options.database_url, prefix="pam_realistic"))
         service.database_url = url
-        pam = knobs(llm, tg, options.pool_size, options.memory_process)
+        pam = knobs(llm, tg, options.pool_size, options.memory_process, options.memory_threads)
         db_upgrade(service_env(url, **pam), folder)
         web_env = service_env(named(url, f"{prefix}web"), **pam)
         web = group.start(f"{point.slug}-web", gunicorn(port, workers=1, threads=4), web_env)
@@ -445,14 +487,21 @@ def measure(point: Point, options: Options, folder: Path) -> dict[str, Any]:
         keys = [f"L{n:03d}" for n in range(1, point.learners + 1)]
         total = point.learners * options.messages_each(point)
         before = llm.stats()
+        jobs_before = job_counts(monitor)
         cpu = {role: tree_cpu(pid) for role, pid in service.pids.items()}
         with Sampler(monitor, service.pids, llm, prefix) as samples:
             phase = learners.drive(keys, total, point.think, point.slug)
         cpu = {role: tree_cpu(pid) - cpu[role] for role, pid in service.pids.items()}
         after = llm.stats()
+        jobs = job_cadence(jobs_before, job_counts(monitor))
         stages = log_breakdown(service.logs, phase.windows)
     found = point_result(point, phase, before, after, samples, cpu)
     found["stages_ms"] = stages
+    found["memory_jobs"] = jobs
+    progress(
+        f"{point.slug}: memory jobs {jobs['runs']}, learner messages per fold and profile "
+        f"{jobs['messages_per_run']}"
+    )
     progress(
         f"{point.slug}: where the time went (ms, p50/p95): "
         + ", ".join(f"{k} {v['p50']:.0f}/{v['p95']:.0f}" for k, v in stages.items())
@@ -554,6 +603,9 @@ def parse_args(argv: list[str]) -> Options:
         default="on",
         help="off: memory jobs on the worker's threads, as the deploy files run it",
     )
+    parser.add_argument(
+        "--memory-threads", type=int, help="PAM_MEMORY_THREADS (default: Pam's, 32 on Postgres)"
+    )
     args = parser.parse_args(argv)
     options = QUICK if args.quick else Options()
     try:
@@ -573,6 +625,7 @@ def parse_args(argv: list[str]) -> Options:
         out=args.out,
         plot=not args.no_plot,
         memory_process=args.memory_process,
+        memory_threads=args.memory_threads,
     )
 
 

@@ -147,6 +147,12 @@ class ServiceSettings(BaseSettings):
     database connection (plus one lane that answers only slash commands, so `/help` and
     `/forget` never wait behind model calls). Unset: 128 on Postgres, 16 on SQLite (one
     writer at a time)."""
+    memory_threads: int | None = Field(default=None, ge=1, le=256)
+    """Memory jobs (folds, profile learning, review grading) each worker runs at once, in its
+    memory process or on its own threads: each mostly waits on the model, holding no database
+    connection meanwhile. Unset: 32 on Postgres, 4 on SQLite. Too few and the jobs fall
+    behind a busy worker: a learner's profile is learned, and their chat folded, less often
+    than `PAM_PROFILE_EVERY` and `PAM_SUMMARY_TRIGGER_TOKENS` say."""
     delivery_threads: int = Field(default=2, ge=1, le=32)
     """Delivery lanes per worker."""
     poll_seconds: float = Field(default=0.25, gt=0, le=60)

@@ -25,6 +25,7 @@ from bot.worker.memory_process import MemoryProcess
 from bot.worker.runtime import Pam
 from memory.clock import Clock, utcnow
 from memory.database import db
+from memory.database.backends import backend_for
 from memory.jobs.coordinator import FOLD, PROFILE, REVIEW, Coordinator, JobRunner, Submit
 from memory.jobs.profile import learn_profile
 from memory.jobs.summary import fold
@@ -48,15 +49,20 @@ RECOVER_EVERY_SECONDS = 60
 MAX_FOLDS_PER_RUN = 10
 
 
-def background_scheduler() -> BackgroundScheduler:
-    """APScheduler's background scheduler, with a small thread pool for memory jobs."""
+def background_scheduler(threads: int) -> BackgroundScheduler:
+    """APScheduler's background scheduler, running up to `threads` memory jobs at once."""
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
     return BackgroundScheduler(
-        executors={"default": ThreadPoolExecutor(max_workers=4)},
+        executors={"default": ThreadPoolExecutor(max_workers=threads)},
         # Memory jobs are queued "now" and must run however late the pool gets to them.
         job_defaults={"misfire_grace_time": None, "coalesce": False, "max_instances": 1000},
         timezone=UTC,
     )
+
+
+def memory_threads(settings: Settings, engine: Engine) -> int:
+    """How many memory jobs run at once: PAM_MEMORY_THREADS, else the database's default."""
+    return settings.service.memory_threads or backend_for(engine).memory_lanes
 
 
 def _run_in_the_memory_process(work: Callable[[], None]) -> None:
@@ -145,7 +151,7 @@ def build(
         process = MemoryProcess()
         submit = _run_in_the_memory_process
     elif submit is None:
-        scheduler = background_scheduler()
+        scheduler = background_scheduler(memory_threads(settings, engine))
         sched = scheduler
 
         def submit_to_scheduler(work: Callable[[], None]) -> None:

@@ -131,6 +131,20 @@ def test_a_point_reports_the_models_own_time_beside_pams_overhead() -> None:
     assert found["overhead_ms"]["p50"] == 40.0
 
 
+def test_a_point_says_how_often_the_memory_jobs_ran_for_the_learners_messages() -> None:
+    before = {"fold": 10, "profile": 4, "learner_messages": 100}
+    after = {"fold": 40, "profile": 44, "review": 7, "learner_messages": 300}
+    assert realistic.job_cadence(before, after) == {
+        "runs": {"fold": 30, "profile": 40, "review": 7},
+        "learner_messages": 200,
+        "messages_per_run": {"fold": 6.7, "profile": 5.0},
+    }
+    assert realistic.job_cadence({}, {"learner_messages": 0})["messages_per_run"] == {
+        "fold": None,
+        "profile": None,
+    }
+
+
 def a_point(
     learners: int, workers: int, rate: float, p95: float, connections: int
 ) -> dict[str, Any]:
@@ -141,6 +155,7 @@ def a_point(
         rss_mb={"web": [150.0, 140.0], "worker-1": [300.0, 310.0]},
         claimed=[60, 70],
         model_in_flight=[60, 66],
+        jobs_waiting=[3, 9],
         seconds=[30.0, 150.0],  # in the first minute and the third
     )
     before = {"busy_seconds": 0.0}
@@ -160,6 +175,7 @@ def test_a_point_reports_every_figure_and_the_verdicts_read_the_headline() -> No
         "web": [150.0, None, 140.0],
         "worker-1": [300.0, None, 310.0],
     }
+    assert good["memory_jobs_waiting"] == {"max": 9, "mean": 6.0}
     assert good["cpu_ms_per_reply"] == {"web": 5.0}  # 50 ms over 10 replies
     assert good["answered_once"] == good["sent"] == 10
     assert set(realistic.verdicts(good, [good], pool=2).values()) == {"PASS"}

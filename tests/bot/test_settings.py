@@ -170,6 +170,7 @@ EVERY_VARIABLE = [
     ("PORT", "9001", "web.port", 9001),
     ("PAM_DB_POOL_SIZE", "9", "service.db_pool_size", 9),
     ("PAM_WORKER_THREADS", "8", "service.worker_threads", 8),
+    ("PAM_MEMORY_THREADS", "12", "service.memory_threads", 12),
     ("PAM_DELIVERY_THREADS", "3", "service.delivery_threads", 3),
     ("PAM_POLL_SECONDS", "0.5", "service.poll_seconds", 0.5),
     ("PAM_INBOX_LEASE_SECONDS", "30", "service.inbox_lease_seconds", 30.0),

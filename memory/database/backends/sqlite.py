@@ -66,6 +66,7 @@ class SqliteBackend(Backend):
     # Each turn's writes queue for the one lock (and its busy timeout hides the wait), and
     # claims race their compare-and-set: fewer lanes, still far more than one model call.
     inbox_lanes = 16
+    memory_lanes = 4
 
     accepting = Accepting(
         *(statement.returning(InboxItem.id) for statement in (ACCEPT, ADMIT, NOTE_TURNED_AWAY))
