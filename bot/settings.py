@@ -182,8 +182,8 @@ class ServiceSettings(BaseSettings):
     memory_process: bool = True
     """`on`: the memory jobs run in a child process at a lower CPU priority, forked from the
     worker so that it shares its pages, and a fold never holds up a reply; `off`: on the
-    worker's own threads, one process and 60-70 MB less, replies slower when busy (the
-    deploy files set it for 512 MB machines; see Measured → Memory and start-up)."""
+    worker's own threads, one process and 60-70 MB less, replies slower when busy (see
+    Measured → Memory and start-up)."""
 
     @field_validator("queue_retention_hours")
     @classmethod

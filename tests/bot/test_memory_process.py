@@ -597,7 +597,7 @@ def test_jobs_marked_while_no_memory_process_ran_are_run_when_a_worker_starts(
 def test_with_memory_process_off_the_worker_runs_its_memory_jobs_itself(
     tmp_path: Path, engine: Engine, env: dict[str, str], marked: tuple[Store, str]
 ) -> None:
-    # PAM_MEMORY_PROCESS=off, the deploy files' setting for 512 MB machines: no child; the
+    # PAM_MEMORY_PROCESS=off, one process for the smallest machines: no child; the
     # worker's own scheduler runs the jobs marked before it started and those its turns ask for.
     store, external_id = marked
     user = f"noa-{uuid.uuid4().hex[:6]}"

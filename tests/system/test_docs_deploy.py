@@ -100,7 +100,6 @@ def test_the_deploy_section_reaches_a_first_reply_on_each_channel(
     ours = {
         "OPENAI_API_KEY": "test",
         "PAM_DB_POOL_SIZE": "2",
-        "PAM_MEMORY_PROCESS": "off",
         "PAM_SHUTDOWN_WAIT_SECONDS": "25",
         "PAM_PUBLIC_URL": public,
         "PAM_ADMIN_TOKEN": secrets.token_hex(32),
