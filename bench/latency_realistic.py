@@ -3,7 +3,7 @@ turns one worker keeps in flight, and what Pam adds to the model's time, on Post
 
     python3 dev.py bench latency --realistic            # the sweep, about 60 s a point
     python3 dev.py bench latency --realistic --quick    # two small points, a first look
-    python3 dev.py bench latency --realistic --memory-process off   # the deploy files' worker
+    python3 dev.py bench latency --realistic --memory-process off   # jobs on the worker's threads
 
 The fake model runs in a process of its own and answers every call after a lognormal delay
 (median 1.5 s, 95th percentile 5 s, seeded: a mean of 1.96 s). Fake Telegram stamps each reply
@@ -130,7 +130,7 @@ class Options:
     seed: int = 7
     pool_size: int = 2
     # PAM_MEMORY_PROCESS for the workers: "on" (the default: memory jobs in a child process),
-    # or "off" (on the worker's own threads, as the deploy files run it on a 512 MB machine).
+    # or "off" (on the worker's own threads: one process, about 65 MB less).
     memory_process: str = "on"
     memory_threads: int | None = None  # PAM_MEMORY_THREADS; None: Pam's default
     database_url: str = DEFAULT_DATABASE
@@ -601,7 +601,7 @@ def parse_args(argv: list[str]) -> Options:
         "--memory-process",
         choices=("on", "off"),
         default="on",
-        help="off: memory jobs on the worker's threads, as the deploy files run it",
+        help="off: memory jobs on the worker's threads, one process",
     )
     parser.add_argument(
         "--memory-threads", type=int, help="PAM_MEMORY_THREADS (default: Pam's, 32 on Postgres)"

@@ -63,10 +63,10 @@ ANSWER_TIMEOUT = 120.0  # a cold /progress or a first reply on a slow machine
 # Chat turns after which a summary fold and a profile update are due (600-token trigger, a
 # profile every 5 messages: the defaults).
 JOB_TURNS = 8
-# The budgets in docs/benchmarks/memory.md. With PAM_MEMORY_PROCESS=off (the deploy files'
-# setting, for 512 MB machines) the worker runs its memory jobs itself and "worker + memory
-# jobs" is the worker alone; with the child process (the default, forked from the worker) the
-# pair's pages are counted once, and the pair is for a machine of 1 GB.
+# The budgets in docs/benchmarks/memory.md. With PAM_MEMORY_PROCESS=off the worker runs its
+# memory jobs itself and "worker + memory jobs" is the worker alone; with the child process
+# (the default and the deploy files', forked from the worker) the pair's pages are counted
+# once.
 BUDGET_MB = {
     # 340 since check-ins (issue 31): loaded CI runs measured 325 MB against 320; still 170 MB
     # spare on a 512 MB machine, and a regression to win back (docs/benchmarks/memory.md).
@@ -405,8 +405,8 @@ def main(argv: list[str] | None = None) -> int:
         "--memory-process",
         choices=("on", "off"),
         default="off",
-        help="PAM_MEMORY_PROCESS: off (the worker's own threads: the deploy files' setting) "
-        "or on (a child process forked from the worker: the default elsewhere)",
+        help="PAM_MEMORY_PROCESS: off (the worker's own threads, one process) "
+        "or on (a child process forked from the worker: Pam's default and the deploy files')",
     )
     parser.add_argument("--out", type=Path, default=RESULT, help="where the JSON goes")
     options = parser.parse_args(argv)

@@ -2,8 +2,9 @@
 conversation is answered through the real gunicorn and `pam worker`, every process is
 measured, the JSON file holds what the run returned and the report names each process and
 budget. Tests time nothing; the bench exits 1 when a process's peak is over its budget, so the
-tiny runs also hold both worker shapes to the docs' budgets: the deploy files' (memory jobs on
-the worker's threads, PAM_MEMORY_PROCESS=off) and the default (in a child forked from it)."""
+tiny runs also hold both worker shapes to the docs' budgets: memory jobs on the worker's
+threads (PAM_MEMORY_PROCESS=off) and the default, the deploy files' (in a child forked from
+it)."""
 
 from __future__ import annotations
 
