@@ -3,7 +3,7 @@
 (PAM_CHAT_RETENTION_DAYS, 90 by default), on SQLite and on Postgres; what an active learner
 adds in a year with retention on; and how many such learners a 1 GB and a 10 GB Postgres hold.
 
-    python3 dev.py bench storage                       # 12 learners × 600 messages
+    python3 dev.py bench storage                       # 100 learners × 600 messages
     python3 dev.py bench storage --learners 1000       # the issue's 1,000 (hours: see below)
     python3 dev.py bench storage --quick               # 12 learners × 120 messages
     python3 dev.py bench storage --backends sqlite --out A   # one backend a process, then
@@ -24,11 +24,12 @@ Sizes: Postgres' `pg_total_relation_size` per table (indexes and TOAST included)
 (bench/storage_sizes.py). Each is minus the empty, migrated database's, divided by learners.
 
 Scale: every learner's rows come from their own script and their own memory jobs, so the
-bytes grow by the same amount per learner whatever the number of learners (6 and 12 learners
-gave figures 1–2% apart, the last part-filled page of each table shared among fewer): the
-figures are per learner, and 12 learners give them. On 2 busy shared cores a turn through the
-whole path took about 100 ms on SQLite and 150 ms on Postgres, so 1,000 learners × 600
-messages (600,000 turns) would take 17–25 hours; `--learners 1000` runs it.
+rows grow by the same amount per learner whatever the number of learners; the bytes per row
+do not quite (docs/benchmarks/storage.md, "Scale": at 1,000 learners SQLite's recall terms
+carry longer learner ids, and Postgres' GIN index shares each word's posting list among more
+learners). On 2 shared cores the whole path runs 85 turns a second on SQLite and 34 on Postgres
+(100 learners × 600 messages: 12 and 30 minutes), so 1,000 learners × 600 messages (600,000
+turns) take about 2 hours on SQLite and 5 on Postgres; `--learners 1000` runs it.
 
 Prints progress and markdown tables; writes bench/results/storage.json and storage.png (bytes
 per learner-month by table, before and after retention, per backend). Deterministic but for
@@ -104,7 +105,7 @@ def log(line: str) -> None:
 
 @dataclass(frozen=True)
 class Options:
-    learners: int = 12
+    learners: int = 100
     messages: int = 600  # each learner's in the month
     backends: tuple[str, ...] = BACKENDS
     database_url: str = DEFAULT_DATABASE
