@@ -136,3 +136,23 @@ def test_a_timezone_pam_does_not_know_gets_a_friendly_answer_in_their_language(
     assert len(long) < 300
     prefs = pam.store.checkins.prefs(learner_of(pam, user).id)
     assert prefs.timezone is None
+
+
+def test_the_time_set_reads_right_at_one_o_clock_in_spanish_and_italian(
+    settings: Settings, engine: Engine, fake_model: FakeChatModel
+) -> None:
+    # 00:30 UTC is 01:30 in Madrid and Rome in winter: "son las 01:30" and "sono le 01:30"
+    # are wrong at one o'clock (it is "es la una", "è l'una"); the sentence names the hour
+    # without the article that has to agree with it.
+    clock = ManualClock(datetime(2026, 1, 15, 0, 30, tzinfo=UTC))
+    pam = checkin_pam(settings, engine, fake_model, clock)
+    spanish, italian = unique_user(), unique_user()
+    ask(pam, spanish, "/language English Spanish")
+    ask(pam, italian, "/language English Italian")
+
+    assert ask(pam, spanish, "/timezone Europe/Madrid") == (
+        "Entendido: tu zona horaria es Europe/Madrid, donde la hora ahora es 01:30."
+    )
+    assert ask(pam, italian, "/timezone Europe/Rome") == (
+        "Ok: il tuo fuso orario è Europe/Rome, dove adesso l'ora è 01:30."
+    )
