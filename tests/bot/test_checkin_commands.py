@@ -151,8 +151,8 @@ def test_the_time_set_reads_right_at_one_o_clock_in_spanish_and_italian(
     ask(pam, italian, "/language English Italian")
 
     assert ask(pam, spanish, "/timezone Europe/Madrid") == (
-        "Entendido: tu zona horaria es Europe/Madrid, donde la hora ahora es 01:30."
+        "Entendido: tu zona horaria es Europe/Madrid, donde la hora actual es 01:30."
     )
     assert ask(pam, italian, "/timezone Europe/Rome") == (
-        "Ok: il tuo fuso orario è Europe/Rome, dove adesso l'ora è 01:30."
+        "Ok: il tuo fuso orario è Europe/Rome, dove l'ora attuale è 01:30."
     )
