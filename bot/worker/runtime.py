@@ -58,9 +58,24 @@ class Pam:
             count = self.runner.abandon_active()
             log.warning("stopped with %d memory job(s) unfinished; they resume next start", count)
         if self.scheduler is not None and self.scheduler.running:
-            self.scheduler.shutdown(wait=finished)
+            stop_scheduler(self.scheduler, wait=finished)
         if self.memory_process is not None:
             stopped = self.memory_process.stop(max(0.0, deadline - time.monotonic()))
             finished = finished and stopped
         self.engine.dispose()
         return finished
+
+
+def stop_scheduler(scheduler: BackgroundScheduler, *, wait: bool) -> None:
+    """Shut `scheduler` down once the round its thread is in, if any, has finished.
+
+    APScheduler 3's shutdown marks the scheduler stopped before it takes the job-store lock.
+    A round still under that lock then cannot remove the one-shot job it has just run: a
+    stopped scheduler looks for it among the jobs pending its start, and JobLookupError ends
+    the scheduler thread with a traceback (agronholm/apscheduler#104 is the same race on
+    update_job). Paused, the scheduler starts no new round; its job list takes the lock a
+    round holds, so it returns only once that round is done.
+    """
+    scheduler.pause()
+    scheduler.get_jobs()
+    scheduler.shutdown(wait=wait)

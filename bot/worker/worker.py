@@ -22,7 +22,7 @@ from bot.worker.answering import Answering
 from bot.worker.delivery import Delivery
 from bot.worker.lanes import Lanes
 from bot.worker.retention import Retention
-from bot.worker.runtime import Pam
+from bot.worker.runtime import Pam, stop_scheduler
 from bot.worker.scrubbing import Scrubbing
 from memory.database.backends import backend_for
 from memory.metric_snapshots import Snapshots, Snapshotter
@@ -206,7 +206,7 @@ class Worker:
         if self.scrubbing is not None:
             self.scrubbing.stop()
         if self._checkin_scheduler is not None and self._checkin_scheduler.running:
-            self._checkin_scheduler.shutdown(wait=False)
+            stop_scheduler(self._checkin_scheduler, wait=False)
         if self._listener is not None:
             self._listener.stop()
         deadline = time.monotonic() + wait_seconds

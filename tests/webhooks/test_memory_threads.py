@@ -7,6 +7,7 @@ import threading
 
 from sqlalchemy import create_engine
 
+from bot.worker.runtime import stop_scheduler
 from tests.support import wait_until
 from webhooks.settings import Settings
 from webhooks.wiring import background_scheduler, memory_threads
@@ -21,12 +22,8 @@ def test_the_memory_jobs_run_as_many_at_once_as_their_threads() -> None:
         for _ in range(8):
             scheduler.add_job(lambda: passed.append(together.wait()))
         wait_until(lambda: len(passed) == 8, "eight memory jobs at once")
-        # APScheduler 3 removes a run job from its store after submitting the round's others;
-        # a shutdown meanwhile makes that removal raise in its thread (state STOPPED, so it
-        # looks among the pending jobs). Its job list takes the same lock: empty, it is done.
-        wait_until(lambda: not scheduler.get_jobs(), "the scheduler done with its round")
     finally:
-        scheduler.shutdown()
+        stop_scheduler(scheduler, wait=True)  # as the worker does: no round cut short
     assert sorted(passed) == list(range(8))
 
 
