@@ -41,6 +41,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import asdict, dataclass, field, replace
@@ -181,6 +182,10 @@ class Samples:
     model_in_flight: list[int] = field(default_factory=list)
     jobs_waiting: list[int] = field(default_factory=list)
     seconds: list[float] = field(default_factory=list)
+    # CPU seconds per role (with its children) so far, (seconds into the point, readings):
+    # the first taken as the point starts, at `started_at` (time.time(), the phase's clock).
+    cpu: list[tuple[float, dict[str, float]]] = field(default_factory=list)
+    started_at: float = 0.0
 
     def add(self, into: dict[str, list[Any]], key: str, value: Any) -> None:
         into.setdefault(key, []).append(value)
@@ -200,6 +205,10 @@ class Samples:
             "model_in_flight": most_and_mean(self.model_in_flight),
             "memory_jobs_waiting": most_and_mean(self.jobs_waiting),
         }
+
+    def minute_of(self, at: float) -> int:
+        """The minute of the point (0 for the first) that `at` (time.time()) falls in."""
+        return int((at - self.started_at) // 60)
 
     def by_minute(self, values: list[float]) -> list[float | None]:
         """The most of `values` in each minute of the point, in order (None for a minute
@@ -252,6 +261,8 @@ class Sampler:
 
     def __enter__(self) -> Samples:
         self._started = time.monotonic()
+        self.samples.started_at = time.time()
+        self.sample_cpu()
         self._thread.start()
         return self.samples
 
@@ -281,6 +292,11 @@ class Sampler:
         self.samples.jobs_waiting.append(waiting)
         self.samples.model_in_flight.append(int(self.llm.stats()["in_flight"]))
         self.samples.seconds.append(time.monotonic() - self._started)
+        self.sample_cpu()
+
+    def sample_cpu(self) -> None:
+        readings = {role: tree_cpu(pid) for role, pid in self.pids.items()}
+        self.samples.cpu.append((time.monotonic() - self._started, readings))
 
 
 def job_counts(monitor: Engine) -> dict[str, int]:
@@ -303,6 +319,51 @@ def job_cadence(before: dict[str, int], after: dict[str, int]) -> dict[str, Any]
             kind: round(messages / runs[kind], 1) if runs.get(kind) else None
             for kind in ("fold", "profile")
         },
+    }
+
+
+def minute_by_minute(
+    phase: PhaseResult, waited: dict[str, float], samples: Samples
+) -> dict[str, Any]:
+    """Pam's overhead at p50 and p95 for the messages sent in each minute of the point, and
+    each process's CPU milliseconds a reply in each minute (its CPU seconds that minute over
+    the replies that arrived in it): whether a turn costs more as the learners' histories
+    grow. None for a minute without messages, replies or a CPU reading."""
+    overhead: dict[int, list[float]] = {}
+    for marker, sent in phase.sent.items():
+        if phase.arrivals.get(marker):
+            over = phase.arrivals[marker][0] - sent - waited.get(marker, 0.0)
+            overhead.setdefault(samples.minute_of(sent), []).append(1000 * over)
+    replies = Counter(samples.minute_of(got[0]) for got in phase.arrivals.values() if got)
+    minutes = range(max([*overhead, *replies], default=-1) + 1)
+    cpu: dict[str, list[float | None]] = {}
+    if samples.cpu:
+        at_start = samples.cpu[0][1]
+        for role in sorted(at_start):
+            last: dict[int, float] = {}  # the minute's last reading
+            for at, readings in samples.cpu:
+                last[int(at // 60)] = readings[role]
+            previous = at_start[role]
+            values: list[float | None] = []
+            for minute in minutes:
+                reading = last.get(minute)
+                if reading is None or not replies.get(minute):
+                    values.append(None)
+                else:
+                    values.append(round(1000 * (reading - previous) / replies[minute], 1))
+                previous = previous if reading is None else reading
+            cpu[role] = values
+    return {
+        "overhead_ms_by_minute": [
+            {
+                "p50": round(percentile(overhead[m], 0.50), 1),
+                "p95": round(percentile(overhead[m], 0.95), 1),
+            }
+            if overhead.get(m)
+            else None
+            for m in minutes
+        ],
+        "cpu_ms_per_reply_by_minute": cpu,
     }
 
 
@@ -348,6 +409,7 @@ def point_result(
         **samples.summary(),
         # CPU per reply: what a loaded machine does not inflate, unlike the overhead.
         "cpu_ms_per_reply": cpu_ms,
+        **minute_by_minute(phase, waited, samples),
         "wall_seconds": round(seconds, 1),
     }
 
@@ -506,6 +568,15 @@ def measure(point: Point, options: Options, folder: Path) -> dict[str, Any]:
         f"{point.slug}: where the time went (ms, p50/p95): "
         + ", ".join(f"{k} {v['p50']:.0f}/{v['p95']:.0f}" for k, v in stages.items())
         + f", model {found['model_ms']['p50']:.0f}/{found['model_ms']['p95']:.0f}"
+    )
+    progress(
+        f"{point.slug}: overhead p95 ms by minute "
+        + " ".join("-" if m is None else f"{m['p95']:.0f}" for m in found["overhead_ms_by_minute"])
+        + "; CPU ms a reply by minute "
+        + "; ".join(
+            f"{role} " + " ".join("-" if v is None else f"{v:.1f}" for v in values)
+            for role, values in found["cpu_ms_per_reply_by_minute"].items()
+        )
     )
     progress(
         f"{point.slug}: {found['replies_per_second']} replies/s, "

@@ -145,6 +145,31 @@ def test_a_point_says_how_often_the_memory_jobs_ran_for_the_learners_messages() 
     }
 
 
+def test_a_point_reports_the_overhead_and_cpu_minute_by_minute() -> None:
+    phase = PhaseResult(messages=3)
+    phase.sent = {"L001-M01": 1010.0, "L002-M01": 1070.0, "L003-M01": 1075.0}
+    phase.arrivals = {"L001-M01": [1012.0], "L002-M01": [1072.0], "L003-M01": [1135.0]}
+    waited = {"L001-M01": 1.9, "L002-M01": 1.95, "L003-M01": 59.9}
+    samples = realistic.Samples(started_at=1000.0)
+    for at, worker in ((0.0, 1.0), (30.0, 1.5), (59.0, 2.0), (90.0, 2.5), (130.0, 4.0)):
+        samples.cpu.append((at, {"worker-1": worker, "web": at / 100}))
+    found = realistic.minute_by_minute(phase, waited, samples)
+    # Sent in minutes 0, 1 and 1 (100, 50 and 100 ms over the model); none sent in minute 2.
+    overhead = found["overhead_ms_by_minute"]
+    assert overhead[0] == {"p50": 100.0, "p95": 100.0}
+    assert overhead[1] == {"p50": 50.0, "p95": 100.0}  # nearest rank
+    assert overhead[2] is None
+    # One reply arrives in each minute: the CPU used in that minute is the CPU a reply.
+    assert found["cpu_ms_per_reply_by_minute"] == {
+        "web": [590.0, 310.0, 400.0],
+        "worker-1": [1000.0, 500.0, 1500.0],
+    }
+    assert realistic.minute_by_minute(PhaseResult(messages=0), {}, realistic.Samples()) == {
+        "overhead_ms_by_minute": [],
+        "cpu_ms_per_reply_by_minute": {},
+    }
+
+
 def a_point(
     learners: int, workers: int, rate: float, p95: float, connections: int
 ) -> dict[str, Any]:
