@@ -22,7 +22,9 @@ at 2 Hz; a worker's memory process counts with it), resident memory per process 
 with its children: a worker's memory process, gunicorn's worker), CPU milliseconds per reply
 per process (what a loaded machine does not inflate, unlike the overhead), and where the time
 went: p50 and p95 of the web's accept, the wait in the inbox before a lane claims, the turn,
-the send (Pam's log lines) and the model's time. Written to
+the send (Pam's log lines) and the model's time. Minute by minute: the overhead's p50 and p95,
+and the CPU a reply of each process and of the Postgres server (when it runs on this machine),
+to see whether a turn costs more as the learners' histories grow. Written to
 bench/results/latency_realistic.json, and replies per second against learners, one line per
 worker count, to latency_realistic.png.
 
@@ -237,6 +239,18 @@ def tree_rss(pid: int, children: bool = True) -> float:
     return with_children(parent, kids)["rss_mb"]
 
 
+def postmaster(monitor: Engine) -> int | None:
+    """The Postgres server's main process, when it runs on this machine (None if not): the
+    parent of the monitor connection's server process."""
+    with monitor.connect() as connection:
+        backend = int(connection.execute(text("SELECT pg_backend_pid()")).scalar_one())
+    try:
+        parent = int(Path(f"/proc/{backend}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return parent if parent > 1 else None
+
+
 def tree_cpu(pid: int) -> float:
     """CPU seconds (user + system) `pid` and its living children have used so far."""
     total = 0.0
@@ -258,6 +272,7 @@ class Sampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="sampler", daemon=True)
         self._started = time.monotonic()
+        self.database_pid = postmaster(monitor)
 
     def __enter__(self) -> Samples:
         self._started = time.monotonic()
@@ -296,6 +311,8 @@ class Sampler:
 
     def sample_cpu(self) -> None:
         readings = {role: tree_cpu(pid) for role, pid in self.pids.items()}
+        if self.database_pid is not None:  # every server process: what the queries cost
+            readings["postgres"] = tree_cpu(self.database_pid)
         self.samples.cpu.append((time.monotonic() - self._started, readings))
 
 
@@ -327,8 +344,9 @@ def minute_by_minute(
 ) -> dict[str, Any]:
     """Pam's overhead at p50 and p95 for the messages sent in each minute of the point, and
     each process's CPU milliseconds a reply in each minute (its CPU seconds that minute over
-    the replies that arrived in it): whether a turn costs more as the learners' histories
-    grow. None for a minute without messages, replies or a CPU reading."""
+    the replies that arrived in it; "postgres", every process of a server on this machine):
+    whether a turn costs more as the learners' histories grow. None for a minute without
+    messages, replies or a CPU reading."""
     overhead: dict[int, list[float]] = {}
     for marker, sent in phase.sent.items():
         if phase.arrivals.get(marker):
