@@ -305,7 +305,7 @@ class Sampler:
             self.samples.add(self.samples.rss_mb, f"{role}+children", tree_rss(pid))
         self.samples.claimed.append(claimed)
         self.samples.jobs_waiting.append(waiting)
-        self.samples.model_in_flight.append(int(self.llm.stats()["in_flight"]))
+        self.samples.model_in_flight.append(self.llm.in_flight())
         self.samples.seconds.append(time.monotonic() - self._started)
         self.sample_cpu()
 

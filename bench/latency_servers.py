@@ -48,10 +48,17 @@ class InstantLLM(OpenAIServer):
         """What `/stats` reports (under the lock): the calls answered per task."""
         return {"served": dict(self.served)}
 
+    def flight(self) -> dict[str, Any]:
+        """What `/flight` reports (under the lock): the calls in flight, for a sampler."""
+        return {}
+
     def respond(self, path: str, content_type: str, raw: bytes) -> Answer:
-        if path == "/stats":  # for LLMProcess: the counts, from outside the process
+        if path in ("/stats", "/flight"):  # for LLMProcess, from outside the process
+            # A copy under the lock, its JSON outside: a call finishing never waits for it
+            # (a long run's /stats holds a wait per message, 60,000 after half an hour).
             with self.lock:
-                return 200, {}, json.dumps(self.stats()).encode()
+                found = self.stats() if path == "/stats" else self.flight()
+            return 200, {}, json.dumps(found).encode()
         return super().respond(path, content_type, raw)
 
 
@@ -101,10 +108,11 @@ class DelayedLLM(InstantLLM):
         self.most_in_flight = max(self.most_in_flight, self.in_flight)
 
     def stats(self) -> dict[str, Any]:
+        return {**super().stats(), "waited": dict(self.waited), **self.flight()}
+
+    def flight(self) -> dict[str, Any]:
         self._count(0)
         return {
-            **super().stats(),
-            "waited": dict(self.waited),
             "in_flight": self.in_flight,
             "most_in_flight": self.most_in_flight,
             "busy_seconds": self.busy_seconds,
@@ -156,8 +164,15 @@ class LLMProcess:
     def stats(self) -> dict[str, Any]:
         """The child's `/stats`: calls served, and for a DelayedLLM the waits and in-flight
         counts."""
+        return self._get("/stats")
+
+    def in_flight(self) -> int:
+        """A DelayedLLM's calls in flight now (its `/flight`: small, however long the run)."""
+        return int(self._get("/flight").get("in_flight", 0))
+
+    def _get(self, path: str) -> dict[str, Any]:
         origin = self.base_url.removesuffix("/v1")
-        found: dict[str, Any] = requests.get(f"{origin}/stats", timeout=10).json()
+        found: dict[str, Any] = requests.get(f"{origin}{path}", timeout=10).json()
         return found
 
     def __exit__(self, *exc: object) -> None:

@@ -52,6 +52,9 @@ def test_the_delayed_model_keeps_each_markers_wait_and_its_calls_in_flight() -> 
             assert marker in answer.json()["choices"][0]["message"]["content"]
         origin = llm.base_url.removesuffix("/v1")
         stats = http.get(f"{origin}/stats", timeout=10).json()
+        flight = http.get(f"{origin}/flight", timeout=10).json()
+    # What the sampler reads twice a second: the counts alone, not a wait per message.
+    assert flight == {k: stats[k] for k in ("in_flight", "most_in_flight", "busy_seconds")}
     assert stats["served"] == {"reply": 3}
     assert set(stats["waited"]) == {"L001-M01", "L002-M01"}
     assert stats["waited"]["L001-M01"] > stats["waited"]["L002-M01"] > 0  # two calls, one
