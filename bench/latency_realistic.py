@@ -60,6 +60,7 @@ from bench.latency_report import (
     log_breakdown,
     lognormal_sigma,
     percentile,
+    plot_minutes,
     plot_scaling,
 )
 from bench.latency_servers import LLMProcess, StopwatchTelegram
@@ -382,6 +383,7 @@ def minute_by_minute(
             for m in minutes
         ],
         "cpu_ms_per_reply_by_minute": cpu,
+        "replies_by_minute": [replies.get(m, 0) for m in minutes],
     }
 
 
@@ -648,6 +650,8 @@ def run(options: Options, report: Callable[[str], None] = progress) -> dict[str,
         report(f"results written to {path}")
         if options.plot:
             plot_scaling(points, options.out / "latency_realistic.png", report)
+            if headline is not None:
+                plot_minutes(headline, options.out / "latency_realistic_minutes.png", report)
     return found
 
 

@@ -504,3 +504,44 @@ def plot_scaling(points: list[dict[str, Any]], path: Path, report: Callable[[str
     overhead.legend()
     figure.suptitle("Pam on Postgres, PAM_DB_POOL_SIZE=2, default lanes; one web process")
     _save(plt, figure, path, report)
+
+
+def plot_minutes(point: dict[str, Any], path: Path, report: Callable[[str], None]) -> None:
+    """The realistic mode's headline point minute by minute: Pam's overhead at p50 and p95,
+    and the CPU a reply of each process and of the Postgres server. Minutes with under half
+    the median minute's replies (the last, as the learners stop) are left out: their idle
+    CPU over a few replies reads as a costly reply."""
+    plt = _pyplot(report)
+    if plt is None:
+        return
+    replies = point.get("replies_by_minute", [])
+    if not replies:
+        return
+    enough = statistics.median(replies) / 2
+    minutes = [m for m, n in enumerate(replies) if n >= enough]
+    figure, (overhead, cpu) = plt.subplots(1, 2, figsize=(12, 4.8))
+    by_minute = point["overhead_ms_by_minute"]
+    for key, style in (("p50", "-"), ("p95", "-o")):
+        shown = [m for m in minutes if by_minute[m] is not None]
+        overhead.plot([m + 1 for m in shown], [by_minute[m][key] for m in shown], style, label=key)
+    overhead.axhline(100, color="grey", linewidth=0.8, linestyle="--", label="target p95 100 ms")
+    overhead.set_ylim(bottom=0)
+    overhead.set_xlabel("minute of the run")
+    overhead.set_ylabel("Pam's overhead (ms): reply time − model time")
+    overhead.set_title("What Pam adds to the model's time, minute by minute")
+    overhead.grid(alpha=0.3)
+    overhead.legend()
+    for role, values in point["cpu_ms_per_reply_by_minute"].items():
+        shown = [m for m in minutes if values[m] is not None]
+        cpu.plot([m + 1 for m in shown], [values[m] for m in shown], "-o", label=role)
+    cpu.set_ylim(bottom=0)
+    cpu.set_xlabel("minute of the run")
+    cpu.set_ylabel("CPU ms a reply (user + system, with children)")
+    cpu.set_title("CPU a reply, minute by minute")
+    cpu.grid(alpha=0.3)
+    cpu.legend()
+    figure.suptitle(
+        f"{point['learners']} learners, {point['workers']} worker(s), "
+        f"{point['replies_per_second']} replies/s against a model of p50 1.5 s, p95 5 s"
+    )
+    _save(plt, figure, path, report)

@@ -16,7 +16,13 @@ import pytest
 import requests
 
 from bench import latency_realistic as realistic
-from bench.latency_report import PhaseResult, lognormal_sigma, percentile, plot_scaling
+from bench.latency_report import (
+    PhaseResult,
+    lognormal_sigma,
+    percentile,
+    plot_minutes,
+    plot_scaling,
+)
 from bench.latency_servers import DelayedLLM, StopwatchTelegram
 from loopback import telegram_server
 
@@ -167,9 +173,11 @@ def test_a_point_reports_the_overhead_and_cpu_minute_by_minute() -> None:
         "web": [590.0, 310.0, 400.0],
         "worker-1": [1000.0, 500.0, 1500.0],
     }
+    assert found["replies_by_minute"] == [1, 1, 1]
     assert realistic.minute_by_minute(PhaseResult(messages=0), {}, realistic.Samples()) == {
         "overhead_ms_by_minute": [],
         "cpu_ms_per_reply_by_minute": {},
+        "replies_by_minute": [],
     }
 
 
@@ -228,6 +236,30 @@ def test_the_plot_draws_a_line_per_worker_count(tmp_path: Path) -> None:
     plot_scaling(points, path, said.append)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert said == [f"plot written to {path}"]
+
+
+def test_the_minutes_plot_leaves_out_the_last_minutes_few_replies(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("matplotlib")
+    point = a_point(200, 1, 33.0, 50.0, 5)
+    point["replies_by_minute"] = [1980, 2010, 1995, 120]  # the learners stop in minute 4
+    point["overhead_ms_by_minute"] = [{"p50": 15.0, "p95": 30.0}] * 3 + [None]
+    point["cpu_ms_per_reply_by_minute"] = {"worker-1": [11.0, 11.5, 12.0, 70.0]}
+    drawn: list[list[float]] = []
+    import matplotlib.axes
+
+    real_plot = matplotlib.axes.Axes.plot
+
+    def plot(axes: Any, xs: list[float], ys: list[float], *args: Any, **kwargs: Any) -> Any:
+        drawn.append(list(ys))
+        return real_plot(axes, xs, ys, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "plot", plot)
+    path = tmp_path / "latency_realistic_minutes.png"
+    plot_minutes(point, path, lambda said: None)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert drawn == [[15.0] * 3, [30.0] * 3, [11.0, 11.5, 12.0]]  # p50, p95, the worker
 
 
 def test_the_options_of_the_command_line() -> None:
