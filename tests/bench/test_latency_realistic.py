@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -25,6 +28,7 @@ from bench.latency_report import (
 )
 from bench.latency_servers import DelayedLLM, StopwatchTelegram
 from loopback import telegram_server
+from tests.support import wait_until
 
 
 def test_the_model_delay_has_the_issues_median_and_95th_percentile() -> None:
@@ -152,6 +156,22 @@ def test_a_point_says_how_often_the_memory_jobs_ran_for_the_learners_messages() 
         "fold": None,
         "profile": None,
     }
+
+
+BURN = "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass\n"
+BURN += "time.sleep(60)"
+
+
+def test_a_process_trees_cpu_keeps_what_its_ended_children_used() -> None:
+    child = subprocess.Popen([sys.executable, "-c", BURN])
+    try:
+        wait_until(lambda: realistic.tree_cpu(child.pid) >= 0.3, "the child's CPU spent")
+        with_child = realistic.tree_cpu(os.getpid())
+    finally:
+        child.kill()
+        child.wait()  # ended and waited for: its CPU moves to this process's children's
+    assert realistic.tree_cpu(os.getpid()) >= with_child
+    assert realistic.tree_cpu(child.pid) == 0.0  # gone
 
 
 def test_a_point_reports_the_overhead_and_cpu_minute_by_minute() -> None:
