@@ -541,7 +541,8 @@ def plot_minutes(point: dict[str, Any], path: Path, report: Callable[[str], None
     cpu.grid(alpha=0.3)
     cpu.legend()
     figure.suptitle(
-        f"{point['learners']} learners, {point['workers']} worker(s), "
+        f"{point['learners']} learners, {point['workers']} worker"
+        f"{'s' if point['workers'] > 1 else ''}, "
         f"{point['replies_per_second']} replies/s against a model of p50 1.5 s, p95 5 s"
     )
     _save(plt, figure, path, report)
