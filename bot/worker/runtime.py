@@ -57,8 +57,8 @@ class Pam:
         if not finished:
             count = self.runner.abandon_active()
             log.warning("stopped with %d memory job(s) unfinished; they resume next start", count)
-        if self.scheduler is not None and self.scheduler.running:
-            stop_scheduler(self.scheduler, wait=finished)
+        if self.scheduler is not None:
+            stop_scheduler(self.scheduler)  # the memory jobs were waited for above
         if self.memory_process is not None:
             stopped = self.memory_process.stop(max(0.0, deadline - time.monotonic()))
             finished = finished and stopped
@@ -66,16 +66,24 @@ class Pam:
         return finished
 
 
-def stop_scheduler(scheduler: BackgroundScheduler, *, wait: bool) -> None:
-    """Shut `scheduler` down once the round its thread is in, if any, has finished.
+def stop_scheduler(scheduler: BackgroundScheduler) -> None:
+    """Shut `scheduler` down (if it runs) once the round its thread is in has finished.
 
     APScheduler 3's shutdown marks the scheduler stopped before it takes the job-store lock.
     A round still under that lock then cannot remove the one-shot job it has just run: a
     stopped scheduler looks for it among the jobs pending its start, and JobLookupError ends
-    the scheduler thread with a traceback (agronholm/apscheduler#104 is the same race on
-    update_job). Paused, the scheduler starts no new round; its job list takes the lock a
-    round holds, so it returns only once that round is done.
+    the scheduler thread with a traceback (agronholm/apscheduler#104 was a related race).
+    Paused, the scheduler starts no new round; its job list takes the lock a round holds, so
+    it returns only once that round is done. (A round whose thread woke and passed the pause
+    check in the instant before `pause()` can still take the lock after; that window is a
+    few instructions wide.)
+
+    Jobs still running finish on their own threads: `shutdown(wait=True)` would wait for them
+    holding the job-store lock, which a running job that queues another (the memory jobs'
+    recovery round) needs, and neither would ever finish.
     """
+    if not scheduler.running:
+        return
     scheduler.pause()
     scheduler.get_jobs()
-    scheduler.shutdown(wait=wait)
+    scheduler.shutdown(wait=False)

@@ -205,8 +205,8 @@ class Worker:
         self.retention.stop()
         if self.scrubbing is not None:
             self.scrubbing.stop()
-        if self._checkin_scheduler is not None and self._checkin_scheduler.running:
-            stop_scheduler(self._checkin_scheduler, wait=False)
+        if self._checkin_scheduler is not None:
+            stop_scheduler(self._checkin_scheduler)
         if self._listener is not None:
             self._listener.stop()
         deadline = time.monotonic() + wait_seconds

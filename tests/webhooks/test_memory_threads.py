@@ -23,7 +23,7 @@ def test_the_memory_jobs_run_as_many_at_once_as_their_threads() -> None:
             scheduler.add_job(lambda: passed.append(together.wait()))
         wait_until(lambda: len(passed) == 8, "eight memory jobs at once")
     finally:
-        stop_scheduler(scheduler, wait=True)  # as the worker does: no round cut short
+        stop_scheduler(scheduler)  # as the worker does: no round cut short
     assert sorted(passed) == list(range(8))
 
 
