@@ -209,10 +209,6 @@ class Samples:
             "memory_jobs_waiting": most_and_mean(self.jobs_waiting),
         }
 
-    def minute_of(self, at: float) -> int:
-        """The minute of the point (0 for the first) that `at` (time.time()) falls in."""
-        return int((at - self.started_at) // 60)
-
     def by_minute(self, values: list[float]) -> list[float | None]:
         """The most of `values` in each minute of the point, in order (None for a minute
         without a sample): how memory grew."""
@@ -247,9 +243,11 @@ def postmaster(monitor: Engine) -> int | None:
         backend = int(connection.execute(text("SELECT pg_backend_pid()")).scalar_one())
     try:
         parent = int(Path(f"/proc/{backend}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        name = Path(f"/proc/{parent}/comm").read_text().strip()
     except (OSError, ValueError, IndexError):
         return None
-    return parent if parent > 1 else None
+    # In a container or on another host, that pid here is some other process.
+    return parent if name.startswith("postgres") else None
 
 
 def tree_cpu(pid: int) -> float:
@@ -352,13 +350,19 @@ def minute_by_minute(
     each process's CPU milliseconds a reply in each minute (its CPU seconds that minute over
     the replies that arrived in it; "postgres", every process of a server on this machine):
     whether a turn costs more as the learners' histories grow. None for a minute without
-    messages, replies or a CPU reading."""
+    messages, replies or a CPU reading, and for the minute after one without a reading."""
+    # The sampler's start; without one (a point put together by hand), the first message's.
+    origin = samples.started_at or min(phase.sent.values(), default=0.0)
+
+    def minute_of(at: float) -> int:
+        return int((at - origin) // 60)
+
     overhead: dict[int, list[float]] = {}
     for marker, sent in phase.sent.items():
         if phase.arrivals.get(marker):
             over = phase.arrivals[marker][0] - sent - waited.get(marker, 0.0)
-            overhead.setdefault(samples.minute_of(sent), []).append(1000 * over)
-    replies = Counter(samples.minute_of(got[0]) for got in phase.arrivals.values() if got)
+            overhead.setdefault(minute_of(sent), []).append(1000 * over)
+    replies = Counter(minute_of(got[0]) for got in phase.arrivals.values() if got)
     minutes = range(max([*overhead, *replies], default=-1) + 1)
     cpu: dict[str, list[float | None]] = {}
     if samples.cpu:
@@ -367,15 +371,15 @@ def minute_by_minute(
             last: dict[int, float] = {}  # the minute's last reading
             for at, readings in samples.cpu:
                 last[int(at // 60)] = readings[role]
-            previous = at_start[role]
+            previous: float | None = at_start[role]  # None after a minute without a reading
             values: list[float | None] = []
             for minute in minutes:
                 reading = last.get(minute)
-                if reading is None or not replies.get(minute):
+                if reading is None or previous is None or not replies.get(minute):
                     values.append(None)
                 else:
                     values.append(round(1000 * (reading - previous) / replies[minute], 1))
-                previous = previous if reading is None else reading
+                previous = reading
             cpu[role] = values
     return {
         "overhead_ms_by_minute": [
@@ -630,14 +634,15 @@ def run(options: Options, report: Callable[[str], None] = progress) -> dict[str,
         ),
         None,
     )
+    model = {
+        "p50_s": options.p50,
+        "p95_s": options.p95,
+        "mean_s": round(options.model_mean(), 2),
+        "seed": options.seed,
+    }
     found = {
         "options": {k: str(v) for k, v in asdict(options).items()},
-        "model": {
-            "p50_s": options.p50,
-            "p95_s": options.p95,
-            "mean_s": round(options.model_mean(), 2),
-            "seed": options.seed,
-        },
+        "model": model,
         "points": points,
         "headline": headline,
         "verdicts": verdicts(headline, points, options.pool_size),
@@ -656,7 +661,7 @@ def run(options: Options, report: Callable[[str], None] = progress) -> dict[str,
         if options.plot:
             plot_scaling(points, options.out / "latency_realistic.png", report)
             if headline is not None:
-                plot_minutes(headline, options.out / "latency_realistic_minutes.png", report)
+                plot_minutes(headline, model, options.out / "latency_realistic_minutes.png", report)
     return found
 
 

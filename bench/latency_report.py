@@ -506,17 +506,19 @@ def plot_scaling(points: list[dict[str, Any]], path: Path, report: Callable[[str
     _save(plt, figure, path, report)
 
 
-def plot_minutes(point: dict[str, Any], path: Path, report: Callable[[str], None]) -> None:
+def plot_minutes(
+    point: dict[str, Any], model: dict[str, Any], path: Path, report: Callable[[str], None]
+) -> None:
     """The realistic mode's headline point minute by minute: Pam's overhead at p50 and p95,
     and the CPU a reply of each process and of the Postgres server. Minutes with under half
     the median minute's replies (the last, as the learners stop) are left out: their idle
-    CPU over a few replies reads as a costly reply."""
+    CPU over a few replies reads as a costly reply. (Results from before the replies were
+    counted by minute leave out their last minute.)"""
     plt = _pyplot(report)
     if plt is None:
         return
-    replies = point.get("replies_by_minute", [])
-    if not replies:
-        return
+    count = len(point["overhead_ms_by_minute"])
+    replies = point.get("replies_by_minute") or [1] * (count - 1) + [0]
     enough = statistics.median(replies) / 2
     minutes = [m for m, n in enumerate(replies) if n >= enough]
     figure, (overhead, cpu) = plt.subplots(1, 2, figsize=(12, 4.8))
@@ -542,7 +544,7 @@ def plot_minutes(point: dict[str, Any], path: Path, report: Callable[[str], None
     cpu.legend()
     figure.suptitle(
         f"{point['learners']} learners, {point['workers']} worker"
-        f"{'s' if point['workers'] > 1 else ''}, "
-        f"{point['replies_per_second']} replies/s against a model of p50 1.5 s, p95 5 s"
+        f"{'s' if point['workers'] > 1 else ''}, {point['replies_per_second']} replies/s "
+        f"against a model of p50 {model['p50_s']:g} s, p95 {model['p95_s']:g} s"
     )
     _save(plt, figure, path, report)

@@ -194,6 +194,10 @@ def test_a_point_reports_the_overhead_and_cpu_minute_by_minute() -> None:
         "worker-1": [1000.0, 500.0, 1500.0],
     }
     assert found["replies_by_minute"] == [1, 1, 1]
+    # No reading in minute 1: neither it nor minute 2 (which would span two) has a figure.
+    samples.cpu = [each for each in samples.cpu if each[0] != 90.0]
+    gap = realistic.minute_by_minute(phase, waited, samples)["cpu_ms_per_reply_by_minute"]
+    assert gap["worker-1"] == [1000.0, None, None]
     assert realistic.minute_by_minute(PhaseResult(messages=0), {}, realistic.Samples()) == {
         "overhead_ms_by_minute": [],
         "cpu_ms_per_reply_by_minute": {},
@@ -277,9 +281,13 @@ def test_the_minutes_plot_leaves_out_the_last_minutes_few_replies(
 
     monkeypatch.setattr(matplotlib.axes.Axes, "plot", plot)
     path = tmp_path / "latency_realistic_minutes.png"
-    plot_minutes(point, path, lambda said: None)
+    plot_minutes(point, {"p50_s": 1.5, "p95_s": 5.0}, path, lambda said: None)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert drawn == [[15.0] * 3, [30.0] * 3, [11.0, 11.5, 12.0]]  # p50, p95, the worker
+    del point["replies_by_minute"]  # a result from before they were counted: the last left out
+    drawn.clear()
+    plot_minutes(point, {"p50_s": 1.5, "p95_s": 5.0}, path, lambda said: None)
+    assert drawn == [[15.0] * 3, [30.0] * 3, [11.0, 11.5, 12.0]]
 
 
 def test_the_options_of_the_command_line() -> None:
