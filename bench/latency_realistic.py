@@ -659,7 +659,7 @@ def run(options: Options, report: Callable[[str], None] = progress) -> dict[str,
         path.write_text(json.dumps(found, indent=1) + "\n")
         report(f"results written to {path}")
         if options.plot:
-            plot_scaling(points, options.out / "latency_realistic.png", report)
+            plot_scaling(points, model, options.out / "latency_realistic.png", report)
             if headline is not None:
                 plot_minutes(headline, model, options.out / "latency_realistic_minutes.png", report)
     return found

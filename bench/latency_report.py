@@ -472,7 +472,9 @@ def plot(results: list[ConfigResult], path: Path, report: Callable[[str], None])
     _save(plt, figure, path, report)
 
 
-def plot_scaling(points: list[dict[str, Any]], path: Path, report: Callable[[str], None]) -> None:
+def plot_scaling(
+    points: list[dict[str, Any]], model: dict[str, Any], path: Path, report: Callable[[str], None]
+) -> None:
     """The realistic mode's plot: replies per second against learners, one line per worker
     count (the points with thinking learners), and Pam's overhead p95 beside it."""
     plt = _pyplot(report)
@@ -490,18 +492,20 @@ def plot_scaling(points: list[dict[str, Any]], path: Path, report: Callable[[str
         label = f"{workers} worker{'s' if workers > 1 else ''}"
         rates.plot(learners, [p["replies_per_second"] for p in line], marker="o", label=label)
         overhead.plot(learners, [p["overhead_ms"]["p95"] for p in line], marker="o", label=label)
-    rates.set_xlabel("learners in closed loop (2–6 s of thinking after each reply)")
-    rates.set_ylabel("sustained replies/s")
-    rates.set_title("Throughput against a model of p50 1.5 s, p95 5 s")
-    rates.grid(alpha=0.3)
-    rates.legend()
+    _dress(
+        rates,
+        "learners in closed loop (2–6 s of thinking after each reply)",
+        "sustained replies/s",
+        f"Throughput against a model of {_model(model)}",
+    )
     overhead.axhline(100, color="grey", linewidth=0.8, linestyle="--", label="target 100 ms")
     overhead.set_yscale("log")  # tens of ms when the machine has room, seconds when not
-    overhead.set_xlabel("learners in closed loop")
-    overhead.set_ylabel("Pam's overhead p95 (ms, log scale): reply time − model time")
-    overhead.set_title("What Pam adds to the model's time")
-    overhead.grid(alpha=0.3)
-    overhead.legend()
+    _dress(
+        overhead,
+        "learners in closed loop",
+        "Pam's overhead p95 (ms, log scale): reply time − model time",
+        "What Pam adds to the model's time",
+    )
     figure.suptitle("Pam on Postgres, PAM_DB_POOL_SIZE=2, default lanes; one web process")
     _save(plt, figure, path, report)
 
@@ -522,29 +526,49 @@ def plot_minutes(
     enough = statistics.median(replies) / 2
     minutes = [m for m, n in enumerate(replies) if n >= enough]
     figure, (overhead, cpu) = plt.subplots(1, 2, figsize=(12, 4.8))
+
+    def line(axes: Any, values: list[Any], style: str, label: str) -> None:
+        """`values` by minute, the minutes shown that have one, numbered from 1."""
+        shown = [m for m in minutes if values[m] is not None]
+        axes.plot([m + 1 for m in shown], [values[m] for m in shown], style, label=label)
+
     by_minute = point["overhead_ms_by_minute"]
     for key, style in (("p50", "-"), ("p95", "-o")):
-        shown = [m for m in minutes if by_minute[m] is not None]
-        overhead.plot([m + 1 for m in shown], [by_minute[m][key] for m in shown], style, label=key)
+        line(overhead, [None if m is None else m[key] for m in by_minute], style, key)
     overhead.axhline(100, color="grey", linewidth=0.8, linestyle="--", label="target p95 100 ms")
     overhead.set_ylim(bottom=0)
-    overhead.set_xlabel("minute of the run")
-    overhead.set_ylabel("Pam's overhead (ms): reply time − model time")
-    overhead.set_title("What Pam adds to the model's time, minute by minute")
-    overhead.grid(alpha=0.3)
-    overhead.legend()
+    _dress(
+        overhead,
+        "minute of the run",
+        "Pam's overhead (ms): reply time − model time",
+        "What Pam adds to the model's time, minute by minute",
+    )
     for role, values in point["cpu_ms_per_reply_by_minute"].items():
-        shown = [m for m in minutes if values[m] is not None]
-        cpu.plot([m + 1 for m in shown], [values[m] for m in shown], "-o", label=role)
+        line(cpu, values, "-o", role)
     cpu.set_ylim(bottom=0)
-    cpu.set_xlabel("minute of the run")
-    cpu.set_ylabel("CPU ms a reply (user + system, with children)")
-    cpu.set_title("CPU a reply, minute by minute")
-    cpu.grid(alpha=0.3)
-    cpu.legend()
+    _dress(
+        cpu,
+        "minute of the run",
+        "CPU ms a reply (user + system, with children)",
+        "CPU a reply, minute by minute",
+    )
     figure.suptitle(
         f"{point['learners']} learners, {point['workers']} worker"
         f"{'s' if point['workers'] > 1 else ''}, {point['replies_per_second']} replies/s "
-        f"against a model of p50 {model['p50_s']:g} s, p95 {model['p95_s']:g} s"
+        f"against a model of {_model(model)}"
     )
     _save(plt, figure, path, report)
+
+
+def _model(model: dict[str, Any]) -> str:
+    """The fake model's latency, as the realistic mode's plots name it."""
+    return f"p50 {model['p50_s']:g} s, p95 {model['p95_s']:g} s"
+
+
+def _dress(axes: Any, xlabel: str, ylabel: str, title: str) -> None:
+    """A realistic-mode panel's labels, title, light grid and legend."""
+    axes.set_xlabel(xlabel)
+    axes.set_ylabel(ylabel)
+    axes.set_title(title)
+    axes.grid(alpha=0.3)
+    axes.legend()

@@ -257,7 +257,7 @@ def test_the_plot_draws_a_line_per_worker_count(tmp_path: Path) -> None:
     points = [a_point(n, k, n / 6, 50.0, 5) for k in (1, 2) for n in (25, 50, 100)]
     path = tmp_path / "latency_realistic.png"
     said: list[str] = []
-    plot_scaling(points, path, said.append)
+    plot_scaling(points, {"p50_s": 1.5, "p95_s": 5.0}, path, said.append)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert said == [f"plot written to {path}"]
 
