@@ -271,10 +271,12 @@ def answer_problem(text: str, message: str, previous: str, learner: int | None) 
     before it, "" for none), or None: `reply_problem`, or a reply that says their message or
     Pam's previous reply back (an echo, once stored, primes the model to echo again). For the
     LLM edge, which asks again within its budget; each one turned down is logged."""
-    problem = reply_problem(text)
-    reason = "no_reply"
-    if problem is None:
-        reply = parse_answer(text).reply
+    problem, reason = None, "no_reply"
+    try:
+        reply = parse_answer(text).reply  # once: it is the answer's costliest read
+    except NoReply as exc:
+        problem = str(exc)
+    else:
         if echoes(reply, message):
             problem, reason = "the reply repeats the learner's message", "echo_learner"
         elif previous and echoes(reply, previous):

@@ -11,19 +11,20 @@ e.g. `dropped correction reason=not_in_message learner=7`."""
 
 from __future__ import annotations
 
-import difflib
 import logging
 import re
 import unicodedata
 from collections.abc import Iterable
 
 from rapidfuzz import process
-from rapidfuzz.distance import Levenshtein
+from rapidfuzz.distance import Indel, Levenshtein
 
 log = logging.getLogger(__name__)
 
-# A reply this alike to the learner's message (difflib's ratio over the folded texts) says it
-# back, with a word or two changed at most ("yo es cansado" → "yo estoy cansado": 0.9).
+# A reply this alike to the learner's message says it back, with a word or two changed at most
+# ("yo es cansado" → "yo estoy cansado": 0.9). Alike: twice the longest common subsequence of
+# the folded texts over their two lengths (rapidfuzz's normalized InDel similarity: in C, a
+# few microseconds where difflib's ratio took 0.3 ms a reply, twice a turn).
 ECHO_RATIO = 0.85
 # Shorter texts are said back by friends too ("Hola" → "¡Hola!").
 ECHO_WORDS = 3
@@ -107,7 +108,7 @@ def echoes(reply: str, earlier: str) -> bool:
     said, before = fold(reply), fold(earlier)
     if len(before.split()) < ECHO_WORDS:
         return False  # "Hola" → "¡Hola! 👋": a greeting said back is a friend's reply
-    if said == before or difflib.SequenceMatcher(None, said, before).ratio() >= ECHO_RATIO:
+    if said == before or Indel.normalized_similarity(said, before) >= ECHO_RATIO:
         return True
     mine, theirs = set(said.split()), set(before.split())
     shared = len(mine & theirs)
