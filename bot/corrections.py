@@ -256,21 +256,12 @@ def parse_answer(text: str) -> TutorAnswer:
     return TutorAnswer(stripped)
 
 
-def reply_problem(text: str) -> str | None:
-    """Why an answer's text holds no reply to send (for the LLM edge, which then asks
-    again), or None when `parse_answer` finds one."""
-    try:
-        parse_answer(text)
-    except NoReply as exc:
-        return str(exc)
-    return None
-
-
 def answer_problem(text: str, message: str, previous: str, learner: int | None) -> str | None:
     """Why an answer is no reply to send for the learner's `message` (Pam's `previous` reply
-    before it, "" for none), or None: `reply_problem`, or a reply that says their message or
-    Pam's previous reply back (an echo, once stored, primes the model to echo again). For the
-    LLM edge, which asks again within its budget; each one turned down is logged."""
+    before it, "" for none), or None: no chat message in it (`parse_answer` raises NoReply),
+    or a reply that says their message or Pam's previous reply back (an echo, once stored,
+    primes the model to echo again). For the LLM edge, which asks again within its budget;
+    each one turned down is logged."""
     problem, reason = None, "no_reply"
     try:
         reply = parse_answer(text).reply  # once: it is the answer's costliest read
