@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 from sqlalchemy import (
+    ColumnClause,
     Connection,
     and_,
     bindparam,
@@ -24,6 +25,7 @@ from sqlalchemy import (
     func,
     insert,
     literal,
+    literal_column,
     or_,
     select,
     true,
@@ -39,11 +41,17 @@ PENDING, CLAIMED, DONE, SENT, FAILED = "pending", "claimed", "done", "sent", "fa
 UNFINISHED = (PENDING, CLAIMED)
 
 
+# The statuses of `unfinished` as SQL literals, written into the statement once, when it is
+# built: a `literal_execute` parameter is rendered again on every execution (0.05 ms of CPU a
+# claim on Postgres, a seventh of an idle one's, measured).
+_UNFINISHED_SQL: list[ColumnClause[str]] = [literal_column(f"'{status}'") for status in UNFINISHED]
+
+
 def unfinished(item: Any) -> Any:
     """`item` is pending or claimed, with the two written into the SQL: only a condition that
     states the partial indexes' own lets SQLite use them (bound values it cannot compare with
     them; it read every finished item instead)."""
-    return item.status.in_(bindparam("unfinished", UNFINISHED, literal_execute=True))
+    return item.status.in_(_UNFINISHED_SQL)
 
 
 @dataclass(frozen=True)
@@ -251,6 +259,17 @@ def claimable(model: Any, now: Any) -> Any:
         and_(model.status == CLAIMED, model.lease_expires_at < now),
     )
 
+
+# Whether an inbox message is waiting for a claim as of `now` (its parameter): pending and
+# available. A turn's write reads it as it finishes its claim (`SavedReply.inbox_ready`), so
+# that the lane looks for another message only when one is there: a message stored later wakes
+# the workers itself. Unclaimed items are few, and it reads only the partial index over the
+# unfinished ones.
+INBOX_READY = exists().where(
+    unfinished(InboxItem),
+    InboxItem.status == PENDING,
+    InboxItem.available_at <= bindparam("now", type_=UTCDateTime()),
+)
 
 # Finishing an inbox claim: the item marked answered, its text and language hint cleared (they
 # live on in the conversation and the learner's native_guess, not in the queue), built once;
