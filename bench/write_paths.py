@@ -224,11 +224,11 @@ class Ways:
         finishing = Finishing(claim, now, deliver_lease=timedelta(seconds=30))
         backend = self.fused if way == FUSED else self.shared
         finish = (finishing, ["¡Muy bien! ¿Y tú qué hiciste ayer?"])
-        _, _, ids = self.timed(
+        ids = self.timed(
             way,
             SAVE_GRADED if graded else SAVE,
             lambda: backend.save_reply(reply, PROFILE_COUNT_LIMIT, now, finish),
-        )
+        ).ids
         assert ids is not None and len(ids) == 1
         command = self.accept(way, learner, "/help", timed=False)
         finishing = Finishing(command, datetime.now(UTC), deliver_lease=timedelta(seconds=30))

@@ -42,6 +42,9 @@ class Written:
     # Another worker stored a reply to this message first: its content. Nothing was finished;
     # the caller splits it and calls `TurnWriter.write(claim, parts)`.
     existing: str | None = None
+    # Whether another inbox message was ready for a claim as the write finished its claim
+    # (True where the write did not look): a lane looks for more at once only then.
+    inbox_ready: bool = True
 
 
 def jobs_due(backlog: Backlog, config: MemoryConfig) -> tuple[str, ...]:
@@ -113,14 +116,13 @@ class TurnWriter:
             return Written(finishing.claims(parts, ids))
         finish = (finishing, parts) if finishing is not None else None
         try:
-            _, backlog, ids = self.backend.save_reply(
-                reply, PROFILE_COUNT_LIMIT, self.clock(), finish
-            )
+            saved = self.backend.save_reply(reply, PROFILE_COUNT_LIMIT, self.clock(), finish)
         except IntegrityError as exc:
             return self._duplicate(reply, exc)
-        held = finishing.claims(parts, ids) if finishing is not None else []
+        held = finishing.claims(parts, saved.ids) if finishing is not None else []
         marked = (REVIEW,) if reply.review is not None else ()
-        return Written(held, jobs_due(backlog, self.config), marked)
+        due = jobs_due(saved.backlog, self.config)
+        return Written(held, due, marked, inbox_ready=saved.inbox_ready)
 
     def _duplicate(self, reply: ReplyRecord, exc: IntegrityError) -> Written:
         """The reply could not be stored: another worker stored one to the message first (its

@@ -43,8 +43,9 @@ def idle_wait(poll_seconds: float, count: int) -> float:
 
 
 class Lanes:
-    """`count` threads running `step` until it finds no work, then waiting for a wake-up or
-    their share of the poll (`idle_wait`). A wake-up that comes while every lane is busy is
+    """`count` threads running `step` until it returns False (it found no work, or knows
+    that no more is ready), then waiting for a wake-up or their share of the poll
+    (`idle_wait`). A wake-up that comes while every lane is busy is
     kept, so the next lane to finish looks again instead of waiting for the poll. A lane whose
     step fails rests for `pause(failures in a row)` seconds (default `failure_pause`),
     wake-ups or not."""

@@ -123,6 +123,11 @@ class Worker:
         """Answer the next inbox message, if any. True if there was one."""
         return self.answering.next()
 
+    def inbox_step(self) -> bool:
+        """An inbox lane's step: answer the next message, if any. True if the lane should
+        look again at once: another message may be ready (`Answering.take`)."""
+        return bool(self.answering.take())
+
     def answer_command_next(self) -> bool:
         """Answer the next slash command whose learner has nothing older in flight, if any.
         True if there was one."""
@@ -150,7 +155,7 @@ class Worker:
         """Start the lanes: threads that answer the inbox and deliver the outbox, and one
         more that answers commands alone, so that /help or /forget is answered while every
         inbox lane waits on a slow or hanging model."""
-        self._inbox_lanes = Lanes("inbox", inbox_lanes, self.answer_next, self.poll_seconds)
+        self._inbox_lanes = Lanes("inbox", inbox_lanes, self.inbox_step, self.poll_seconds)
         self._command_lane = Lanes("commands", 1, self.answer_command_next, self.poll_seconds)
         self._delivery_lanes = Lanes(
             "delivery", delivery_lanes, self.deliver_next, self.poll_seconds

@@ -158,6 +158,18 @@ class Backlog(NamedTuple):
     unread: list[str]
 
 
+class SavedReply(NamedTuple):
+    """What storing a reply did (`Backend.save_reply`): the reply as stored, the memory
+    backlog as of it, and, when it finished the inbox claim too, the queued replies' ids in
+    order (None: no finish, or the claim was lost) and whether another inbox message was
+    ready for a claim as it finished (True where it did not look: without a finish)."""
+
+    stored: StoredMessage
+    backlog: Backlog
+    ids: list[int] | None
+    inbox_ready: bool = True
+
+
 @dataclass(frozen=True)
 class Context:
     """What a reply prompt is built from: settings, profile, summary and every unfolded message."""

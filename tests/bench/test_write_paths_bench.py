@@ -35,8 +35,8 @@ def test_both_ways_run_every_write_with_their_round_trips(
     assert trips == {
         write_paths.ACCEPT: ([1], [4]),
         write_paths.BEGIN: ([1], [2]),
-        write_paths.SAVE: ([1], [7]),
-        write_paths.SAVE_GRADED: ([1], [10]),
+        write_paths.SAVE: ([1], [8]),
+        write_paths.SAVE_GRADED: ([1], [11]),
         write_paths.FINISH: ([1], [4]),
     }
     assert {ways[write_paths.SHARED]["n"] for ways in writes.values()} == {2, 4}

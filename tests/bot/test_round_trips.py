@@ -154,15 +154,16 @@ def test_a_message_from_inbox_to_sent_costs_six_round_trips_on_postgres(
 ) -> None:
     """Claim it, with its learner; store the message; read the context (the claim found the
     learner); what review adds to the prompt; store the reply and finish the claim and
-    queue the reply, in one statement (on SQLite: one transaction); record the send. On
-    SQLite the claim first reads, without the write lock, whether anything is ready (issue
-    27: idle lanes never hold up the web's writes), one statement more."""
+    queue the reply, in one statement (on SQLite: one transaction, which also reads whether
+    another message waits); record the send. On SQLite the claim first reads, without the
+    write lock, whether anything is ready (issue 27: idle lanes never hold up the web's
+    writes), one statement more."""
     worker = Worker(pam, {"test": RecordingSender()})
     user = unique_user()
     worker.inbox.accept(inbound(user, "Hola"))
     worker.drain()  # the learner exists
     worker.inbox.accept(inbound(user, "¿Qué tal?"))
-    assert cost.of(worker.answer_next) == by_backend(engine, sqlite=11, postgres=6)
+    assert cost.of(worker.answer_next) == by_backend(engine, sqlite=12, postgres=6)
 
 
 @dataclass
@@ -206,7 +207,7 @@ def test_a_corrected_reply_costs_its_lane_nothing_of_grading_after_the_send(
     worker.inbox.accept(inbound(user, "Yo es Lena"))
     whole = cost.of(worker.answer_next)
     assert whole - watching.at_send == 1  # the send's record (mark_sent), nothing else
-    assert whole == by_backend(engine, sqlite=14, postgres=6)
+    assert whole == by_backend(engine, sqlite=15, postgres=6)
     assert len(later.pending) == 1  # the review job, handed over unstarted
     learner = pam.store.learners.find_learner(user)
     assert learner is not None

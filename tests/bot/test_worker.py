@@ -464,6 +464,40 @@ def test_a_reply_is_sent_by_the_turn_that_made_it(
     assert not worker.deliver_next()
 
 
+def test_an_inbox_lane_looks_for_more_at_once_only_when_a_message_waits(
+    pam: Pam, fake_model: FakeChatModel, sender: RecordingSender, engine: Engine
+) -> None:
+    """After its turn a lane looks for another message at once only if the turn's write saw
+    one ready for a claim: the learner's next message (held back until this one was
+    answered) or another learner's. Else it waits for a wake-up (a message stored later
+    wakes the lanes) or its poll: the look would find nothing. A message waiting for its
+    retry is not ready; a turn that did not write its reply cannot tell, and looks."""
+    worker = worker_for(pam, sender)
+    user, other = unique_user(), unique_user()
+    worker.inbox.accept(inbound(user, "uno"))
+    worker.inbox.accept(inbound(user, "dos"))  # held back while "uno" is answered
+
+    assert worker.inbox_step() is True  # "uno"; "dos" is ready now
+    assert worker.inbox_step() is False  # "dos"; nothing waits
+    assert worker.inbox_step() is False  # nothing to claim
+
+    fake_model.queue("reply", failing())
+    worker.inbox.accept(inbound(other, "hola"))
+    assert worker.inbox_step() is True  # deferred: the write never ran
+    worker.inbox.accept(inbound(user, "tres"))
+    assert worker.inbox_step() is False  # "tres"; "hola" waits for its retry
+    assert sender.texts_to(chat_of(user)) == [
+        reply_to("uno"),
+        reply_to("dos", 1),
+        reply_to("tres", 2),
+    ]
+    make_available_now(engine, InboxItem)
+    worker.inbox.accept(inbound(user, "cuatro"))
+    assert worker.inbox_step() is True  # "hola"; "cuatro" is ready
+    assert worker.inbox_step() is False
+    assert sender.texts_to(chat_of(other)) == [reply_to("hola")]
+
+
 def test_another_learners_undelivered_reply_does_not_hold_this_one_back(
     pam: Pam, sender: RecordingSender, engine: Engine
 ) -> None:
@@ -677,17 +711,18 @@ def test_a_send_outliving_its_first_lease_is_not_sent_twice(
     sender: RecordingSender,
 ) -> None:
     """The sending lane renews its claim while the platform call runs, so a second worker
-    cannot take the reply over however long the call takes."""
+    cannot take the reply over however long the call takes. (A lease of 1 s, renewed every
+    third of it: at 0.2 s a renewal held up 0.13 s on a loaded machine let the claim lapse.)"""
     gate = Gate(sender.send)
     first = worker_for(
-        pam_with(settings, engine, fake_model, service={"delivery_lease_seconds": 0.2}),
+        pam_with(settings, engine, fake_model, service={"delivery_lease_seconds": 1.0}),
         GatedSender(gate),
     )
     user = unique_user()
     answered(first, user, "uno")
     other_engine = db.make_engine(database_url)
     second = worker_for(
-        pam_with(settings, other_engine, fake_model, service={"delivery_lease_seconds": 0.2}),
+        pam_with(settings, other_engine, fake_model, service={"delivery_lease_seconds": 1.0}),
         sender,
     )
     sending = Background(first.deliver_next)

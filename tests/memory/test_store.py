@@ -22,12 +22,11 @@ from memory.database.records import (
     PAM,
     Activity,
     ActivityWindow,
-    Backlog,
     CorrectionRecord,
     LearnerGone,
     ReplyRecord,
     ReviewReport,
-    StoredMessage,
+    SavedReply,
 )
 from memory.database.schema import metadata
 from memory.jobs.coordinator import FOLD, Coordinator
@@ -56,7 +55,7 @@ def _save_reply(
     corrections: tuple[CorrectionRecord, ...],
     usage: tuple[str, int, int],
     backlog_limit: int,
-) -> tuple[StoredMessage, Backlog, list[int] | None]:
+) -> SavedReply:
     """The backend's own write of a reply (no claim to finish): the stored reply and the
     backlog as of it."""
     reply = ReplyRecord(learner_id, reply_to, content, tokens, corrections, usage)
@@ -222,7 +221,7 @@ def test_add_learner_message_is_idempotent_and_brings_back_the_reply(
         stored,
         None,
     )
-    reply, _, _ = _save_reply(engine, learner.id, stored.id, "¡hola!", 4, (), ("m", 9, 2), 9)
+    reply = _save_reply(engine, learner.id, stored.id, "¡hola!", 4, (), ("m", 9, 2), 9).stored
     # Run again after a crash that came after the reply: the message with its reply.
     assert store.conversation.add_learner_message(learner.id, "hola", 3, inbox_id=inbox_id) == (
         stored,
@@ -251,7 +250,7 @@ def test_save_reply_stores_everything_and_reads_the_backlog_as_of_the_reply(
     _converse(store, learner.id, 2, tokens=5)
     question, _ = store.conversation.add_learner_message(learner.id, "yo es Lena", 6)
     fix = CorrectionRecord("yo es", "yo soy", "ser", "grammar")
-    reply, backlog, finished = _save_reply(
+    reply, backlog, finished, _ = _save_reply(
         engine, learner.id, question.id, "¡Hola, Lena!", 7, (fix,), ("m", 30, 8), 2
     )
     assert finished is None  # no inbox claim to finish

@@ -12,12 +12,13 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, ClassVar
 
-from sqlalchemy import Connection, Engine, Float, Integer, Row, String, Text
+from sqlalchemy import Connection, Engine, Float, Integer, Row, String, Text, select
 from sqlalchemy.sql.dml import Insert
 from sqlalchemy.types import TypeEngine
 
 from memory.database import db
 from memory.database.claims import (
+    INBOX_READY,
     Accepting,
     Finishing,
     admission_values,
@@ -26,9 +27,8 @@ from memory.database.claims import (
 from memory.database.models import UTCDateTime
 from memory.database.records import (
     PAM,
-    Backlog,
     ReplyRecord,
-    StoredMessage,
+    SavedReply,
 )
 from memory.database.statements import (
     INSERT_CORRECTIONS,
@@ -113,13 +113,14 @@ class Backend(ABC):
         backlog_limit: int,
         now: datetime,
         finish: tuple[Finishing, Sequence[str]] | None = None,
-    ) -> tuple[StoredMessage, Backlog, list[int] | None]:
+    ) -> SavedReply:
         """Store Pam's reply with its usage and corrections, the review grades it leaves for
         the review job (and the ask for that job), and read the memory backlog as of the reply
         (at most `backlog_limit` unread learner messages), in one transaction; with `finish`
-        the inbox claim is finished and its parts queued in it too, and the third value is
-        what `finish` returns (None without `finish`). Raises IntegrityError if the message
-        has a reply already or the learner is gone, with nothing written."""
+        the inbox claim is finished and its parts queued in it too (`SavedReply.ids` is what
+        `finish` returns), and whether another inbox message is ready for a claim is read
+        with it. Raises IntegrityError if the message has a reply already or the learner is
+        gone, with nothing written."""
         model, input_tokens, output_tokens = reply.usage
         with self.engine.begin() as connection:
             stored = insert_message(
@@ -148,8 +149,11 @@ class Backend(ABC):
                 job = {"learner_id": reply.learner_id, **REVIEW_JOB_ROW}
                 connection.execute(self.ask_review_job, job)
             backlog = read_backlog(connection, reply.learner_id, backlog_limit)
-            ids = finish[0].run(connection, finish[1]) if finish else None
-        return stored, backlog, ids
+            if finish is None:
+                return SavedReply(stored, backlog, None)
+            ids = finish[0].run(connection, finish[1])
+            ready = connection.execute(select(INBOX_READY), {"now": now}).scalar()
+        return SavedReply(stored, backlog, ids, bool(ready))
 
     @abstractmethod
     def mark_job(self, values: Mapping[str, Any], on_conflict_set: Mapping[str, Any]) -> Insert:

@@ -28,6 +28,7 @@ from memory.database.records import (
     PAM,
     Backlog,
     ReplyRecord,
+    SavedReply,
     StoredMessage,
 )
 from memory.database.statements import (
@@ -119,7 +120,7 @@ class PostgresBackend(Backend):
         backlog_limit: int,
         now: datetime,
         finish: tuple[Finishing, Sequence[str]] | None = None,
-    ) -> tuple[StoredMessage, Backlog, list[int] | None]:
+    ) -> SavedReply:
         """One statement, one round trip, with the finish in two more CTEs."""
         model, input_tokens, output_tokens = reply.usage
         values: dict[str, Any] = {
@@ -144,9 +145,10 @@ class PostgresBackend(Backend):
         backlog = Backlog(count + 1, unfolded + reply.tokens, unread)
         stored = StoredMessage(rows[0].reply_id, PAM, reply.content, reply.tokens)
         if finish is None:
-            return stored, backlog, None
+            return SavedReply(stored, backlog, None)
         head = rows[0]  # queued_ids: NULL when no reply was queued
-        return stored, backlog, (head.queued_ids or []) if head.held else None
+        ids = (head.queued_ids or []) if head.held else None
+        return SavedReply(stored, backlog, ids, head.inbox_ready)
 
     def mark_job(self, values: Mapping[str, Any], on_conflict_set: Mapping[str, Any]) -> Insert:
         """Postgres' INSERT … ON CONFLICT DO UPDATE."""

@@ -33,6 +33,7 @@ from memory.database.claims import (
     ACCEPT,
     ADMIT,
     FINISH,
+    INBOX_READY,
     NOTE_TURNED_AWAY,
     SAME_FOR_EVERY_REPLY,
     TIMES_OF_A_REPLY,
@@ -208,13 +209,14 @@ def _finish_and_queue_ctes() -> tuple[Any, Any]:
 
 def _save_reply_and_finish() -> Any:
     """`SAVE_REPLY` with the claim finished and the reply queued in two more CTEs, one
-    statement for the turn's whole write. Two columns more on every row: whether the claim
-    was still held (`held`), and the queued replies' ids in order (`queued_ids`)."""
+    statement for the turn's whole write. Three columns more on every row: whether the claim
+    was still held (`held`), the queued replies' ids in order (`queued_ids`), and whether
+    another inbox message was ready for a claim as the statement began (`inbox_ready`)."""
     finished, queued = _finish_and_queue_ctes()
     held = select(func.count()).select_from(finished).scalar_subquery().label("held")
     ids = select(func.array_agg(aggregate_order_by(queued.c.id, queued.c.seq)))
     return SAVE_REPLY.add_cte(finished, queued).add_columns(
-        held, ids.scalar_subquery().label("queued_ids")
+        held, ids.scalar_subquery().label("queued_ids"), INBOX_READY.label("inbox_ready")
     )
 
 
