@@ -16,6 +16,7 @@ from sqlalchemy import (
     Engine,
     and_,
     bindparam,
+    case,
     delete,
     exists,
     func,
@@ -113,9 +114,21 @@ class Queue(ABC, Generic[C]):
         )
         among_oldest = query.where(item.id.in_(looked_at), first_of_its_address)
         among_oldest = self.backend.lock_next(among_oldest.order_by(item.id).limit(1), item)
-        return select(
-            func.coalesce(among_oldest.scalar_subquery(), self._heads(now).scalar_subquery())
+        # The walk only where some item is claimable at all: a claim that finds nothing (a
+        # poll, at 128 turns in flight) would otherwise walk every address in flight, 0.55 ms
+        # of Postgres' time against 0.2 ms for a claim that takes an item.
+        # (In id order with a limit, so that it stops at the first: as an EXISTS Postgres
+        # chose a bitmap scan of every unfinished item, 5,000 rows behind a burst.)
+        anything: Any = aliased(self.model, name="anything")
+        first_claimable = (
+            select(anything.id)
+            .where(unfinished(anything), claimable(anything, now), self.takes(anything))
+            .order_by(anything.id)
+            .limit(1)
         )
+        claimable_at_all = first_claimable.scalar_subquery().is_not(None)
+        heads = case((claimable_at_all, self._heads(now).scalar_subquery()))
+        return select(func.coalesce(among_oldest.scalar_subquery(), heads))
 
     def _heads(self, now: Any) -> Any:
         """The oldest claimable item among the first unfinished item of each address. The

@@ -172,7 +172,8 @@ def queue_in_flight(engine: Engine, claimed: int, waiting: int) -> Inbox:
     ]
     with engine.begin() as connection:
         connection.execute(insert(InboxItem), in_flight)
-        connection.execute(insert(InboxItem), others)
+        if others:
+            connection.execute(insert(InboxItem), others)
     return Inbox(engine, LONG_LEASE)
 
 
@@ -200,3 +201,30 @@ def test_a_claim_does_little_more_work_with_128_turns_in_flight_than_with_4(
     print(f"claim work ({engine.dialect.name}): {few} with 4 in flight, {many} with 128")
     work = -1  # SQLite's instructions; Postgres's pages (its rows grow with the look)
     assert many[work] <= 3 * few[work], f"claim work: {few} with 4 in flight, {many} with 128"
+
+
+def empty_claim_work(engine: Engine, claimed: int) -> tuple[int, ...]:
+    """The work of a claim that finds nothing with `claimed` turns in flight and no message
+    waiting (a poll at a busy worker), checking it finds nothing."""
+    inbox = queue_in_flight(engine, claimed, 0)
+    if engine.dialect.name == "postgresql":
+        return postgres_work(engine, inbox)
+    claim, steps = sqlite_steps(engine, inbox.claim_next)
+    assert claim is None
+    return (steps,)
+
+
+def test_a_claim_that_finds_nothing_walks_no_address_in_flight(engine: Engine) -> None:
+    """With nothing claimable, the claim does not walk the first item of every address in
+    flight (the walk that finds a message held back behind a burst): it looks through the
+    unfinished items in id order for one claimable at all, a row each, and stops there.
+    Before, an empty claim at 128 turns in flight visited 17,026 rows and 655 pages on
+    Postgres (68 and 17 at 4 in flight), and cost SQLite 11,277 instructions (489); now 256
+    rows and 6 pages, and 1,615 instructions."""
+    few, many = empty_claim_work(engine, 4), empty_claim_work(engine, 128)
+    print(f"empty claim work ({engine.dialect.name}): {few} with 4 in flight, {many} with 128")
+    if engine.dialect.name == "postgresql":
+        assert many[1] <= 4 * few[1], f"pages: {few} with 4 in flight, {many} with 128"
+        assert many[0] <= 3 * 128, f"rows: {few} with 4 in flight, {many} with 128"
+    else:
+        assert many[0] <= 20 * 128, f"instructions: {few} with 4 in flight, {many} with 128"
