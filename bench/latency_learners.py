@@ -11,16 +11,19 @@ import subprocess
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import requests
+from sqlalchemy.engine import make_url
 
 from bench.fault_traffic import TEMPLATES
 from bench.latency_report import PhaseResult
 from bench.latency_servers import StopwatchTelegram
 from loopback.harness import ROOT, Processes
+from memory.database import db
 
 DEFAULT_DATABASE = "postgresql://postgres@127.0.0.1:5432/test"
 WEBHOOK_SECRET = "latency-bench-webhook-secret"
@@ -174,6 +177,36 @@ class Service:
     logs: dict[str, Path] = field(default_factory=dict)  # role ("web", "worker") -> log file
     pids: dict[str, int] = field(default_factory=dict)
     database_url: str | None = None  # Pam's: the quiet checks, Postgres's table statistics
+
+
+def autovacuum(database_url: str) -> bool | None:
+    """Whether the Postgres at `database_url` runs autovacuum (None: not Postgres, or not
+    reachable). Without it nothing runs ANALYZE: foreign-key checks keep plans made when the
+    tables were small, and dead queue rows stay in the claims' indexes, so a long run slows
+    as no managed Postgres would (docs/benchmarks/speed.md, "Why Postgres slowed in long
+    runs")."""
+    if make_url(database_url).get_backend_name() != "postgresql":
+        return None
+    try:
+        engine = db.make_engine(database_url, pool_size=1, max_overflow=0)
+        try:
+            with engine.connect() as connection:
+                return connection.exec_driver_sql("SHOW autovacuum").scalar() == "on"
+        finally:
+            engine.dispose()
+    except Exception:
+        return None
+
+
+def warn_without_autovacuum(database_url: str, report: Callable[[str], None]) -> bool | None:
+    """Say so when the benchmark's Postgres runs without autovacuum; what `autovacuum` says."""
+    running = autovacuum(database_url)
+    if running is False:
+        report(
+            "warning: this Postgres runs with autovacuum off: a long run slows as tables "
+            "grow, which a managed Postgres would not (turn it on for figures to quote)"
+        )
+    return running
 
 
 def commit() -> str:

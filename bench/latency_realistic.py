@@ -54,7 +54,14 @@ from typing import Any
 from sqlalchemy import Engine, text
 from sqlalchemy.engine import make_url
 
-from bench.latency_learners import DEFAULT_DATABASE, WEBHOOK_SECRET, Learners, Service, commit
+from bench.latency_learners import (
+    DEFAULT_DATABASE,
+    WEBHOOK_SECRET,
+    Learners,
+    Service,
+    commit,
+    warn_without_autovacuum,
+)
 from bench.latency_report import (
     PhaseResult,
     log_breakdown,
@@ -619,6 +626,7 @@ def measure(point: Point, options: Options, folder: Path) -> dict[str, Any]:
 def run(options: Options, report: Callable[[str], None] = progress) -> dict[str, Any]:
     """Every point, one after the other; the results, also written to `options.out`."""
     measured = commit()  # the code that runs, not what was committed while it ran
+    vacuumed = warn_without_autovacuum(options.database_url, report)
     with tempfile.TemporaryDirectory(prefix="latency-realistic-") as logs:
         folder = Path(logs)
         points = []
@@ -650,6 +658,7 @@ def run(options: Options, report: Callable[[str], None] = progress) -> dict[str,
             "cpus": os.cpu_count(),
             "load_average": [round(v, 2) for v in os.getloadavg()],
             "python": platform.python_version(),
+            "postgres_autovacuum": vacuumed,
         },
         "commit": measured,
     }

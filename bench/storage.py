@@ -53,6 +53,7 @@ from typing import Any
 from sqlalchemy import Engine, func, select
 
 from bench.conversations import LEARNERS, Learner, learner_messages
+from bench.latency_learners import warn_without_autovacuum
 from bench.storage_sizes import TABLES, NoDbstat, table_sizes
 from bench.token_model import ScriptedModel
 from bench.token_runs import REPLY_MODEL, START, bench_settings
@@ -264,6 +265,8 @@ def run_backend(backend: str, options: Options, report: Callable[[str], None]) -
                 f"{backend}: {len(learners)} learners × {options.messages} messages, through "
                 "the worker's lanes"
             )
+            # Sizes are read after a VACUUM FULL either way; the turns' rate is not.
+            vacuumed = warn_without_autovacuum(url, report)
             started = time.monotonic()
             month.run(options.messages, report)
             seconds = time.monotonic() - started
@@ -283,6 +286,7 @@ def run_backend(backend: str, options: Options, report: Callable[[str], None]) -
         "messages_per_learner": options.messages,
         "seconds": round(seconds, 1),
         "turns_per_second": round(len(learners) * options.messages / seconds, 1),
+        "postgres_autovacuum": vacuumed,
         "empty_bytes": empty,
         "month_bytes": sizes_month,
         "after_bytes": sizes_after,

@@ -19,6 +19,7 @@ import pytest
 import requests
 
 from bench import latency_realistic as realistic
+from bench.latency_learners import autovacuum, warn_without_autovacuum
 from bench.latency_report import (
     PhaseResult,
     lognormal_sigma,
@@ -309,3 +310,18 @@ def test_the_options_of_the_command_line() -> None:
     assert full.messages_each(full.points()[-1]) == 31  # no thinking: 60 / 1.96
     named = realistic.named("postgresql://u@h/db?options=-csearch_path%3Dx", "pam-web")
     assert "application_name=pam-web" in named and "options=" in named
+
+
+def test_the_benchmarks_say_whether_their_postgres_runs_autovacuum(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    """A Postgres without autovacuum slows a long run as no managed one would: the realistic
+    and storage benchmarks say so, and record it. SQLite, or a server that is not there, is
+    neither (None)."""
+    said: list[str] = []
+    running = warn_without_autovacuum(postgres_url, said.append)
+    assert running is autovacuum(postgres_url)
+    assert isinstance(running, bool)
+    assert (said != []) is (running is False)
+    assert autovacuum(f"sqlite:///{tmp_path / 'pam.db'}") is None
+    assert autovacuum("postgresql://postgres@127.0.0.1:1/nowhere") is None
