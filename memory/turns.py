@@ -42,8 +42,8 @@ class Written:
     # Another worker stored a reply to this message first: its content. Nothing was finished;
     # the caller splits it and calls `TurnWriter.write(claim, parts)`.
     existing: str | None = None
-    # Whether another inbox message was ready for a claim as the write finished its claim
-    # (True where the write did not look): a lane looks for more at once only then.
+    # Whether another inbox message was ready for a claim as the write ran (True where the
+    # write did not look): a lane looks for more at once only then.
     inbox_ready: bool = True
 
 

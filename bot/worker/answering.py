@@ -117,10 +117,13 @@ class Answering:
     def take(self, inbox: Inbox | None = None) -> bool | None:
         """Answer the next message of `inbox`, as `next`; None if there was none, else
         whether another may be ready now: False only when the turn's write saw no message
-        waiting for a claim as it finished. An inbox lane looks again at once only then
-        (`Worker.inbox_step`); a message stored later wakes the lanes itself, and the lane's
-        look for more after every turn was, at 15 messages a second, 1.0 of the 1.6 claims a
-        message that found nothing."""
+        waiting for a claim (`INBOX_READY`). An inbox lane looks again at once only then
+        (`Worker.inbox_step`); a message stored later wakes the lanes itself (a SQLite
+        `pam worker` finds it at its next poll), and the lane's look for more after every
+        turn was, at 15 messages a second, 1.0 of the 1.6 claims a message that found
+        nothing. One stored while a Postgres write runs is missed by the write's snapshot,
+        and its wake-up by a lane that found its learner's turn still in flight: it waits
+        for the next poll (a quarter of a second at the default poll)."""
         claim = (inbox or self.inbox).claim_next()
         if claim is None:
             return None

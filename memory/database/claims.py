@@ -261,14 +261,25 @@ def claimable(model: Any, now: Any) -> Any:
 
 
 # Whether an inbox message is waiting for a claim as of `now` (its parameter): pending and
-# available. A turn's write reads it as it finishes its claim (`SavedReply.inbox_ready`), so
-# that the lane looks for another message only when one is there: a message stored later wakes
-# the workers itself. Unclaimed items are few, and it reads only the partial index over the
-# unfinished ones.
-INBOX_READY = exists().where(
-    unfinished(InboxItem),
-    InboxItem.status == PENDING,
-    InboxItem.available_at <= bindparam("now", type_=UTCDateTime()),
+# available (a message held back behind its learner's turn in flight counts: a look for it
+# costs a claim that finds nothing, no more). A turn's write reads it with its claim's finish
+# (`SavedReply.inbox_ready`), so that the lane looks for another message only when one is
+# there: a message stored later wakes the lanes itself (on Postgres its NOTIFY; a SQLite
+# `pam worker` has no wake-up and finds it at its next poll). Read through the partial index
+# over the unfinished items in id order, stopping at the first: as an EXISTS Postgres may scan
+# every unfinished item, thousands behind a burst. A claim whose lease ran out (its worker
+# died) is left to the polls: looking for one would read every claimed item on every write.
+INBOX_READY = (
+    select(InboxItem.id)
+    .where(
+        unfinished(InboxItem),
+        InboxItem.status == PENDING,
+        InboxItem.available_at <= bindparam("now", type_=UTCDateTime()),
+    )
+    .order_by(InboxItem.id)
+    .limit(1)
+    .scalar_subquery()
+    .is_not(None)
 )
 
 # Finishing an inbox claim: the item marked answered, its text and language hint cleared (they

@@ -162,7 +162,8 @@ class SavedReply(NamedTuple):
     """What storing a reply did (`Backend.save_reply`): the reply as stored, the memory
     backlog as of it, and, when it finished the inbox claim too, the queued replies' ids in
     order (None: no finish, or the claim was lost) and whether another inbox message was
-    ready for a claim as it finished (True where it did not look: without a finish)."""
+    ready for a claim as it wrote (on Postgres as its statement began; True where it did not
+    look: without a finish)."""
 
     stored: StoredMessage
     backlog: Backlog

@@ -11,8 +11,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, event, func, insert
+from sqlalchemy import Engine, event, func, insert, select
 
+from memory.database.claims import INBOX_READY
 from memory.database.models_queue import InboxItem
 from memory.queue.inbox import Inbox
 from memory.queue.outbox import Outbox
@@ -75,9 +76,13 @@ def postgres_work(engine: Engine, inbox: Inbox) -> tuple[int, int]:
     by every scan of the table and its indexes) and the shared buffers (pages) it touches,
     as EXPLAIN (ANALYZE, BUFFERS) counts them, after a VACUUM ANALYZE: the rows other tests
     deleted, and missing statistics, would blur the count."""
+    return query_work(engine, inbox.next_item_query(func.now()))
+
+
+def query_work(engine: Engine, query: Any) -> tuple[int, int]:
+    """`postgres_work` of any query of the inbox."""
     with engine.execution_options(isolation_level="AUTOCOMMIT").connect() as connection:
         connection.exec_driver_sql("VACUUM (ANALYZE) inbox")
-    query = inbox.next_item_query(func.now())
     sql = str(query.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
     with engine.connect() as connection:  # rolled back: the rows it locks are let go
         explained = connection.exec_driver_sql(
@@ -228,3 +233,18 @@ def test_a_claim_that_finds_nothing_walks_no_address_in_flight(engine: Engine) -
         assert many[0] <= 3 * 128, f"rows: {few} with 4 in flight, {many} with 128"
     else:
         assert many[0] <= 20 * 128, f"instructions: {few} with 4 in flight, {many} with 128"
+
+
+def test_the_replys_look_for_a_waiting_message_reads_one_row_behind_a_burst(
+    engine: Engine,
+) -> None:
+    """Every reply's write asks whether another inbox message waits (`INBOX_READY`). Behind a
+    burst of 10,000 pending items it reads the first and stops (2 rows, 5 pages): written as
+    an EXISTS, Postgres scanned every unfinished item (5,001 rows, 70 pages)."""
+    if engine.dialect.name != "postgresql":
+        pytest.skip("SQLite's plan reads the index in order by itself")
+    queue_a_burst(engine, 10_000, 5_000)
+    ready = select(INBOX_READY).params(now=datetime.now(UTC))
+    rows, pages = query_work(engine, ready)
+    print(f"INBOX_READY behind a burst: {rows} rows, {pages} pages")
+    assert rows <= 10 and pages <= 10, f"{rows} rows, {pages} pages"
