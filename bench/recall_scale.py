@@ -6,7 +6,9 @@ messages across 10,000 learners, on SQLite (FTS5) and on Postgres (tsvector + GI
     python3 dev.py bench recall_scale --stages 10000,100000  # a first look
 
 One database per backend grows in stages: 100 messages a learner, so 10,000 messages are 100
-learners, 100,000 are 1,000 and 1,000,000 are 10,000. Each message is stored and indexed as
+learners, 100,000 are 1,000 and 1,000,000 are 10,000. `--per-learner` gives each learner
+more (600 is a learner-month, 7,200 a year: `--per-learner 7200 --stages 72000,720000`),
+for the search reads one learner's entries. Each message is stored and indexed as
 folded (the recall index holds every one), bulk-loaded through the backend's own recall
 INSERT in batches of a few thousand rows (the same statement a fold runs, stems and vectors
 included). Texts are short, in the learner's target language (Spanish, German, French,
@@ -174,13 +176,13 @@ def learner_rows(first: int, count: int, rng: random.Random) -> list[dict[str, A
 
 
 def conversation(
-    learner: dict[str, Any], first_id: int, rng: random.Random
+    learner: dict[str, Any], first_id: int, rng: random.Random, per_learner: int = PER_LEARNER
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """PER_LEARNER messages of one learner (alternating learner and Pam) and their recall
+    """`per_learner` messages of one learner (alternating learner and Pam) and their recall
     entries, with explicit ids from `first_id`."""
     start = datetime.now(UTC) - timedelta(days=120)
     messages, entries = [], []
-    for n in range(PER_LEARNER):
+    for n in range(per_learner):
         role = LEARNER if n % 2 == 0 else PAM
         said = fill(rng.choice(SAYINGS[learner["target_language"]]), rng)
         content = said if role == LEARNER else rng.choice(PAM_SAYS)
@@ -209,19 +211,27 @@ def conversation(
     return messages, entries
 
 
-def grow(engine: Engine, learners: int, upto: int, rng: random.Random, label: str) -> None:
-    """Add learners from `learners` (already there) up to `upto`, their messages and entries,
-    in batches, with progress."""
+def grow(
+    engine: Engine,
+    learners: int,
+    upto: int,
+    rng: random.Random,
+    label: str,
+    per_learner: int = PER_LEARNER,
+) -> None:
+    """Add learners from `learners` (already there) up to `upto`, `per_learner` messages
+    each and their entries, in batches, with progress."""
     backend = backend_for(engine)
     started = time.monotonic()
-    chunk = max(1, BATCH // PER_LEARNER)
+    chunk = max(1, BATCH // per_learner)
     for first in range(learners + 1, upto + 1, chunk):
         count = min(chunk, upto + 1 - first)
         people = learner_rows(first, count, rng)
         messages: list[dict[str, Any]] = []
         by_language: dict[str, list[dict[str, Any]]] = {}
         for person in people:
-            said, entries = conversation(person, (person["id"] - 1) * PER_LEARNER + 1, rng)
+            first_id = (person["id"] - 1) * per_learner + 1
+            said, entries = conversation(person, first_id, rng, per_learner)
             messages += said
             by_language.setdefault(person["target_language"], []).extend(entries)
         with engine.begin() as connection:
@@ -233,7 +243,7 @@ def grow(engine: Engine, learners: int, upto: int, rng: random.Random, label: st
                         "learner_id": p["id"],
                         "text": "",
                         "tokens": 0,
-                        "watermark": p["id"] * PER_LEARNER,
+                        "watermark": p["id"] * per_learner,
                         "folds": 1,
                         "version": 1,
                     }
@@ -260,7 +270,7 @@ def grow(engine: Engine, learners: int, upto: int, rng: random.Random, label: st
         if done % (chunk * 20) == 0 or done == upto:
             elapsed = time.monotonic() - started
             print(
-                f"  {label}: {done * PER_LEARNER:>9,} messages, {done:,} learners "
+                f"  {label}: {done * per_learner:>9,} messages, {done:,} learners "
                 f"({elapsed:.0f} s)",
                 flush=True,
             )
@@ -269,7 +279,7 @@ def grow(engine: Engine, learners: int, upto: int, rng: random.Random, label: st
             for table in ("learners", "messages"):
                 connection.execute(
                     text(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), :n)"),
-                    {"n": upto * (PER_LEARNER if table == "messages" else 1)},
+                    {"n": upto * (per_learner if table == "messages" else 1)},
                 )
             connection.execute(text("ANALYZE"))
     else:
@@ -282,7 +292,13 @@ def percentile(values: Sequence[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
 
 
-def measure(engine: Engine, learners: int, searches: int, rng: random.Random) -> dict[str, Any]:
+def measure(
+    engine: Engine,
+    learners: int,
+    searches: int,
+    rng: random.Random,
+    per_learner: int = PER_LEARNER,
+) -> dict[str, Any]:
     """Searches of random learners, timed, then one /forget, timed."""
     store = Store(engine)
     with engine.connect() as connection:
@@ -308,7 +324,7 @@ def measure(engine: Engine, learners: int, searches: int, rng: random.Random) ->
         entries = connection.execute(select(func.count()).select_from(RecallEntry)).scalar_one()
     return {
         "learners": learners,
-        "messages": learners * PER_LEARNER,
+        "messages": learners * per_learner,
         "entries": entries,
         "searches": searches,
         "p50_ms": round(statistics.median(times), 3),
@@ -354,7 +370,11 @@ def size_of(engine: Engine, where: str) -> int:
 
 
 def run_backend(
-    backend: str, url: str | None, stages: Sequence[int], searches: int
+    backend: str,
+    url: str | None,
+    stages: Sequence[int],
+    searches: int,
+    per_learner: int = PER_LEARNER,
 ) -> list[dict[str, Any]]:
     rng = random.Random(SEED)
     rows: list[dict[str, Any]] = []
@@ -367,13 +387,13 @@ def run_backend(
     ):
         learners = 0
         for stage in stages:
-            upto = stage // PER_LEARNER
+            upto = max(1, stage // per_learner)
             print(f"{backend}: loading up to {stage:,} messages", flush=True)
             started = time.monotonic()
-            grow(engine, learners, upto, rng, backend)
+            grow(engine, learners, upto, rng, backend, per_learner)
             load_s = time.monotonic() - started
             learners = upto
-            row = {"backend": backend, **measure(engine, learners, searches, rng)}
+            row = {"backend": backend, **measure(engine, learners, searches, rng, per_learner)}
             row["load_s"] = round(load_s, 1)
             row["bytes"] = size_of(engine, where)
             rows.append(row)
@@ -414,6 +434,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=os.environ.get("PAM_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1/test"),
         help="the Postgres to use (a schema of its own is made and dropped)",
     )
+    parser.add_argument(
+        "--per-learner",
+        type=int,
+        default=PER_LEARNER,
+        help="messages a learner has said (a learner-month is 600, a year 7,200)",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
@@ -426,7 +452,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     rows: list[dict[str, Any]] = []
     for backend in backends:
-        rows += run_backend(backend, args.database_url, stages, args.searches)
+        rows += run_backend(backend, args.database_url, stages, args.searches, args.per_learner)
     # A run of some backends keeps the others' rows from the last run.
     previous = args.out / "recall_scale.json"
     if previous.exists():
@@ -436,7 +462,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     result = {
         "machine": f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores",
         "python": platform.python_version(),
-        "per_learner": PER_LEARNER,
+        "per_learner": args.per_learner,
         "target_p95_ms": TARGET_P95_MS,
         "passed": passed,
         "rows": rows,
