@@ -34,6 +34,7 @@ from memory.database.claims import (
     PENDING,
     Lease,
     Standing,
+    any_unfinished,
     claimable,
     held,
     held_params,
@@ -117,16 +118,8 @@ class Queue(ABC, Generic[C]):
         # The walk only where some item is claimable at all: a claim that finds nothing (a
         # poll, at 128 turns in flight) would otherwise walk every address in flight, 0.55 ms
         # of Postgres' time against 0.2 ms for a claim that takes an item.
-        # (In id order with a limit, so that it stops at the first: as an EXISTS Postgres
-        # chose a bitmap scan of every unfinished item, 5,000 rows behind a burst.)
         anything: Any = aliased(self.model, name="anything")
-        first_claimable = (
-            select(anything.id)
-            .where(unfinished(anything), claimable(anything, now), self.takes(anything))
-            .order_by(anything.id)
-            .limit(1)
-        )
-        claimable_at_all = first_claimable.scalar_subquery().is_not(None)
+        claimable_at_all = any_unfinished(anything, claimable(anything, now), self.takes(anything))
         heads = case((claimable_at_all, self._heads(now).scalar_subquery()))
         return select(func.coalesce(among_oldest.scalar_subquery(), heads))
 
