@@ -176,7 +176,7 @@ def learner_rows(first: int, count: int, rng: random.Random) -> list[dict[str, A
 
 
 def conversation(
-    learner: dict[str, Any], first_id: int, rng: random.Random, per_learner: int = PER_LEARNER
+    learner: dict[str, Any], first_id: int, rng: random.Random, per_learner: int
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """`per_learner` messages of one learner (alternating learner and Pam) and their recall
     entries, with explicit ids from `first_id`."""
@@ -217,7 +217,7 @@ def grow(
     upto: int,
     rng: random.Random,
     label: str,
-    per_learner: int = PER_LEARNER,
+    per_learner: int,
 ) -> None:
     """Add learners from `learners` (already there) up to `upto`, `per_learner` messages
     each and their entries, in batches, with progress."""
@@ -297,7 +297,7 @@ def measure(
     learners: int,
     searches: int,
     rng: random.Random,
-    per_learner: int = PER_LEARNER,
+    per_learner: int,
 ) -> dict[str, Any]:
     """Searches of random learners, timed, then one /forget, timed."""
     store = Store(engine)
@@ -374,7 +374,7 @@ def run_backend(
     url: str | None,
     stages: Sequence[int],
     searches: int,
-    per_learner: int = PER_LEARNER,
+    per_learner: int,
 ) -> list[dict[str, Any]]:
     rng = random.Random(SEED)
     rows: list[dict[str, Any]] = []

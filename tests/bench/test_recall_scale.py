@@ -41,3 +41,14 @@ def test_a_small_run_reports_every_stage(
     assert rows[-1]["entries"] == 2000 - 2 * recall_scale.PER_LEARNER
     out = capsys.readouterr().out
     assert "sqlite: loading up to 2,000 messages" in out and "p95 ms" in out
+
+
+def test_per_learner_gives_each_learner_that_many_messages(tmp_path: Path) -> None:
+    """`--per-learner` (a learner-month is 600): the stage's messages over fewer learners."""
+    args = ["--backends", "sqlite", "--stages", "1500", "--searches", "5", "--per-learner", "500"]
+    recall_scale.main([*args, "--out", str(tmp_path)])
+    result = json.loads((tmp_path / "recall_scale.json").read_text())
+    assert result["per_learner"] == 500
+    [row] = result["rows"]
+    assert (row["learners"], row["messages"]) == (3, 1500)
+    assert row["entries"] == 1500 - 500  # one learner forgotten
