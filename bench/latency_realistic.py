@@ -261,17 +261,16 @@ def tree_cpu(pid: int) -> float:
     """CPU seconds (user + system) `pid` and its children have used so far: its own, its
     living children's, and those of the children it has waited for once they ended (without
     them the sum fell whenever one ended, as Postgres's autovacuum workers do)."""
-    total = 0.0
+    ticks = 0  # summed whole and divided once: a child's ticks count the same alive or ended
     for each in [pid, *children_of(pid)]:
         try:
             fields = Path(f"/proc/{each}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        ticks = int(fields[11]) + int(fields[12])  # utime, stime
+        ticks += int(fields[11]) + int(fields[12])  # utime, stime
         if each == pid:
             ticks += int(fields[13]) + int(fields[14])  # cutime, cstime: ended children
-        total += ticks / os.sysconf("SC_CLK_TCK")
-    return total
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 class Sampler:
