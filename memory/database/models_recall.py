@@ -18,17 +18,23 @@ class RecallEntry(Base):
     Pam's, or a correction of a folded learner message, as "original → corrected (explanation)".
     Written in the fold's own transaction, so the index holds exactly what the summary has taken.
     `terms` is what the search matches: on Postgres the tsvector of the text (the learner's
-    language's stems and the plain words, accents removed where `unaccent` is there), GIN-indexed;
-    on SQLite the Snowball stems of the text's words (the words themselves for a language without a
-    stemmer), accent-free, each prefixed with the learner's id, which the FTS5 table `recall_fts`
-    indexes (kept in step by triggers; see migration 0005 and memory/recall_terms.py)."""
+    language's stems and the plain words, accents removed where `unaccent` is there), under a
+    GIN index without a pending list, keyed by the learner's id too where `btree_gin` is there
+    (migration 0019); on SQLite the Snowball stems of the text's words (the words themselves
+    for a language without a stemmer), accent-free, each prefixed with the learner's id, which
+    the FTS5 table `recall_fts` indexes (kept in step by triggers; see migration 0005 and
+    memory/recall_terms.py)."""
 
     __tablename__ = "recall_entries"
     __table_args__ = (
         Index("ix_recall_entries_learner_id_said_at", "learner_id", "said_at"),
-        Index("ix_recall_entries_terms", "terms", postgresql_using="gin").ddl_if(
-            dialect="postgresql"
-        ),
+        Index(
+            "ix_recall_entries_terms",
+            "learner_id",
+            "terms",
+            postgresql_using="gin",
+            postgresql_with={"fastupdate": "off"},
+        ).ddl_if(dialect="postgresql"),
         {"sqlite_autoincrement": True},
     )
 

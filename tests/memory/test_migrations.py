@@ -11,14 +11,14 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, inspect, text
+from sqlalchemy import Engine, inspect, make_url, text
 
 from memory.database import db
 from memory.database.models_recall import RECALL_FTS_TABLES
 from memory.database.records import LEARNER, CorrectionRecord
 from memory.database.schema import compared_on, metadata
 from memory.store.message_store import Store
-from tests.conftest import BACKENDS, postgres_schema
+from tests.conftest import BACKENDS, PG_URL, postgres_schema
 
 TABLES = {table.name for table in metadata.sorted_tables}
 
@@ -148,6 +148,9 @@ def test_the_shared_test_postgres_is_at_head(postgres_url: str) -> None:
     try:
         assert current_revision(engine) == head_revision(engine)
         assert schema_differences(engine) == []
+        terms = recall_index(engine)
+        assert terms["column_names"] == ["learner_id", "terms"]
+        assert terms["dialect_options"]["postgresql_with"] == {"fastupdate": "off"}
     finally:
         engine.dispose()
 
@@ -310,3 +313,82 @@ def test_0017_gives_parts_queued_before_it_no_deadline_and_goes_back_down(blank:
     db.upgrade(blank)
     assert current_revision(blank) == head_revision(blank)
     assert not schema_differences(blank)
+
+
+@pytest.fixture
+def locked_down_postgres() -> Iterator[Engine]:
+    """A database of its own in the test Postgres, reached as a role that owns only a schema
+    there: it may not create extensions (as on a managed Postgres that allows none). Skipped
+    where the test Postgres' user may not create roles and databases."""
+    if not PG_URL:
+        pytest.skip("PAM_TEST_DATABASE_URL is not set")
+    name = f"pam_locked_{uuid.uuid4().hex[:10]}"
+    password = uuid.uuid4().hex
+    admin = db.make_engine(PG_URL).execution_options(isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        may = connection.exec_driver_sql(
+            "SELECT rolsuper OR (rolcreaterole AND rolcreatedb) FROM pg_roles "
+            "WHERE rolname = current_user"
+        ).scalar()
+    if not may:
+        admin.dispose()
+        pytest.skip("the test Postgres' user may not create roles and databases")
+    url = make_url(db.normalize_url(PG_URL)).set(database=name)
+    engine: Engine | None = None
+    try:
+        with admin.connect() as connection:
+            connection.exec_driver_sql(f"CREATE ROLE {name} LOGIN PASSWORD '{password}'")
+            connection.exec_driver_sql(f"CREATE DATABASE {name}")
+        owner = db.make_engine(url.render_as_string(hide_password=False))
+        with owner.begin() as connection:
+            connection.exec_driver_sql(f"CREATE SCHEMA pam AUTHORIZATION {name}")
+        owner.dispose()
+        engine = db.make_engine(
+            url.set(username=name, password=password)
+            .update_query_dict({"options": "-csearch_path=pam"})
+            .render_as_string(hide_password=False)
+        )
+        yield engine
+    finally:
+        if engine is not None:
+            engine.dispose()
+        with admin.connect() as connection:
+            connection.exec_driver_sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+            connection.exec_driver_sql(f"DROP ROLE IF EXISTS {name}")
+        admin.dispose()
+
+
+def recall_index(engine: Engine) -> Any:
+    """The reflected GIN index of recall's terms."""
+    indexes = inspect(engine).get_indexes("recall_entries")
+    return next(i for i in indexes if i["name"] == "ix_recall_entries_terms")
+
+
+def test_postgres_that_allows_no_extension_still_migrates_and_recalls(
+    locked_down_postgres: Engine,
+) -> None:
+    """Without `unaccent` (migration 0005) and `btree_gin` (0019), the migrations still
+    reach head; recall's GIN index stays on the words alone (still without a pending list),
+    and search keeps accents."""
+    engine = locked_down_postgres
+    db.upgrade(engine)
+
+    assert current_revision(engine) == head_revision(engine)
+    with engine.connect() as connection:
+        extensions = connection.exec_driver_sql("SELECT extname FROM pg_extension").scalars()
+        assert not {"unaccent", "btree_gin"} & set(extensions)
+    terms = recall_index(engine)
+    assert terms["column_names"] == ["terms"]
+    assert terms["dialect_options"]["postgresql_with"] == {"fastupdate": "off"}
+    assert_usable(engine)
+    store = Store(engine)
+    learner = store.learners.learner("terminal:locked")
+    store.learners.update_settings(learner.id, target_language="Spanish")
+    said = store.conversation.add_message(learner.id, LEARNER, "Mi perro se llama Bruno", 6)
+    state = store.memory.summary(learner.id)
+    assert store.memory.save_summary(
+        learner.id, state.version, "summary", 1, said.id, previous_watermark=state.watermark
+    )
+    assert [s.text for s in store.recall.search(learner.id, "¿mi perro?")] == [
+        "Mi perro se llama Bruno"
+    ]

@@ -4,6 +4,7 @@ learners, hostile queries, and /forget."""
 
 from __future__ import annotations
 
+import json
 import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -512,3 +513,61 @@ def test_sqlite_terms_belong_to_one_learner() -> None:
     assert learner_terms(7, ["perros"], None) == ["7xperros"]
     # Learner 12's "3abc" and learner 123's "abc" can never be the same term.
     assert learner_terms(12, ["3abc"], None) != learner_terms(123, ["abc"], None)
+
+
+def test_postgres_search_reads_only_its_own_learners_entries_of_a_word(store: Store) -> None:
+    """Recall's GIN index holds the learner with each word (migration 0019): a learner's
+    search for a word others said thousands of times reads only the learner's few entries of
+    it, not everyone's (as EXPLAIN ANALYZE counts the rows every scan returns or filters).
+    Postgres takes that index for a learner with thousands of entries (bench recall_scale);
+    for this test's few hundred it would read the table, or the learner's rows through the
+    btree, so the test's own transaction turns both off."""
+    engine = store.recall.engine
+    if engine.dialect.name != "postgresql":
+        pytest.skip("the GIN index is Postgres'")
+    me, others = learner(store), [learner(store) for _ in range(5)]
+    backend = store.recall.backend
+    said = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def entry(learner_id: int, number: int, text: str) -> dict[str, Any]:
+        return {
+            "learner_id": learner_id,
+            "kind": MESSAGE,
+            "role": LEARNER,
+            "text": text,
+            "said_at": said + timedelta(minutes=number),
+            "source_id": number,
+        }
+
+    with engine.begin() as connection:
+        rows = [entry(o, n, f"Mi perro come mucho, día {n}") for o in others for n in range(400)]
+        rows += [entry(me, n, f"Hoy fui al mercado, día {n}") for n in range(400)]
+        rows += [entry(me, 400 + n, f"Mi perro se llama Bruno {n}") for n in range(3)]
+        backend.index_recall(connection, rows, "Spanish")
+    with engine.execution_options(isolation_level="AUTOCOMMIT").connect() as connection:
+        connection.exec_driver_sql("ANALYZE recall_entries")
+
+    with engine.connect() as connection:
+        connection.exec_driver_sql("SET LOCAL enable_seqscan = off")
+        connection.exec_driver_sql("DROP INDEX ix_recall_entries_learner_id_said_at")
+        _, search, accents = backend._recall(connection)  # type: ignore[attr-defined]
+        values = {
+            "learner_id": me,
+            "operands": ["'perro'"],
+            "config": pg_config("Spanish"),
+            "limit": 30,
+            **accents,
+        }
+        explained = connection.execute(
+            text("EXPLAIN (ANALYZE, FORMAT JSON) " + search.element.text), values
+        ).scalar()
+        assert len(connection.execute(search, values).all()) == 3
+
+    def visited(node: dict[str, Any]) -> int:
+        own = 0
+        if node.get("Relation Name") == "recall_entries" or "Index Name" in node:
+            own = node["Actual Rows"] + node.get("Rows Removed by Filter", 0)
+        return own * node["Actual Loops"] + sum(visited(n) for n in node.get("Plans", []))
+
+    plan = (json.loads(explained) if isinstance(explained, str) else explained)[0]["Plan"]
+    assert visited(plan) < 50, json.dumps(plan, indent=1)

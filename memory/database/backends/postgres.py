@@ -72,8 +72,10 @@ def _recall_statements(unaccent: str) -> tuple[TextClause, TextualSelect]:
     # rare they are, and such a word would count as much as "entrenando". The OR is written
     # as text by Postgres itself (tsquery's output quotes every lexeme) and read back.
     # ts_rank's normalization 1 divides by 1 + log(length): a long message that mentions a
-    # word once does not outrank a short one about it. The btree on (learner_id, said_at)
-    # reads only the learner's rows; the GIN index serves a learner with very many.
+    # word once does not outrank a short one about it. The GIN index on (learner_id, terms)
+    # reads only the learner's entries of the words (with `btree_gin`, migration 0019; its
+    # operator class has no bigint = integer, hence the CAST); the btree on (learner_id,
+    # said_at) serves a learner with few.
     search = text(
         f"""
         WITH operand AS (
@@ -89,7 +91,7 @@ def _recall_statements(unaccent: str) -> tuple[TextClause, TextualSelect]:
         )
         SELECT e.id, e.kind, e.role, e.text, e.said_at, ts_rank(e.terms, q.q, 1) AS relevance
         FROM recall_entries AS e, q
-        WHERE e.learner_id = :learner_id AND e.terms @@ q.q
+        WHERE e.learner_id = CAST(:learner_id AS bigint) AND e.terms @@ q.q
         ORDER BY relevance DESC, e.said_at DESC
         LIMIT :limit
         """
