@@ -1,5 +1,5 @@
-"""Recall's GIN index on Postgres, rebuilt to serve one learner's search without reading
-every learner's entries:
+"""Recall's GIN index by learner on Postgres: rebuilt to serve one learner's search without
+reading every learner's entries:
 
 - keyed by the learner as well as by word, where the `btree_gin` extension can be created
   (elsewhere on the words alone, as before): a search reads the learner's own entries of its
