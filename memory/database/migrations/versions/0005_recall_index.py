@@ -20,6 +20,7 @@ from sqlalchemy.dialects import postgresql
 
 from memory.database.backends import backend_for
 from memory.database.backends.sqlite import FTS_SECURE_DELETE
+from memory.database.extensions import create_extension
 from memory.recall.search import index_folded
 
 revision = "0005"
@@ -46,22 +47,6 @@ SQLITE_FTS = [
         INSERT INTO {FTS}({FTS}, rowid, terms) VALUES ('delete', old.id, old.terms);
     END""",
 ]
-
-
-def _create_unaccent(bind: sa.Connection) -> None:
-    """`unaccent`, into the public schema if it can be (it outlives any other schema), else
-    into the current one; where neither is allowed, recall on Postgres keeps accents."""
-    for statement in (
-        "CREATE EXTENSION IF NOT EXISTS unaccent SCHEMA public",
-        "CREATE EXTENSION IF NOT EXISTS unaccent",
-    ):
-        try:
-            with bind.begin_nested():
-                bind.exec_driver_sql(statement)
-            return
-        except sa.exc.DBAPIError as exc:
-            log.warning("recall: %s failed (%s)", statement, type(exc.orig).__name__)
-    log.warning("recall: no unaccent extension; Postgres searches will keep accents")
 
 
 def upgrade() -> None:
@@ -95,7 +80,9 @@ def upgrade() -> None:
         "ix_recall_entries_learner_id_said_at", "recall_entries", ["learner_id", "said_at"]
     )
     if bind.dialect.name == "postgresql":
-        _create_unaccent(bind)
+        # `unaccent` where it can be had; otherwise recall on Postgres keeps accents.
+        if not create_extension(bind, "unaccent"):
+            log.warning("recall: no unaccent extension; Postgres searches will keep accents")
         op.create_index(
             "ix_recall_entries_terms", "recall_entries", ["terms"], postgresql_using="gin"
         )

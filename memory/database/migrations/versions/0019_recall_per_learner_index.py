@@ -23,6 +23,8 @@ import logging
 import sqlalchemy as sa
 from alembic import op
 
+from memory.database.extensions import create_extension
+
 log = logging.getLogger("alembic.runtime.migration")
 
 revision = "0019"
@@ -35,29 +37,6 @@ BUILDING = f"{INDEX}_0019"
 # How long the swap may wait for the table (behind a fold's or /forget's open transaction)
 # before the release fails, rather than hold up every search that queues behind it.
 SWAP_WAIT = "10s"
-
-
-def has_btree_gin(bind: sa.Connection) -> bool:
-    """Whether `btree_gin` is in this database, creating it if it can be: into the public
-    schema (it outlives any other schema), else into the current one. It is a trusted
-    extension from Postgres 13, so any role that may create in the database may add it."""
-    failed = []
-    for statement in (
-        "CREATE EXTENSION IF NOT EXISTS btree_gin SCHEMA public",
-        "CREATE EXTENSION IF NOT EXISTS btree_gin",
-    ):
-        try:
-            with bind.begin_nested():
-                bind.exec_driver_sql(statement)
-            break
-        except sa.exc.DBAPIError as exc:
-            failed.append(f"{statement} failed ({type(exc.orig).__name__})")
-    # Asked, not assumed: another migration of the same database may have created it first.
-    found = bind.exec_driver_sql("SELECT 1 FROM pg_extension WHERE extname = 'btree_gin'")
-    if found.first() is not None:
-        return True
-    log.warning("recall: %s", "; ".join(failed))
-    return False
 
 
 def rebuild(bind: sa.Connection, columns: list[str], storage: dict[str, str]) -> None:
@@ -79,7 +58,8 @@ def upgrade() -> None:
     if bind.dialect.name != "postgresql":
         return
     columns = ["learner_id", "terms"]
-    if not has_btree_gin(bind):
+    # A trusted extension from Postgres 13: any role that may create in the database may add it.
+    if not create_extension(bind, "btree_gin"):
         log.warning(
             "recall: no btree_gin extension; each search reads every learner's entries "
             "of its words (slower as the database grows; docs/how/remembers.md says how to "
