@@ -4,6 +4,7 @@ tests/conftest.py."""
 
 from __future__ import annotations
 
+import json
 import threading
 import uuid
 from collections import deque
@@ -62,6 +63,22 @@ def queue_items(engine: Engine, model: type[Q], *conditions: Any, order_by: Any 
         )
         session.expunge_all()
         return rows
+
+
+def explained_plan(explained: Any) -> dict[str, Any]:
+    """The top node of an `EXPLAIN (ANALYZE, FORMAT JSON)` result (psycopg hands the JSON
+    back parsed, or as text)."""
+    return dict((json.loads(explained) if isinstance(explained, str) else explained)[0]["Plan"])
+
+
+def rows_visited(node: dict[str, Any], table: str) -> int:
+    """The rows a plan's scans of `table` and of any index visit: each one's rows returned
+    or removed by a filter, times its loops, over the whole tree under `node`."""
+    visited = 0
+    if node.get("Relation Name") == table or "Index Name" in node:
+        seen = node["Actual Rows"] + node.get("Rows Removed by Filter", 0)
+        visited = int(seen * node["Actual Loops"])
+    return visited + sum(rows_visited(child, table) for child in node.get("Plans", []))
 
 
 def inbound(address: str, text: str = "Hola", *, channel: str = "test", pid: str = "") -> Inbound:

@@ -4,7 +4,6 @@ and idle lanes polling SQLite never take its one write lock."""
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -18,7 +17,7 @@ from memory.database.models_queue import InboxItem
 from memory.queue.inbox import Inbox
 from memory.queue.outbox import Outbox
 from tests.conftest import empty_queues
-from tests.support import WAIT, inbound
+from tests.support import WAIT, explained_plan, inbound, rows_visited
 
 LONG_LEASE = 300.0
 BURSTER, OTHER = "test:burster", "test:other"
@@ -88,16 +87,9 @@ def query_work(engine: Engine, query: Any) -> tuple[int, int]:
         explained = connection.exec_driver_sql(
             "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + sql
         ).scalar()
-    plan = (json.loads(explained) if isinstance(explained, str) else explained)[0]["Plan"]
-
-    def rows(node: dict[str, Any]) -> int:
-        visited = 0
-        if node.get("Relation Name") == "inbox" or "Index Name" in node:
-            seen = node["Actual Rows"] + node.get("Rows Removed by Filter", 0)
-            visited = seen * node["Actual Loops"]
-        return int(visited) + sum(rows(child) for child in node.get("Plans", []))
-
-    return rows(plan), int(plan["Shared Hit Blocks"]) + int(plan["Shared Read Blocks"])
+    plan = explained_plan(explained)
+    pages = int(plan["Shared Hit Blocks"]) + int(plan["Shared Read Blocks"])
+    return rows_visited(plan, "inbox"), pages
 
 
 def claim_work(engine: Engine, items: int, finished: int) -> tuple[int, ...]:

@@ -30,6 +30,7 @@ from memory.store.message_store import Store
 from memory.tokens import TokenCounter
 from tests.conftest import unique_user
 from tests.fakes import FakeChatModel
+from tests.support import explained_plan, rows_visited
 
 
 def learner(store: Store, language: str | None = "Spanish") -> int:
@@ -563,11 +564,5 @@ def test_postgres_search_reads_only_its_own_learners_entries_of_a_word(store: St
         ).scalar()
         assert len(connection.execute(search, values).all()) == 3
 
-    def visited(node: dict[str, Any]) -> int:
-        own = 0
-        if node.get("Relation Name") == "recall_entries" or "Index Name" in node:
-            own = node["Actual Rows"] + node.get("Rows Removed by Filter", 0)
-        return own * node["Actual Loops"] + sum(visited(n) for n in node.get("Plans", []))
-
-    plan = (json.loads(explained) if isinstance(explained, str) else explained)[0]["Plan"]
-    assert visited(plan) < 50, json.dumps(plan, indent=1)
+    plan = explained_plan(explained)
+    assert rows_visited(plan, "recall_entries") < 50, json.dumps(plan, indent=1)
