@@ -63,6 +63,7 @@ from memory.database.statements import (
     LEARNER_COLUMNS,
     MESSAGE_COLUMNS,
     PROFILE_COLUMNS,
+    REVIEW_OUTLOOK,
     SUMMARY_COLUMNS,
     activity_key,
     decode_context,
@@ -106,9 +107,9 @@ _STORED = (
 
 
 def _store_and_read(*activity: Any) -> Any:
-    """memory/database/statements.py's `context_query` (learner, summary, profile, the
-    `activity` counts and one unfolded message per row), with `_STORED`'s id on every row as
-    `stored_id`: the insert and the read in one statement."""
+    """memory/database/statements.py's `context_query` as it was (learner, summary, profile,
+    review's outlook, the `activity` counts and one unfolded message per row), with
+    `_STORED`'s id on every row as `stored_id`: the insert and the read in one statement."""
     tables = (
         Learner.__table__.join(Summary, Summary.learner_id == Learner.id)
         .join(Profile, Profile.learner_id == Learner.id)
@@ -121,6 +122,7 @@ def _store_and_read(*activity: Any) -> Any:
             *labelled("summary", SUMMARY_COLUMNS),
             cast(Profile.data, Text).label("profile_data"),
             *labelled("profile", PROFILE_COLUMNS[1:]),
+            *REVIEW_OUTLOOK,
             *activity,
             *labelled("message", MESSAGE_COLUMNS),
         )

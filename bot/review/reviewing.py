@@ -118,8 +118,12 @@ class Reviewing:
     def prepare(self, learner_id: int, context: Context) -> Asked | None:
         """What review adds to this turn's prompt: the exercise of a /review under way, else
         up to PROMPT_ITEMS due items whose last mistake has left the prompt's messages; None
-        for nothing. A failing read adds nothing: review never costs the learner a reply."""
+        for nothing. A failing read adds nothing: review never costs the learner a reply. When
+        the context's read saw no item due and no /review under way, review's own read is
+        skipped: it would find nothing."""
         if not self.enabled:
+            return None
+        if context.review is not None and context.review.nothing_for_prompt(self.clock()):
             return None
         try:
             oldest = min(m.id for m in context.messages)

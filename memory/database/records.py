@@ -171,14 +171,29 @@ class SavedReply(NamedTuple):
     inbox_ready: bool = True
 
 
+class ReviewOutlook(NamedTuple):
+    """What a context read saw of the learner's review: whether a /review is under way, and
+    when their first item falls due (None: they have no items)."""
+
+    session: bool
+    next_due: datetime | None
+
+    def nothing_for_prompt(self, now: datetime) -> bool:
+        """Whether review has nothing for a prompt at `now`: no /review under way and no item
+        due (review's own read would find nothing)."""
+        return not self.session and (self.next_due is None or self.next_due > now)
+
+
 @dataclass(frozen=True)
 class Context:
-    """What a reply prompt is built from: settings, profile, summary and every unfolded message."""
+    """What a reply prompt is built from: settings, profile, summary and every unfolded
+    message; and, where the read looked, the learner's review outlook (None: not read)."""
 
     learner: LearnerInfo
     profile: ProfileState
     summary: SummaryState
     messages: list[StoredMessage] = field(default_factory=list)
+    review: ReviewOutlook | None = None
 
 
 class ActivityWindow(NamedTuple):

@@ -181,6 +181,34 @@ def test_a_turn_with_nothing_due_has_the_prompt_and_schema_of_before(
     assert call.messages == reply_prompt(before, pam.settings.memory.summary_max_tokens * 8)
 
 
+def test_review_is_asked_for_its_items_only_when_the_context_saw_one_due(
+    settings: Settings, engine: Engine
+) -> None:
+    """The context's read says whether anything is due (or a /review under way): most turns
+    skip review's own read, which would find nothing; once an item falls due it is read, and
+    offered, as before."""
+    model, clock = FakeChatModel(), ManualClock()
+    pam = review_pam(settings, engine, model, clock)
+    reads = []
+    for_prompt = pam.store.reviews.for_prompt
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        reads.append(args)
+        return for_prompt(*args, **kwargs)
+
+    pam.store.reviews.for_prompt = counted  # type: ignore[method-assign]
+    user = unique_user("ana")
+    say(pam, user, "/language Spanish English")
+    model.queue("reply", reply_json("¡Qué bien!", [BUEN]))
+    say(pam, user, MISTAKE)
+    say(pam, user, CHAT)
+    assert reads == []  # an item, due in a while: nothing to read yet
+    clock.advance(timedelta(hours=1))
+    turn = say(pam, user, CHAT)
+    assert len(reads) == 1
+    assert turn.review.items == 1
+
+
 def test_pam_review_off_offers_nothing_but_still_records_the_patterns(
     settings: Settings, engine: Engine
 ) -> None:

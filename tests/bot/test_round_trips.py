@@ -9,7 +9,11 @@ learner's message and reads its context in two statements on Postgres too, one r
 more than the fused statement's (about 1.7 ms of wall and 0.4 ms of CPU under this machine's
 load: a thousandth of a real model's 1.5 s, a fiftieth of the worker's 20 ms of CPU a reply),
 for about 50 lines of SQL and a fallback path fewer. The reply's write stays one statement
-(it saves 6 to 9 round trips a message), and so does the web's accept with its NOTIFY."""
+(it saves 6 to 9 round trips a message), and so does the web's accept with its NOTIFY.
+
+The context's read also says whether review could offer anything (an item due, a /review
+under way); when not, as on most turns, review's own read is skipped: one round trip fewer
+(`ReviewOutlook`)."""
 
 from __future__ import annotations
 
@@ -77,16 +81,16 @@ def by_backend(engine: Engine, *, sqlite: int, postgres: int) -> int:
     return postgres if engine.dialect.name == "postgresql" else sqlite
 
 
-def test_a_turn_costs_five_round_trips_on_postgres(pam: Pam, engine: Engine, cost: Cost) -> None:
+def test_a_turn_costs_four_round_trips_on_postgres(pam: Pam, engine: Engine, cost: Cost) -> None:
     """Find the learner; store their message; read learner, summary, profile, unfolded
-    messages and the limits' counts (on Postgres one statement once: see the module's
-    docstring); read what review adds to the prompt (a /review under way, or the items due:
-    one statement); store the reply with its usage and corrections and read the memory
-    backlog (on SQLite: three or four statements in a transaction)."""
+    messages, the limits' counts and review's outlook (on Postgres one statement once: see
+    the module's docstring), which finds nothing due, so review's own read is skipped; store
+    the reply with its usage and corrections and read the memory backlog (on SQLite: three or
+    four statements in a transaction)."""
     user, inbox_id = unique_user(), uuid.uuid4().int % 2**62
     handle(pam, user, "Hola")  # the learner exists; no memory job is due after turn 2
     turn = cost.of(lambda: handle(pam, user, "¿Qué tal?", inbox_id=inbox_id))
-    assert turn == by_backend(engine, sqlite=7, postgres=5)
+    assert turn == by_backend(engine, sqlite=6, postgres=4)
     # Run again after a crash: find the learner; the insert fails; message and reply in one
     # (on Postgres one round trip fewer than before: the fused statement failed first).
     rerun = cost.of(lambda: handle(pam, user, "¿Qué tal?", inbox_id=inbox_id))
@@ -109,10 +113,10 @@ def pam_later(
 CORRECTION = {"original": "yo es", "corrected": "yo soy", "explanation": "ser"}
 
 
-def test_a_turn_with_corrections_costs_a_plain_turns_five_on_postgres(
+def test_a_turn_with_corrections_costs_a_plain_turns_four_on_postgres(
     pam_later: Pam, engine: Engine, fake_model: FakeChatModel, cost: Cost, later: ManualExecutor
 ) -> None:
-    """A plain turn's five: the corrections, the grades left for the review job and the ask
+    """A plain turn's four: the corrections, the grades left for the review job and the ask
     for that job go into the reply's one statement (on SQLite: three statements more in its
     transaction). Grading is the review job's, in the background: the claim of the job, one
     transaction that reads the grades left, the corrections, the learner's items with
@@ -125,7 +129,7 @@ def test_a_turn_with_corrections_costs_a_plain_turns_five_on_postgres(
     later.run_all()
     fake_model.queue("reply", reply_json("¡Hola, Lena!", [CORRECTION | {"category": "grammar"}]))
     turn = cost.of(lambda: handle(pam, user, "Yo es Lena"))
-    assert turn == by_backend(engine, sqlite=10, postgres=5)
+    assert turn == by_backend(engine, sqlite=9, postgres=4)
     learner = pam.store.learners.find_learner(user)
     assert learner is not None
     [stored] = pam.store.ledger.corrections(learner.id)
@@ -137,23 +141,23 @@ def test_a_turn_with_corrections_costs_a_plain_turns_five_on_postgres(
     assert pattern.mistakes == 1
 
 
-def test_an_apology_costs_five_round_trips_on_postgres(
+def test_an_apology_costs_four_round_trips_on_postgres(
     pam: Pam, engine: Engine, fake_model: FakeChatModel, cost: Cost
 ) -> None:
-    """Find the learner; store the message; read the context; what review adds to the prompt;
+    """Find the learner; store the message; read the context (nothing due for review);
     the memory backlog."""
     user = unique_user()
     handle(pam, user, "Hola")
     fake_model.queue("reply", failing())
     apology = cost.of(lambda: handle(pam, user, "¿Qué tal?"))
-    assert apology == by_backend(engine, sqlite=5, postgres=5)
+    assert apology == by_backend(engine, sqlite=4, postgres=4)
 
 
-def test_a_message_from_inbox_to_sent_costs_six_round_trips_on_postgres(
+def test_a_message_from_inbox_to_sent_costs_five_round_trips_on_postgres(
     pam: Pam, engine: Engine, cost: Cost
 ) -> None:
     """Claim it, with its learner; store the message; read the context (the claim found the
-    learner); what review adds to the prompt; store the reply and finish the claim and
+    learner), which finds nothing due for review; store the reply and finish the claim and
     queue the reply, in one statement (on SQLite: one transaction, which also reads whether
     another message waits); record the send. On SQLite the claim first reads, without the
     write lock, whether anything is ready (issue 27: idle lanes never hold up the web's
@@ -163,7 +167,7 @@ def test_a_message_from_inbox_to_sent_costs_six_round_trips_on_postgres(
     worker.inbox.accept(inbound(user, "Hola"))
     worker.drain()  # the learner exists
     worker.inbox.accept(inbound(user, "¿Qué tal?"))
-    assert cost.of(worker.answer_next) == by_backend(engine, sqlite=12, postgres=6)
+    assert cost.of(worker.answer_next) == by_backend(engine, sqlite=11, postgres=5)
 
 
 @dataclass
@@ -193,7 +197,7 @@ def test_a_corrected_reply_costs_its_lane_nothing_of_grading_after_the_send(
     """Between the send and the lane's next claim, a reply with corrections costs only the
     send's record, as a plain one does: its grades were left with the reply's write, and
     the review job that grades them is only handed to the executor. From the inbox to sent
-    it costs a plain message's six round trips on Postgres (SQLite: the write's three
+    it costs a plain message's five round trips on Postgres (SQLite: the write's three
     statements more)."""
     pam = pam_later
     sender = RecordingSender()
@@ -207,7 +211,7 @@ def test_a_corrected_reply_costs_its_lane_nothing_of_grading_after_the_send(
     worker.inbox.accept(inbound(user, "Yo es Lena"))
     whole = cost.of(worker.answer_next)
     assert whole - watching.at_send == 1  # the send's record (mark_sent), nothing else
-    assert whole == by_backend(engine, sqlite=15, postgres=6)
+    assert whole == by_backend(engine, sqlite=14, postgres=5)
     assert len(later.pending) == 1  # the review job, handed over unstarted
     learner = pam.store.learners.find_learner(user)
     assert learner is not None

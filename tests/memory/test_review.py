@@ -15,7 +15,7 @@ from sqlalchemy import Engine, event, select
 
 from memory.clock import ManualClock
 from memory.database.models_review import ReviewItem, ReviewLog
-from memory.database.records import LEARNER, CorrectionRecord, LearnerGone
+from memory.database.records import LEARNER, CorrectionRecord, LearnerGone, ReviewOutlook
 from memory.review.items import LEARNING_STEPS, RELEARNING_STEPS
 from memory.review.reads import REST, DueItem, Exercise, ReviewState
 from memory.store.message_store import Store
@@ -466,6 +466,37 @@ def test_an_item_offered_twice_rests(reviewing: Store, clock: ManualClock) -> No
     reviewing.reviews.record_turn(learner, message, [], used=[item_id], offered=[item_id])
     item = _only_item(reviewing, learner)
     assert (item.offers, item.successes) == (0, 1)
+
+
+def test_the_context_read_tells_when_review_could_offer_something(
+    reviewing: Store, clock: ManualClock
+) -> None:
+    """A turn's read of its context says whether a /review is under way and when the
+    learner's first item falls due (another learner's items and sessions aside): with neither
+    due, review's own read is skipped."""
+    learner, other = _learner(reviewing), _learner(reviewing)
+
+    def outlook() -> ReviewOutlook | None:
+        return reviewing.conversation.context(learner).review
+
+    assert outlook() == ReviewOutlook(session=False, next_due=None)
+    assert outlook().nothing_for_prompt(clock())  # type: ignore[union-attr]
+    _mistake(reviewing, other, SER)
+    clock.advance(timedelta(minutes=10))
+    _mistake(reviewing, learner, BUENO)
+    assert outlook() == ReviewOutlook(False, clock() + LEARNING_STEPS[0])
+    assert outlook().nothing_for_prompt(clock())  # type: ignore[union-attr]
+    clock.advance(LEARNING_STEPS[0])
+    assert not outlook().nothing_for_prompt(clock())  # type: ignore[union-attr]
+
+    bueno = _only_item(reviewing, learner).id
+    reviewing.reviews.start_session(learner, Exercise(bueno, "fix", "un bueno", "un buen"), [])
+    seen = outlook()
+    assert seen is not None and seen.session
+    assert not ReviewOutlook(True, None).nothing_for_prompt(clock())
+    assert reviewing.conversation.context(other).review == ReviewOutlook(
+        False, START + LEARNING_STEPS[0]
+    )
 
 
 def test_next_due_and_item(reviewing: Store, clock: ManualClock) -> None:

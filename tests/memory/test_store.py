@@ -291,11 +291,16 @@ def test_context_of_forgotten_learner_raises(store: Store) -> None:
 def test_context_without_a_summary_or_profile_row_raises(
     store: Store, gone: type[Summary] | type[Profile]
 ) -> None:
+    """With messages or without: the read's first row (the learner's own) is missing, and the
+    messages' rows alone make no context."""
     learner = store.learners.learner(unique_user())
+    talker = store.learners.learner(unique_user("talker"))
+    _converse(store, talker.id, 2)
     with store.memory.engine.begin() as connection:
-        connection.execute(delete(gone).where(gone.learner_id == learner.id))
-    with pytest.raises(LearnerGone):
-        store.conversation.context(learner.id)
+        connection.execute(delete(gone).where(gone.learner_id.in_([learner.id, talker.id])))
+    for someone in (learner, talker):
+        with pytest.raises(LearnerGone):
+            store.conversation.context(someone.id)
 
 
 def test_memory_backlog_holds_only_learner_messages_the_profile_has_not_read(store: Store) -> None:
