@@ -5,9 +5,10 @@
     python3 dev.py test [PYTEST ARGS]   run the test suite (no args: as CI does, the tests
                                         marked `serial` alone, then the rest on every CPU;
                                         with args: pytest ARGS, e.g. `-m experiment`)
-    python3 dev.py bench NAME [ARGS]    run a benchmark: tokens, latency, faults, recall_quality,
-                                        recall_scale, progress_chart, voice, memory, storage,
-                                        cold_start, write_paths, checkins or local_model (bench/;
+    python3 dev.py bench NAME [ARGS]    run a benchmark: tokens, latency, latency_trace, faults,
+                                        recall_quality, recall_scale, progress_chart, voice,
+                                        memory, storage, cold_start, write_paths, checkins or
+                                        local_model (bench/;
                                         local_model needs `--setup` once)
     python3 dev.py docs [serve|build]   the docs site (docs/, mkdocs.yml): serve it at
                                         http://127.0.0.1:8000, or build it into site/

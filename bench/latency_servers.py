@@ -5,6 +5,7 @@ timestamps each sendMessage on arrival and wakes the learner waiting for it.
 
     python -m bench.latency_servers                 # the LLM alone: prints its URL, serves
     python -m bench.latency_servers 1.5 5.0 7       # delayed: p50, p95 seconds, seed
+    python -m bench.latency_servers stamped         # stamps each reply call's times
 """
 
 from __future__ import annotations
@@ -119,6 +120,29 @@ class DelayedLLM(InstantLLM):
         }
 
 
+class StampedLLM(InstantLLM):
+    """An InstantLLM that stamps each reply call (time.time(), the clock every process on
+    the machine shares) as its request arrived and as it was answered, keyed by the marker of
+    the learner's message: where a message's time went before, in and after the model call
+    (bench/latency_trace.py)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stamps: dict[str, tuple[float, float]] = {}
+
+    def complete(self, path: str, body: dict[str, Any]) -> Answer:
+        arrived = time.time()
+        answer = super().complete(path, body)
+        if task_of(body) == "reply":
+            with self.lock:
+                for marker in set(MARKER.findall(_last_user_text(body))):
+                    self.stamps.setdefault(marker, (arrived, time.time()))
+        return answer
+
+    def stats(self) -> dict[str, Any]:
+        return {**super().stats(), "stamps": dict(self.stamps)}
+
+
 def _last_user_text(body: dict[str, Any]) -> str:
     """The text of the request's last user message (as `echo_answer` reads the marker)."""
     for message in reversed(body.get("messages", [])):
@@ -128,13 +152,22 @@ def _last_user_text(body: dict[str, Any]) -> str:
 
 
 class LLMProcess:
-    """InstantLLM in a child process, or with `p50` and `p95` a DelayedLLM. A real LLM does
-    not share the benchmark's interpreter: in-process, every summary and profile call Pam's
-    memory jobs make would hold the GIL that the fake Telegram needs to timestamp a reply,
-    and count against Pam's reply latency."""
+    """InstantLLM in a child process; with `p50` and `p95` a DelayedLLM, with `stamped` a
+    StampedLLM. A real LLM does not share the benchmark's interpreter: in-process, every
+    summary and profile call Pam's memory jobs make would hold the GIL that the fake Telegram
+    needs to timestamp a reply, and count against Pam's reply latency."""
 
-    def __init__(self, p50: float | None = None, p95: float | None = None, seed: int = 7) -> None:
+    def __init__(
+        self,
+        p50: float | None = None,
+        p95: float | None = None,
+        seed: int = 7,
+        *,
+        stamped: bool = False,
+    ) -> None:
         self.delays = [] if p50 is None or p95 is None else [str(p50), str(p95), str(seed)]
+        if stamped:
+            self.delays = ["stamped"]
 
     def __enter__(self) -> Self:
         env = {
@@ -240,8 +273,12 @@ class StopwatchTelegram(TelegramServer):
 
 def serve_llm(argv: list[str]) -> None:
     """The child of LLMProcess: serve until the parent closes stdin; with `argv` (p50, p95,
-    seed) a DelayedLLM."""
-    llm = DelayedLLM(float(argv[0]), float(argv[1]), int(argv[2])) if argv else InstantLLM()
+    seed) a DelayedLLM, with "stamped" a StampedLLM."""
+    llm: InstantLLM = InstantLLM()
+    if argv == ["stamped"]:
+        llm = StampedLLM()
+    elif argv:
+        llm = DelayedLLM(float(argv[0]), float(argv[1]), int(argv[2]))
     with llm:
         print(llm.base_url, flush=True)
         sys.stdin.read()
