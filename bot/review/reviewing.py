@@ -123,9 +123,9 @@ class Reviewing:
         skipped: it would find nothing."""
         if not self.enabled:
             return None
-        if context.review is not None and context.review.nothing_for_prompt(self.clock()):
-            return None
         try:
+            if context.review is not None and context.review.nothing_for_prompt(self.clock()):
+                return None
             oldest = min(m.id for m in context.messages)
             # The learner's message before this one: the items its prompt invited come again.
             theirs = [m.id for m in context.messages if m.role == LEARNER]

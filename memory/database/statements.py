@@ -108,24 +108,26 @@ def named(row: Any, prefix: str, record: type[_Record]) -> _Record:
     """The `record` whose fields are the row's `prefix_field` columns (see `labelled`); a field
     the row has no column for keeps its default (StoredMessage.said_at, read where it is used)."""
     shape = (record, prefix, row._fields)
-    places = _PLACES.get(shape)
-    if places is None:
-        places = _PLACES[shape] = _places(record, prefix, row._fields)
-    return record(**{name: row[index] for name, index in places})
+    keys = _KEYS.get(shape)
+    if keys is None:
+        keys = _KEYS[shape] = _keys(record, prefix, row._fields)
+    values = row._mapping
+    return record(**{name: values[key] for name, key in keys})
 
 
-# Where each record's fields are in a statement's columns, found once per statement's columns,
-# not on every row: a context read decodes one row a message (a few statements' shapes in all).
-_PLACES: dict[tuple[type, str, tuple[str, ...]], tuple[tuple[str, int], ...]] = {}
+# Which of each record's fields a statement's columns hold, under which name: found once per
+# statement's columns, not on every row (a context read decodes one row a message; a few
+# statements' shapes in all).
+_KEYS: dict[tuple[type, str, tuple[str, ...]], tuple[tuple[str, str], ...]] = {}
 
 
-def _places(record: type, prefix: str, columns: tuple[str, ...]) -> tuple[tuple[str, int], ...]:
-    """Each of `record`'s fields that `columns` hold as `prefix_field`, with its position."""
-    position = {column: index for index, column in enumerate(columns)}
+def _keys(record: type, prefix: str, columns: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """(field, column) for each of `record`'s fields that `columns` hold as `prefix_field`."""
+    named_columns = set(columns)
     return tuple(
-        (field.name, position[f"{prefix}_{field.name}"])
+        (field.name, f"{prefix}_{field.name}")
         for field in dataclasses.fields(record)
-        if f"{prefix}_{field.name}" in position
+        if f"{prefix}_{field.name}" in named_columns
     )
 
 
@@ -222,9 +224,10 @@ def activity_key(window: ActivityWindow | None) -> tuple[bool, bool]:
 
 
 # What review could add to a prompt (`ReviewOutlook`): a turn asks review for its items only
-# when one is due or a /review is under way, which most turns' learners have not (an item
-# falls due days after its mistake). Two index lookups in the context's read spare the other
-# turns review's own read: a round trip, and about 0.7 ms of the worker's time on Postgres.
+# when one is due or a /review is under way (an item falls due 30 minutes after its mistake,
+# then days and weeks apart as it is got right; one resting after two offers still counts as
+# due, and its turns read as before). Two index lookups in the context's read spare the
+# other turns review's own read: a round trip, and about 0.7 ms of the worker's time.
 REVIEW_OUTLOOK = (
     exists().where(ReviewSession.learner_id == bindparam("learner_id")).label("review_session"),
     select(func.min(ReviewItem.due))
@@ -293,7 +296,8 @@ def read_context(
 def decode_context(
     rows: Sequence[Any], window: ActivityWindow | None
 ) -> tuple[Context, Activity | None] | None:
-    """The context and counts in the rows of a context read; None if there are none."""
+    """The context and counts in the rows of a context read; None if there are none, or the
+    first is not the learner's (their summary or profile is gone)."""
     if not rows or rows[0].learner_id is None:
         return None
     head = rows[0]
