@@ -140,7 +140,7 @@ class Learners:
         update = self.update(key, index, marker)
         arrived = self.tg.expect(marker)
         sent = time.time()
-        status = self._post(session, update)
+        status = self.post(session, update)
         with self.lock:
             phase.sent[marker] = sent
             phase.statuses[status] += 1
@@ -150,7 +150,7 @@ class Learners:
         if think[1] > 0:
             time.sleep(rng.uniform(*think))
 
-    def _post(self, session: requests.Session, update: dict[str, Any]) -> str:
+    def post(self, session: requests.Session, update: dict[str, Any]) -> str:
         """POST the update until it is acknowledged, as Telegram retries (briefly here)."""
         status = "?"
         for attempt in range(20):

@@ -96,9 +96,8 @@ class DelayedLLM(InstantLLM):
             waited = time.monotonic() - started
             with self.lock:
                 self._count(-1)
-                if task_of(body) == "reply":
-                    for marker in set(MARKER.findall(_last_user_text(body))):
-                        self.waited[marker] += waited
+                for marker in _reply_markers(body):
+                    self.waited[marker] += waited
         return super().complete(path, body)
 
     def _count(self, step: int) -> None:
@@ -133,14 +132,19 @@ class StampedLLM(InstantLLM):
     def complete(self, path: str, body: dict[str, Any]) -> Answer:
         arrived = time.time()
         answer = super().complete(path, body)
-        if task_of(body) == "reply":
-            with self.lock:
-                for marker in set(MARKER.findall(_last_user_text(body))):
-                    self.stamps.setdefault(marker, (arrived, time.time()))
+        answered = time.time()
+        with self.lock:
+            for marker in _reply_markers(body):
+                self.stamps.setdefault(marker, (arrived, answered))
         return answer
 
     def stats(self) -> dict[str, Any]:
         return {**super().stats(), "stamps": dict(self.stamps)}
+
+
+def _reply_markers(body: dict[str, Any]) -> set[str]:
+    """The markers of a reply call's learner message (none for summaries and profiles)."""
+    return set(MARKER.findall(_last_user_text(body))) if task_of(body) == "reply" else set()
 
 
 def _last_user_text(body: dict[str, Any]) -> str:
@@ -165,9 +169,10 @@ class LLMProcess:
         *,
         stamped: bool = False,
     ) -> None:
-        self.delays = [] if p50 is None or p95 is None else [str(p50), str(p95), str(seed)]
+        # serve_llm's arguments: which fake model the child serves.
+        self.kind = [] if p50 is None or p95 is None else [str(p50), str(p95), str(seed)]
         if stamped:
-            self.delays = ["stamped"]
+            self.kind = ["stamped"]
 
     def __enter__(self) -> Self:
         env = {
@@ -175,7 +180,7 @@ class LLMProcess:
             "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
         }
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "bench.latency_servers", *self.delays],
+            [sys.executable, "-m", "bench.latency_servers", *self.kind],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,

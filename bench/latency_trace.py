@@ -38,7 +38,6 @@ from bench import latency
 from bench.latency_learners import (
     ANSWER_TIMEOUT,
     DEFAULT_DATABASE,
-    WEBHOOK_SECRET,
     Learners,
     Service,
     commit,
@@ -107,15 +106,10 @@ def send(rig: Rig, session: requests.Session, index: int, learners: int) -> None
     update = rig.learners.update(key, index, marker)
     arrived = rig.tg.expect(marker)
     sent = time.time()
-    response = session.post(
-        f"{rig.service.base}/telegram/webhook",
-        json=update,
-        headers={"X-Telegram-Bot-Api-Secret-Token": WEBHOOK_SECRET},
-        timeout=ANSWER_TIMEOUT,
-    )
+    status = rig.learners.post(session, update)
     acknowledged = time.time()
     arrived.wait(ANSWER_TIMEOUT)
-    if response.status_code == 200 and index >= WARM_UP:
+    if status == "200" and index >= WARM_UP:
         rig.posted[marker] = (sent, acknowledged)
 
 
