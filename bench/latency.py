@@ -167,6 +167,10 @@ def pam_knobs(llm: LLMProcess, tg: StopwatchTelegram, jobs: bool) -> dict[str, s
         "TELEGRAM_API_URL": tg.base_url,
         "PAM_RATE_LIMIT_PER_MINUTE": "0",  # these learners type faster than people do
         "PAM_MAX_QUEUED_PER_ADDRESS": "0",  # and queue more than people do during outages
+        # and write more in a day: at a 3,700-token prompt a learner's 200,000 tokens last
+        # about 54 messages, and every reply after is the limit's notice (a trace of 1,500
+        # messages over 5 learners waited for replies that never came)
+        "PAM_LEARNER_DAILY_TOKENS": "0",
         "PAM_SHUTDOWN_WAIT_SECONDS": "2",
         "PAM_LOG_LEVEL": "INFO",
         **(JOBS_ON if jobs else JOBS_OFF),

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from bench import latency_trace
+from bench import latency, latency_trace
 from bench.latency_trace import PARTS, Options, parse_args, table
 
 
@@ -63,3 +64,15 @@ def test_options_it_cannot_run_are_refused(argv: list[str]) -> None:
 
 def test_the_defaults_trace_postgres() -> None:
     assert parse_args([]) == Options()
+
+
+def test_pam_runs_without_a_learners_daily_budget() -> None:
+    """The benchmarks' learners write more in a day than the default budget holds: a trace of
+    1,500 messages over 5 learners met the limit's notice, which carries no marker, and waited
+    a minute for each reply after."""
+    llm = SimpleNamespace(base_url="http://127.0.0.1:1/v1")
+    tg = SimpleNamespace(base_url="http://127.0.0.1:2/bot")
+    for jobs in (False, True):
+        knobs = latency.pam_knobs(llm, tg, jobs)  # type: ignore[arg-type]
+        assert knobs["PAM_LEARNER_DAILY_TOKENS"] == "0"
+        assert knobs["PAM_RATE_LIMIT_PER_MINUTE"] == "0"
