@@ -7,9 +7,10 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
-from sqlalchemy import Engine, delete, func, select
+from sqlalchemy import Engine, Select, delete, func, literal, select, union_all
 
 from memory.clock import ManualClock, utcnow
 from memory.database import db
@@ -27,8 +28,10 @@ from memory.database.records import (
     ReplyRecord,
     ReviewReport,
     SavedReply,
+    StoredMessage,
 )
 from memory.database.schema import metadata
+from memory.database.statements import named, named_all
 from memory.jobs.coordinator import FOLD, Coordinator
 from memory.review.reads import Exercise
 from memory.store.message_store import Store
@@ -573,3 +576,28 @@ def test_begin_turn_for_a_forgotten_learner_raises_learner_gone(store: Store) ->
     store.learners.forget(learner.id)
     with pytest.raises(LearnerGone):
         store.conversation.begin_turn(learner.id, "Hola", 2, inbox_id=_inbox_id(), window=None)
+
+
+def test_rows_of_one_result_decode_as_each_row_alone_would(engine: Engine) -> None:
+    """`named_all` looks at a result's columns once for all its rows: each record is the one
+    `named` makes of its row, and a field without a column keeps its default."""
+
+    def said(message_id: int, text: str) -> Select[Any]:
+        return select(
+            literal(1).label("learner_id"),
+            literal(message_id).label("message_id"),
+            literal("learner").label("message_role"),
+            literal(text).label("message_content"),
+            literal(3).label("message_tokens"),
+        )
+
+    with engine.connect() as connection:
+        rows = connection.execute(union_all(said(7, "Hola"), said(8, "¿Qué tal?"))).all()
+    decoded = named_all(rows, "message", StoredMessage)
+    assert decoded == [named(row, "message", StoredMessage) for row in rows]
+    assert sorted(decoded, key=lambda m: m.id) == [
+        StoredMessage(7, "learner", "Hola", 3),
+        StoredMessage(8, "learner", "¿Qué tal?", 3),
+    ]
+    assert all(m.said_at is None and m.spoken_seconds is None for m in decoded)
+    assert named_all([], "message", StoredMessage) == []
