@@ -15,18 +15,19 @@ in closed loop: a message, its reply, 2–6 s of thinking, the next (200 learner
 messages a second, about 65 of them in flight).
 
 Per point: replies per second (between the 10th and 90th percentile of arrivals), turns in
-flight (the model's calls in flight, time-weighted over the point, and the most inbox items
-claimed at once), Pam's overhead (each reply's latency less the seconds its model calls waited)
-at p50 and p95, database connections per process (pg_stat_activity by application_name, sampled
-at 2 Hz; a worker's memory process counts with it), resident memory per process (alone, and
-with its children: a worker's memory process, gunicorn's worker), CPU milliseconds per reply
-per process (what a loaded machine does not inflate, unlike the overhead), and where the time
-went: p50 and p95 of the web's accept, the wait in the inbox before a lane claims, the turn,
-the send (Pam's log lines) and the model's time. Minute by minute: the overhead's p50 and p95,
-and the CPU a reply of each process and of the Postgres server (when it runs on this machine),
-to see whether a turn costs more as the learners' histories grow. Written to
-bench/results/latency_realistic.json, and replies per second against learners, one line per
-worker count, to latency_realistic.png.
+flight (the reply calls the model has in flight, time-weighted over the point and at most, and
+the most inbox items claimed at once; beside them every model call in flight, the memory jobs'
+summaries and profiles included), Pam's overhead (each reply's latency less the seconds its
+model calls waited) at p50 and p95, database connections per process (pg_stat_activity by
+application_name, sampled at 2 Hz; a worker's memory process counts with it), resident memory
+per process (alone, and with its children: a worker's memory process, gunicorn's worker), CPU
+milliseconds per reply per process (what a loaded machine does not inflate, unlike the
+overhead), and where the time went: p50 and p95 of the web's accept, the wait in the inbox
+before a lane claims, the turn, the send (Pam's log lines) and the model's time. Minute by
+minute: the overhead's p50 and p95, and the CPU a reply of each process and of the Postgres
+server (when it runs on this machine), to see whether a turn costs more as the learners'
+histories grow. Written to bench/results/latency_realistic.json, and replies per second against
+learners, one line per worker count, to latency_realistic.png.
 
 Exit status 0 when the targets pass at the headline point (200 learners, 1 worker), 1 when
 one fails, 2 when it cannot run."""
@@ -183,13 +184,15 @@ def overheads(phase: PhaseResult, waited: dict[str, float]) -> list[float]:
 @dataclass
 class Samples:
     """What the sampler saw at 2 Hz: connections per application name, resident memory per
-    role (the process with its children), claimed inbox items, the model's calls in flight,
-    and when each sample was taken (seconds into the point)."""
+    role (the process with its children), claimed inbox items, the model's calls in flight
+    (all, and the reply calls alone), and when each sample was taken (seconds into the
+    point)."""
 
     connections: dict[str, list[int]] = field(default_factory=dict)
     rss_mb: dict[str, list[float]] = field(default_factory=dict)
     claimed: list[int] = field(default_factory=list)
     model_in_flight: list[int] = field(default_factory=list)
+    replies_in_flight: list[int] = field(default_factory=list)
     jobs_waiting: list[int] = field(default_factory=list)
     seconds: list[float] = field(default_factory=list)
     # CPU seconds per role (with its children) so far, (seconds into the point, readings):
@@ -213,6 +216,7 @@ class Samples:
             "rss_mb_by_minute": {k: self.by_minute(v) for k, v in sorted(self.rss_mb.items())},
             "claimed": most_and_mean(self.claimed),
             "model_in_flight": most_and_mean(self.model_in_flight),
+            "replies_in_flight": most_and_mean(self.replies_in_flight),
             "memory_jobs_waiting": most_and_mean(self.jobs_waiting),
         }
 
@@ -315,7 +319,9 @@ class Sampler:
             self.samples.add(self.samples.rss_mb, f"{role}+children", tree_rss(pid))
         self.samples.claimed.append(claimed)
         self.samples.jobs_waiting.append(waiting)
-        self.samples.model_in_flight.append(self.llm.in_flight())
+        calls, replies = self.llm.in_flight()
+        self.samples.model_in_flight.append(calls)
+        self.samples.replies_in_flight.append(replies)
         self.samples.seconds.append(time.monotonic() - self._started)
         self.sample_cpu()
 
@@ -418,7 +424,11 @@ def point_result(
     over_ms = [1000 * v for v in overheads(phase, waited)]
     model_ms = [1000 * waited.get(marker, 0.0) for marker in phase.sent]
     seconds = phase.seconds()
-    busy = float(after["busy_seconds"]) - float(before["busy_seconds"])
+
+    def mean_in_flight(key: str) -> float:
+        busy = float(after.get(key, 0.0)) - float(before.get(key, 0.0))
+        return round(busy / seconds, 1) if seconds > 0 else 0.0
+
     return {
         "learners": point.learners,
         "workers": point.workers,
@@ -436,10 +446,16 @@ def point_result(
             "p50": round(percentile(model_ms, 0.50), 1),
             "p95": round(percentile(model_ms, 0.95), 1),
         },
+        # A turn is in flight from its claim to its finish: its reply call is most of that.
         "turns_in_flight": {
-            "model_mean": round(busy / seconds, 1) if seconds > 0 else 0.0,
-            "model_max": int(after["most_in_flight"]),
+            "mean": mean_in_flight("replies_busy_seconds"),
+            "max": int(after.get("most_replies_in_flight", 0)),
             "claimed_max": max(samples.claimed, default=0),
+        },
+        # Every model call, the memory jobs' summaries and profiles too.
+        "model_calls_in_flight": {
+            "mean": mean_in_flight("busy_seconds"),
+            "max": int(after.get("most_in_flight", 0)),
         },
         **samples.summary(),
         # CPU per reply: what a loaded machine does not inflate, unlike the overhead.
@@ -615,7 +631,7 @@ def measure(point: Point, options: Options, folder: Path) -> dict[str, Any]:
     )
     progress(
         f"{point.slug}: {found['replies_per_second']} replies/s, "
-        f"{found['turns_in_flight']['model_mean']} in flight, overhead p50 "
+        f"{found['turns_in_flight']['mean']} turns in flight, overhead p50 "
         f"{found['overhead_ms']['p50']} ms p95 {found['overhead_ms']['p95']} ms, "
         f"{found['answered_once']}/{found['sent']} answered once"
     )
@@ -676,7 +692,7 @@ def run(options: Options, report: Callable[[str], None] = progress) -> dict[str,
 def table(points: list[dict[str, Any]]) -> str:
     """The points as the docs show them."""
     rows = [
-        "| learners | workers | think s | replies/s | in flight (mean / max claimed) "
+        "| learners | workers | think s | replies/s | turns in flight (mean / max claimed) "
         "| overhead p50 / p95 ms | CPU ms per reply | connections max | RSS MB max "
         "| answered once |",
         "|---|---|---|---|---|---|---|---|---|---|",
@@ -689,7 +705,7 @@ def table(points: list[dict[str, Any]]) -> str:
         think = "–".join(f"{v:g}" for v in p["think_seconds"])
         rows.append(
             f"| {p['learners']} | {p['workers']} | {think} | {p['replies_per_second']} "
-            f"| {flight['model_mean']} / {flight['claimed_max']} "
+            f"| {flight['mean']} / {flight['claimed_max']} "
             f"| {p['overhead_ms']['p50']:.0f} / {p['overhead_ms']['p95']:.0f} | {cpu} "
             f"| {connections} | {rss} | {p['answered_once']}/{p['sent']} |"
         )

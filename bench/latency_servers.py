@@ -68,7 +68,8 @@ class DelayedLLM(InstantLLM):
     95th percentile `p95` seconds, from a seeded generator) before it is answered, calls
     served side by side on the server's threads. Per marker it keeps the seconds its reply
     calls waited (a reply's own model time), and it counts the calls in flight: now, at
-    most, and in-flight seconds added up (their rate over a window is the mean). Its
+    most, and in-flight seconds added up (their rate over a window is the mean), all calls
+    (memory jobs' summaries and profiles too) and the reply calls alone (a turn's). Its
     connections stay open between calls, as OpenAI's API and the local servers Pam is
     pointed at keep theirs: a model that answers in seconds is a real one's stand-in."""
 
@@ -79,14 +80,15 @@ class DelayedLLM(InstantLLM):
         self.mu, self.sigma = math.log(p50), lognormal_sigma(p50, p95)
         self.rng = random.Random(seed)
         self.waited: defaultdict[str, float] = defaultdict(float)
-        self.in_flight = self.most_in_flight = 0
-        self.busy_seconds = 0.0  # the integral of calls in flight over time
-        self.changed = time.monotonic()
+        self.all_calls, self.replies = InFlight(), InFlight()
 
     def complete(self, path: str, body: dict[str, Any]) -> Answer:
+        markers = _reply_markers(body)
+        counts = [self.all_calls, self.replies] if markers else [self.all_calls]
         with self.lock:
             delay = self.rng.lognormvariate(self.mu, self.sigma)
-            self._count(+1)
+            for count in counts:
+                count.step(+1)
         started = time.monotonic()
         try:
             time.sleep(delay)
@@ -95,27 +97,41 @@ class DelayedLLM(InstantLLM):
             # the model's time too, not Pam's.
             waited = time.monotonic() - started
             with self.lock:
-                self._count(-1)
-                for marker in _reply_markers(body):
+                for count in counts:
+                    count.step(-1)
+                for marker in markers:
                     self.waited[marker] += waited
         return super().complete(path, body)
-
-    def _count(self, step: int) -> None:
-        now = time.monotonic()
-        self.busy_seconds += self.in_flight * (now - self.changed)
-        self.changed = now
-        self.in_flight += step
-        self.most_in_flight = max(self.most_in_flight, self.in_flight)
 
     def stats(self) -> dict[str, Any]:
         return {**super().stats(), "waited": dict(self.waited), **self.flight()}
 
     def flight(self) -> dict[str, Any]:
-        self._count(0)
+        return {**self.all_calls.figures(), **self.replies.figures("replies_")}
+
+
+class InFlight:
+    """Calls in flight: now, at most, and in-flight seconds added up (the integral over time:
+    its rate over a window is the mean in flight)."""
+
+    def __init__(self) -> None:
+        self.now = self.most = 0
+        self.busy_seconds = 0.0
+        self.changed = time.monotonic()
+
+    def step(self, by: int) -> None:
+        at = time.monotonic()
+        self.busy_seconds += self.now * (at - self.changed)
+        self.changed = at
+        self.now += by
+        self.most = max(self.most, self.now)
+
+    def figures(self, prefix: str = "") -> dict[str, Any]:
+        self.step(0)
         return {
-            "in_flight": self.in_flight,
-            "most_in_flight": self.most_in_flight,
-            "busy_seconds": self.busy_seconds,
+            f"{prefix}in_flight": self.now,
+            f"most_{prefix}in_flight": self.most,
+            f"{prefix}busy_seconds": self.busy_seconds,
         }
 
 
@@ -204,9 +220,11 @@ class LLMProcess:
         counts."""
         return self._get("/stats")
 
-    def in_flight(self) -> int:
-        """A DelayedLLM's calls in flight now (its `/flight`: small, however long the run)."""
-        return int(self._get("/flight").get("in_flight", 0))
+    def in_flight(self) -> tuple[int, int]:
+        """A DelayedLLM's calls in flight now, all and reply calls alone (its `/flight`: small,
+        however long the run)."""
+        found = self._get("/flight")
+        return int(found.get("in_flight", 0)), int(found.get("replies_in_flight", 0))
 
     def _get(self, path: str) -> dict[str, Any]:
         origin = self.base_url.removesuffix("/v1")

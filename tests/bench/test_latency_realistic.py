@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -65,12 +66,43 @@ def test_the_delayed_model_keeps_each_markers_wait_and_its_calls_in_flight() -> 
         stats = http.get(f"{origin}/stats", timeout=10).json()
         flight = http.get(f"{origin}/flight", timeout=10).json()
     # What the sampler reads twice a second: the counts alone, not a wait per message.
-    assert flight == {k: stats[k] for k in ("in_flight", "most_in_flight", "busy_seconds")}
+    counts = ("in_flight", "most_in_flight", "busy_seconds")
+    assert set(flight) == {
+        *counts,
+        "replies_in_flight",
+        "most_replies_in_flight",
+        "replies_busy_seconds",
+    }
+    assert all(flight[k] == stats[k] for k in ("in_flight", "most_in_flight"))
     assert stats["served"] == {"reply": 3}
     assert set(stats["waited"]) == {"L001-M01", "L002-M01"}
     assert stats["waited"]["L001-M01"] > stats["waited"]["L002-M01"] > 0  # two calls, one
     assert stats["in_flight"] == 0 and stats["most_in_flight"] >= 1
     assert stats["busy_seconds"] >= sum(stats["waited"].values())
+    # Every call here was a reply's: a turn's calls and all calls are the same.
+    assert stats["replies_in_flight"] == 0 and stats["most_replies_in_flight"] >= 1
+    assert stats["replies_busy_seconds"] >= sum(stats["waited"].values())
+
+
+def test_the_delayed_model_counts_a_memory_jobs_call_in_flight_but_not_as_a_turn() -> None:
+    summary = {"model": "fake", "messages": [{"role": "system", "content": "# Task: summary"}]}
+    with DelayedLLM(0.2, 0.3, seed=3) as llm, requests.Session() as http:
+        calls = [
+            threading.Thread(
+                target=requests.post,
+                args=(f"{llm.base_url}/chat/completions",),
+                kwargs={"json": body, "timeout": 10},
+            )
+            for body in (summary, reply_request("L001-M01"))
+        ]
+        for call in calls:
+            call.start()
+        for call in calls:
+            call.join()
+        stats = http.get(f"{llm.base_url.removesuffix('/v1')}/stats", timeout=10).json()
+    assert stats["most_in_flight"] == 2  # both waited side by side
+    assert stats["most_replies_in_flight"] == 1
+    assert stats["busy_seconds"] > stats["replies_busy_seconds"] > 0
 
 
 def test_fake_telegram_stamps_a_reply_before_it_keeps_the_sender_waiting() -> None:
@@ -216,11 +248,18 @@ def a_point(
         rss_mb={"web": [150.0, 140.0], "worker-1": [300.0, 310.0]},
         claimed=[60, 70],
         model_in_flight=[60, 66],
+        replies_in_flight=[50, 56],
         jobs_waiting=[3, 9],
         seconds=[30.0, 150.0],  # in the first minute and the third
     )
     before = {"busy_seconds": 0.0}
-    after = {"busy_seconds": 650.0, "most_in_flight": 80, "waited": {}}
+    after = {
+        "busy_seconds": 650.0,
+        "most_in_flight": 80,
+        "replies_busy_seconds": 600.0,
+        "most_replies_in_flight": 70,
+        "waited": {},
+    }
     found = realistic.point_result(point, phase, before, after, samples, {"web": 0.05})
     found["replies_per_second"] = rate
     found["overhead_ms"]["p95"] = p95
@@ -229,7 +268,8 @@ def a_point(
 
 def test_a_point_reports_every_figure_and_the_verdicts_read_the_headline() -> None:
     good = a_point(200, 1, 33.0, 60.0, connections=5)
-    assert good["turns_in_flight"] == {"model_mean": 32.5, "model_max": 80, "claimed_max": 70}
+    assert good["turns_in_flight"] == {"mean": 30.0, "max": 70, "claimed_max": 70}
+    assert good["model_calls_in_flight"] == {"mean": 32.5, "max": 80}
     assert good["connections"]["worker-1"] == {"max": 5, "mean": 4.5}
     assert good["rss_mb"] == {"web": 150.0, "worker-1": 310.0}
     assert good["rss_mb_by_minute"] == {
@@ -250,7 +290,7 @@ def test_a_point_reports_every_figure_and_the_verdicts_read_the_headline() -> No
 
     table = realistic.table([good, slow])
     assert table.count("\n") == 3, table
-    assert "| 200 | 1 | 2–6 | 33.0 | 32.5 / 70 | 2000 / 60 | web 5.0 |" in table
+    assert "| 200 | 1 | 2–6 | 33.0 | 30.0 / 70 | 2000 / 60 | web 5.0 |" in table
 
 
 def test_the_plot_draws_a_line_per_worker_count(tmp_path: Path) -> None:
