@@ -517,14 +517,18 @@ def plot_minutes(
     and the CPU a reply of each process and of the Postgres server. Minutes with under half
     the median minute's replies (the last, as the learners stop) are left out: their idle
     CPU over a few replies reads as a costly reply. (Results from before the replies were
-    counted by minute leave out their last minute.)"""
-    plt = _pyplot(report)
-    if plt is None:
-        return
+    counted by minute leave out their last minute.) A point of under two such minutes (the
+    sweep's 60 s) has no lines to draw: nothing is written, and it says so."""
     count = len(point["overhead_ms_by_minute"])
     replies = point.get("replies_by_minute") or [1] * (count - 1) + [0]
     enough = statistics.median(replies) / 2
     minutes = [m for m, n in enumerate(replies) if n >= enough]
+    if len(minutes) < 2:
+        report(f"{len(minutes)} whole minute(s) at the headline point: no minute plot")
+        return
+    plt = _pyplot(report)
+    if plt is None:
+        return
     figure, (overhead, cpu) = plt.subplots(1, 2, figsize=(12, 4.8))
 
     def line(axes: Any, values: list[Any], style: str, label: str) -> None:

@@ -331,6 +331,18 @@ def test_the_minutes_plot_leaves_out_the_last_minutes_few_replies(
     assert drawn == [[15.0] * 3, [30.0] * 3, [11.0, 11.5, 12.0]]
 
 
+def test_a_point_of_one_minute_draws_no_minutes_plot(tmp_path: Path) -> None:
+    point = a_point(200, 1, 33.0, 50.0, 5)
+    point["replies_by_minute"] = [1980, 30]  # the sweep's 60 s, and its last replies
+    point["overhead_ms_by_minute"] = [{"p50": 15.0, "p95": 30.0}, None]
+    point["cpu_ms_per_reply_by_minute"] = {"worker-1": [11.0, 70.0]}
+    path = tmp_path / "latency_realistic_minutes.png"
+    said: list[str] = []
+    plot_minutes(point, {"p50_s": 1.5, "p95_s": 5.0}, path, said.append)
+    assert not path.exists()
+    assert said == ["1 whole minute(s) at the headline point: no minute plot"]
+
+
 def test_the_options_of_the_command_line() -> None:
     quick = realistic.parse_args(["--quick"])
     assert quick.learners == (20, 60) and quick.workers == (1, 2) and not quick.saturation
