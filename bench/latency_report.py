@@ -440,7 +440,9 @@ def plot(results: list[ConfigResult], path: Path, report: Callable[[str], None])
     for column, backend in enumerate(backends):
         top, bottom = axes[0][column], axes[1][column]
         rows = [r for r in results if r.backend == backend]
-        for result in rows:
+        # One colour per configuration in both panels: the floor grey, Pam's blue and orange.
+        colours = ["grey", "tab:blue", "tab:orange"][: len(rows)]
+        for result, colour in zip(rows, colours, strict=False):
             ms = sorted(1000 * v for v in result.latency.latencies())
             if not ms:
                 continue
@@ -450,6 +452,7 @@ def plot(results: list[ConfigResult], path: Path, report: Callable[[str], None])
                 ms,
                 shares,
                 where="post",
+                color=colour,
                 label=f"{result.name}: p50 {stats['p50_ms']:.0f}, p95 {stats['p95_ms']:.0f} ms",
             )
         top.set_xscale("log")
@@ -462,7 +465,7 @@ def plot(results: list[ConfigResult], path: Path, report: Callable[[str], None])
         top.legend(loc="lower right", fontsize=7)
         names = [r.name.replace(", ", "\n", 1) for r in rows]
         rates = [r.throughput.stats()["replies_per_second"] for r in rows]
-        bars = bottom.barh(names, rates, color=["grey", "tab:blue", "tab:orange"][: len(rows)])
+        bars = bottom.barh(names, rates, color=colours)
         bottom.bar_label(bars, fmt="%.1f", fontsize=8)
         bottom.margins(x=0.1)  # room for the longest bar's label inside the axes
         bottom.invert_yaxis()
