@@ -426,7 +426,7 @@ def point_result(
     seconds = phase.seconds()
 
     def mean_in_flight(key: str) -> float:
-        busy = float(after.get(key, 0.0)) - float(before.get(key, 0.0))
+        busy = float(after[key]) - float(before[key])
         return round(busy / seconds, 1) if seconds > 0 else 0.0
 
     return {
@@ -449,13 +449,13 @@ def point_result(
         # A turn is in flight from its claim to its finish: its reply call is most of that.
         "turns_in_flight": {
             "mean": mean_in_flight("replies_busy_seconds"),
-            "max": int(after.get("most_replies_in_flight", 0)),
+            "max": int(after["most_replies_in_flight"]),
             "claimed_max": max(samples.claimed, default=0),
         },
         # Every model call, the memory jobs' summaries and profiles too.
         "model_calls_in_flight": {
             "mean": mean_in_flight("busy_seconds"),
-            "max": int(after.get("most_in_flight", 0)),
+            "max": int(after["most_in_flight"]),
         },
         **samples.summary(),
         # CPU per reply: what a loaded machine does not inflate, unlike the overhead.

@@ -442,7 +442,7 @@ def plot(results: list[ConfigResult], path: Path, report: Callable[[str], None])
         rows = [r for r in results if r.backend == backend]
         # One colour per configuration in both panels: the floor grey, Pam's blue and orange.
         colours = ["grey", "tab:blue", "tab:orange"][: len(rows)]
-        for result, colour in zip(rows, colours, strict=False):
+        for result, colour in zip(rows, colours, strict=True):
             ms = sorted(1000 * v for v in result.latency.latencies())
             if not ms:
                 continue

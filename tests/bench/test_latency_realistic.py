@@ -66,14 +66,15 @@ def test_the_delayed_model_keeps_each_markers_wait_and_its_calls_in_flight() -> 
         stats = http.get(f"{origin}/stats", timeout=10).json()
         flight = http.get(f"{origin}/flight", timeout=10).json()
     # What the sampler reads twice a second: the counts alone, not a wait per message.
-    counts = ("in_flight", "most_in_flight", "busy_seconds")
     assert set(flight) == {
-        *counts,
+        "in_flight",
+        "most_in_flight",
+        "busy_seconds",
         "replies_in_flight",
         "most_replies_in_flight",
         "replies_busy_seconds",
     }
-    assert all(flight[k] == stats[k] for k in ("in_flight", "most_in_flight"))
+    assert flight == {k: stats[k] for k in flight}
     assert stats["served"] == {"reply": 3}
     assert set(stats["waited"]) == {"L001-M01", "L002-M01"}
     assert stats["waited"]["L001-M01"] > stats["waited"]["L002-M01"] > 0  # two calls, one
@@ -169,10 +170,13 @@ def test_a_point_reports_the_models_own_time_beside_pams_overhead() -> None:
     after = {
         "busy_seconds": 8.0,
         "most_in_flight": 3,
+        "replies_busy_seconds": 8.0,
+        "most_replies_in_flight": 3,
         "waited": {"L001-M01": 1.96, "L002-M01": 0.47, "L003-M01": 5.9},
     }
+    before = {"busy_seconds": 0.0, "replies_busy_seconds": 0.0}
     point = realistic.Point(3, 1, (2.0, 6.0))
-    found = realistic.point_result(point, phase, {"busy_seconds": 0.0}, after, realistic.Samples())
+    found = realistic.point_result(point, phase, before, after, realistic.Samples())
     assert found["model_ms"] == {"p50": 1960.0, "p95": 5900.0}
     assert found["overhead_ms"]["p50"] == 40.0
 
@@ -252,7 +256,7 @@ def a_point(
         jobs_waiting=[3, 9],
         seconds=[30.0, 150.0],  # in the first minute and the third
     )
-    before = {"busy_seconds": 0.0}
+    before = {"busy_seconds": 0.0, "replies_busy_seconds": 0.0}
     after = {
         "busy_seconds": 650.0,
         "most_in_flight": 80,
